@@ -1,0 +1,196 @@
+//! The agent's connection to the hub: dial, say Hello with the works held,
+//! take upserts and deletes, send status, and reconnect with jittered
+//! exponential backoff when the stream breaks.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
+use ferry_proto::v1::{self, agent_message, hub_message};
+use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+use tracing::{info, warn};
+
+use crate::status_board::StatusBoard;
+use crate::works::WorkManager;
+
+const OUTBOUND_QUEUE: usize = 32;
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How to reach the hub.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Hub gRPC URL, e.g. `http://hub:8443`.
+    pub hub_url: String,
+    /// This cluster's name: the hub namespace holding its works.
+    pub cluster_name: String,
+    /// Seconds between agent heartbeats.
+    pub heartbeat_interval: Duration,
+}
+
+/// A session could not be opened or broke.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The hub URL is not a valid endpoint.
+    #[error("invalid hub URL {url}: {source}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// The parse error.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// Connecting failed.
+    #[error("connecting to {url}: {source}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// The transport error.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The hub refused or ended the stream.
+    #[error("hub stream: {0}")]
+    Stream(#[from] tonic::Status),
+    /// The hub closed the stream.
+    #[error("the hub closed the stream")]
+    Closed,
+}
+
+/// Keeps a session with the hub open for as long as the returned future runs.
+pub async fn run_session(config: SessionConfig, works: Arc<WorkManager>, board: Arc<StatusBoard>) {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let mut welcomed = false;
+        match connect_once(&config, &works, &board, &mut welcomed).await {
+            Ok(()) => {}
+            Err(error) => warn!(hub = %config.hub_url, %error, "hub session ended"),
+        }
+        if welcomed {
+            backoff = MIN_BACKOFF;
+        }
+        let jitter = rand::rng().random_range(0.5..1.0);
+        tokio::time::sleep(backoff.mul_f64(jitter)).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+async fn connect_once(
+    config: &SessionConfig,
+    works: &WorkManager,
+    board: &Arc<StatusBoard>,
+    welcomed: &mut bool,
+) -> Result<(), SessionError> {
+    let endpoint =
+        Endpoint::from_shared(config.hub_url.clone()).map_err(|source| SessionError::BadUrl {
+            url: config.hub_url.clone(),
+            source,
+        })?;
+    let channel = endpoint
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .connect()
+        .await
+        .map_err(|source| SessionError::Connect {
+            url: config.hub_url.clone(),
+            source,
+        })?;
+    let mut client = WorkDistributorClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+    let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let hello = v1::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_name: config.cluster_name.clone(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        known_works: works.known().await,
+    };
+    // The queue is empty and we hold the receiver, so this cannot fail.
+    let _ = outbound
+        .send(v1::AgentMessage {
+            body: Some(agent_message::Body::Hello(hello)),
+        })
+        .await;
+    let mut inbound = client
+        .sync(ReceiverStream::new(outbound_rx))
+        .await?
+        .into_inner();
+
+    board.mark_all_unsent().await;
+    let sender = tokio::spawn(send_reports(
+        outbound,
+        board.clone(),
+        config.heartbeat_interval,
+    ));
+    let result = async {
+        while let Some(message) = inbound.message().await? {
+            match message.body {
+                Some(hub_message::Body::Welcome(welcome)) => {
+                    *welcomed = true;
+                    info!(hub_version = %welcome.hub_version, "connected to hub");
+                }
+                Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
+                Some(hub_message::Body::Delete(delete)) => {
+                    if let Some(work) = delete.work {
+                        works.delete(&work.uid).await;
+                    }
+                }
+                Some(hub_message::Body::Heartbeat(_)) | None => {}
+            }
+        }
+        Err(SessionError::Closed)
+    }
+    .await;
+    sender.abort();
+    result
+}
+
+/// Sends unsent statuses as they are published, and a heartbeat every
+/// `heartbeat`. Statuses that could not be sent go back on the board.
+async fn send_reports(
+    outbound: mpsc::Sender<v1::AgentMessage>,
+    board: Arc<StatusBoard>,
+    heartbeat: Duration,
+) {
+    let mut published = board.subscribe();
+    published.mark_changed();
+    let mut ticker = tokio::time::interval(heartbeat);
+    loop {
+        tokio::select! {
+            changed = published.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let unsent = board.take_unsent().await;
+                for (i, status) in unsent.iter().enumerate() {
+                    let message = v1::AgentMessage { body: Some(agent_message::Body::Status(status.clone())) };
+                    if outbound.send(message).await.is_err() {
+                        board.requeue(&unsent[i..]).await;
+                        return;
+                    }
+                }
+            }
+            _ = ticker.tick() => {
+                let beat = v1::AgentMessage {
+                    body: Some(agent_message::Body::Heartbeat(v1::Heartbeat { sent_unix_millis: now_millis() })),
+                };
+                if outbound.send(beat).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}

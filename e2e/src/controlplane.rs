@@ -1,0 +1,229 @@
+//! A running control plane: one child process with etcd, kube-apiserver and
+//! kube-controller-manager, its data in a temporary directory.
+//!
+//! The child watches its stdin and exits when it closes, so it goes away with
+//! the test process even when that is killed; dropping the handle kills it too.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::controlplane_build::{BuildError, ensure_controlplane_binary};
+
+const READY_PREFIX: &str = "FERRY_CONTROLPLANE_READY ";
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A control plane could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Building the binary failed.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Process or file IO failed.
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process exited or stayed silent before it was ready.
+    #[error("control plane {name} did not become ready: {why}; last log lines:\n{log_tail}")]
+    NotReady {
+        /// Control plane name.
+        name: String,
+        /// What went wrong.
+        why: String,
+        /// The end of its stderr.
+        log_tail: String,
+    },
+    /// The kubeconfig it wrote could not be used.
+    #[error("using the kubeconfig of {name}: {source}")]
+    Kubeconfig {
+        /// Control plane name.
+        name: String,
+        /// The kube error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// What the control plane prints once `/readyz` answers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadyInfo {
+    /// Name given with `--name`.
+    pub name: String,
+    /// Admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// API server URL.
+    pub server: String,
+    /// Admin bearer token.
+    pub token: String,
+    /// CA of the serving certificate.
+    pub ca_file: PathBuf,
+    /// Audit log path, empty when auditing is off.
+    #[serde(default)]
+    pub audit_log: String,
+}
+
+/// Options of one control plane.
+#[derive(Debug, Clone, Default)]
+pub struct ControlPlaneOptions {
+    /// Record write requests in an audit log under the data directory.
+    pub audit: bool,
+    /// Keep the data here instead of a temporary directory (kept after stop).
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A running control plane.
+pub struct ControlPlane {
+    /// Its name.
+    pub name: String,
+    /// What it reported when ready.
+    pub info: ReadyInfo,
+    /// Seconds from spawn to ready.
+    pub startup: Duration,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    _temp: Option<tempfile::TempDir>,
+    data_dir: PathBuf,
+}
+
+impl ControlPlane {
+    /// Builds the binary if needed and starts a control plane named `name`.
+    pub async fn start(name: &str, options: ControlPlaneOptions) -> Result<Self, StartError> {
+        let binary = tokio::task::spawn_blocking(ensure_controlplane_binary)
+            .await
+            .map_err(|e| StartError::Io {
+                action: "joining the build task".into(),
+                source: std::io::Error::other(e),
+            })??;
+        let (temp, data_dir) = match options.data_dir {
+            Some(dir) => (None, dir),
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix(&format!("ferry-{name}-"))
+                    .tempdir()
+                    .map_err(|source| StartError::Io {
+                        action: "creating a data directory".into(),
+                        source,
+                    })?;
+                let path = temp.path().to_path_buf();
+                (Some(temp), path)
+            }
+        };
+        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::Io {
+            action: format!("creating {}", data_dir.display()),
+            source,
+        })?;
+        let log_path = data_dir.join("controlplane.log");
+        let log = std::fs::File::create(&log_path).map_err(|source| StartError::Io {
+            action: format!("creating {}", log_path.display()),
+            source,
+        })?;
+        let mut command = Command::new(&binary);
+        command
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--name", name, "--exit-on-stdin-close"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        if options.audit {
+            command.arg("--audit-log").arg(data_dir.join("audit.log"));
+        }
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|source| StartError::Io {
+            action: format!("starting {}", binary.display()),
+            source,
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let not_ready = |why: String| StartError::NotReady {
+            name: name.to_string(),
+            why,
+            log_tail: log_tail(&log_path),
+        };
+        let Some(stdout) = stdout else {
+            return Err(not_ready("no stdout".into()));
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(START_TIMEOUT, async {
+            while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+                if let Some(json) = line.strip_prefix(READY_PREFIX) {
+                    return serde_json::from_str::<ReadyInfo>(json).map_err(|e| e.to_string());
+                }
+            }
+            Err("it exited".to_string())
+        })
+        .await;
+        let info = match ready {
+            Ok(Ok(info)) => info,
+            Ok(Err(why)) => return Err(not_ready(why)),
+            Err(_) => return Err(not_ready(format!("no ready line within {START_TIMEOUT:?}"))),
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            name: name.to_string(),
+            info,
+            startup: started.elapsed(),
+            child,
+            stdin,
+            _temp: temp,
+            data_dir,
+        })
+    }
+
+    /// A client with admin rights on this control plane.
+    pub async fn client(&self) -> Result<Client, StartError> {
+        let wrap = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Kubeconfig {
+            name: self.name.clone(),
+            source,
+        };
+        let kubeconfig =
+            Kubeconfig::read_from(&self.info.kubeconfig).map_err(|e| wrap(e.into()))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| wrap(e.into()))?;
+        Client::try_from(config).map_err(|e| wrap(e.into()))
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The process id, e.g. to read its memory use.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Stops it cleanly: closes stdin, waits, and kills it if it lingers.
+    pub async fn stop(mut self) {
+        self.stdin.take();
+        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}

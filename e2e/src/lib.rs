@@ -1,0 +1,10 @@
+//! Real local Kubernetes control planes for ferry's tests and local fleet: the
+//! Go control plane build, process handles, a fleet of hub and spokes with
+//! ferry running against them, and watch-based waiting helpers.
+#![forbid(unsafe_code)]
+
+pub mod controlplane;
+pub mod controlplane_build;
+pub mod fleet;
+pub mod wait;
+pub mod work_helpers;

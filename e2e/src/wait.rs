@@ -1,0 +1,65 @@
+//! Waiting for objects to reach a state, by watching them (no polling loops).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use kube::Api;
+use kube::runtime::wait::await_condition;
+use serde::de::DeserializeOwned;
+
+/// The state was not reached in time.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// The timeout passed; `last` is the object as last read.
+    #[error("{what} not reached within {timeout:?}; object is now: {last}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        timeout: Duration,
+        /// The object as JSON, or `absent`.
+        last: String,
+    },
+    /// The watch failed.
+    #[error("watching for {what}: {source}")]
+    Watch {
+        /// What was awaited.
+        what: String,
+        /// The watch error.
+        #[source]
+        source: kube::runtime::wait::Error,
+    },
+}
+
+/// Waits until `cond` holds for object `name` (None while it is absent).
+pub async fn wait_until<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    cond: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>, WaitError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + serde::Serialize + 'static,
+{
+    let watched = await_condition(api.clone(), name, |obj: Option<&K>| cond(obj));
+    match tokio::time::timeout(timeout, watched).await {
+        Ok(Ok(obj)) => Ok(obj),
+        Ok(Err(source)) => Err(WaitError::Watch {
+            what: what.to_string(),
+            source,
+        }),
+        Err(_) => {
+            let last = match api.get_opt(name).await {
+                Ok(Some(obj)) => serde_json::to_string_pretty(&obj).unwrap_or_default(),
+                Ok(None) => "absent".into(),
+                Err(e) => format!("unreadable: {e}"),
+            };
+            Err(WaitError::Timeout {
+                what: what.to_string(),
+                timeout,
+                last,
+            })
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Building ManifestWorks and reading their status in tests and examples.
+
+use ferry_hub::manifest_work::{
+    Condition, Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate,
+};
+use serde_json::Value;
+
+/// A work named `name` for cluster `cluster` holding `manifests`.
+pub fn manifest_work(cluster: &str, name: &str, manifests: Vec<Value>) -> ManifestWork {
+    let mut work = ManifestWork::new(
+        name,
+        ManifestWorkSpec {
+            workload: ManifestsTemplate {
+                manifests: manifests.into_iter().map(Manifest).collect(),
+            },
+            ..Default::default()
+        },
+    );
+    work.metadata.namespace = Some(cluster.to_string());
+    work
+}
+
+/// The work-level condition of `type_`, if reported.
+pub fn work_condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Condition> {
+    work.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// The condition of `type_` of the manifest at `ordinal`, if reported.
+pub fn manifest_condition<'a>(
+    work: &'a ManifestWork,
+    ordinal: i32,
+    type_: &str,
+) -> Option<&'a Condition> {
+    work.status
+        .as_ref()?
+        .resource_status
+        .as_ref()?
+        .manifests
+        .iter()
+        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Whether the work reports `Applied=True` for its current generation.
+pub fn is_applied_at_current_generation(work: Option<&ManifestWork>) -> bool {
+    work.is_some_and(|w| {
+        work_condition(w, "Applied").is_some_and(|c| {
+            c.status == "True" && Some(c.observed_generation) == w.metadata.generation
+        })
+    })
+}
+
+/// A ConfigMap manifest.
+pub fn config_map(namespace: &str, name: &str, data: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    })
+}

@@ -1,0 +1,79 @@
+//! A manifest of a kind the spoke does not serve fails alone, with a reason
+//! and message a user can act on; the rest of the work still applies.
+
+use std::time::Duration;
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::wait::wait_until;
+use ferry_e2e::work_helpers::{config_map, manifest_condition, manifest_work, work_condition};
+use ferry_hub::manifest_work::ManifestWork;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
+    let work = manifest_work(
+        "cluster-a",
+        "mixed",
+        vec![
+            config_map("default", "before", json!({"x": "1"})),
+            json!({"apiVersion": "gadgets.example.com/v1", "kind": "Gadget",
+                   "metadata": {"name": "g", "namespace": "default"}}),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "after", "namespace": "default"}, "stringData": {"y": "2"}}),
+        ],
+    );
+    works
+        .create(&PostParams::default(), &work)
+        .await
+        .expect("create work");
+    let reported = |w: Option<&ManifestWork>| {
+        w.and_then(|w| manifest_condition(w, 1, "Applied"))
+            .is_some()
+            && w.and_then(|w| manifest_condition(w, 2, "Applied"))
+                .is_some()
+    };
+    let work = wait_until(&works, "mixed", "all manifests reported", TIMEOUT, reported)
+        .await
+        .expect("reported")
+        .expect("exists");
+
+    let gadget = manifest_condition(&work, 1, "Applied").expect("condition");
+    assert_eq!(gadget.status, "False");
+    assert_eq!(gadget.reason, "UnknownKind");
+    assert!(
+        gadget.message.contains("Gadget") && gadget.message.contains("gadgets.example.com/v1"),
+        "message names the kind and apiVersion: {}",
+        gadget.message
+    );
+    for ordinal in [0, 2] {
+        let c = manifest_condition(&work, ordinal, "Applied").expect("condition");
+        assert_eq!(
+            c.status, "True",
+            "manifest {ordinal} is applied despite the unknown kind"
+        );
+    }
+    let whole = work_condition(&work, "Applied").expect("work condition");
+    assert_eq!(whole.status, "False");
+    assert!(
+        whole
+            .message
+            .starts_with("1 of 3 manifests are not applied"),
+        "{}",
+        whole.message
+    );
+
+    let spoke = fleet.spoke("cluster-a").client.clone();
+    let cms: Api<ConfigMap> = Api::namespaced(spoke.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(spoke, "default");
+    assert!(cms.get_opt("before").await.expect("read").is_some());
+    assert!(secrets.get_opt("after").await.expect("read").is_some());
+    fleet.stop().await;
+}

@@ -1,0 +1,15 @@
+//! The ferry hub: watches ManifestWorks on the management cluster, streams each
+//! cluster's works to that cluster's agent over gRPC, and writes the status the
+//! agents report back to the ManifestWork status subresource.
+#![forbid(unsafe_code)]
+
+pub mod crds;
+pub mod managed_cluster;
+pub mod manifest_work;
+pub mod metrics;
+pub mod probes;
+pub mod server;
+pub mod session;
+pub mod status_writer;
+pub mod to_wire;
+pub mod work_index;

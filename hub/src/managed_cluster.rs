@@ -1,0 +1,43 @@
+//! The `ManagedCluster` custom resource: one per spoke cluster, cluster-scoped.
+//! Its name is the cluster name, which is also the hub namespace holding the
+//! cluster's ManifestWorks.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A spoke cluster known to the hub.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "work.ferry.dev",
+    version = "v1alpha1",
+    kind = "ManagedCluster",
+    status = "ManagedClusterStatus",
+    shortname = "mcl",
+    category = "ferry",
+    printcolumn = r#"{"name":"Connected","type":"boolean","jsonPath":".status.connected"}"#,
+    printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".status.agentVersion"}"#,
+    printcolumn = r#"{"name":"Last Seen","type":"date","jsonPath":".status.lastSeenTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSpec {
+    /// Free-form description shown to users; ferry does not interpret it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// What the hub knows of the cluster's agent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterStatus {
+    /// Whether an agent of this cluster holds a session with a hub replica.
+    #[serde(default)]
+    pub connected: bool,
+    /// Version the agent reported in its Hello.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent_version: String,
+    /// When the hub last heard from the agent, RFC 3339.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_seen_time: String,
+}

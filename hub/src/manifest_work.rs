@@ -1,0 +1,374 @@
+//! The `ManifestWork` custom resource (`work.ferry.dev/v1alpha1`).
+//!
+//! The spec is field-for-field compatible with Open Cluster Management's
+//! `work.open-cluster-management.io/v1` ManifestWork, so a user ports a work by
+//! changing its `apiVersion`. Fields that OCM lacks are optional and marked as
+//! ferry additions.
+
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a work: the manifests to apply on the cluster named by the
+/// work's namespace, and how to apply, observe and delete them.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "work.ferry.dev",
+    version = "v1alpha1",
+    kind = "ManifestWork",
+    namespaced,
+    status = "ManifestWorkStatus",
+    shortname = "mw",
+    category = "ferry",
+    printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.conditions[?(@.type==\"Applied\")].status"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkSpec {
+    /// The manifests to apply.
+    #[serde(default)]
+    pub workload: ManifestsTemplate,
+    /// What happens to the applied objects when the work is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_option: Option<DeleteOption>,
+    /// Per-resource configuration: update strategy, ignored fields, feedback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifest_configs: Vec<ManifestConfigOption>,
+}
+
+/// The list of manifests in a work.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManifestsTemplate {
+    /// Kubernetes objects, each a complete manifest with apiVersion, kind and metadata.
+    #[serde(default)]
+    pub manifests: Vec<Manifest>,
+}
+
+/// One Kubernetes object as written by the user. Kept as raw JSON: any kind is
+/// allowed, including kinds the hub has never heard of.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(transparent)]
+pub struct Manifest(pub serde_json::Value);
+
+impl JsonSchema for Manifest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Manifest".into()
+    }
+
+    // Without preserve-unknown-fields the API server prunes every field of the
+    // embedded object; embedded-resource makes it check apiVersion/kind/metadata.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-embedded-resource": true
+        })
+    }
+}
+
+/// How applied objects are treated when the work is deleted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOption {
+    /// `Foreground` (default) deletes the objects; `Orphan` leaves them all;
+    /// `SelectivelyOrphan` leaves those matched by `selectivelyOrphans`.
+    #[serde(default)]
+    pub propagation_policy: PropagationPolicy,
+    /// The objects to leave behind under `SelectivelyOrphan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectively_orphans: Option<SelectivelyOrphan>,
+}
+
+/// Deletion propagation for a work's objects.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PropagationPolicy {
+    /// Delete the objects and keep the work until they are gone.
+    #[default]
+    Foreground,
+    /// Leave every object on the cluster.
+    Orphan,
+    /// Leave only the objects matched by the orphaning rules.
+    SelectivelyOrphan,
+}
+
+/// The rules of `SelectivelyOrphan`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectivelyOrphan {
+    /// Objects matching any rule are left on the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphaning_rules: Vec<OrphaningRule>,
+}
+
+/// Identifies objects to orphan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct OrphaningRule {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource (plural, lower case), e.g. `configmaps`.
+    pub resource: String,
+    /// Object name.
+    pub name: String,
+    /// Object namespace; empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// Configuration for the manifests matched by `resourceIdentifier`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestConfigOption {
+    /// Which manifests this applies to. `name` and `namespace` accept `*`.
+    pub resource_identifier: ResourceIdentifier,
+    /// Status values to report back from the applied object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback_rules: Vec<FeedbackRule>,
+    /// How the agent writes the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+    /// ferry addition: what to do when the object is deleted on the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_deleted: Option<WhenDeleted>,
+}
+
+/// Selects manifests by group, resource, name and namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ResourceIdentifier {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource (plural, lower case), e.g. `deployments`.
+    pub resource: String,
+    /// Object name, or `*`.
+    pub name: String,
+    /// Object namespace, `*`, or empty for cluster-scoped objects.
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// A status feedback rule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackRule {
+    /// `WellKnownStatus` or `JSONPaths`.
+    #[serde(rename = "type")]
+    pub type_: FeedbackType,
+    /// Named paths, for `JSONPaths`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub json_paths: Vec<NamedJsonPath>,
+}
+
+/// Kind of feedback rule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FeedbackType {
+    /// The status fields ferry knows for common workload kinds.
+    #[default]
+    WellKnownStatus,
+    /// User-defined JSONPath expressions.
+    #[serde(rename = "JSONPaths")]
+    JsonPaths,
+}
+
+/// A named JSONPath whose value is reported back.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct NamedJsonPath {
+    /// Name under which the value is reported.
+    pub name: String,
+    /// JSONPath, with or without the leading `$`.
+    pub path: String,
+    /// Accepted for OCM compatibility and ignored (deprecated there too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// How the agent writes an object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    /// `Update` (default), `CreateOnly`, `ServerSideApply` or `ReadOnly`.
+    #[serde(rename = "type")]
+    pub type_: UpdateStrategyType,
+    /// Options for `ServerSideApply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side_apply: Option<ServerSideApplyConfig>,
+}
+
+/// Update strategy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum UpdateStrategyType {
+    /// kubectl-style three-way merge.
+    #[default]
+    Update,
+    /// Create when absent, never update.
+    CreateOnly,
+    /// Kubernetes server-side apply.
+    ServerSideApply,
+    /// Never write; only report status.
+    ReadOnly,
+}
+
+/// Server-side apply options.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSideApplyConfig {
+    /// Take ownership of fields another manager owns.
+    #[serde(default)]
+    pub force: bool,
+    /// Field manager name; `ferry-agent` when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field_manager: String,
+    /// Fields that the hub does not keep in sync once the object exists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<IgnoreField>,
+}
+
+/// A set of paths and when they are left to the spoke.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreField {
+    /// `OnSpokePresent` or `OnSpokeChange`.
+    pub condition: IgnoreCondition,
+    /// JSONPaths of the ignored fields.
+    pub json_paths: Vec<String>,
+}
+
+/// When an ignored field is left to the spoke.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum IgnoreCondition {
+    /// Never written again once the object exists.
+    #[default]
+    OnSpokePresent,
+    /// Keeps the spoke's value until the hub changes that field.
+    OnSpokeChange,
+}
+
+/// ferry addition: what to do when an applied object is deleted on the spoke.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum WhenDeleted {
+    /// Recreate it with the current spec.
+    #[default]
+    Recreate,
+    /// Leave it deleted.
+    Leave,
+}
+
+/// Observed state of a work, written by the hub from agent reports.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkStatus {
+    /// Work conditions: `Applied`, `Available`, `Deleting`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Per-manifest status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_status: Option<ManifestResourceStatus>,
+}
+
+/// A `metav1.Condition`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, e.g. `Applied`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// CamelCase reason.
+    pub reason: String,
+    /// What happened, for a human.
+    #[serde(default)]
+    pub message: String,
+    /// The work generation this condition describes.
+    #[serde(default)]
+    pub observed_generation: i64,
+    /// When the status last changed, RFC 3339.
+    pub last_transition_time: String,
+}
+
+/// Per-manifest status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManifestResourceStatus {
+    /// One entry per manifest, in manifest order.
+    #[serde(default)]
+    pub manifests: Vec<ManifestCondition>,
+}
+
+/// Status of one manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestCondition {
+    /// Which object this is.
+    pub resource_meta: ManifestResourceMeta,
+    /// Values collected by feedback rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_feedback: Option<StatusFeedbackResult>,
+    /// `Applied`, `Available`, `StatusFeedbackSynced`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// Identity of an applied object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManifestResourceMeta {
+    /// Index of the manifest in `spec.workload.manifests`.
+    pub ordinal: i32,
+    /// API group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    #[serde(default)]
+    pub version: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Resource (plural).
+    #[serde(default)]
+    pub resource: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace; empty for cluster-scoped objects.
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// Feedback values of one manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct StatusFeedbackResult {
+    /// The values, by rule name.
+    #[serde(default)]
+    pub values: Vec<FeedbackValue>,
+}
+
+/// One named feedback value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackValue {
+    /// Rule name.
+    pub name: String,
+    /// The value.
+    pub field_value: FieldValue,
+}
+
+/// A typed feedback value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldValue {
+    /// `Integer`, `String`, `Boolean` or `JsonRaw`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Set when `type` is `Integer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integer: Option<i64>,
+    /// Set when `type` is `String`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub string: Option<String>,
+    /// Set when `type` is `Boolean`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boolean: Option<bool>,
+    /// Set when `type` is `JsonRaw`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_raw: Option<String>,
+}

@@ -1,0 +1,54 @@
+//! Prometheus metrics of the hub.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Label of the status-write counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `written`, `unchanged`, `stale` or `error`.
+    pub outcome: &'static str,
+}
+
+/// Counters and gauges the hub updates as it serves agents.
+#[derive(Default)]
+pub struct HubMetrics {
+    /// Agent sessions currently open on this replica.
+    pub sessions: Gauge,
+    /// Work upserts sent to agents.
+    pub upserts_sent: Counter,
+    /// Work deletes sent to agents.
+    pub deletes_sent: Counter,
+    /// Agent status reports by outcome.
+    pub status_reports: Family<OutcomeLabel, Counter>,
+}
+
+impl HubMetrics {
+    /// Registers every metric under the `ferry_hub` prefix.
+    pub fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("ferry_hub");
+        registry.register(
+            "agent_sessions",
+            "Open agent sessions",
+            self.sessions.clone(),
+        );
+        registry.register(
+            "work_upserts_sent",
+            "Work upserts sent to agents",
+            self.upserts_sent.clone(),
+        );
+        registry.register(
+            "work_deletes_sent",
+            "Work deletes sent to agents",
+            self.deletes_sent.clone(),
+        );
+        registry.register(
+            "status_reports",
+            "Agent status reports by outcome",
+            self.status_reports.clone(),
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! Wires the hub together: the work index, the gRPC service with health
+//! checking, and the probe endpoints.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ferry_proto::MAX_MESSAGE_BYTES;
+use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
+use kube::{Api, Client};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::info;
+
+use crate::manifest_work::ManifestWork;
+use crate::metrics::HubMetrics;
+use crate::probes;
+use crate::session::{Distributor, SessionConfig};
+use crate::status_writer::StatusWriter;
+use crate::work_index::{WorkIndex, WorkIndexError};
+
+/// Why the hub stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+    /// The probe server failed.
+    #[error("probe server: {0}")]
+    Probes(#[source] std::io::Error),
+    /// The ManifestWork watch failed permanently.
+    #[error(transparent)]
+    Index(#[from] WorkIndexError),
+}
+
+/// Listeners and tunables of one hub replica.
+pub struct HubListeners {
+    /// Where agents connect.
+    pub grpc: TcpListener,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
+    pub probes: Option<TcpListener>,
+}
+
+/// Runs one hub replica until `shutdown` completes or a component fails.
+pub async fn run_hub(
+    client: Client,
+    listeners: HubListeners,
+    session: SessionConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HubError> {
+    let index = WorkIndex::new();
+    let metrics = Arc::new(HubMetrics::default());
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let registry = Arc::new(registry);
+
+    let status = Arc::new(StatusWriter::new(client.clone(), index.clone()));
+    let distributor = Distributor::new(index.clone(), status, metrics, session);
+    let service = WorkDistributorServer::new(distributor)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<WorkDistributorServer<Distributor>>()
+        .await;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
+    let grpc = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(listeners.grpc),
+            stopped(stop_rx.clone()),
+        );
+    let probes = async {
+        match listeners.probes {
+            Some(listener) => axum::serve(listener, probes::router(index.clone(), registry))
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .await
+                .map_err(HubError::Probes),
+            None => Ok(()),
+        }
+    };
+    let works: Api<ManifestWork> = Api::all(client);
+    let watch = async {
+        tokio::select! {
+            result = index.clone().run(works) => result.map_err(HubError::from),
+            () = stopped(stop_rx.clone()) => Ok(()),
+        }
+    };
+    tokio::try_join!(async { grpc.await.map_err(HubError::from) }, probes, watch)?;
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! One agent's stream: sends the works of its cluster that the agent lacks,
+//! keeps it up to date, and writes the status it reports.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::work_distributor_server::WorkDistributor;
+use ferry_proto::v1::{self, agent_message, hub_message};
+use futures::Stream;
+use kube::ResourceExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::metrics::{HubMetrics, OutcomeLabel};
+use crate::status_writer::{StatusOutcome, StatusWriter};
+use crate::to_wire::work_upsert;
+use crate::work_index::WorkIndex;
+
+/// Messages queued per agent before the sender waits; a slow agent only ever
+/// slows its own session.
+const OUTBOUND_QUEUE: usize = 32;
+
+/// Tunables of agent sessions.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// How often the hub sends a heartbeat to each agent.
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The `ferry.v1.WorkDistributor` service.
+pub struct Distributor {
+    index: Arc<WorkIndex>,
+    status: Arc<StatusWriter>,
+    metrics: Arc<HubMetrics>,
+    config: SessionConfig,
+}
+
+impl Distributor {
+    /// A service serving works from `index` and writing status with `status`.
+    pub fn new(
+        index: Arc<WorkIndex>,
+        status: Arc<StatusWriter>,
+        metrics: Arc<HubMetrics>,
+        config: SessionConfig,
+    ) -> Self {
+        Self {
+            index,
+            status,
+            metrics,
+            config,
+        }
+    }
+}
+
+type HubStream = Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl WorkDistributor for Distributor {
+    type SyncStream = HubStream;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::SyncStream>, Status> {
+        let mut inbound = request.into_inner();
+        let hello = match inbound.message().await? {
+            Some(v1::AgentMessage {
+                body: Some(agent_message::Body::Hello(hello)),
+            }) => hello,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first message must be a Hello",
+                ));
+            }
+        };
+        if hello.protocol_version != PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "agent speaks protocol {}, this hub speaks {PROTOCOL_VERSION}",
+                hello.protocol_version
+            )));
+        }
+        if hello.cluster_name.is_empty() {
+            return Err(Status::invalid_argument("Hello names no cluster"));
+        }
+        let cluster = hello.cluster_name.clone();
+        info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
+
+        let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let (inbound_done, inbound_done_rx) = oneshot::channel();
+        let known: HashMap<String, i64> = hello
+            .known_works
+            .iter()
+            .map(|w| (w.uid.clone(), w.generation))
+            .collect();
+        let changes = self.index.subscribe(&cluster).await;
+        self.metrics.sessions.inc();
+        tokio::spawn(push_works(
+            Pusher {
+                cluster: cluster.clone(),
+                index: self.index.clone(),
+                metrics: self.metrics.clone(),
+                heartbeat: self.config.heartbeat_interval,
+                outbound,
+            },
+            known,
+            changes,
+            inbound_done_rx,
+        ));
+        tokio::spawn(read_reports(
+            cluster,
+            inbound,
+            self.status.clone(),
+            self.metrics.clone(),
+            inbound_done,
+        ));
+        Ok(Response::new(Box::pin(ReceiverStream::new(outbound_rx))))
+    }
+}
+
+struct Pusher {
+    cluster: String,
+    index: Arc<WorkIndex>,
+    metrics: Arc<HubMetrics>,
+    heartbeat: Duration,
+    outbound: mpsc::Sender<Result<v1::HubMessage, Status>>,
+}
+
+impl Pusher {
+    async fn send(&self, body: hub_message::Body) -> bool {
+        self.outbound
+            .send(Ok(v1::HubMessage { body: Some(body) }))
+            .await
+            .is_ok()
+    }
+
+    /// Sends what differs between the index and what the agent holds, updating
+    /// `held`. Returns false when the agent is gone.
+    async fn sync_cluster(&self, held: &mut HashMap<String, i64>) -> bool {
+        let works = self.index.works_of(&self.cluster).await;
+        let mut present = std::collections::HashSet::with_capacity(works.len());
+        for work in &works {
+            let uid = work.uid().unwrap_or_default();
+            let generation = work.metadata.generation.unwrap_or_default();
+            present.insert(uid.clone());
+            if held.get(&uid) == Some(&generation) {
+                continue;
+            }
+            let upsert = match work_upsert(work) {
+                Ok(upsert) => upsert,
+                Err(error) => {
+                    warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot encode work");
+                    continue;
+                }
+            };
+            if !self.send(hub_message::Body::Upsert(upsert)).await {
+                return false;
+            }
+            self.metrics.upserts_sent.inc();
+            held.insert(uid, generation);
+        }
+        let gone: Vec<String> = held
+            .keys()
+            .filter(|uid| !present.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            let delete = v1::WorkDelete {
+                work: Some(v1::WorkRef {
+                    uid: uid.clone(),
+                    namespace: self.cluster.clone(),
+                    name: String::new(),
+                }),
+            };
+            if !self.send(hub_message::Body::Delete(delete)).await {
+                return false;
+            }
+            self.metrics.deletes_sent.inc();
+            held.remove(&uid);
+        }
+        true
+    }
+}
+
+async fn push_works(
+    pusher: Pusher,
+    mut held: HashMap<String, i64>,
+    mut changes: watch::Receiver<u64>,
+    mut inbound_done: oneshot::Receiver<()>,
+) {
+    pusher.index.wait_ready().await;
+    let welcome = v1::Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        hub_version: env!("CARGO_PKG_VERSION").into(),
+        heartbeat_interval_seconds: u32::try_from(pusher.heartbeat.as_secs()).unwrap_or(u32::MAX),
+    };
+    let mut alive = pusher.send(hub_message::Body::Welcome(welcome)).await;
+    changes.mark_changed();
+    let mut heartbeat = tokio::time::interval(pusher.heartbeat);
+    while alive {
+        tokio::select! {
+            changed = changes.changed() => {
+                alive = changed.is_ok() && pusher.sync_cluster(&mut held).await;
+            }
+            _ = heartbeat.tick() => {
+                alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat { sent_unix_millis: now_millis() })).await;
+            }
+            _ = &mut inbound_done => alive = false,
+        }
+    }
+    pusher.metrics.sessions.dec();
+    info!(cluster = %pusher.cluster, "agent session ended");
+}
+
+async fn read_reports(
+    cluster: String,
+    mut inbound: Streaming<v1::AgentMessage>,
+    status: Arc<StatusWriter>,
+    metrics: Arc<HubMetrics>,
+    _done: oneshot::Sender<()>,
+) {
+    loop {
+        let message = match inbound.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => break,
+            Err(error) => {
+                debug!(%cluster, %error, "agent stream ended");
+                break;
+            }
+        };
+        match message.body {
+            Some(agent_message::Body::Status(report)) => {
+                let outcome = match status.write(&cluster, &report).await {
+                    Ok(StatusOutcome::Written) => "written",
+                    Ok(StatusOutcome::Unchanged) => "unchanged",
+                    Ok(StatusOutcome::Stale) => "stale",
+                    Err(error) => {
+                        warn!(%cluster, %error, "status report not written");
+                        "error"
+                    }
+                };
+                metrics
+                    .status_reports
+                    .get_or_create(&OutcomeLabel { outcome })
+                    .inc();
+            }
+            Some(agent_message::Body::Heartbeat(_)) => {}
+            Some(agent_message::Body::Hello(_)) | None => {
+                warn!(%cluster, "unexpected message after Hello; closing the session");
+                break;
+            }
+        }
+    }
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}

@@ -1,0 +1,18 @@
+//! The `ferry.v1` wire contract: messages and the `WorkDistributor` service
+//! generated from `ferry/v1/ferry.proto`.
+#![forbid(unsafe_code)]
+
+/// Generated protobuf types and gRPC stubs for package `ferry.v1`.
+#[allow(missing_docs, clippy::all)]
+pub mod v1 {
+    tonic::include_proto!("ferry.v1");
+}
+
+/// The protocol version this build speaks; sent in Hello and Welcome so that
+/// either side can refuse a peer it does not understand.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest gRPC message either side accepts or sends. The hub API server
+/// refuses request bodies over 3 MiB, so every work it stores fits with room
+/// for protobuf framing.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
