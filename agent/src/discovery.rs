@@ -65,7 +65,9 @@ impl KindResolver {
                 Ok(found)
             }
             Err(kube::Error::Discovery(_)) => Err(self.unknown(gvk)),
-            Err(kube::Error::Api(status)) if status.is_not_found() => Err(self.unknown(gvk)),
+            // A group/version the server lacks answers with a plain-text 404,
+            // not a Status object, so only the code is reliable here.
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(self.unknown(gvk)),
             Err(source) => Err(ResolveError::Discovery {
                 api_version: gvk.api_version(),
                 kind: gvk.kind.clone(),
