@@ -23,8 +23,8 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
-    /// `go build` could not be started (is Go 1.26 installed?).
-    #[error("starting `{go} build` (set FERRY_GO to a Go 1.26 toolchain): {source}")]
+    /// The build script could not be started.
+    #[error("starting build.sh with {go} (set FERRY_GO to a Go 1.26 toolchain): {source}")]
     GoMissing {
         /// The go command tried.
         go: String,
@@ -64,8 +64,8 @@ pub fn cache_dir() -> Result<PathBuf, BuildError> {
         .ok_or(BuildError::NoCacheDir)
 }
 
-/// Hash of everything that goes into the binary: go.mod, go.sum and the Go
-/// sources, in a stable order.
+/// Hash of everything that goes into the binary: go.mod, go.sum, build.sh and
+/// the Go sources, in a stable order.
 pub fn source_key(dir: &Path) -> Result<String, BuildError> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
@@ -120,16 +120,24 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
         source,
     })?;
     let partial = cache.join(format!(".ferry-controlplane-{key}.{}", std::process::id()));
+    // build.sh stamps the Kubernetes version; it runs the `go` on PATH, so a
+    // toolchain named by FERRY_GO goes first on PATH.
     let go = std::env::var("FERRY_GO").unwrap_or_else(|_| "go".into());
+    let mut path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(dir) = Path::new(&go).parent().filter(|d| !d.as_os_str().is_empty()) {
+        let mut dirs = vec![dir.to_path_buf()];
+        dirs.extend(std::env::split_paths(&path));
+        path = std::env::join_paths(dirs).unwrap_or(path);
+    }
     eprintln!(
         "ferry-e2e: building the control plane into {} (a cold build takes several minutes)",
         binary.display()
     );
     let started = Instant::now();
-    let mut child = Command::new(&go)
-        .args(["build", "-trimpath", "-o"])
+    let mut child = Command::new("sh")
+        .arg(source.join("build.sh"))
         .arg(&partial)
-        .arg(".")
+        .env("PATH", path)
         .current_dir(&source)
         .stdin(Stdio::null())
         .spawn()

@@ -1,0 +1,96 @@
+//! `ferry-bench`: measures a fleet on real control planes and prints figures:
+//! control-plane start time and memory, and the latency from creating a
+//! ManifestWork on the hub to the hub showing it applied on the spoke.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::work_helpers::{config_map, is_applied_at_current_generation, manifest_work};
+use ferry_hub::manifest_work::ManifestWork;
+use futures::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+#[derive(Parser)]
+#[command(name = "ferry-bench", about = "Measure ferry on real control planes")]
+struct Cli {
+    /// Works to create one after another for the apply-latency figure.
+    #[arg(long, default_value_t = 50)]
+    works: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .context("starting the fleet")?;
+    for plane in std::iter::once(&fleet.hub).chain(fleet.spokes.iter().map(|s| &s.control_plane)) {
+        println!(
+            "control plane {:<10} ready in {:>5.2} s, RSS {:>4} MiB",
+            plane.name,
+            plane.startup.as_secs_f64(),
+            plane.pid().map(rss_mib).unwrap_or_default()
+        );
+    }
+
+    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
+    let mut applied = watcher(works.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let mut latencies = Vec::with_capacity(cli.works);
+    for i in 0..cli.works {
+        let name = format!("bench-{i}");
+        let work = manifest_work(
+            "cluster-a",
+            &name,
+            vec![config_map("default", &name, serde_json::json!({"i": i.to_string()}))],
+        );
+        let started = Instant::now();
+        works.create(&PostParams::default(), &work).await.context("create work")?;
+        loop {
+            let seen = tokio::time::timeout(Duration::from_secs(60), applied.try_next())
+                .await
+                .context("no progress for 60 s")?
+                .context("watch failed")?
+                .context("watch ended")?;
+            if seen.name_any() == name && is_applied_at_current_generation(Some(&seen)) {
+                break;
+            }
+        }
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let pct = |p: f64| {
+        let idx = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+        latencies[idx].as_secs_f64() * 1000.0
+    };
+    println!(
+        "hub create -> hub shows Applied (spoke SSA + status write), {} works: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        latencies.len(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
+    fleet.stop().await;
+    Ok(())
+}
+
+fn rss_mib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb / 1024)
+        .unwrap_or_default()
+}
