@@ -3,7 +3,7 @@
 //! exponential backoff when the stream breaks.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
@@ -178,7 +178,7 @@ async fn send_reports(
             }
             _ = ticker.tick() => {
                 let beat = v1::AgentMessage {
-                    body: Some(agent_message::Body::Heartbeat(v1::Heartbeat { sent_unix_millis: now_millis() })),
+                    body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
                 };
                 if outbound.send(beat).await.is_err() {
                     return;
@@ -186,11 +186,4 @@ async fn send_reports(
             }
         }
     }
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }

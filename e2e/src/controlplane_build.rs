@@ -124,7 +124,10 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
     // toolchain named by FERRY_GO goes first on PATH.
     let go = std::env::var("FERRY_GO").unwrap_or_else(|_| "go".into());
     let mut path = std::env::var_os("PATH").unwrap_or_default();
-    if let Some(dir) = Path::new(&go).parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = Path::new(&go)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
         let mut dirs = vec![dir.to_path_buf()];
         dirs.extend(std::env::split_paths(&path));
         path = std::env::join_paths(dirs).unwrap_or(path);
@@ -145,19 +148,23 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
             go: go.clone(),
             source,
         })?;
+    let mut next_report = Duration::from_secs(30);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {
-                std::thread::sleep(Duration::from_secs(1));
-                let secs = started.elapsed().as_secs();
-                if secs > 0 && secs % 30 == 0 {
-                    eprintln!("ferry-e2e: still building the control plane ({secs} s)");
+                std::thread::sleep(Duration::from_millis(500));
+                if started.elapsed() >= next_report {
+                    eprintln!(
+                        "ferry-e2e: still building the control plane ({} s)",
+                        next_report.as_secs()
+                    );
+                    next_report += Duration::from_secs(30);
                 }
             }
             Err(source) => {
                 return Err(BuildError::Io {
-                    action: "waiting for go build of",
+                    action: "waiting for the build of",
                     path: controlplane_source_dir(),
                     source,
                 });

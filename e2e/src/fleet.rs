@@ -7,6 +7,7 @@ use std::time::Duration;
 use ferry_agent::run_agent;
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
+use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::server::{HubListeners, run_hub};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
@@ -170,6 +171,14 @@ impl Fleet {
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("no spoke named {name}"))
+    }
+
+    /// Creates `work` on the hub and returns the API of its cluster's works.
+    pub async fn create_work(&self, work: &ManifestWork) -> Result<Api<ManifestWork>, kube::Error> {
+        let namespace = work.metadata.namespace.as_deref().unwrap_or_default();
+        let api: Api<ManifestWork> = Api::namespaced(self.hub_client.clone(), namespace);
+        api.create(&PostParams::default(), work).await?;
+        Ok(api)
     }
 
     /// Stops agents, hub and control planes cleanly.

@@ -3,7 +3,15 @@
 use ferry_hub::manifest_work::{
     Condition, Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate,
 };
+use std::time::Duration;
+
+use kube::Api;
 use serde_json::Value;
+
+use crate::wait::{WaitError, wait_until};
+
+/// How long end-to-end tests wait for a work to be applied.
+pub const APPLY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A work named `name` for cluster `cluster` holding `manifests`.
 pub fn manifest_work(cluster: &str, name: &str, manifests: Vec<Value>) -> ManifestWork {
@@ -63,5 +71,24 @@ pub fn config_map(namespace: &str, name: &str, data: Value) -> Value {
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace},
         "data": data,
+    })
+}
+
+/// Waits until work `name` reports `Applied=True` for its current generation.
+pub async fn wait_applied(api: &Api<ManifestWork>, name: &str) -> Result<ManifestWork, WaitError> {
+    let what = format!("work {name} applied at its current generation");
+    let work = wait_until(
+        api,
+        name,
+        &what,
+        APPLY_TIMEOUT,
+        is_applied_at_current_generation,
+    )
+    .await?;
+    // The condition only holds for a present object.
+    work.ok_or(WaitError::Timeout {
+        what,
+        timeout: APPLY_TIMEOUT,
+        last: "absent".into(),
     })
 }

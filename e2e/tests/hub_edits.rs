@@ -1,45 +1,30 @@
 //! Editing a work on the hub changes the objects on the spoke, and the hub
 //! reports the new generation as applied.
 
-use std::time::Duration;
-
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    config_map, is_applied_at_current_generation, manifest_work, work_condition,
+    APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::{Manifest, ManifestWork};
+use ferry_hub::manifest_work::Manifest;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_a_work_on_the_hub_changes_the_object_on_the_spoke() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
     let work = manifest_work(
         "cluster-a",
         "paint",
         vec![config_map("default", "paint", json!({"color": "blue"}))],
     );
-    works
-        .create(&PostParams::default(), &work)
+    let works = fleet.create_work(&work).await.expect("create work");
+    let applied = wait_applied(&works, "paint")
         .await
-        .expect("create work");
-    let applied = wait_until(
-        &works,
-        "paint",
-        "generation 1 applied",
-        TIMEOUT,
-        is_applied_at_current_generation,
-    )
-    .await
-    .expect("applied")
-    .expect("exists");
+        .expect("generation 1 applied");
     assert_eq!(applied.metadata.generation, Some(1));
 
     let mut edited = works.get("paint").await.expect("read work");
@@ -54,31 +39,25 @@ async fn editing_a_work_on_the_hub_changes_the_object_on_the_spoke() {
         .expect("edit work");
 
     let spoke: Api<ConfigMap> = Api::namespaced(fleet.spoke("cluster-a").client.clone(), "default");
+    let turned_green = |cm: Option<&ConfigMap>| {
+        cm.and_then(|cm| cm.data.as_ref())
+            .is_some_and(|d| d.get("color").map(String::as_str) == Some("green"))
+    };
     let changed = wait_until(
         &spoke,
         "paint",
         "spoke object updated",
-        TIMEOUT,
-        |cm: Option<&ConfigMap>| {
-            cm.and_then(|cm| cm.data.as_ref())
-                .is_some_and(|d| d.get("color").map(String::as_str) == Some("green"))
-        },
+        APPLY_TIMEOUT,
+        turned_green,
     )
     .await
     .expect("spoke follows the hub")
     .expect("exists");
     assert_eq!(changed.data.expect("data")["shade"], "dark");
 
-    let reapplied = wait_until(
-        &works,
-        "paint",
-        "generation 2 applied",
-        TIMEOUT,
-        is_applied_at_current_generation,
-    )
-    .await
-    .expect("applied")
-    .expect("exists");
+    let reapplied = wait_applied(&works, "paint")
+        .await
+        .expect("generation 2 applied");
     assert_eq!(reapplied.metadata.generation, Some(2));
     let applied = work_condition(&reapplied, "Applied").expect("Applied condition");
     assert_eq!(applied.observed_generation, 2);

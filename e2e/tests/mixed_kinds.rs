@@ -1,18 +1,12 @@
 //! One work holding core kinds, a workload, a CRD and a custom resource of
 //! that CRD applies completely, whatever order the user wrote them in.
 
-use std::time::Duration;
-
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::wait::wait_until;
-use ferry_e2e::work_helpers::{config_map, is_applied_at_current_generation, manifest_work};
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 fn widget_crd() -> serde_json::Value {
     json!({
@@ -52,23 +46,11 @@ async fn a_work_with_namespace_configmap_deployment_crd_and_custom_resource_appl
         widget_crd(),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
     ];
-    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
-    works
-        .create(
-            &PostParams::default(),
-            &manifest_work("cluster-a", "shop", manifests),
-        )
+    let works = fleet
+        .create_work(&manifest_work("cluster-a", "shop", manifests))
         .await
         .expect("create work");
-    wait_until(
-        &works,
-        "shop",
-        "work applied",
-        TIMEOUT,
-        is_applied_at_current_generation,
-    )
-    .await
-    .expect("work applied");
+    wait_applied(&works, "shop").await.expect("work applied");
 
     let spoke = fleet.spoke("cluster-a").client.clone();
     let ns: Api<Namespace> = Api::all(spoke.clone());

@@ -1,24 +1,21 @@
 //! A manifest of a kind the spoke does not serve fails alone, with a reason
 //! and message a user can act on; the rest of the work still applies.
 
-use std::time::Duration;
-
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
-use ferry_e2e::work_helpers::{config_map, manifest_condition, manifest_work, work_condition};
+use ferry_e2e::work_helpers::{
+    APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, work_condition,
+};
 use ferry_hub::manifest_work::ManifestWork;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
     let work = manifest_work(
         "cluster-a",
         "mixed",
@@ -30,20 +27,23 @@ async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
                    "metadata": {"name": "after", "namespace": "default"}, "stringData": {"y": "2"}}),
         ],
     );
-    works
-        .create(&PostParams::default(), &work)
-        .await
-        .expect("create work");
+    let works = fleet.create_work(&work).await.expect("create work");
     let reported = |w: Option<&ManifestWork>| {
         w.and_then(|w| manifest_condition(w, 1, "Applied"))
             .is_some()
             && w.and_then(|w| manifest_condition(w, 2, "Applied"))
                 .is_some()
     };
-    let work = wait_until(&works, "mixed", "all manifests reported", TIMEOUT, reported)
-        .await
-        .expect("reported")
-        .expect("exists");
+    let work = wait_until(
+        &works,
+        "mixed",
+        "all manifests reported",
+        APPLY_TIMEOUT,
+        reported,
+    )
+    .await
+    .expect("reported")
+    .expect("exists");
 
     let gadget = manifest_condition(&work, 1, "Applied").expect("condition");
     assert_eq!(gadget.status, "False");

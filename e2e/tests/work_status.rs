@@ -1,25 +1,17 @@
 //! The hub shows what the agent applied: work and manifest `Applied`
 //! conditions with `observedGeneration`, and each manifest's identity.
 
-use std::time::Duration;
-
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    config_map, is_applied_at_current_generation, manifest_condition, manifest_work, work_condition,
+    config_map, manifest_condition, manifest_work, wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::ManifestWork;
-use kube::api::{Api, PostParams};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_shows_applied_true_with_observed_generation_equal_to_generation() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
     let work = manifest_work(
         "cluster-a",
         "status",
@@ -30,20 +22,8 @@ async fn the_hub_shows_applied_true_with_observed_generation_equal_to_generation
                    "stringData": {"b": "2"}}),
         ],
     );
-    works
-        .create(&PostParams::default(), &work)
-        .await
-        .expect("create work");
-    let work = wait_until(
-        &works,
-        "status",
-        "work applied",
-        TIMEOUT,
-        is_applied_at_current_generation,
-    )
-    .await
-    .expect("applied")
-    .expect("exists");
+    let works = fleet.create_work(&work).await.expect("create work");
+    let work = wait_applied(&works, "status").await.expect("work applied");
 
     let generation = work.metadata.generation.expect("generation");
     let applied = work_condition(&work, "Applied").expect("work Applied");

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
@@ -215,7 +215,7 @@ async fn push_works(
                 alive = changed.is_ok() && pusher.sync_cluster(&mut held).await;
             }
             _ = heartbeat.tick() => {
-                alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat { sent_unix_millis: now_millis() })).await;
+                alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat::now())).await;
             }
             _ = &mut inbound_done => alive = false,
         }
@@ -263,11 +263,4 @@ async fn read_reports(
             }
         }
     }
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }

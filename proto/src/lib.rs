@@ -16,3 +16,17 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// refuses request bodies over 3 MiB, so every work it stores fits with room
 /// for protobuf framing.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+impl v1::Heartbeat {
+    /// A heartbeat stamped with the current wall-clock time in milliseconds
+    /// (0 if the clock is before 1970, which only a broken host reports).
+    pub fn now() -> Self {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or_default();
+        Self {
+            sent_unix_millis: millis,
+        }
+    }
+}

@@ -48,10 +48,17 @@ async fn main() -> anyhow::Result<()> {
         let work = manifest_work(
             "cluster-a",
             &name,
-            vec![config_map("default", &name, serde_json::json!({"i": i.to_string()}))],
+            vec![config_map(
+                "default",
+                &name,
+                serde_json::json!({"i": i.to_string()}),
+            )],
         );
         let started = Instant::now();
-        works.create(&PostParams::default(), &work).await.context("create work")?;
+        works
+            .create(&PostParams::default(), &work)
+            .await
+            .context("create work")?;
         loop {
             let seen = tokio::time::timeout(Duration::from_secs(60), applied.try_next())
                 .await
