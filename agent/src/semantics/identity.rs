@@ -1,6 +1,5 @@
-//! The pure core of applying a work: what a manifest is, in which order the
-//! manifests of a work are applied, and which manifest config governs each.
-//! No IO here; the appliers around it are thin.
+//! What a manifest is, in which order the manifests of a work are applied,
+//! and which manifest config governs each.
 
 use ferry_proto::v1;
 use serde_json::Value;
