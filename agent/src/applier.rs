@@ -1,23 +1,35 @@
-//! Writes one manifest to the spoke with server-side apply.
+//! Writes one manifest to the spoke with the strategy its config asks for.
+//! Every decision about *what* to write comes from the pure `semantics`
+//! module; this file only reads the live object, sends the request the plan
+//! calls for, and turns API errors into reasons a user can act on. When the
+//! live object already matches, nothing is sent: steady state costs no writes.
 
 use std::time::Duration;
 
-use ferry_proto::v1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
 
 use crate::semantics::ManifestIdentity;
-
-/// Field manager used when a work does not name one.
-pub const DEFAULT_FIELD_MANAGER: &str = "ferry-agent";
+use crate::semantics::compare::is_subset;
+use crate::semantics::hash::{
+    LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json, object_hash,
+};
+use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
+use crate::semantics::merge::{ListSchema, merge_patch, three_way_merge};
+use crate::semantics::strategy::{DEFAULT_FIELD_MANAGER, Strategy, WhenDeleted};
 
 /// How long to wait for a CRD from the same work to be served before the
 /// resources that depend on it are tried.
 const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Kubernetes caps all annotations of an object at 256 KiB together; past
+/// this size the last-applied annotation cannot be stored and the Update
+/// strategy falls back to server-side apply.
+pub const MAX_LAST_APPLIED_BYTES: usize = 200 * 1024;
 
 /// Why a manifest was not applied; `reason()` is the condition reason.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +60,12 @@ pub enum ApplyError {
         /// CRD name.
         name: String,
     },
+    /// The object changed between read and write; try again.
+    #[error("{what} changed while it was being updated; retrying")]
+    Stale {
+        /// The manifest.
+        what: String,
+    },
 }
 
 impl ApplyError {
@@ -58,6 +76,7 @@ impl ApplyError {
             ApplyError::Rejected { .. } => "ApplyRejected",
             ApplyError::Request { .. } => "ApplyFailed",
             ApplyError::CrdNotEstablished { .. } => "CRDNotEstablished",
+            ApplyError::Stale { .. } => "ObjectChanged",
         }
     }
 
@@ -65,6 +84,57 @@ impl ApplyError {
     pub fn is_transient(&self) -> bool {
         !matches!(self, ApplyError::Rejected { .. })
     }
+}
+
+/// What applying one manifest did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The object was created.
+    Created,
+    /// The object was changed.
+    Updated,
+    /// The object already matched; nothing was sent.
+    Unchanged,
+    /// CreateOnly found the object present and left it alone.
+    LeftAsIs,
+    /// ReadOnly: the object exists and was not written.
+    Observed,
+    /// ReadOnly: the object does not exist.
+    Missing,
+    /// whenDeleted: Leave, and the object was deleted on the spoke.
+    LeftDeleted,
+}
+
+/// The result of applying one manifest.
+#[derive(Debug, Clone)]
+pub struct ApplyOutcome {
+    /// What happened.
+    pub applied: Applied,
+    /// UID of the object on the spoke afterwards, if it exists.
+    pub uid: Option<String>,
+    /// Things the user should see although nothing failed (ignore paths that
+    /// match nothing, a strategy fallback).
+    pub notes: Vec<String>,
+}
+
+/// Everything needed to write one manifest.
+pub struct ManifestWrite<'a> {
+    /// Spoke client.
+    pub client: &'a Client,
+    /// Api handle for the object.
+    pub api: &'a Api<DynamicObject>,
+    /// Which object.
+    pub identity: &'a ManifestIdentity,
+    /// The hub manifest.
+    pub desired: &'a Value,
+    /// How to write it.
+    pub strategy: &'a Strategy,
+    /// What to do when it was deleted on the spoke.
+    pub when_deleted: WhenDeleted,
+    /// UID this work last saw the object with, if any.
+    pub known_uid: Option<&'a str>,
+    /// Which lists merge by key.
+    pub schema: &'a dyn ListSchema,
 }
 
 /// An Api handle for the object `identity` names. Namespaced kinds without a
@@ -85,45 +155,279 @@ pub fn api_for(
     }
 }
 
-/// Server-side applies `manifest`. A CRD is waited for until it is served, so
-/// custom resources later in the same work can be resolved.
-pub async fn server_side_apply(
-    client: &Client,
-    api: &Api<DynamicObject>,
-    identity: &ManifestIdentity,
-    manifest: &Value,
-    ssa: Option<&v1::ServerSideApplyConfig>,
-) -> Result<(), ApplyError> {
-    let manager = ssa
-        .map(|s| s.field_manager.as_str())
-        .filter(|m| !m.is_empty())
-        .unwrap_or(DEFAULT_FIELD_MANAGER);
-    let mut params = PatchParams::apply(manager);
-    params.force = ssa.is_some_and(|s| s.force);
-    let what = identity.describe();
-    match api
-        .patch(&identity.name, &params, &Patch::Apply(manifest))
+/// Applies one manifest per its strategy. A CRD is waited for until it is
+/// served, so custom resources later in the same work can be resolved.
+pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, ApplyError> {
+    let what = write.identity.describe();
+    let live = write
+        .api
+        .get_opt(&write.identity.name)
         .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_conflict() => {
-            return Err(ApplyError::Conflict(format!(
-                "{what}: {} (set force: true in serverSideApply to take ownership)",
-                status.message
-            )));
+        .map_err(|e| classify(&what, e))?;
+    let live_json = live.as_ref().map(to_json);
+
+    if live.is_none() && write.when_deleted == WhenDeleted::Leave && write.known_uid.is_some() {
+        return Ok(outcome(Applied::LeftDeleted, None, vec![]));
+    }
+    let result = match write.strategy {
+        Strategy::ReadOnly => {
+            let applied = if live.is_some() {
+                Applied::Observed
+            } else {
+                Applied::Missing
+            };
+            outcome(applied, uid_of(live.as_ref()), vec![])
         }
-        Err(kube::Error::Api(status)) if (400..500).contains(&status.code) => {
-            return Err(ApplyError::Rejected {
-                what,
-                message: status.message.clone(),
+        Strategy::CreateOnly => match &live {
+            Some(obj) => outcome(Applied::LeftAsIs, obj.metadata.uid.clone(), vec![]),
+            None => {
+                let body = with_annotations(
+                    write.desired,
+                    &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
+                );
+                let created = create(write.api, &body, &what).await?;
+                outcome(Applied::Created, created.metadata.uid, vec![])
+            }
+        },
+        Strategy::ServerSideApply {
+            force,
+            manager,
+            rules,
+        } => {
+            let plan = plan_server_side_apply(&SsaInput {
+                desired: write.desired,
+                live: live_json.as_ref(),
+                rules,
+                manager,
             });
+            let notes = plan.notes.iter().map(|note| note.to_string()).collect();
+            ssa_unless_unchanged(
+                write,
+                live_json.as_ref(),
+                &plan.body,
+                manager,
+                *force,
+                notes,
+                &what,
+            )
+            .await?
         }
-        Err(source) => return Err(ApplyError::Request { what, source }),
+        Strategy::Update => update(write, live.as_ref(), live_json.as_ref(), &what).await?,
+    };
+    if matches!(result.applied, Applied::Created | Applied::Updated)
+        && write.identity.group == "apiextensions.k8s.io"
+        && write.identity.kind == "CustomResourceDefinition"
+    {
+        wait_established(write.client, &write.identity.name).await?;
     }
-    if identity.group == "apiextensions.k8s.io" && identity.kind == "CustomResourceDefinition" {
-        wait_established(client, &identity.name).await?;
+    Ok(result)
+}
+
+async fn ssa_unless_unchanged(
+    write: &ManifestWrite<'_>,
+    live: Option<&Value>,
+    body: &Value,
+    manager: &str,
+    force: bool,
+    notes: Vec<String>,
+    what: &str,
+) -> Result<ApplyOutcome, ApplyError> {
+    if let Some(live) = live
+        && is_subset(body, live, write.schema)
+    {
+        return Ok(outcome(Applied::Unchanged, uid_in(live), notes));
     }
-    Ok(())
+    let mut params = PatchParams::apply(manager);
+    params.force = force;
+    let written = write
+        .api
+        .patch(&write.identity.name, &params, &Patch::Apply(body))
+        .await
+        .map_err(|e| classify_apply(what, e))?;
+    let applied = if live.is_some() {
+        Applied::Updated
+    } else {
+        Applied::Created
+    };
+    Ok(outcome(applied, written.metadata.uid, notes))
+}
+
+async fn update(
+    write: &ManifestWrite<'_>,
+    live: Option<&DynamicObject>,
+    live_json: Option<&Value>,
+    what: &str,
+) -> Result<ApplyOutcome, ApplyError> {
+    let last_applied = canonical_json(&strip_ferry_annotations(write.desired));
+    if last_applied.len() > MAX_LAST_APPLIED_BYTES {
+        let note = format!(
+            "the manifest is {} KiB, too large for the last-applied annotation; applied with server-side apply instead",
+            last_applied.len() / 1024
+        );
+        let body = with_annotations(
+            write.desired,
+            &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
+        );
+        return ssa_unless_unchanged(
+            write,
+            live_json,
+            &body,
+            DEFAULT_FIELD_MANAGER,
+            false,
+            vec![note],
+            what,
+        )
+        .await;
+    }
+    let desired = with_annotations(
+        write.desired,
+        &[
+            (OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[])),
+            (LAST_APPLIED_ANNOTATION, last_applied),
+        ],
+    );
+    let (Some(live), Some(live_json)) = (live, live_json) else {
+        let created = create(write.api, &desired, what).await?;
+        return Ok(outcome(Applied::Created, created.metadata.uid, vec![]));
+    };
+    let previous: Option<Value> = live
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
+        .and_then(|text| serde_json::from_str(text).ok());
+    let merged = three_way_merge(previous.as_ref(), &desired, live_json, write.schema);
+    let Some(mut patch) = merge_patch(live_json, &merged) else {
+        return Ok(outcome(
+            Applied::Unchanged,
+            live.metadata.uid.clone(),
+            vec![],
+        ));
+    };
+    // Optimistic concurrency: the patch was computed from this version.
+    if let Some(version) = &live.metadata.resource_version
+        && let Some(object) = patch.as_object_mut()
+    {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("resourceVersion".into(), Value::String(version.clone()));
+        }
+    }
+    let params = PatchParams {
+        field_manager: Some(DEFAULT_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let written = write
+        .api
+        .patch(&write.identity.name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
+                what: what.to_string(),
+            },
+            other => classify(what, other),
+        })?;
+    Ok(outcome(Applied::Updated, written.metadata.uid, vec![]))
+}
+
+async fn create(
+    api: &Api<DynamicObject>,
+    body: &Value,
+    what: &str,
+) -> Result<DynamicObject, ApplyError> {
+    let object: DynamicObject =
+        serde_json::from_value(body.clone()).map_err(|e| ApplyError::Rejected {
+            what: what.to_string(),
+            message: format!("not a Kubernetes object: {e}"),
+        })?;
+    api.create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
+                what: what.to_string(),
+            },
+            other => classify(what, other),
+        })
+}
+
+fn classify_apply(what: &str, error: kube::Error) -> ApplyError {
+    match error {
+        kube::Error::Api(status) if status.code == 409 => ApplyError::Conflict(format!(
+            "{what}: {} (set serverSideApply.force: true to take ownership)",
+            status.message
+        )),
+        other => classify(what, other),
+    }
+}
+
+fn classify(what: &str, error: kube::Error) -> ApplyError {
+    match error {
+        kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429 => {
+            ApplyError::Rejected {
+                what: what.to_string(),
+                message: status.message.clone(),
+            }
+        }
+        source => ApplyError::Request {
+            what: what.to_string(),
+            source,
+        },
+    }
+}
+
+fn outcome(applied: Applied, uid: Option<String>, notes: Vec<String>) -> ApplyOutcome {
+    ApplyOutcome {
+        applied,
+        uid,
+        notes,
+    }
+}
+
+fn to_json(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}
+
+fn uid_of(object: Option<&DynamicObject>) -> Option<String> {
+    object.and_then(|o| o.metadata.uid.clone())
+}
+
+fn uid_in(live: &Value) -> Option<String> {
+    live["metadata"]["uid"].as_str().map(str::to_string)
+}
+
+fn with_annotations(manifest: &Value, annotations: &[(&str, String)]) -> Value {
+    let mut out = manifest.clone();
+    if let Some(object) = out.as_object_mut() {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            let map = metadata
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(map) = map.as_object_mut() {
+                for (key, value) in annotations {
+                    map.insert(key.to_string(), Value::String(value.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn strip_ferry_annotations(manifest: &Value) -> Value {
+    let mut out = manifest.clone();
+    if let Some(map) = out
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        map.remove(LAST_APPLIED_ANNOTATION);
+        map.remove(OBJECT_HASH_ANNOTATION);
+    }
+    out
 }
 
 async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyError> {

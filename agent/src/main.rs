@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ferry_agent::run_agent;
 use ferry_agent::session::SessionConfig;
+use ferry_agent::{AgentOptions, run_agent};
 
 #[derive(Parser)]
 #[command(name = "ferry-agent", version, about = "The ferry agent")]
@@ -24,6 +24,10 @@ struct Cli {
     /// Seconds between heartbeats to the hub.
     #[arg(long, env = "FERRY_HEARTBEAT_SECONDS", default_value_t = 10)]
     heartbeat_seconds: u64,
+    /// Seconds between full re-checks of every work (drift is normally seen
+    /// at once by watches; this is the safety net).
+    #[arg(long, env = "FERRY_RESYNC_SECONDS", default_value_t = 600)]
+    resync_seconds: u64,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "FERRY_LOG_JSON")]
     log_json: bool,
@@ -52,7 +56,10 @@ async fn main() -> anyhow::Result<()> {
         cluster_name: cli.cluster_name,
         heartbeat_interval: Duration::from_secs(cli.heartbeat_seconds.max(1)),
     };
-    run_agent(client, config, async {
+    let options = AgentOptions {
+        resync_interval: Duration::from_secs(cli.resync_seconds.max(1)),
+    };
+    run_agent(client, config, options, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;

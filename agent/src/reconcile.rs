@@ -1,6 +1,7 @@
 //! Applies every manifest of one work in order and describes the result as a
 //! `WorkStatus` for the hub.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferry_proto::v1;
@@ -8,9 +9,12 @@ use kube::Client;
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
-use crate::applier::{ApplyError, api_for, server_side_apply};
+use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{APPLIED, condition};
 use crate::discovery::{KindResolver, ResolveError};
+use crate::drift::ManagedObject;
+use crate::list_schema::ListSchemas;
+use crate::semantics::strategy::{StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
 /// The outcome of one pass over a work.
@@ -19,6 +23,16 @@ pub struct Reconciled {
     pub status: v1::WorkStatus,
     /// Whether some manifest failed in a way that may pass on a later try.
     pub retry: bool,
+    /// The objects to watch for drift.
+    pub managed: Vec<ManagedObject>,
+}
+
+/// What a work remembers between passes: the UID each object had when this
+/// work last saw it, so `whenDeleted: Leave` can tell "deleted on the spoke"
+/// from "never created".
+#[derive(Debug, Default)]
+pub struct WorkMemory {
+    uids: HashMap<String, String>,
 }
 
 /// Why one manifest is not applied.
@@ -27,27 +41,35 @@ enum ManifestFailure {
     #[error(transparent)]
     Invalid(#[from] ManifestError),
     #[error(transparent)]
+    Config(#[from] StrategyError),
+    #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    #[error("ReadOnly: the object does not exist on the cluster")]
+    Missing,
 }
 
 impl ManifestFailure {
     fn reason(&self) -> &'static str {
         match self {
             ManifestFailure::Invalid(e) => e.reason(),
+            ManifestFailure::Config(e) => e.reason(),
             ManifestFailure::Resolve(ResolveError::UnknownKind { .. }) => "UnknownKind",
             ManifestFailure::Resolve(ResolveError::Discovery { .. }) => "DiscoveryFailed",
             ManifestFailure::Apply(e) => e.reason(),
+            ManifestFailure::Missing => "ObjectNotFound",
         }
     }
 
     fn is_transient(&self) -> bool {
         match self {
-            ManifestFailure::Invalid(_) => false,
+            ManifestFailure::Invalid(_) | ManifestFailure::Config(_) => false,
             // A CRD may be installed on the spoke later.
             ManifestFailure::Resolve(_) => true,
             ManifestFailure::Apply(e) => e.is_transient(),
+            // The drift watch sees the object appear.
+            ManifestFailure::Missing => false,
         }
     }
 }
@@ -56,18 +78,23 @@ impl ManifestFailure {
 pub struct Reconciler {
     client: Client,
     resolver: Arc<KindResolver>,
+    schemas: Arc<ListSchemas>,
 }
 
 impl Reconciler {
     /// A reconciler writing with `client`.
-    pub fn new(client: Client, resolver: Arc<KindResolver>) -> Self {
-        Self { client, resolver }
+    pub fn new(client: Client, resolver: Arc<KindResolver>, schemas: Arc<ListSchemas>) -> Self {
+        Self {
+            client,
+            resolver,
+            schemas,
+        }
     }
 
     /// Applies `upsert` and reports the result. Never fails as a whole: each
     /// manifest's problem becomes that manifest's condition, and the other
     /// manifests are still applied.
-    pub async fn reconcile(&self, upsert: &v1::WorkUpsert) -> Reconciled {
+    pub async fn reconcile(&self, upsert: &v1::WorkUpsert, memory: &mut WorkMemory) -> Reconciled {
         let generation = upsert.generation;
         let spec = upsert.spec.clone().unwrap_or_default();
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
@@ -82,11 +109,11 @@ impl Reconciler {
         let order = apply_order(&identities);
 
         let mut manifests: Vec<Option<v1::ManifestStatus>> = vec![None; parsed.len()];
+        let mut managed = Vec::new();
         let mut retry = false;
         for index in order {
-            let ordinal = i32::try_from(index).unwrap_or(i32::MAX);
             let mut meta = v1::ResourceMeta {
-                ordinal,
+                ordinal: i32::try_from(index).unwrap_or(i32::MAX),
                 ..Default::default()
             };
             let result = match &parsed[index] {
@@ -97,18 +124,19 @@ impl Reconciler {
                     meta.kind = identity.kind.clone();
                     meta.name = identity.name.clone();
                     meta.namespace = identity.namespace.clone().unwrap_or_default();
-                    self.apply_one(value, identity, &spec.manifest_configs, &mut meta)
-                        .await
+                    self.apply_one(
+                        value,
+                        identity,
+                        &spec.manifest_configs,
+                        &mut meta,
+                        memory,
+                        &mut managed,
+                    )
+                    .await
                 }
             };
             let applied = match result {
-                Ok(()) => condition(
-                    APPLIED,
-                    true,
-                    "AppliedManifestComplete",
-                    "Apply manifest complete",
-                    generation,
-                ),
+                Ok((reason, message)) => condition(APPLIED, true, reason, message, generation),
                 Err(failure) => {
                     retry |= failure.is_transient();
                     condition(
@@ -136,6 +164,7 @@ impl Reconciler {
                 manifests,
             },
             retry,
+            managed,
         }
     }
 
@@ -145,36 +174,91 @@ impl Reconciler {
         identity: &ManifestIdentity,
         configs: &[v1::ManifestConfig],
         meta: &mut v1::ResourceMeta,
-    ) -> Result<(), ManifestFailure> {
+        memory: &mut WorkMemory,
+        managed: &mut Vec<ManagedObject>,
+    ) -> Result<(&'static str, String), ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let (resource, caps) = self.resolver.resolve(&gvk).await?;
         meta.resource = resource.plural.clone();
         let api = api_for(&self.client, &resource, &caps, identity);
-        let namespace = identity.namespace.as_deref().unwrap_or_default();
+        let namespace = api.namespace().unwrap_or_default().to_string();
+        meta.namespace = namespace.clone();
+        let key = format!(
+            "{}/{}/{namespace}/{}",
+            identity.api_version(),
+            identity.kind,
+            identity.name
+        );
+        managed.push(ManagedObject {
+            api: api.clone(),
+            key: key.clone(),
+            name: identity.name.clone(),
+        });
         let config = config_for(
             configs,
             &identity.group,
             &resource.plural,
-            namespace,
+            &namespace,
             &identity.name,
         );
-        let ssa = config
-            .and_then(|c| c.update_strategy.as_ref())
-            .and_then(|s| s.server_side_apply.as_ref());
-        match server_side_apply(&self.client, &api, identity, value, ssa).await {
+        let (strategy, when_deleted) = strategy_of(config)?;
+        let schema = self.schemas.for_kind(&gvk).await;
+        let write = ManifestWrite {
+            client: &self.client,
+            api: &api,
+            identity,
+            desired: value,
+            strategy: &strategy,
+            when_deleted,
+            known_uid: memory.uids.get(&key).map(String::as_str),
+            schema: schema.as_ref(),
+        };
+        let outcome = match apply_manifest(&write).await {
             Err(ApplyError::Rejected { message, .. })
                 if message.contains("the server could not find the requested resource") =>
             {
                 // The kind vanished since it was cached (CRD deleted); look again next time.
                 self.resolver.forget(&gvk).await;
-                Err(ResolveError::UnknownKind {
+                self.schemas.forget(&gvk).await;
+                return Err(ResolveError::UnknownKind {
                     api_version: identity.api_version(),
                     kind: identity.kind.clone(),
                 }
-                .into())
+                .into());
             }
-            other => other.map_err(ManifestFailure::from),
+            other => other?,
+        };
+        if let Some(uid) = &outcome.uid {
+            memory.uids.insert(key, uid.clone());
         }
+        let with_notes = |message: &str| {
+            if outcome.notes.is_empty() {
+                message.to_string()
+            } else {
+                format!("{message}; {}", outcome.notes.join("; "))
+            }
+        };
+        Ok(match outcome.applied {
+            Applied::Created | Applied::Updated | Applied::Unchanged => (
+                "AppliedManifestComplete",
+                with_notes("Apply manifest complete"),
+            ),
+            Applied::LeftAsIs => (
+                "AppliedManifestComplete",
+                with_notes("CreateOnly: the object exists and is left as it is"),
+            ),
+            Applied::Observed => (
+                "ReadOnly",
+                with_notes("ReadOnly: the object exists; ferry does not write it"),
+            ),
+            Applied::LeftDeleted => (
+                "DeletedOnSpoke",
+                with_notes(
+                    "whenDeleted: Leave: the object was deleted on the cluster and is not recreated",
+                ),
+            ),
+            Applied::Missing => return Err(ManifestFailure::Missing),
+        })
     }
 }
 

@@ -1,19 +1,22 @@
-//! One task per work: it applies the latest spec it was given, retries
-//! transient failures with backoff, and publishes status. A new spec for a
-//! work that is still being applied replaces any older pending one, so bursts
-//! of edits coalesce and the latest generation wins.
+//! One task per work: it applies the latest spec it was given, re-applies
+//! when a managed object drifts on the spoke (watched, not polled) and on a
+//! slow resync, retries transient failures with backoff, and publishes
+//! status. A new spec for a work that is still being applied replaces any
+//! older pending one, so bursts of edits coalesce and the latest generation
+//! wins.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_proto::v1;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info};
 
 use crate::conditions::carry_work_transition_times;
-use crate::reconcile::Reconciler;
+use crate::drift::DriftWatch;
+use crate::reconcile::{Reconciler, WorkMemory};
 use crate::status_board::StatusBoard;
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -34,15 +37,18 @@ impl Drop for Worker {
 pub struct WorkManager {
     reconciler: Arc<Reconciler>,
     board: Arc<StatusBoard>,
+    resync: Duration,
     workers: Mutex<HashMap<String, Worker>>,
 }
 
 impl WorkManager {
-    /// A manager applying with `reconciler` and reporting into `board`.
-    pub fn new(reconciler: Arc<Reconciler>, board: Arc<StatusBoard>) -> Self {
+    /// A manager applying with `reconciler`, reporting into `board`, and
+    /// re-checking every work at least every `resync`.
+    pub fn new(reconciler: Arc<Reconciler>, board: Arc<StatusBoard>, resync: Duration) -> Self {
         Self {
             reconciler,
             board,
+            resync,
             workers: Mutex::new(HashMap::new()),
         }
     }
@@ -75,6 +81,7 @@ impl WorkManager {
             rx,
             self.reconciler.clone(),
             self.board.clone(),
+            self.resync,
         ));
         workers.insert(uid, Worker { spec, task });
     }
@@ -106,28 +113,34 @@ async fn run_worker(
     mut spec: watch::Receiver<Arc<v1::WorkUpsert>>,
     reconciler: Arc<Reconciler>,
     board: Arc<StatusBoard>,
+    resync: Duration,
 ) {
+    let drifted = Arc::new(Notify::new());
+    let mut drift = DriftWatch::new(drifted.clone());
+    let mut memory = WorkMemory::default();
     let mut backoff = FIRST_RETRY;
     loop {
         let upsert = spec.borrow_and_update().clone();
-        let result = reconciler.reconcile(&upsert).await;
+        let result = reconciler.reconcile(&upsert, &mut memory).await;
+        drift.track(&result.managed);
         let mut status = result.status;
         if let Some(previous) = board.latest(&uid).await {
             carry_work_transition_times(&previous, &mut status);
         }
         board.publish(&uid, status).await;
-        if result.retry {
+        let wait = if result.retry {
             debug!(%uid, generation = upsert.generation, ?backoff, "work not fully applied; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                changed = spec.changed() => if changed.is_err() { return },
-            }
+            let wait = backoff;
             backoff = (backoff * 2).min(MAX_RETRY);
+            wait
         } else {
             backoff = FIRST_RETRY;
-            if spec.changed().await.is_err() {
-                return;
-            }
+            resync
+        };
+        tokio::select! {
+            changed = spec.changed() => if changed.is_err() { return },
+            () = drifted.notified() => debug!(%uid, "managed object changed on the spoke"),
+            () = tokio::time::sleep(wait) => {}
         }
     }
 }

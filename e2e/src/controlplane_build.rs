@@ -45,6 +45,15 @@ pub enum BuildError {
 
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
+// libtest captures `eprintln!` but not writes to the stderr handle, so the
+// progress of a minutes-long build shows up under `cargo test` too.
+macro_rules! progress {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// The directory of the Go module.
 pub fn controlplane_source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("controlplane")
@@ -132,7 +141,7 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
         dirs.extend(std::env::split_paths(&path));
         path = std::env::join_paths(dirs).unwrap_or(path);
     }
-    eprintln!(
+    progress!(
         "ferry-e2e: building the control plane into {} (a cold build takes several minutes)",
         binary.display()
     );
@@ -155,7 +164,7 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
             Ok(None) => {
                 std::thread::sleep(Duration::from_millis(500));
                 if started.elapsed() >= next_report {
-                    eprintln!(
+                    progress!(
                         "ferry-e2e: still building the control plane ({} s)",
                         next_report.as_secs()
                     );
@@ -180,7 +189,7 @@ pub fn ensure_controlplane_binary() -> Result<PathBuf, BuildError> {
         path: binary.clone(),
         source,
     })?;
-    eprintln!(
+    progress!(
         "ferry-e2e: control plane built in {:.0} s",
         started.elapsed().as_secs_f64()
     );

@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use ferry_agent::run_agent;
+use ferry_agent::{AgentOptions, run_agent};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::server::{HubListeners, run_hub};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::error;
@@ -50,6 +50,9 @@ pub struct FleetOptions {
     pub audit_spokes: bool,
     /// Heartbeat interval of hub and agents.
     pub heartbeat: Duration,
+    /// Agent resync interval; long by default so tests prove that drift is
+    /// seen by watches, not by resync.
+    pub resync: Duration,
 }
 
 impl FleetOptions {
@@ -59,6 +62,7 @@ impl FleetOptions {
             spokes: names.iter().map(|n| n.to_string()).collect(),
             audit_spokes: false,
             heartbeat: Duration::from_secs(5),
+            resync: Duration::from_secs(3600),
         }
     }
 }
@@ -72,6 +76,25 @@ pub struct Spoke {
     /// Admin client of the spoke.
     pub client: Client,
     agent: JoinHandle<()>,
+}
+
+impl Spoke {
+    /// A dynamic Api for `kind` in `api_version` on this spoke, in `namespace`
+    /// or cluster-wide. The plural is derived from the kind, which holds for
+    /// the kinds tests use.
+    pub fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
 }
 
 /// A running fleet.
@@ -144,7 +167,15 @@ impl Fleet {
                 cluster_name: control_plane.name.clone(),
                 heartbeat_interval: options.heartbeat,
             };
-            let agent = tokio::spawn(run_agent(client.clone(), config, std::future::pending()));
+            let agent_options = AgentOptions {
+                resync_interval: options.resync,
+            };
+            let agent = tokio::spawn(run_agent(
+                client.clone(),
+                config,
+                agent_options,
+                std::future::pending(),
+            ));
             spokes.push(Spoke {
                 name: control_plane.name.clone(),
                 control_plane,

@@ -6,5 +6,6 @@
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
+pub mod spoke_actor;
 pub mod wait;
 pub mod work_helpers;

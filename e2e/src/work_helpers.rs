@@ -1,7 +1,9 @@
 //! Building ManifestWorks and reading their status in tests and examples.
 
 use ferry_hub::manifest_work::{
-    Condition, Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate,
+    Condition, IgnoreCondition, IgnoreField, Manifest, ManifestConfigOption, ManifestWork,
+    ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier, ServerSideApplyConfig, UpdateStrategy,
+    UpdateStrategyType,
 };
 use std::time::Duration;
 
@@ -91,4 +93,116 @@ pub async fn wait_applied(api: &Api<ManifestWork>, name: &str) -> Result<Manifes
         timeout: APPLY_TIMEOUT,
         last: "absent".into(),
     })
+}
+
+/// A manifest config selecting `group`/`resource` `namespace`/`name` with
+/// server-side apply and the given ignore rules (`(condition, paths)`).
+pub fn ssa_config(
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+    force: bool,
+    ignore: &[(IgnoreCondition, &[&str])],
+) -> ManifestConfigOption {
+    ManifestConfigOption {
+        resource_identifier: ResourceIdentifier {
+            group: group.into(),
+            resource: resource.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+        },
+        update_strategy: Some(UpdateStrategy {
+            type_: UpdateStrategyType::ServerSideApply,
+            server_side_apply: Some(ServerSideApplyConfig {
+                force,
+                field_manager: String::new(),
+                ignore_fields: ignore
+                    .iter()
+                    .map(|(condition, paths)| IgnoreField {
+                        condition: *condition,
+                        json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                    })
+                    .collect(),
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A manifest config selecting one object with a non-SSA strategy.
+pub fn strategy_config(
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+    strategy: UpdateStrategyType,
+) -> ManifestConfigOption {
+    ManifestConfigOption {
+        resource_identifier: ResourceIdentifier {
+            group: group.into(),
+            resource: resource.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+        },
+        update_strategy: Some(UpdateStrategy {
+            type_: strategy,
+            server_side_apply: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// Rewrites work `name` with `edit` applied to its manifests, waits until the
+/// new generation is applied, and returns the work as then reported.
+pub async fn edit_and_wait(
+    api: &Api<ManifestWork>,
+    name: &str,
+    edit: impl FnOnce(&mut Vec<Value>),
+) -> Result<ManifestWork, WaitError> {
+    let mut work = api.get(name).await.map_err(|e| WaitError::Timeout {
+        what: format!("reading work {name}"),
+        timeout: Duration::ZERO,
+        last: e.to_string(),
+    })?;
+    let mut manifests: Vec<Value> = work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .map(|m| m.0.clone())
+        .collect();
+    edit(&mut manifests);
+    work.spec.workload.manifests = manifests.into_iter().map(Manifest).collect();
+    api.replace(name, &kube::api::PostParams::default(), &work)
+        .await
+        .map_err(|e| WaitError::Timeout {
+            what: format!("editing work {name}"),
+            timeout: Duration::ZERO,
+            last: e.to_string(),
+        })?;
+    wait_applied(api, name).await
+}
+
+/// Sets `value` at the JSON pointer `pointer` (e.g. `/spec/replicas`) in `target`.
+///
+/// Panics when the pointer's parent does not exist: tests build the manifests
+/// they edit, so that is a bug in the test.
+pub fn set_at(target: &mut Value, pointer: &str, value: Value) {
+    let (parent, key) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    let slot = target
+        .pointer_mut(parent)
+        .unwrap_or_else(|| panic!("no {parent} in manifest"));
+    match slot {
+        Value::Object(map) => {
+            map.insert(key.to_string(), value);
+        }
+        Value::Array(items) => {
+            let index: usize = key
+                .parse()
+                .unwrap_or_else(|_| panic!("{key} is not an index"));
+            items[index] = value;
+        }
+        _ => panic!("{parent} is not a container"),
+    }
 }

@@ -1,8 +1,29 @@
 //! The pure core of applying a work. No IO here: the appliers around it are
 //! thin. Each submodule has one job.
 
+pub mod compare;
+pub mod hash;
 pub mod identity;
+pub mod ignore;
+pub mod merge;
+pub mod ownership;
+pub mod paths;
+pub mod strategy;
 
+pub use compare::is_subset;
+pub use hash::{
+    FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,
+    field_hash, object_hash, parse_field_hashes, render_field_hashes,
+};
 pub use identity::{
     ManifestError, ManifestIdentity, apply_order, apply_rank, config_for, identify,
 };
+pub use ignore::{
+    IgnoreCondition, IgnoreRule, PathNote, SsaInput, SsaPlan, plan_server_side_apply,
+};
+pub use merge::{
+    CONVENTIONAL_MERGE_KEYS, ListKind, ListSchema, NoSchema, conventional_merge_key, merge_patch,
+    three_way_merge,
+};
+pub use ownership::{Ownership, owners, ownership};
+pub use paths::{IgnorePath, PathError, Pointer, Segment};

@@ -1,0 +1,200 @@
+//! The update strategy a manifest is applied with, read from its manifest
+//! config and checked: invalid ignore paths and unknown strategy names are
+//! errors the user sees on the manifest's `Applied` condition.
+
+use ferry_proto::v1;
+
+use super::ignore::{IgnoreCondition, IgnoreRule};
+use super::paths::{IgnorePath, PathError};
+
+/// Field manager used when a work does not name one.
+pub const DEFAULT_FIELD_MANAGER: &str = "ferry-agent";
+
+/// How one manifest is written to the spoke.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Strategy {
+    /// kubectl-style three-way merge with a last-applied annotation.
+    Update,
+    /// Create when absent; never update.
+    CreateOnly,
+    /// Server-side apply with optional ignored fields.
+    ServerSideApply {
+        /// Take ownership of conflicting fields.
+        force: bool,
+        /// Field manager name.
+        manager: String,
+        /// Fields left to the spoke.
+        rules: Vec<IgnoreRule>,
+    },
+    /// Never write; only observe.
+    ReadOnly,
+}
+
+/// Whether a manifest deleted on the spoke is recreated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenDeleted {
+    /// Recreate it with the current spec (default).
+    Recreate,
+    /// Leave it deleted.
+    Leave,
+}
+
+/// A manifest config cannot be used as written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StrategyError {
+    /// An ignore path does not parse.
+    #[error("ignoreFields: {0}")]
+    InvalidIgnorePath(#[from] PathError),
+    /// The strategy type is not one ferry knows.
+    #[error(
+        "unknown updateStrategy type {0:?}; use Update, CreateOnly, ServerSideApply or ReadOnly"
+    )]
+    UnknownStrategy(String),
+    /// The ignore condition is not one ferry knows.
+    #[error("unknown ignoreFields condition {0:?}; use OnSpokePresent or OnSpokeChange")]
+    UnknownCondition(String),
+    /// whenDeleted is not one ferry knows.
+    #[error("unknown whenDeleted {0:?}; use Recreate or Leave")]
+    UnknownWhenDeleted(String),
+}
+
+impl StrategyError {
+    /// The condition reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StrategyError::InvalidIgnorePath(_) => "InvalidIgnorePath",
+            _ => "InvalidManifestConfig",
+        }
+    }
+}
+
+/// The strategy and deletion behaviour a manifest config asks for; no
+/// config means `Update` and `Recreate`.
+pub fn strategy_of(
+    config: Option<&v1::ManifestConfig>,
+) -> Result<(Strategy, WhenDeleted), StrategyError> {
+    let when_deleted = match config.map(|c| c.when_deleted.as_str()).unwrap_or_default() {
+        "" | "Recreate" => WhenDeleted::Recreate,
+        "Leave" => WhenDeleted::Leave,
+        other => return Err(StrategyError::UnknownWhenDeleted(other.to_string())),
+    };
+    let Some(update) = config.and_then(|c| c.update_strategy.as_ref()) else {
+        return Ok((Strategy::Update, when_deleted));
+    };
+    let strategy = match update.r#type.as_str() {
+        "" | "Update" => Strategy::Update,
+        "CreateOnly" => Strategy::CreateOnly,
+        "ReadOnly" => Strategy::ReadOnly,
+        "ServerSideApply" => {
+            let ssa = update.server_side_apply.clone().unwrap_or_default();
+            let rules = ssa
+                .ignore_fields
+                .iter()
+                .map(|field| {
+                    let condition = match field.condition.as_str() {
+                        "" | "OnSpokePresent" => IgnoreCondition::OnSpokePresent,
+                        "OnSpokeChange" => IgnoreCondition::OnSpokeChange,
+                        other => return Err(StrategyError::UnknownCondition(other.to_string())),
+                    };
+                    let paths = field
+                        .json_paths
+                        .iter()
+                        .map(|p| IgnorePath::parse(p))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(IgnoreRule { condition, paths })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let manager = if ssa.field_manager.is_empty() {
+                DEFAULT_FIELD_MANAGER.to_string()
+            } else {
+                ssa.field_manager
+            };
+            Strategy::ServerSideApply {
+                force: ssa.force,
+                manager,
+                rules,
+            }
+        }
+        other => return Err(StrategyError::UnknownStrategy(other.to_string())),
+    };
+    Ok((strategy, when_deleted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssa_config(condition: &str, paths: &[&str]) -> v1::ManifestConfig {
+        v1::ManifestConfig {
+            update_strategy: Some(v1::UpdateStrategy {
+                r#type: "ServerSideApply".into(),
+                server_side_apply: Some(v1::ServerSideApplyConfig {
+                    force: false,
+                    field_manager: String::new(),
+                    ignore_fields: vec![v1::IgnoreField {
+                        condition: condition.into(),
+                        json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                    }],
+                }),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_config_means_update_and_recreate() {
+        assert_eq!(
+            strategy_of(None),
+            Ok((Strategy::Update, WhenDeleted::Recreate))
+        );
+    }
+
+    #[test]
+    fn server_side_apply_defaults_the_field_manager_and_parses_paths() {
+        let (strategy, _) =
+            strategy_of(Some(&ssa_config("OnSpokeChange", &[".data"]))).expect("valid");
+        let Strategy::ServerSideApply {
+            manager,
+            rules,
+            force,
+        } = strategy
+        else {
+            panic!("not SSA: {strategy:?}");
+        };
+        assert_eq!(manager, DEFAULT_FIELD_MANAGER);
+        assert!(!force);
+        assert_eq!(rules[0].condition, IgnoreCondition::OnSpokeChange);
+        assert_eq!(rules[0].paths[0].as_str(), "$.data");
+    }
+
+    #[test]
+    fn an_invalid_ignore_path_is_an_error_with_its_own_reason() {
+        let err = strategy_of(Some(&ssa_config("OnSpokePresent", &["$.spec[?"])))
+            .expect_err("invalid path");
+        assert_eq!(err.reason(), "InvalidIgnorePath");
+        assert!(err.to_string().contains("$.spec[?"), "{err}");
+    }
+
+    #[test]
+    fn unknown_names_are_refused() {
+        let mut config = ssa_config("Sometimes", &[".a"]);
+        assert!(matches!(
+            strategy_of(Some(&config)),
+            Err(StrategyError::UnknownCondition(_))
+        ));
+        config.update_strategy = Some(v1::UpdateStrategy {
+            r#type: "Yolo".into(),
+            server_side_apply: None,
+        });
+        assert!(matches!(
+            strategy_of(Some(&config)),
+            Err(StrategyError::UnknownStrategy(_))
+        ));
+        config.update_strategy = None;
+        config.when_deleted = "Never".into();
+        assert!(matches!(
+            strategy_of(Some(&config)),
+            Err(StrategyError::UnknownWhenDeleted(_))
+        ));
+    }
+}

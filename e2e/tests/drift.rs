@@ -1,0 +1,144 @@
+//! Drift: spoke edits to managed fields are corrected by watching the managed
+//! objects (the resync period here is an hour, so only a watch can do it), and
+//! at steady state ferry sends zero writes to the spoke API, counted from the
+//! spoke API server's audit log over several resync periods.
+
+use std::time::Duration;
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::spoke_actor::merge_as;
+use ferry_e2e::wait::wait_until;
+use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_work, ssa_config, wait_applied};
+use kube::api::DynamicObject;
+use serde_json::json;
+
+fn manifests() -> Vec<serde_json::Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "merged", "namespace": "default"}, "data": {"a": "hub"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied", "namespace": "default"}, "data": {"a": "hub"}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]}}}}),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoke_edits_to_managed_fields_are_corrected_by_watching() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work("cluster-a", "drift", manifests());
+    work.spec.manifest_configs = vec![ssa_config(
+        "",
+        "configmaps",
+        "default",
+        "applied",
+        true,
+        &[],
+    )];
+    let works = fleet.create_work(&work).await.expect("create");
+    wait_applied(&works, "drift").await.expect("applied");
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    for name in ["merged", "applied"] {
+        merge_as(
+            &spoke,
+            name,
+            "kubectl-edit",
+            &json!({"data": {"a": "drifted"}}),
+        )
+        .await
+        .expect("drift");
+        let back = |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["data"]["a"] == "hub");
+        wait_until(&spoke, name, "drift corrected", APPLY_TIMEOUT, back)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: drift not corrected: {e}"));
+    }
+    let deployments = fleet
+        .spoke("cluster-a")
+        .api("apps/v1", "Deployment", Some("default"));
+    merge_as(
+        &deployments,
+        "web",
+        "kubectl-edit",
+        &json!({"spec": {"replicas": 7}}),
+    )
+    .await
+    .expect("drift");
+    let back = |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["spec"]["replicas"] == 2);
+    wait_until(
+        &deployments,
+        "web",
+        "replicas corrected",
+        APPLY_TIMEOUT,
+        back,
+    )
+    .await
+    .expect("corrected");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_sends_zero_writes_to_the_spoke() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.audit_spokes = true;
+    options.resync = Duration::from_secs(1);
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let mut work = manifest_work("cluster-a", "quiet", manifests());
+    work.spec.manifest_configs = vec![ssa_config(
+        "",
+        "configmaps",
+        "default",
+        "applied",
+        false,
+        &[],
+    )];
+    let works = fleet.create_work(&work).await.expect("create");
+    wait_applied(&works, "quiet").await.expect("applied");
+    let audit = fleet
+        .spoke("cluster-a")
+        .control_plane
+        .info
+        .audit_log
+        .clone();
+    assert!(!audit.is_empty(), "the spoke records an audit log");
+
+    // Let the echo of ferry's own writes settle, then count over five resyncs.
+    let settle = count_writes(&audit);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = count_writes(&audit);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = count_writes(&audit);
+    assert!(
+        settle >= 3,
+        "the count sees ferry's own writes (creating the three objects): {settle}"
+    );
+    assert!(settle <= before, "audit log only grows");
+    assert_eq!(
+        after - before,
+        0,
+        "ferry wrote to the spoke at steady state"
+    );
+    fleet.stop().await;
+}
+
+/// Write requests (create, update, patch, delete) made with the admin identity
+/// the in-process agent uses, excluding the API server's own traffic.
+fn count_writes(audit_log: &str) -> usize {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["user"]["username"] == "ferry-admin")
+        .filter(|event| {
+            matches!(
+                event["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .count()
+}
