@@ -105,32 +105,31 @@ pub fn ssa_config(
     force: bool,
     ignore: &[(IgnoreCondition, &[&str])],
 ) -> ManifestConfigOption {
-    ManifestConfigOption {
-        resource_identifier: ResourceIdentifier {
-            group: group.into(),
-            resource: resource.into(),
-            name: name.into(),
-            namespace: namespace.into(),
-        },
-        update_strategy: Some(UpdateStrategy {
-            type_: UpdateStrategyType::ServerSideApply,
-            server_side_apply: Some(ServerSideApplyConfig {
-                force,
-                field_manager: String::new(),
-                ignore_fields: ignore
-                    .iter()
-                    .map(|(condition, paths)| IgnoreField {
-                        condition: *condition,
-                        json_paths: paths.iter().map(|p| p.to_string()).collect(),
-                    })
-                    .collect(),
-            }),
+    let mut config = strategy_config(
+        group,
+        resource,
+        namespace,
+        name,
+        UpdateStrategyType::ServerSideApply,
+    );
+    config.update_strategy = Some(UpdateStrategy {
+        type_: UpdateStrategyType::ServerSideApply,
+        server_side_apply: Some(ServerSideApplyConfig {
+            force,
+            field_manager: String::new(),
+            ignore_fields: ignore
+                .iter()
+                .map(|(condition, paths)| IgnoreField {
+                    condition: *condition,
+                    json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                })
+                .collect(),
         }),
-        ..Default::default()
-    }
+    });
+    config
 }
 
-/// A manifest config selecting one object with a non-SSA strategy.
+/// A manifest config selecting one object with `strategy` and no options.
 pub fn strategy_config(
     group: &str,
     resource: &str,

@@ -4,18 +4,14 @@
 //! replicas an autoscaler owns.
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::spoke_actor::merge_as;
+use ferry_e2e::spoke_actor::{merge_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_work, set_at, ssa_config, wait_applied,
 };
 use ferry_hub::manifest_work::IgnoreCondition;
 use kube::api::DynamicObject;
-use serde_json::{Value, json};
-
-async fn live(api: &kube::Api<DynamicObject>, name: &str) -> Value {
-    serde_json::to_value(api.get(name).await.expect("read spoke object")).expect("json")
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_edited_on_the_spoke_keeps_its_data_until_the_hub_changes_it() {
@@ -52,7 +48,7 @@ async fn a_configmap_edited_on_the_spoke_keeps_its_data_until_the_hub_changes_it
     })
     .await
     .expect("edit");
-    let now = live(&spoke, "settings").await;
+    let now = read_json(&spoke, "settings").await;
     assert_eq!(
         now["data"],
         json!({"mode": "safe", "extra": "x"}),
@@ -107,7 +103,7 @@ async fn a_custom_resource_operation_removed_by_a_spoke_controller_is_not_put_ba
             .spoke("cluster-a")
             .api("argoproj.example/v1alpha1", "Application", Some("default"));
     assert_eq!(
-        live(&spoke, "guestbook").await["operation"]["sync"]["revision"],
+        read_json(&spoke, "guestbook").await["operation"]["sync"]["revision"],
         "abc"
     );
 
@@ -125,7 +121,7 @@ async fn a_custom_resource_operation_removed_by_a_spoke_controller_is_not_put_ba
     })
     .await
     .expect("edit");
-    let now = live(&spoke, "guestbook").await;
+    let now = read_json(&spoke, "guestbook").await;
     assert_eq!(now["spec"]["path"], "guestbook-v2");
     assert!(
         now.get("operation").is_none(),
@@ -200,7 +196,7 @@ async fn a_deployment_scaled_by_an_autoscaler_keeps_its_replicas() {
     })
     .await
     .expect("edit");
-    let now = live(&spoke, "web").await;
+    let now = read_json(&spoke, "web").await;
     assert_eq!(
         now["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:1.28"

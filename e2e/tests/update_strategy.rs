@@ -8,16 +8,11 @@
 
 use ferry_agent::semantics::hash::LAST_APPLIED_ANNOTATION;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::spoke_actor::{apply_as, merge_as};
+use ferry_e2e::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::work_helpers::{
     edit_and_wait, manifest_condition, manifest_work, set_at, wait_applied,
 };
-use kube::api::DynamicObject;
-use serde_json::{Value, json};
-
-async fn live(api: &kube::Api<DynamicObject>, name: &str) -> Value {
-    serde_json::to_value(api.get(name).await.expect("read spoke object")).expect("json")
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_keeps_fields_set_by_others_and_removes_fields_dropped_from_the_manifest() {
@@ -49,7 +44,7 @@ async fn update_keeps_fields_set_by_others_and_removes_fields_dropped_from_the_m
     })
     .await
     .expect("edit applied");
-    let now = live(&spoke, "merged").await;
+    let now = read_json(&spoke, "merged").await;
     assert_eq!(
         now["data"],
         json!({"a": "changed", "b": "theirs"}),
@@ -84,7 +79,7 @@ async fn update_never_sends_untouched_immutable_fields() {
     let services = fleet
         .spoke("cluster-a")
         .api("v1", "Service", Some("default"));
-    let cluster_ip = live(&services, "svc").await["spec"]["clusterIP"].clone();
+    let cluster_ip = read_json(&services, "svc").await["spec"]["clusterIP"].clone();
     assert!(cluster_ip.is_string(), "the server assigned a clusterIP");
     let applied = edit_and_wait(&works, "imm", |m| {
         set_at(&mut m[0], "/metadata/labels/rev", json!("2"));
@@ -97,13 +92,16 @@ async fn update_never_sends_untouched_immutable_fields() {
         assert_eq!(c.status, "True", "{}", c.message);
     }
     assert_eq!(
-        live(&services, "svc").await["spec"]["clusterIP"],
+        read_json(&services, "svc").await["spec"]["clusterIP"],
         cluster_ip
     );
     let jobs = fleet
         .spoke("cluster-a")
         .api("batch/v1", "Job", Some("default"));
-    assert_eq!(live(&jobs, "once").await["metadata"]["labels"]["rev"], "2");
+    assert_eq!(
+        read_json(&jobs, "once").await["metadata"]["labels"]["rev"],
+        "2"
+    );
     fleet.stop().await;
 }
 
@@ -139,7 +137,8 @@ async fn update_keeps_a_sidecar_added_to_a_deployment_by_another_actor() {
     })
     .await
     .expect("edit applied");
-    let containers = live(&spoke, "web").await["spec"]["template"]["spec"]["containers"].clone();
+    let containers =
+        read_json(&spoke, "web").await["spec"]["template"]["spec"]["containers"].clone();
     let image_of = |name: &str| {
         containers
             .as_array()
@@ -191,7 +190,8 @@ async fn update_keeps_a_sidecar_added_to_a_custom_resource_pod_template() {
     })
     .await
     .expect("edit applied");
-    let containers = live(&spoke, "cats").await["spec"]["template"]["spec"]["containers"].clone();
+    let containers =
+        read_json(&spoke, "cats").await["spec"]["template"]["spec"]["containers"].clone();
     assert_eq!(
         containers,
         json!([{"name": "nginx", "image": "nginx:1.28"}, {"name": "sidecar", "image": "log-uploader:1"}])
@@ -221,7 +221,7 @@ async fn update_falls_back_to_server_side_apply_when_the_annotation_would_be_too
     let spoke = fleet
         .spoke("cluster-a")
         .api("v1", "ConfigMap", Some("default"));
-    let now = live(&spoke, "big").await;
+    let now = read_json(&spoke, "big").await;
     assert_eq!(now["data"]["blob"].as_str().map(str::len), Some(300 * 1024));
     assert!(
         now["metadata"]["annotations"]
