@@ -1,98 +1,181 @@
-//! Watches the objects a work manages and wakes the work's worker when one of
+//! Watches the objects works manage and wakes a work's worker when one of
 //! them changes or disappears, so spoke drift is corrected within moments and
-//! never by polling. One watch per object, narrowed by a name field selector.
+//! never by polling.
+//!
+//! One watch serves every managed object of a kind in a namespace (cluster
+//! scope for cluster-scoped kinds), shared by all works: a watch holds an API
+//! server connection open, so one per object would cost a connection — and a
+//! TLS handshake on the next request — per object.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
 
 use futures::TryStreamExt;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::Notify;
+use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 use tracing::debug;
 
 /// One object a work manages, as the drift watch needs to find it.
 #[derive(Clone)]
 pub struct ManagedObject {
-    /// Api handle scoped to the object's namespace (or cluster).
+    /// Api handle scoped to the object's namespace (or the cluster).
     pub api: Api<DynamicObject>,
-    /// Stable key: `group/version/kind/namespace/name`.
-    pub key: String,
+    /// `group/version/kind/namespace`: the watch that sees this object.
+    pub scope: String,
     /// Object name.
     pub name: String,
 }
 
-/// The drift watches of one work.
+type Subscribers = Arc<Mutex<HashMap<String, Vec<Weak<Notify>>>>>;
+
+struct ScopeWatch {
+    subscribers: Subscribers,
+    task: JoinHandle<()>,
+}
+
+/// The agent's shared drift watches.
+#[derive(Default)]
+pub struct DriftWatches {
+    scopes: Mutex<HashMap<String, ScopeWatch>>,
+}
+
+impl DriftWatches {
+    /// No watches yet.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    async fn subscribe(&self, object: &ManagedObject, wake: &Arc<Notify>) {
+        let mut scopes = self.scopes.lock().await;
+        let scope = scopes.entry(object.scope.clone()).or_insert_with(|| {
+            let subscribers: Subscribers = Arc::default();
+            let task = tokio::spawn(watch_scope(
+                object.api.clone(),
+                object.scope.clone(),
+                subscribers.clone(),
+            ));
+            ScopeWatch { subscribers, task }
+        });
+        let mut subscribers = scope.subscribers.lock().await;
+        let entry = subscribers.entry(object.name.clone()).or_default();
+        entry.retain(|w| w.strong_count() > 0);
+        if !entry
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|n| Arc::ptr_eq(&n, wake)))
+        {
+            entry.push(Arc::downgrade(wake));
+        }
+    }
+
+    async fn unsubscribe(&self, scope: &str, name: &str, wake: &Arc<Notify>) {
+        let mut scopes = self.scopes.lock().await;
+        let Some(watch) = scopes.get(scope) else {
+            return;
+        };
+        let mut subscribers = watch.subscribers.lock().await;
+        if let Some(entry) = subscribers.get_mut(name) {
+            entry.retain(|w| w.upgrade().is_some_and(|n| !Arc::ptr_eq(&n, wake)));
+            if entry.is_empty() {
+                subscribers.remove(name);
+            }
+        }
+        // Works that ended without unsubscribing leave dead entries behind.
+        subscribers.retain(|_, entry| {
+            entry.retain(|w| w.strong_count() > 0);
+            !entry.is_empty()
+        });
+        let idle = subscribers.is_empty();
+        drop(subscribers);
+        if idle && let Some(watch) = scopes.remove(scope) {
+            watch.task.abort();
+        }
+    }
+
+    /// Number of watches open.
+    pub async fn open_watches(&self) -> usize {
+        self.scopes.lock().await.len()
+    }
+}
+
+impl Drop for DriftWatches {
+    fn drop(&mut self) {
+        for watch in self.scopes.get_mut().values() {
+            watch.task.abort();
+        }
+    }
+}
+
+/// The drift interest of one work.
 pub struct DriftWatch {
+    watches: Arc<DriftWatches>,
     wake: Arc<Notify>,
-    watches: HashMap<String, JoinHandle<()>>,
+    tracked: HashSet<(String, String)>,
 }
 
 impl DriftWatch {
-    /// Watches that wake `wake` on any change of a tracked object.
-    pub fn new(wake: Arc<Notify>) -> Self {
+    /// Interest that wakes `wake` on any change of a tracked object. When the
+    /// work ends, dropping `wake` is enough: watches hold it weakly.
+    pub fn new(watches: Arc<DriftWatches>, wake: Arc<Notify>) -> Self {
         Self {
+            watches,
             wake,
-            watches: HashMap::new(),
+            tracked: HashSet::new(),
         }
     }
 
-    /// Watches exactly `objects` from now on: starts watches for new ones and
-    /// stops those no longer listed.
-    pub fn track(&mut self, objects: &[ManagedObject]) {
-        self.watches.retain(|key, task| {
-            let keep = objects.iter().any(|o| &o.key == key);
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
+    /// Watches exactly `objects` from now on.
+    pub async fn track(&mut self, objects: &[ManagedObject]) {
+        let wanted: HashSet<(String, String)> = objects
+            .iter()
+            .map(|o| (o.scope.clone(), o.name.clone()))
+            .collect();
         for object in objects {
-            if self.watches.contains_key(&object.key) {
-                continue;
+            if !self
+                .tracked
+                .contains(&(object.scope.clone(), object.name.clone()))
+            {
+                self.watches.subscribe(object, &self.wake).await;
             }
-            let task = tokio::spawn(watch_one(object.clone(), self.wake.clone()));
-            self.watches.insert(object.key.clone(), task);
         }
-    }
-
-    /// Number of objects watched.
-    pub fn len(&self) -> usize {
-        self.watches.len()
-    }
-
-    /// Whether nothing is watched.
-    pub fn is_empty(&self) -> bool {
-        self.watches.is_empty()
+        for (scope, name) in self.tracked.difference(&wanted) {
+            self.watches.unsubscribe(scope, name, &self.wake).await;
+        }
+        self.tracked = wanted;
     }
 }
 
-impl Drop for DriftWatch {
-    fn drop(&mut self) {
-        for task in self.watches.values() {
-            task.abort();
-        }
-    }
-}
-
-async fn watch_one(object: ManagedObject, wake: Arc<Notify>) {
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", object.name));
-    let mut events = std::pin::pin!(watcher(object.api.clone(), config).default_backoff());
+async fn watch_scope(api: Api<DynamicObject>, scope: String, subscribers: Subscribers) {
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
     let mut listed = false;
     loop {
         match events.try_next().await {
-            Ok(Some(watcher::Event::Apply(_) | watcher::Event::Delete(_))) => wake.notify_one(),
+            Ok(Some(watcher::Event::Apply(object) | watcher::Event::Delete(object))) => {
+                wake(&subscribers, Some(&object.name_any())).await;
+            }
             // A relist after the first one means events may have been missed.
             Ok(Some(watcher::Event::InitDone)) => {
                 if listed {
-                    wake.notify_one();
+                    wake(&subscribers, None).await;
                 }
                 listed = true;
             }
             Ok(Some(_)) => {}
             Ok(None) => return,
-            Err(error) => debug!(object = %object.key, %error, "drift watch error; retrying"),
+            Err(error) => debug!(%scope, %error, "drift watch error; retrying"),
         }
+    }
+}
+
+async fn wake(subscribers: &Subscribers, name: Option<&str>) {
+    let subscribers = subscribers.lock().await;
+    let targets: Vec<&Vec<Weak<Notify>>> = match name {
+        Some(name) => subscribers.get(name).into_iter().collect(),
+        None => subscribers.values().collect(),
+    };
+    for notify in targets.into_iter().flatten().filter_map(Weak::upgrade) {
+        notify.notify_one();
     }
 }

@@ -191,7 +191,7 @@ impl Reconciler {
         );
         managed.push(ManagedObject {
             api: api.clone(),
-            key: key.clone(),
+            scope: format!("{}/{}/{namespace}", identity.api_version(), identity.kind),
             name: identity.name.clone(),
         });
         let config = config_for(

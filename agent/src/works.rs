@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info};
 
 use crate::conditions::carry_work_transition_times;
-use crate::drift::DriftWatch;
+use crate::drift::{DriftWatch, DriftWatches};
 use crate::reconcile::{Reconciler, WorkMemory};
 use crate::status_board::StatusBoard;
 
@@ -38,6 +38,7 @@ pub struct WorkManager {
     reconciler: Arc<Reconciler>,
     board: Arc<StatusBoard>,
     resync: Duration,
+    drift: Arc<DriftWatches>,
     workers: Mutex<HashMap<String, Worker>>,
 }
 
@@ -49,6 +50,7 @@ impl WorkManager {
             reconciler,
             board,
             resync,
+            drift: DriftWatches::new(),
             workers: Mutex::new(HashMap::new()),
         }
     }
@@ -82,6 +84,7 @@ impl WorkManager {
             self.reconciler.clone(),
             self.board.clone(),
             self.resync,
+            self.drift.clone(),
         ));
         workers.insert(uid, Worker { spec, task });
     }
@@ -114,15 +117,16 @@ async fn run_worker(
     reconciler: Arc<Reconciler>,
     board: Arc<StatusBoard>,
     resync: Duration,
+    watches: Arc<DriftWatches>,
 ) {
     let drifted = Arc::new(Notify::new());
-    let mut drift = DriftWatch::new(drifted.clone());
+    let mut drift = DriftWatch::new(watches, drifted.clone());
     let mut memory = WorkMemory::default();
     let mut backoff = FIRST_RETRY;
     loop {
         let upsert = spec.borrow_and_update().clone();
         let result = reconciler.reconcile(&upsert, &mut memory).await;
-        drift.track(&result.managed);
+        drift.track(&result.managed).await;
         let mut status = result.status;
         if let Some(previous) = board.latest(&uid).await {
             carry_work_transition_times(&previous, &mut status);

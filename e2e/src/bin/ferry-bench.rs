@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::work_helpers::{config_map, is_applied_at_current_generation, manifest_work};
 use ferry_hub::manifest_work::ManifestWork;
 use futures::{StreamExt, TryStreamExt};
@@ -21,11 +22,21 @@ struct Cli {
     /// Works to create one after another for the apply-latency figure.
     #[arg(long, default_value_t = 50)]
     works: usize,
+    /// Spoke edits to time for the drift-correction figure.
+    #[arg(long, default_value_t = 20)]
+    drift_samples: usize,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .context("starting the fleet")?;
@@ -77,12 +88,56 @@ async fn main() -> anyhow::Result<()> {
         latencies[idx].as_secs_f64() * 1000.0
     };
     println!(
-        "hub create -> hub shows Applied (spoke SSA + status write), {} works: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "hub create -> hub shows Applied (spoke read + create with the Update strategy + status write), {} works: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         latencies.len(),
         pct(0.5),
         pct(0.9),
         pct(0.99),
         pct(1.0)
+    );
+
+    // Drift: edit a managed object on the spoke, time until ferry has put it back.
+    let spoke = fleet.spokes[0].api("v1", "ConfigMap", Some("default"));
+    let mut spoke_changes = watcher(
+        spoke.clone(),
+        watcher::Config::default().fields("metadata.name=bench-0"),
+    )
+    .applied_objects()
+    .boxed();
+    let mut drift = Vec::with_capacity(cli.drift_samples);
+    for i in 0..cli.drift_samples {
+        let started = Instant::now();
+        merge_as(
+            &spoke,
+            "bench-0",
+            "bench-drift",
+            &serde_json::json!({"data": {"i": format!("drift-{i}")}}),
+        )
+        .await
+        .context("drift the object")?;
+        loop {
+            let seen = tokio::time::timeout(Duration::from_secs(30), spoke_changes.try_next())
+                .await
+                .context("drift not corrected within 30 s")?
+                .context("watch failed")?
+                .context("watch ended")?;
+            if seen.data["data"]["i"] == "0" {
+                break;
+            }
+        }
+        drift.push(started.elapsed());
+    }
+    drift.sort();
+    let pct = |samples: &[Duration], p: f64| {
+        let idx = ((samples.len() as f64 - 1.0) * p).round() as usize;
+        samples[idx].as_secs_f64() * 1000.0
+    };
+    println!(
+        "spoke edit -> corrected by the agent (watch, Update strategy), {} edits: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        drift.len(),
+        pct(&drift, 0.5),
+        pct(&drift, 0.99),
+        pct(&drift, 1.0)
     );
     fleet.stop().await;
     Ok(())
