@@ -2,6 +2,7 @@
 //! thin. Each submodule has one job.
 
 pub mod compare;
+pub mod feedback;
 pub mod hash;
 pub mod identity;
 pub mod ignore;
@@ -11,6 +12,9 @@ pub mod paths;
 pub mod strategy;
 
 pub use compare::is_subset;
+pub use feedback::{
+    FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, availability, evaluate_feedback,
+};
 pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,
     field_hash, object_hash, parse_field_hashes, render_field_hashes,

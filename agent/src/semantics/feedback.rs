@@ -1,0 +1,1295 @@
+//! Status feedback and availability: what the agent reports about an applied
+//! object, read from the live object (its full JSON including `status`).
+//!
+//! Nothing here fails as a whole. A feedback path that cannot be used, or
+//! finds nothing, is a [`FeedbackProblem`] next to the values that could be
+//! read, so one bad path never hides the others.
+//!
+//! Decisions worth knowing (OCM reports only Integer, String, Boolean and
+//! JsonRaw, so everything maps onto those):
+//! - A JSON number that fits `i64` is an `Integer`; any other number (a
+//!   float such as `0.5` or `3.0`, or an integer above `i64::MAX`) is
+//!   `JsonRaw` holding the number's JSON text, so no precision is lost.
+//! - A JSON `null` counts as no value: a path that finds only nulls reports
+//!   [`FeedbackProblem::NoMatch`].
+//! - A path matching several (non-null) locations reports one `JsonRaw` list
+//!   of all of them in document order, under the size cap. A single match
+//!   keeps its own type, so `.status.conditions[?@.type=='Ready'].status`
+//!   reports the String `"True"` as it does in OCM.
+//! - Objects and lists (and multi-match lists) larger than
+//!   [`MAX_RAW_FEEDBACK_BYTES`] of compact JSON report
+//!   [`FeedbackProblem::TooLarge`] and no value.
+//! - Names are claimed in declaration order and the first claim wins: a
+//!   `WellKnownStatus` rule claims every well-known name of the object's kind
+//!   (even ones absent right now), then each `JSONPaths` entry claims its
+//!   name, whether or not its path is valid or matches. A later entry with a
+//!   claimed name is skipped with [`FeedbackProblem::DuplicateName`]. Claiming
+//!   by declaration rather than by "was reported" keeps a value's source from
+//!   flipping between rules as the live object changes.
+
+use std::collections::HashSet;
+
+use ferry_proto::v1::{FeedbackRule, FeedbackValue};
+use serde_json::Value;
+
+use super::paths::{IgnorePath, PathError, get, locate};
+
+/// Largest raw JSON value reported for one feedback path (objects and lists).
+pub const MAX_RAW_FEEDBACK_BYTES: usize = 1024;
+
+/// Rule type that reports the well-known status fields of common kinds.
+pub const RULE_WELL_KNOWN_STATUS: &str = "WellKnownStatus";
+/// Rule type that reports values found by user-named JSONPaths.
+pub const RULE_JSON_PATHS: &str = "JSONPaths";
+
+/// `FeedbackValue.type` of an integer value.
+pub const TYPE_INTEGER: &str = "Integer";
+/// `FeedbackValue.type` of a string value.
+pub const TYPE_STRING: &str = "String";
+/// `FeedbackValue.type` of a boolean value.
+pub const TYPE_BOOLEAN: &str = "Boolean";
+/// `FeedbackValue.type` of a value reported as compact JSON text.
+pub const TYPE_JSON_RAW: &str = "JsonRaw";
+
+/// `Available` condition reason when the object is available.
+pub const REASON_AVAILABLE: &str = "ResourceAvailable";
+/// `Available` condition reason when the object is not (yet) available.
+pub const REASON_NOT_AVAILABLE: &str = "ResourceNotAvailable";
+
+/// What the feedback rules of one manifest produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeedbackOutcome {
+    /// Values in rule order, well-known values first.
+    pub values: Vec<FeedbackValue>,
+    /// Why some rules or paths gave no value. Visible to the user, not fatal.
+    pub problems: Vec<FeedbackProblem>,
+}
+
+/// Why a feedback rule or path produced no value. `Display` is a message a
+/// user can act on, meant for the manifest's `StatusFeedbackSynced`
+/// condition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeedbackProblem {
+    /// The path is not usable JSONPath (or the entry has no name).
+    #[error("feedback {name:?}: invalid JSONPath {path:?}: {reason}")]
+    InvalidPath {
+        /// The feedback value's name.
+        name: String,
+        /// The path as the user wrote it.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The path matches nothing on the live object, or only nulls.
+    #[error(
+        "feedback {name:?}: JSONPath {path:?} matches no value on the live object \
+         (the field is absent or null)"
+    )]
+    NoMatch {
+        /// The feedback value's name.
+        name: String,
+        /// The path as the user wrote it.
+        path: String,
+    },
+    /// The value found is larger than [`MAX_RAW_FEEDBACK_BYTES`].
+    #[error(
+        "feedback {name:?}: the value at JSONPath {path:?} is {bytes} bytes of JSON, \
+         over the {limit}-byte limit; select a smaller part of it"
+    )]
+    TooLarge {
+        /// The feedback value's name.
+        name: String,
+        /// The path as the user wrote it.
+        path: String,
+        /// Size of the value as compact JSON.
+        bytes: usize,
+        /// The limit it exceeds.
+        limit: usize,
+    },
+    /// The rule's type is neither `WellKnownStatus` nor `JSONPaths`.
+    #[error("unknown feedback rule type {rule_type:?}; use WellKnownStatus or JSONPaths")]
+    UnknownRuleType {
+        /// The type as written.
+        rule_type: String,
+    },
+    /// An earlier rule already claimed this name; this path is skipped.
+    #[error(
+        "feedback {name:?} is already reported by an earlier rule, so JSONPath {path:?} \
+         is skipped; give it another name"
+    )]
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+        /// The skipped path as the user wrote it.
+        path: String,
+    },
+}
+
+/// Evaluates the feedback rules of one manifest against the live object (its
+/// full JSON including status). `kind_group` is `(group, kind)`, the group
+/// empty for the core group.
+///
+/// Never fails: unusable rules and paths become [`FeedbackProblem`]s next to
+/// the values that could be read (see the module docs for the type mapping,
+/// multi-match, size and duplicate-name rules). Well-known fields missing
+/// from the live object are simply left out, and kinds without well-known
+/// fields report nothing for `WellKnownStatus`.
+pub fn evaluate_feedback(
+    kind_group: (&str, &str),
+    live: &Value,
+    rules: &[FeedbackRule],
+) -> FeedbackOutcome {
+    let (group, kind) = kind_group;
+    let mut outcome = FeedbackOutcome::default();
+    let mut claimed: HashSet<String> = HashSet::new();
+
+    // Well-known values come first whatever the rule order, and a second
+    // WellKnownStatus rule adds nothing (it would only repeat the names).
+    if rules.iter().any(|r| r.r#type == RULE_WELL_KNOWN_STATUS) {
+        let fields = well_known_fields(group, kind);
+        claimed.extend(fields.iter().map(|f| f.name.to_string()));
+        outcome
+            .values
+            .extend(fields.iter().filter_map(|f| read_well_known(f, live)));
+    }
+
+    for rule in rules {
+        match rule.r#type.as_str() {
+            RULE_WELL_KNOWN_STATUS => {}
+            RULE_JSON_PATHS => {
+                for entry in &rule.json_paths {
+                    if claimed.contains(&entry.name) {
+                        outcome.problems.push(FeedbackProblem::DuplicateName {
+                            name: entry.name.clone(),
+                            path: entry.path.clone(),
+                        });
+                        continue;
+                    }
+                    claimed.insert(entry.name.clone());
+                    match read_path(&entry.name, &entry.path, live) {
+                        Ok(value) => outcome.values.push(value),
+                        Err(problem) => outcome.problems.push(problem),
+                    }
+                }
+            }
+            other => outcome.problems.push(FeedbackProblem::UnknownRuleType {
+                rule_type: other.to_string(),
+            }),
+        }
+    }
+    outcome
+}
+
+/// Reads one named JSONPath from the live object.
+fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, FeedbackProblem> {
+    // The hub reports values by name; an unnamed one could not be told apart.
+    if name.trim().is_empty() {
+        return Err(FeedbackProblem::InvalidPath {
+            name: name.to_string(),
+            path: raw.to_string(),
+            reason: "the entry has no name; every feedback value needs one".into(),
+        });
+    }
+    let path = IgnorePath::parse(raw).map_err(|e| {
+        let PathError::Invalid { reason, .. } = e;
+        FeedbackProblem::InvalidPath {
+            name: name.to_string(),
+            path: raw.to_string(),
+            reason,
+        }
+    })?;
+    let found: Vec<&Value> = locate(live, &path)
+        .iter()
+        .filter_map(|ptr| get(live, ptr))
+        .filter(|v| !v.is_null())
+        .collect();
+    let too_large = |bytes: usize| FeedbackProblem::TooLarge {
+        name: name.to_string(),
+        path: raw.to_string(),
+        bytes,
+        limit: MAX_RAW_FEEDBACK_BYTES,
+    };
+    match found.as_slice() {
+        [] => Err(FeedbackProblem::NoMatch {
+            name: name.to_string(),
+            path: raw.to_string(),
+        }),
+        [one] => typed_value(name, one).map_err(too_large),
+        many => {
+            let list = Value::Array(many.iter().map(|v| (*v).clone()).collect());
+            raw_value(name, &list).map_err(too_large)
+        }
+    }
+}
+
+/// Maps one JSON value onto the OCM feedback types. Fails with the value's
+/// size when it would be reported raw and is over the cap.
+fn typed_value(name: &str, value: &Value) -> Result<FeedbackValue, usize> {
+    Ok(match value {
+        Value::Bool(b) => boolean(name, *b),
+        Value::String(s) => string(name, s.clone()),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => integer(name, i),
+            // Floats and integers beyond i64 keep their exact JSON text.
+            None => raw_value(name, value)?,
+        },
+        // Null never gets here (filtered as "no value"); objects and lists
+        // go raw.
+        _ => raw_value(name, value)?,
+    })
+}
+
+/// A `JsonRaw` value of compact JSON, or its size when over the cap.
+fn raw_value(name: &str, value: &Value) -> Result<FeedbackValue, usize> {
+    // `Value`'s Display is compact JSON and cannot fail.
+    let text = value.to_string();
+    if text.len() > MAX_RAW_FEEDBACK_BYTES {
+        return Err(text.len());
+    }
+    Ok(FeedbackValue {
+        name: name.to_string(),
+        r#type: TYPE_JSON_RAW.to_string(),
+        json_raw: text,
+        ..Default::default()
+    })
+}
+
+fn integer(name: &str, value: i64) -> FeedbackValue {
+    FeedbackValue {
+        name: name.to_string(),
+        r#type: TYPE_INTEGER.to_string(),
+        integer: value,
+        ..Default::default()
+    }
+}
+
+fn string(name: &str, value: String) -> FeedbackValue {
+    FeedbackValue {
+        name: name.to_string(),
+        r#type: TYPE_STRING.to_string(),
+        string: value,
+        ..Default::default()
+    }
+}
+
+fn boolean(name: &str, value: bool) -> FeedbackValue {
+    FeedbackValue {
+        name: name.to_string(),
+        r#type: TYPE_BOOLEAN.to_string(),
+        boolean: value,
+        ..Default::default()
+    }
+}
+
+/// How a well-known value is read from the live object.
+enum Source {
+    /// An integer member of `status`.
+    Integer(&'static str),
+    /// A string member of `status`.
+    String(&'static str),
+    /// Whether `status.conditions` holds this type with status "True".
+    /// Reported (false when the condition is absent) whenever `status` is an
+    /// object: Job `Complete` only appears on completion and Pod `Ready` only
+    /// after scheduling, so absence means "not yet".
+    Condition(&'static str),
+}
+
+/// One well-known feedback value of a kind.
+struct WellKnown {
+    name: &'static str,
+    source: Source,
+}
+
+const fn int(name: &'static str, field: &'static str) -> WellKnown {
+    WellKnown {
+        name,
+        source: Source::Integer(field),
+    }
+}
+
+const DEPLOYMENT: &[WellKnown] = &[
+    int("ReadyReplicas", "readyReplicas"),
+    int("Replicas", "replicas"),
+    int("AvailableReplicas", "availableReplicas"),
+    int("UpdatedReplicas", "updatedReplicas"),
+    int("ObservedGeneration", "observedGeneration"),
+];
+
+const STATEFUL_SET: &[WellKnown] = &[
+    int("ReadyReplicas", "readyReplicas"),
+    int("Replicas", "replicas"),
+    int("AvailableReplicas", "availableReplicas"),
+    int("CurrentReplicas", "currentReplicas"),
+    int("UpdatedReplicas", "updatedReplicas"),
+];
+
+const DAEMON_SET: &[WellKnown] = &[
+    int("NumberReady", "numberReady"),
+    int("DesiredNumberScheduled", "desiredNumberScheduled"),
+    int("CurrentNumberScheduled", "currentNumberScheduled"),
+    int("NumberAvailable", "numberAvailable"),
+    int("UpdatedNumberScheduled", "updatedNumberScheduled"),
+];
+
+const JOB: &[WellKnown] = &[
+    int("Active", "active"),
+    int("Succeeded", "succeeded"),
+    int("Failed", "failed"),
+    WellKnown {
+        name: "JobComplete",
+        source: Source::Condition("Complete"),
+    },
+];
+
+const POD: &[WellKnown] = &[
+    WellKnown {
+        name: "PodPhase",
+        source: Source::String("phase"),
+    },
+    WellKnown {
+        name: "PodReady",
+        source: Source::Condition("Ready"),
+    },
+];
+
+/// The well-known values of a kind; empty for kinds without any.
+fn well_known_fields(group: &str, kind: &str) -> &'static [WellKnown] {
+    match (group, kind) {
+        ("apps", "Deployment") => DEPLOYMENT,
+        ("apps", "StatefulSet") => STATEFUL_SET,
+        ("apps", "DaemonSet") => DAEMON_SET,
+        ("batch", "Job") => JOB,
+        ("", "Pod") => POD,
+        _ => &[],
+    }
+}
+
+/// One well-known value, if the live object has it. Fields of the wrong JSON
+/// type are treated as absent rather than guessed at.
+fn read_well_known(field: &WellKnown, live: &Value) -> Option<FeedbackValue> {
+    let status = live.get("status")?.as_object()?;
+    match field.source {
+        Source::Integer(key) => Some(integer(field.name, status.get(key)?.as_i64()?)),
+        Source::String(key) => Some(string(field.name, status.get(key)?.as_str()?.to_string())),
+        Source::Condition(kind) => Some(boolean(field.name, condition_is(live, kind, "True"))),
+    }
+}
+
+/// Whether `status.conditions` holds a condition of `kind` with `status`.
+fn condition_is(live: &Value, kind: &str, status: &str) -> bool {
+    condition(live, kind).is_some_and(|c| c.get("status").and_then(Value::as_str) == Some(status))
+}
+
+/// The first condition of `kind` in `status.conditions`.
+fn condition<'a>(live: &'a Value, kind: &str) -> Option<&'a Value> {
+    live.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+/// An integer at a JSON pointer, if there is one of that type.
+fn int_at(live: &Value, pointer: &str) -> Option<i64> {
+    live.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// Whether an applied object is available, for the per-manifest `Available`
+/// condition: `(available, reason, message)`, the reason being
+/// [`REASON_AVAILABLE`] or [`REASON_NOT_AVAILABLE`] and the message naming
+/// the numbers, e.g. "0 of 3 replicas are available".
+///
+/// - Deployment: `status.availableReplicas >= spec.replicas` (default 1).
+/// - StatefulSet: `status.readyReplicas >= spec.replicas` (default 1).
+/// - DaemonSet: `status.numberAvailable >= status.desiredNumberScheduled`;
+///   not available before the controller has reported
+///   `desiredNumberScheduled` at all (it always writes it, even when 0).
+/// - For these three, also `status.observedGeneration >= metadata.generation`
+///   (when the object has a generation): until the controller has seen the
+///   latest spec its counts describe an older one.
+/// - Job: available when a `Complete` condition is "True", or while no
+///   `Failed` condition is "True"; a failed Job is not available.
+/// - Pod: available when its `Ready` condition is "True".
+/// - Any other kind: available because it exists.
+///
+/// Never fails: missing or mistyped status fields count as 0 (or absent).
+pub fn availability(group: &str, kind: &str, live: &Value) -> (bool, &'static str, String) {
+    let (available, message) = match (group, kind) {
+        ("apps", "Deployment") => {
+            let want = int_at(live, "/spec/replicas").unwrap_or(1);
+            let have = int_at(live, "/status/availableReplicas").unwrap_or(0);
+            with_generation(
+                live,
+                have >= want,
+                format!("{have} of {want} replicas are available"),
+            )
+        }
+        ("apps", "StatefulSet") => {
+            let want = int_at(live, "/spec/replicas").unwrap_or(1);
+            let have = int_at(live, "/status/readyReplicas").unwrap_or(0);
+            with_generation(
+                live,
+                have >= want,
+                format!("{have} of {want} replicas are ready"),
+            )
+        }
+        ("apps", "DaemonSet") => match int_at(live, "/status/desiredNumberScheduled") {
+            None => (
+                false,
+                "the DaemonSet controller has not reported status yet".to_string(),
+            ),
+            Some(want) => {
+                let have = int_at(live, "/status/numberAvailable").unwrap_or(0);
+                with_generation(
+                    live,
+                    have >= want,
+                    format!("{have} of {want} scheduled pods are available"),
+                )
+            }
+        },
+        ("batch", "Job") => job_availability(live),
+        ("", "Pod") => {
+            let phase = live
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            if condition_is(live, "Ready", "True") {
+                (true, format!("the pod is ready (phase {phase})"))
+            } else {
+                (false, format!("the pod is not ready (phase {phase})"))
+            }
+        }
+        _ => (true, "the object exists".to_string()),
+    };
+    let reason = if available {
+        REASON_AVAILABLE
+    } else {
+        REASON_NOT_AVAILABLE
+    };
+    (available, reason, message)
+}
+
+/// Adds the observed-generation check of workload controllers to a count
+/// check: stale counts never make an object available.
+fn with_generation(live: &Value, counts_ok: bool, counts: String) -> (bool, String) {
+    let Some(generation) = int_at(live, "/metadata/generation") else {
+        return (counts_ok, counts);
+    };
+    match int_at(live, "/status/observedGeneration") {
+        Some(observed) if observed >= generation => (counts_ok, counts),
+        Some(observed) => (
+            false,
+            format!(
+                "waiting for the controller to observe generation {generation} \
+                 (observed {observed}); {counts}"
+            ),
+        ),
+        None => (
+            false,
+            format!(
+                "waiting for the controller to observe generation {generation} \
+                 (observed none yet); {counts}"
+            ),
+        ),
+    }
+}
+
+fn job_availability(live: &Value) -> (bool, String) {
+    let count = |field: &str| int_at(live, &format!("/status/{field}")).unwrap_or(0);
+    let (active, succeeded, failed) = (count("active"), count("succeeded"), count("failed"));
+    if condition_is(live, "Complete", "True") {
+        return (true, format!("the job completed ({succeeded} succeeded)"));
+    }
+    if condition_is(live, "Failed", "True") {
+        // The condition's own reason (BackoffLimitExceeded, DeadlineExceeded,
+        // ...) is what the user needs to act on.
+        let why = condition(live, "Failed")
+            .and_then(|c| c.get("reason"))
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        return (
+            false,
+            format!("the job failed{why} ({failed} failed, {succeeded} succeeded)"),
+        );
+    }
+    (
+        true,
+        format!("the job is running ({active} active, {succeeded} succeeded, {failed} failed)"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_proto::v1::NamedJsonPath;
+    use serde_json::json;
+
+    fn well_known() -> FeedbackRule {
+        FeedbackRule {
+            r#type: RULE_WELL_KNOWN_STATUS.into(),
+            json_paths: vec![],
+        }
+    }
+
+    fn json_paths(entries: &[(&str, &str)]) -> FeedbackRule {
+        FeedbackRule {
+            r#type: RULE_JSON_PATHS.into(),
+            json_paths: entries
+                .iter()
+                .map(|(name, path)| NamedJsonPath {
+                    name: (*name).into(),
+                    path: (*path).into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn int_value(name: &str, v: i64) -> FeedbackValue {
+        integer(name, v)
+    }
+
+    fn str_value(name: &str, v: &str) -> FeedbackValue {
+        string(name, v.into())
+    }
+
+    fn bool_value(name: &str, v: bool) -> FeedbackValue {
+        boolean(name, v)
+    }
+
+    fn raw(name: &str, text: &str) -> FeedbackValue {
+        FeedbackValue {
+            name: name.into(),
+            r#type: TYPE_JSON_RAW.into(),
+            json_raw: text.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Evaluates one JSONPaths entry on `live` against a ConfigMap.
+    fn one_path(live: &Value, path: &str) -> FeedbackOutcome {
+        evaluate_feedback(("", "ConfigMap"), live, &[json_paths(&[("v", path)])])
+    }
+
+    #[test]
+    fn deployment_reports_its_replica_counts_and_observed_generation() {
+        let live = json!({"status": {
+            "readyReplicas": 2, "replicas": 3, "availableReplicas": 2,
+            "updatedReplicas": 3, "observedGeneration": 7
+        }});
+        let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("ReadyReplicas", 2),
+                int_value("Replicas", 3),
+                int_value("AvailableReplicas", 2),
+                int_value("UpdatedReplicas", 3),
+                int_value("ObservedGeneration", 7),
+            ]
+        );
+        assert!(out.problems.is_empty());
+    }
+
+    #[test]
+    fn missing_well_known_fields_are_left_out_without_a_problem() {
+        // A Deployment scaled to zero has no readyReplicas/availableReplicas.
+        let live = json!({"status": {"replicas": 0, "observedGeneration": 2}});
+        let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![int_value("Replicas", 0), int_value("ObservedGeneration", 2)]
+        );
+        assert!(out.problems.is_empty());
+        let no_status = evaluate_feedback(("apps", "Deployment"), &json!({}), &[well_known()]);
+        assert_eq!(no_status, FeedbackOutcome::default());
+    }
+
+    #[test]
+    fn statefulset_reports_its_replica_counts() {
+        let live = json!({"status": {
+            "readyReplicas": 1, "replicas": 2, "availableReplicas": 1,
+            "currentReplicas": 2, "updatedReplicas": 0
+        }});
+        let out = evaluate_feedback(("apps", "StatefulSet"), &live, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("ReadyReplicas", 1),
+                int_value("Replicas", 2),
+                int_value("AvailableReplicas", 1),
+                int_value("CurrentReplicas", 2),
+                int_value("UpdatedReplicas", 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn daemonset_reports_its_scheduling_counts() {
+        let live = json!({"status": {
+            "numberReady": 3, "desiredNumberScheduled": 4, "currentNumberScheduled": 4,
+            "numberAvailable": 3, "updatedNumberScheduled": 4
+        }});
+        let out = evaluate_feedback(("apps", "DaemonSet"), &live, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("NumberReady", 3),
+                int_value("DesiredNumberScheduled", 4),
+                int_value("CurrentNumberScheduled", 4),
+                int_value("NumberAvailable", 3),
+                int_value("UpdatedNumberScheduled", 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn job_reports_counts_and_whether_it_completed() {
+        let done = json!({"status": {
+            "succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True"}]
+        }});
+        let out = evaluate_feedback(("batch", "Job"), &done, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![int_value("Succeeded", 1), bool_value("JobComplete", true)]
+        );
+        let running = json!({"status": {"active": 1, "failed": 2}});
+        let out = evaluate_feedback(("batch", "Job"), &running, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("Active", 1),
+                int_value("Failed", 2),
+                bool_value("JobComplete", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn pod_reports_phase_and_readiness() {
+        let ready = json!({"status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"}
+            ]
+        }});
+        let out = evaluate_feedback(("", "Pod"), &ready, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                str_value("PodPhase", "Running"),
+                bool_value("PodReady", true)
+            ]
+        );
+        let pending = json!({"status": {"phase": "Pending"}});
+        let out = evaluate_feedback(("", "Pod"), &pending, &[well_known()]);
+        assert_eq!(
+            out.values,
+            vec![
+                str_value("PodPhase", "Pending"),
+                bool_value("PodReady", false)
+            ]
+        );
+    }
+
+    #[test]
+    fn kinds_without_well_known_fields_report_nothing() {
+        let live = json!({"status": {"replicas": 3}});
+        for (group, kind) in [("", "ConfigMap"), ("extensions", "Deployment"), ("", "Job")] {
+            let out = evaluate_feedback((group, kind), &live, &[well_known()]);
+            assert_eq!(out, FeedbackOutcome::default(), "{group}/{kind}");
+        }
+    }
+
+    #[test]
+    fn mistyped_well_known_fields_are_left_out() {
+        let live = json!({"status": {"replicas": "3", "readyReplicas": 1.5, "phase": 1}});
+        let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
+        assert!(out.values.is_empty());
+        let out = evaluate_feedback(("", "Pod"), &live, &[well_known()]);
+        assert_eq!(out.values, vec![bool_value("PodReady", false)]);
+    }
+
+    #[test]
+    fn json_path_integer_string_and_boolean_keep_their_types() {
+        let live = json!({"spec": {"replicas": 3, "paused": true}, "status": {"phase": "Active"}});
+        let out = evaluate_feedback(
+            ("apps", "Deployment"),
+            &live,
+            &[json_paths(&[
+                ("r", ".spec.replicas"),
+                ("s", "$.status.phase"),
+                ("b", "spec.paused"),
+                ("neg", "$.n"),
+            ])],
+        );
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("r", 3),
+                str_value("s", "Active"),
+                bool_value("b", true)
+            ]
+        );
+        assert_eq!(out.problems.len(), 1);
+        let out = one_path(&json!({"n": -9_000_000_000_i64}), "$.n");
+        assert_eq!(out.values, vec![int_value("v", -9_000_000_000)]);
+    }
+
+    #[test]
+    fn floats_and_huge_integers_are_raw_json_text() {
+        let out = one_path(&json!({"a": 0.25}), "$.a");
+        assert_eq!(out.values, vec![raw("v", "0.25")]);
+        let out = one_path(&json!({"a": 3.0}), "$.a");
+        assert_eq!(out.values, vec![raw("v", "3.0")]);
+        let out = one_path(&json!({"a": u64::MAX}), "$.a");
+        assert_eq!(out.values, vec![raw("v", "18446744073709551615")]);
+    }
+
+    #[test]
+    fn objects_and_lists_are_compact_raw_json() {
+        let live = json!({"status": {
+            "loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]},
+            "ports": [80, 443]
+        }});
+        let out = evaluate_feedback(
+            ("", "Service"),
+            &live,
+            &[json_paths(&[
+                ("lb", ".status.loadBalancer"),
+                ("ports", ".status.ports"),
+            ])],
+        );
+        assert_eq!(
+            out.values,
+            vec![
+                raw("lb", r#"{"ingress":[{"ip":"10.0.0.1"}]}"#),
+                raw("ports", "[80,443]"),
+            ]
+        );
+        assert!(out.problems.is_empty());
+    }
+
+    #[test]
+    fn a_raw_value_over_the_cap_is_too_large_and_not_reported() {
+        let big = "x".repeat(MAX_RAW_FEEDBACK_BYTES);
+        let live = json!({"data": {"k": big}});
+        let out = one_path(&live, ".data");
+        assert!(out.values.is_empty());
+        let bytes = MAX_RAW_FEEDBACK_BYTES + r#"{"k":""}"#.len();
+        assert_eq!(
+            out.problems,
+            vec![FeedbackProblem::TooLarge {
+                name: "v".into(),
+                path: ".data".into(),
+                bytes,
+                limit: MAX_RAW_FEEDBACK_BYTES,
+            }]
+        );
+        assert!(
+            out.problems[0]
+                .to_string()
+                .contains("over the 1024-byte limit")
+        );
+    }
+
+    #[test]
+    fn a_raw_value_exactly_at_the_cap_is_reported() {
+        // `["` + filler + `"]` is exactly the cap.
+        let filler = "y".repeat(MAX_RAW_FEEDBACK_BYTES - 4);
+        let live = json!({"l": [filler]});
+        let out = one_path(&live, "$.l");
+        assert_eq!(out.values.len(), 1);
+        assert_eq!(out.values[0].json_raw.len(), MAX_RAW_FEEDBACK_BYTES);
+        assert!(out.problems.is_empty());
+    }
+
+    #[test]
+    fn a_path_matching_nothing_gives_no_value_and_a_visible_reason() {
+        let out = one_path(&json!({"status": {}}), ".status.readyReplicas");
+        assert!(out.values.is_empty());
+        assert_eq!(
+            out.problems,
+            vec![FeedbackProblem::NoMatch {
+                name: "v".into(),
+                path: ".status.readyReplicas".into(),
+            }]
+        );
+        assert_eq!(
+            out.problems[0].to_string(),
+            "feedback \"v\": JSONPath \".status.readyReplicas\" matches no value on the live \
+             object (the field is absent or null)"
+        );
+    }
+
+    #[test]
+    fn a_null_value_counts_as_no_match() {
+        let out = one_path(&json!({"status": {"x": null}}), "$.status.x");
+        assert!(out.values.is_empty());
+        assert!(matches!(
+            out.problems.as_slice(),
+            [FeedbackProblem::NoMatch { .. }]
+        ));
+    }
+
+    #[test]
+    fn several_matches_are_one_raw_list_in_document_order_without_nulls() {
+        let live = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "Progressing", "status": null},
+            {"type": "Available", "status": "False"}
+        ]}});
+        let out = one_path(&live, "$.status.conditions[*].status");
+        assert_eq!(out.values, vec![raw("v", r#"["True","False"]"#)]);
+        // A filter that matches once keeps the value's own type, as in OCM.
+        let out = one_path(&live, ".status.conditions[?@.type=='Ready'].status");
+        assert_eq!(out.values, vec![str_value("v", "True")]);
+    }
+
+    #[test]
+    fn several_matches_over_the_cap_are_too_large() {
+        let item = "z".repeat(600);
+        let live = json!({"l": [{"a": item}, {"a": item}]});
+        let out = one_path(&live, "$.l[*].a");
+        assert!(out.values.is_empty());
+        assert!(matches!(
+            out.problems.as_slice(),
+            [FeedbackProblem::TooLarge {
+                bytes: 1207,
+                limit: MAX_RAW_FEEDBACK_BYTES,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn an_invalid_path_is_reported_and_the_others_still_work() {
+        let live = json!({"a": 1, "b": 2});
+        let out = evaluate_feedback(
+            ("", "ConfigMap"),
+            &live,
+            &[json_paths(&[
+                ("a", "$.a"),
+                ("bad", "$.spec["),
+                ("b", "$.b"),
+            ])],
+        );
+        assert_eq!(out.values, vec![int_value("a", 1), int_value("b", 2)]);
+        assert_eq!(
+            out.problems,
+            vec![FeedbackProblem::InvalidPath {
+                name: "bad".into(),
+                path: "$.spec[".into(),
+                reason: "expected selector at character 8".into(),
+            }]
+        );
+        assert_eq!(
+            out.problems[0].to_string(),
+            "feedback \"bad\": invalid JSONPath \"$.spec[\": expected selector at character 8"
+        );
+    }
+
+    #[test]
+    fn empty_root_and_unnamed_paths_are_invalid() {
+        let live = json!({"a": 1});
+        for path in ["", "$"] {
+            let out = one_path(&live, path);
+            assert!(
+                matches!(
+                    out.problems.as_slice(),
+                    [FeedbackProblem::InvalidPath { .. }]
+                ),
+                "{path:?}"
+            );
+        }
+        let out = evaluate_feedback(("", "ConfigMap"), &live, &[json_paths(&[(" ", "$.a")])]);
+        assert!(out.values.is_empty());
+        assert!(matches!(
+            out.problems.as_slice(),
+            [FeedbackProblem::InvalidPath { reason, .. }] if reason.contains("no name")
+        ));
+    }
+
+    #[test]
+    fn an_unknown_rule_type_is_reported_and_other_rules_still_apply() {
+        let live = json!({"status": {"replicas": 1}, "a": "x"});
+        let rules = [
+            FeedbackRule {
+                r#type: "jsonPaths".into(),
+                json_paths: vec![],
+            },
+            json_paths(&[("a", "$.a")]),
+            well_known(),
+        ];
+        let out = evaluate_feedback(("apps", "Deployment"), &live, &rules);
+        // Well-known values come first even when the rule is listed last.
+        assert_eq!(
+            out.values,
+            vec![int_value("Replicas", 1), str_value("a", "x")]
+        );
+        assert_eq!(
+            out.problems,
+            vec![FeedbackProblem::UnknownRuleType {
+                rule_type: "jsonPaths".into()
+            }]
+        );
+        assert_eq!(
+            out.problems[0].to_string(),
+            "unknown feedback rule type \"jsonPaths\"; use WellKnownStatus or JSONPaths"
+        );
+    }
+
+    #[test]
+    fn duplicate_names_keep_the_first_declaration_and_report_the_rest() {
+        let live = json!({"a": 1, "b": 2, "status": {"replicas": 5}});
+        let rules = [
+            json_paths(&[("x", "$.a"), ("x", "$.b")]),
+            json_paths(&[("x", "$.b"), ("Replicas", "$.a"), ("y", "$.b")]),
+            well_known(),
+        ];
+        let out = evaluate_feedback(("apps", "Deployment"), &live, &rules);
+        assert_eq!(
+            out.values,
+            vec![
+                int_value("Replicas", 5),
+                int_value("x", 1),
+                int_value("y", 2)
+            ]
+        );
+        assert_eq!(
+            out.problems,
+            vec![
+                FeedbackProblem::DuplicateName {
+                    name: "x".into(),
+                    path: "$.b".into()
+                },
+                FeedbackProblem::DuplicateName {
+                    name: "x".into(),
+                    path: "$.b".into()
+                },
+                FeedbackProblem::DuplicateName {
+                    name: "Replicas".into(),
+                    path: "$.a".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_name_is_claimed_even_when_its_first_path_finds_nothing() {
+        // Otherwise "x" would come from $.b now and from $.missing once that
+        // field appears.
+        let live = json!({"b": 2});
+        let out = evaluate_feedback(
+            ("", "ConfigMap"),
+            &live,
+            &[json_paths(&[("x", "$.missing"), ("x", "$.b")])],
+        );
+        assert!(out.values.is_empty());
+        assert!(matches!(
+            out.problems.as_slice(),
+            [
+                FeedbackProblem::NoMatch { .. },
+                FeedbackProblem::DuplicateName { .. }
+            ]
+        ));
+    }
+
+    #[test]
+    fn well_known_names_are_claimed_even_when_absent_and_reported_once() {
+        let live = json!({"status": {"replicas": 1}, "r": 9});
+        let out = evaluate_feedback(
+            ("apps", "Deployment"),
+            &live,
+            &[
+                well_known(),
+                well_known(),
+                json_paths(&[("ReadyReplicas", "$.r")]),
+            ],
+        );
+        assert_eq!(out.values, vec![int_value("Replicas", 1)]);
+        assert!(matches!(
+            out.problems.as_slice(),
+            [FeedbackProblem::DuplicateName { name, .. }] if name == "ReadyReplicas"
+        ));
+    }
+
+    #[test]
+    fn no_rules_and_odd_live_objects_report_nothing() {
+        assert_eq!(
+            evaluate_feedback(("apps", "Deployment"), &json!({}), &[]),
+            FeedbackOutcome::default()
+        );
+        for live in [json!(null), json!([1, 2]), json!("s"), json!({"status": 3})] {
+            let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
+            assert!(out.values.is_empty(), "{live}");
+        }
+    }
+
+    fn deployment(
+        spec_replicas: Option<i64>,
+        available: i64,
+        generation: i64,
+        observed: i64,
+    ) -> Value {
+        let mut live = json!({
+            "metadata": {"generation": generation},
+            "spec": {},
+            "status": {"availableReplicas": available, "observedGeneration": observed}
+        });
+        if let Some(r) = spec_replicas {
+            live["spec"]["replicas"] = json!(r);
+        }
+        live
+    }
+
+    #[test]
+    fn deployment_is_available_when_enough_replicas_are_available() {
+        assert_eq!(
+            availability("apps", "Deployment", &deployment(Some(3), 3, 2, 2)),
+            (
+                true,
+                REASON_AVAILABLE,
+                "3 of 3 replicas are available".into()
+            )
+        );
+        assert_eq!(
+            availability("apps", "Deployment", &deployment(Some(3), 0, 2, 2)),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "0 of 3 replicas are available".into()
+            )
+        );
+    }
+
+    #[test]
+    fn deployment_replicas_default_to_one() {
+        assert_eq!(
+            availability("apps", "Deployment", &deployment(None, 1, 1, 1)),
+            (
+                true,
+                REASON_AVAILABLE,
+                "1 of 1 replicas are available".into()
+            )
+        );
+        let fresh = json!({"metadata": {"generation": 1}, "spec": {}});
+        assert_eq!(
+            availability("apps", "Deployment", &fresh),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "waiting for the controller to observe generation 1 (observed none yet); \
+                 0 of 1 replicas are available"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn deployment_scaled_to_zero_is_available() {
+        let (ok, reason, _) = availability("apps", "Deployment", &deployment(Some(0), 0, 1, 1));
+        assert!(ok);
+        assert_eq!(reason, REASON_AVAILABLE);
+    }
+
+    #[test]
+    fn deployment_with_a_lagging_observed_generation_is_not_available() {
+        assert_eq!(
+            availability("apps", "Deployment", &deployment(Some(3), 3, 5, 4)),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "waiting for the controller to observe generation 5 (observed 4); \
+                 3 of 3 replicas are available"
+                    .into()
+            )
+        );
+        // An object without a generation has nothing to lag behind.
+        let live = json!({"spec": {"replicas": 1}, "status": {"availableReplicas": 1}});
+        assert!(availability("apps", "Deployment", &live).0);
+    }
+
+    #[test]
+    fn statefulset_is_available_when_enough_replicas_are_ready() {
+        let live = |ready: i64| {
+            json!({
+                "metadata": {"generation": 1},
+                "spec": {"replicas": 2},
+                "status": {"readyReplicas": ready, "observedGeneration": 1}
+            })
+        };
+        assert_eq!(
+            availability("apps", "StatefulSet", &live(2)),
+            (true, REASON_AVAILABLE, "2 of 2 replicas are ready".into())
+        );
+        assert_eq!(
+            availability("apps", "StatefulSet", &live(1)),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "1 of 2 replicas are ready".into()
+            )
+        );
+        let defaulted = json!({"spec": {}, "status": {}});
+        assert_eq!(
+            availability("apps", "StatefulSet", &defaulted),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "0 of 1 replicas are ready".into()
+            )
+        );
+        let lagging = json!({
+            "metadata": {"generation": 3},
+            "spec": {"replicas": 1},
+            "status": {"readyReplicas": 1, "observedGeneration": 2}
+        });
+        assert!(!availability("apps", "StatefulSet", &lagging).0);
+    }
+
+    #[test]
+    fn daemonset_is_available_when_all_scheduled_pods_are_available() {
+        let live = |desired: i64, available: i64| json!({"status": {"desiredNumberScheduled": desired, "numberAvailable": available}});
+        assert_eq!(
+            availability("apps", "DaemonSet", &live(3, 3)),
+            (
+                true,
+                REASON_AVAILABLE,
+                "3 of 3 scheduled pods are available".into()
+            )
+        );
+        assert_eq!(
+            availability("apps", "DaemonSet", &live(3, 2)),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "2 of 3 scheduled pods are available".into()
+            )
+        );
+        // No nodes match: nothing to wait for.
+        assert!(availability("apps", "DaemonSet", &live(0, 0)).0);
+        assert_eq!(
+            availability("apps", "DaemonSet", &json!({"status": {}})),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "the DaemonSet controller has not reported status yet".into()
+            )
+        );
+    }
+
+    #[test]
+    fn job_is_available_when_complete_or_running_but_not_when_failed() {
+        let complete = json!({"status": {"succeeded": 1, "conditions": [
+            {"type": "Complete", "status": "True"}
+        ]}});
+        assert_eq!(
+            availability("batch", "Job", &complete),
+            (
+                true,
+                REASON_AVAILABLE,
+                "the job completed (1 succeeded)".into()
+            )
+        );
+        let running = json!({"status": {"active": 1}});
+        assert_eq!(
+            availability("batch", "Job", &running),
+            (
+                true,
+                REASON_AVAILABLE,
+                "the job is running (1 active, 0 succeeded, 0 failed)".into()
+            )
+        );
+        let failed = json!({"status": {"failed": 6, "conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+        ]}});
+        assert_eq!(
+            availability("batch", "Job", &failed),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "the job failed: BackoffLimitExceeded (6 failed, 0 succeeded)".into()
+            )
+        );
+        let failed_false = json!({"status": {"conditions": [
+            {"type": "Failed", "status": "False"}
+        ]}});
+        assert!(availability("batch", "Job", &failed_false).0);
+    }
+
+    #[test]
+    fn pod_is_available_when_ready() {
+        let pod = |ready: &str| {
+            json!({"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": ready}
+            ]}})
+        };
+        assert_eq!(
+            availability("", "Pod", &pod("True")),
+            (
+                true,
+                REASON_AVAILABLE,
+                "the pod is ready (phase Running)".into()
+            )
+        );
+        assert_eq!(
+            availability("", "Pod", &pod("False")),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "the pod is not ready (phase Running)".into()
+            )
+        );
+        assert_eq!(
+            availability("", "Pod", &json!({})),
+            (
+                false,
+                REASON_NOT_AVAILABLE,
+                "the pod is not ready (phase unknown)".into()
+            )
+        );
+    }
+
+    #[test]
+    fn other_kinds_are_available_when_they_exist() {
+        assert_eq!(
+            availability("", "ConfigMap", &json!({"data": {}})),
+            (true, REASON_AVAILABLE, "the object exists".into())
+        );
+        // Same kind name in another group is not the workload.
+        assert!(
+            availability(
+                "example.com",
+                "Deployment",
+                &json!({"spec": {"replicas": 3}})
+            )
+            .0
+        );
+    }
+
+    #[test]
+    fn availability_never_panics_on_odd_shapes() {
+        for live in [
+            json!(null),
+            json!([]),
+            json!({"spec": "x", "status": [1], "metadata": 4}),
+            json!({"status": {"conditions": "Ready"}}),
+            json!({"status": {"conditions": [1, null, {"type": 3}]}}),
+        ] {
+            for (group, kind) in [
+                ("apps", "Deployment"),
+                ("apps", "StatefulSet"),
+                ("apps", "DaemonSet"),
+                ("batch", "Job"),
+                ("", "Pod"),
+            ] {
+                let (_, reason, message) = availability(group, kind, &live);
+                assert!(!message.is_empty());
+                assert!([REASON_AVAILABLE, REASON_NOT_AVAILABLE].contains(&reason));
+            }
+        }
+    }
+}
