@@ -110,8 +110,9 @@ pub enum Applied {
 pub struct ApplyOutcome {
     /// What happened.
     pub applied: Applied,
-    /// UID of the object on the spoke afterwards, if it exists.
-    pub uid: Option<String>,
+    /// The object on the spoke afterwards, if it exists: what status
+    /// feedback and availability are read from.
+    pub object: Option<Value>,
     /// Things the user should see although nothing failed (ignore paths that
     /// match nothing, a strategy fallback).
     pub notes: Vec<String>,
@@ -176,17 +177,17 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
             } else {
                 Applied::Missing
             };
-            outcome(applied, uid_of(live.as_ref()), vec![])
+            outcome(applied, live_json.clone(), vec![])
         }
         Strategy::CreateOnly => match &live {
-            Some(obj) => outcome(Applied::LeftAsIs, obj.metadata.uid.clone(), vec![]),
+            Some(_) => outcome(Applied::LeftAsIs, live_json.clone(), vec![]),
             None => {
                 let body = with_annotations(
                     write.desired,
                     &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
                 );
                 let created = create(write.api, &body, &what).await?;
-                outcome(Applied::Created, created.metadata.uid, vec![])
+                outcome(Applied::Created, Some(to_json(&created)), vec![])
             }
         },
         Strategy::ServerSideApply {
@@ -235,7 +236,7 @@ async fn ssa_unless_unchanged(
     if let Some(live) = live
         && is_subset(body, live, write.schema)
     {
-        return Ok(outcome(Applied::Unchanged, uid_in(live), notes));
+        return Ok(outcome(Applied::Unchanged, Some(live.clone()), notes));
     }
     let mut params = PatchParams::apply(manager);
     params.force = force;
@@ -249,7 +250,7 @@ async fn ssa_unless_unchanged(
     } else {
         Applied::Created
     };
-    Ok(outcome(applied, written.metadata.uid, notes))
+    Ok(outcome(applied, Some(to_json(&written)), notes))
 }
 
 async fn update(
@@ -288,7 +289,7 @@ async fn update(
     );
     let (Some(live), Some(live_json)) = (live, live_json) else {
         let created = create(write.api, &desired, what).await?;
-        return Ok(outcome(Applied::Created, created.metadata.uid, vec![]));
+        return Ok(outcome(Applied::Created, Some(to_json(&created)), vec![]));
     };
     let previous: Option<Value> = live
         .metadata
@@ -298,11 +299,7 @@ async fn update(
         .and_then(|text| serde_json::from_str(text).ok());
     let merged = three_way_merge(previous.as_ref(), &desired, live_json, write.schema);
     let Some(mut patch) = merge_patch(live_json, &merged) else {
-        return Ok(outcome(
-            Applied::Unchanged,
-            live.metadata.uid.clone(),
-            vec![],
-        ));
+        return Ok(outcome(Applied::Unchanged, Some(live_json.clone()), vec![]));
     };
     // Optimistic concurrency: the patch was computed from this version.
     if let Some(version) = &live.metadata.resource_version
@@ -329,7 +326,7 @@ async fn update(
             },
             other => classify(what, other),
         })?;
-    Ok(outcome(Applied::Updated, written.metadata.uid, vec![]))
+    Ok(outcome(Applied::Updated, Some(to_json(&written)), vec![]))
 }
 
 async fn create(
@@ -377,24 +374,23 @@ fn classify(what: &str, error: kube::Error) -> ApplyError {
     }
 }
 
-fn outcome(applied: Applied, uid: Option<String>, notes: Vec<String>) -> ApplyOutcome {
+fn outcome(applied: Applied, object: Option<Value>, notes: Vec<String>) -> ApplyOutcome {
     ApplyOutcome {
         applied,
-        uid,
+        object,
         notes,
+    }
+}
+
+impl ApplyOutcome {
+    /// UID of the object on the spoke afterwards, if it exists.
+    pub fn uid(&self) -> Option<&str> {
+        self.object.as_ref()?["metadata"]["uid"].as_str()
     }
 }
 
 fn to_json(object: &DynamicObject) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
-}
-
-fn uid_of(object: Option<&DynamicObject>) -> Option<String> {
-    object.and_then(|o| o.metadata.uid.clone())
-}
-
-fn uid_in(live: &Value) -> Option<String> {
-    live["metadata"]["uid"].as_str().map(str::to_string)
 }
 
 fn with_annotations(manifest: &Value, annotations: &[(&str, String)]) -> Value {

@@ -7,6 +7,10 @@ use ferry_proto::v1;
 
 /// Condition type: the manifest or work was written to the spoke.
 pub const APPLIED: &str = "Applied";
+/// Condition type: the applied resource (or every resource of a work) is available.
+pub const AVAILABLE: &str = "Available";
+/// Condition type: the manifest's status feedback rules were all evaluated.
+pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
 
 /// A condition of `type_` at `generation`, stamped now.
 pub fn condition(

@@ -10,10 +10,11 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
-use crate::conditions::{APPLIED, condition};
+use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
+use crate::semantics::feedback::{availability, evaluate_feedback};
 use crate::semantics::strategy::{StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
@@ -135,32 +136,48 @@ impl Reconciler {
                     .await
                 }
             };
-            let applied = match result {
-                Ok((reason, message)) => condition(APPLIED, true, reason, message, generation),
+            let mut conditions = Vec::new();
+            let mut feedback = Vec::new();
+            match result {
+                Ok(report) => {
+                    conditions.push(condition(
+                        APPLIED,
+                        true,
+                        report.reason,
+                        report.message,
+                        generation,
+                    ));
+                    if let Some(observed) = &report.observed {
+                        let (more, values) = observe(&meta, observed, generation);
+                        conditions.extend(more);
+                        feedback = values;
+                    }
+                }
                 Err(failure) => {
                     retry |= failure.is_transient();
-                    condition(
+                    conditions.push(condition(
                         APPLIED,
                         false,
                         failure.reason(),
                         failure.to_string(),
                         generation,
-                    )
+                    ));
                 }
-            };
+            }
             manifests[index] = Some(v1::ManifestStatus {
                 resource_meta: Some(meta),
-                conditions: vec![applied],
-                feedback: vec![],
+                conditions,
+                feedback,
             });
         }
         let manifests: Vec<v1::ManifestStatus> = manifests.into_iter().flatten().collect();
         let work_applied = work_applied_condition(&manifests, generation);
+        let work_available = work_available_condition(&manifests, generation);
         Reconciled {
             status: v1::WorkStatus {
                 work: upsert.work.clone(),
                 generation,
-                conditions: vec![work_applied],
+                conditions: vec![work_applied, work_available],
                 manifests,
             },
             retry,
@@ -176,7 +193,7 @@ impl Reconciler {
         meta: &mut v1::ResourceMeta,
         memory: &mut WorkMemory,
         managed: &mut Vec<ManagedObject>,
-    ) -> Result<(&'static str, String), ManifestFailure> {
+    ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let (resource, caps) = self.resolver.resolve(&gvk).await?;
         meta.resource = resource.plural.clone();
@@ -228,9 +245,13 @@ impl Reconciler {
             }
             other => other?,
         };
-        if let Some(uid) = &outcome.uid {
-            memory.uids.insert(key, uid.clone());
+        if let Some(uid) = outcome.uid() {
+            memory.uids.insert(key, uid.to_string());
         }
+        let observed = outcome.object.clone().map(|object| Observed {
+            object,
+            rules: config.map(|c| c.feedback_rules.clone()).unwrap_or_default(),
+        });
         let with_notes = |message: &str| {
             if outcome.notes.is_empty() {
                 message.to_string()
@@ -238,7 +259,7 @@ impl Reconciler {
                 format!("{message}; {}", outcome.notes.join("; "))
             }
         };
-        Ok(match outcome.applied {
+        let (reason, message) = match outcome.applied {
             Applied::Created | Applied::Updated | Applied::Unchanged => (
                 "AppliedManifestComplete",
                 with_notes("Apply manifest complete"),
@@ -258,7 +279,98 @@ impl Reconciler {
                 ),
             ),
             Applied::Missing => return Err(ManifestFailure::Missing),
+        };
+        Ok(Report {
+            reason,
+            message,
+            observed,
         })
+    }
+}
+
+/// A manifest that was applied (or observed), with what its status says.
+struct Report {
+    reason: &'static str,
+    message: String,
+    observed: Option<Observed>,
+}
+
+/// The object as it is on the spoke after applying, and the feedback rules
+/// its manifest config asks for.
+struct Observed {
+    object: Value,
+    rules: Vec<v1::FeedbackRule>,
+}
+
+/// The `Available` and `StatusFeedbackSynced` conditions and the feedback
+/// values of one applied manifest.
+fn observe(
+    meta: &v1::ResourceMeta,
+    observed: &Observed,
+    generation: i64,
+) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
+    let (available, reason, message) = availability(&meta.group, &meta.kind, &observed.object);
+    let mut conditions = vec![condition(AVAILABLE, available, reason, message, generation)];
+    if observed.rules.is_empty() {
+        return (conditions, vec![]);
+    }
+    let outcome = evaluate_feedback((&meta.group, &meta.kind), &observed.object, &observed.rules);
+    let synced = if outcome.problems.is_empty() {
+        condition(
+            FEEDBACK_SYNCED,
+            true,
+            "StatusFeedbackSynced",
+            format!("{} status values reported", outcome.values.len()),
+            generation,
+        )
+    } else {
+        let problems: Vec<String> = outcome.problems.iter().map(ToString::to_string).collect();
+        condition(
+            FEEDBACK_SYNCED,
+            false,
+            "StatusFeedbackIncomplete",
+            problems.join("; "),
+            generation,
+        )
+    };
+    conditions.push(synced);
+    (conditions, outcome.values)
+}
+
+fn work_available_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
+    let unavailable: Vec<String> = manifests
+        .iter()
+        .filter(|m| {
+            !m.conditions
+                .iter()
+                .any(|c| c.r#type == AVAILABLE && c.status == "True")
+        })
+        .map(|m| {
+            let meta = m.resource_meta.clone().unwrap_or_default();
+            format!("#{} {} {}", meta.ordinal, meta.kind, meta.name)
+        })
+        .collect();
+    if unavailable.is_empty() {
+        condition(
+            AVAILABLE,
+            true,
+            "ResourcesAvailable",
+            format!("All {} resources are available", manifests.len()),
+            generation,
+        )
+    } else {
+        condition(
+            AVAILABLE,
+            false,
+            "ResourcesNotAvailable",
+            format!(
+                "{} of {} resources are not available: {}",
+                unavailable.len(),
+                manifests.len(),
+                unavailable.join("; ")
+            ),
+            generation,
+        )
     }
 }
 

@@ -1,0 +1,224 @@
+//! Status feedback and availability flow back to the hub, driven by watching
+//! the applied objects: a status written on the spoke shows on the hub without
+//! any change to the work. Feedback rules return every JSON type, cap raw
+//! values, and report a path that matches nothing as a visible reason.
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::wait::wait_until;
+use ferry_e2e::work_helpers::{
+    APPLY_TIMEOUT, manifest_condition, manifest_work, strategy_config, wait_applied, work_condition,
+};
+use ferry_hub::manifest_work::{
+    FeedbackRule, FeedbackType, FieldValue, ManifestWork, NamedJsonPath, UpdateStrategyType,
+};
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+fn rule(type_: FeedbackType, paths: &[(&str, &str)]) -> FeedbackRule {
+    FeedbackRule {
+        type_,
+        json_paths: paths
+            .iter()
+            .map(|(name, path)| NamedJsonPath {
+                name: name.to_string(),
+                path: path.to_string(),
+                version: None,
+            })
+            .collect(),
+    }
+}
+
+fn value<'a>(work: &'a ManifestWork, ordinal: i32, name: &str) -> Option<&'a FieldValue> {
+    work.status
+        .as_ref()?
+        .resource_status
+        .as_ref()?
+        .manifests
+        .iter()
+        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .status_feedback
+        .as_ref()?
+        .values
+        .iter()
+        .find(|v| v.name == name)
+        .map(|v| &v.field_value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availability() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"automountServiceAccountToken": false,
+                    "containers": [{"name": "app", "image": "nginx:1.27"}]}}}});
+    let mut work = manifest_work("cluster-a", "web", vec![deployment]);
+    let mut config = strategy_config(
+        "apps",
+        "deployments",
+        "default",
+        "web",
+        UpdateStrategyType::Update,
+    );
+    config.feedback_rules = vec![
+        rule(FeedbackType::WellKnownStatus, &[]),
+        rule(
+            FeedbackType::JsonPaths,
+            &[
+                ("image", ".spec.template.spec.containers[0].image"),
+                (
+                    "automount",
+                    ".spec.template.spec.automountServiceAccountToken",
+                ),
+                ("conditions", ".status.conditions"),
+                ("missing", ".status.nothing"),
+            ],
+        ),
+    ];
+    work.spec.manifest_configs = vec![config];
+    let works = fleet.create_work(&work).await.expect("create");
+    let applied = wait_applied(&works, "web").await.expect("applied");
+    let available = manifest_condition(&applied, 0, "Available").expect("Available reported");
+    assert_eq!(
+        available.status, "False",
+        "no replicas yet: {}",
+        available.message
+    );
+    let work_available = work_condition(&applied, "Available").expect("work Available");
+    assert!(
+        work_available
+            .message
+            .starts_with("1 of 1 resources are not available"),
+        "{}",
+        work_available.message
+    );
+
+    // No kubelet or deployment controller runs: write the status a controller would.
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("apps/v1", "Deployment", Some("default"));
+    let status = json!({"status": {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3,
+        "availableReplicas": 3, "updatedReplicas": 3,
+        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+            "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    spoke
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("write status");
+
+    let reported = |w: Option<&ManifestWork>| {
+        w.is_some_and(|w| {
+            value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
+                && work_condition(w, "Available").is_some_and(|c| c.status == "True")
+        })
+    };
+    let work = wait_until(
+        &works,
+        "web",
+        "feedback on the hub",
+        APPLY_TIMEOUT,
+        reported,
+    )
+    .await
+    .expect("status flows back without a work change")
+    .expect("exists");
+    assert_eq!(
+        work.metadata.generation,
+        Some(1),
+        "the work itself did not change"
+    );
+    let get = |name: &str| {
+        value(&work, 0, name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no feedback value {name}"))
+    };
+    assert_eq!(
+        (
+            get("AvailableReplicas").type_.as_str(),
+            get("AvailableReplicas").integer
+        ),
+        ("Integer", Some(3))
+    );
+    assert_eq!(
+        (get("image").type_.as_str(), get("image").string.as_deref()),
+        ("String", Some("nginx:1.27"))
+    );
+    assert_eq!(
+        (get("automount").type_.as_str(), get("automount").boolean),
+        ("Boolean", Some(false))
+    );
+    let raw = get("conditions");
+    assert_eq!(raw.type_, "JsonRaw");
+    let conditions: serde_json::Value =
+        serde_json::from_str(raw.json_raw.as_deref().expect("raw")).expect("json");
+    assert_eq!(conditions[0]["type"], "Available");
+    assert!(
+        value(&work, 0, "missing").is_none(),
+        "a path that matches nothing yields no value"
+    );
+    let synced = manifest_condition(&work, 0, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(synced.status, "False");
+    assert!(
+        synced.message.contains(".status.nothing"),
+        "the unmatched path is visible: {}",
+        synced.message
+    );
+    assert_eq!(
+        manifest_condition(&work, 0, "Available")
+            .expect("condition")
+            .status,
+        "True"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_reports_floats_as_raw_json_and_refuses_oversized_values_with_a_reason() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gauges.metrics.example"},
+        "spec": {"group": "metrics.example", "scope": "Namespaced",
+            "names": {"kind": "Gauge", "plural": "gauges", "singular": "gauge"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let gauge = json!({"apiVersion": "metrics.example/v1", "kind": "Gauge",
+        "metadata": {"name": "g", "namespace": "default"},
+        "report": {"ratio": 0.25, "samples": (0..400).collect::<Vec<_>>()}});
+    let mut work = manifest_work("cluster-a", "gauge", vec![crd, gauge]);
+    let mut config = strategy_config(
+        "metrics.example",
+        "gauges",
+        "default",
+        "g",
+        UpdateStrategyType::Update,
+    );
+    config.feedback_rules = vec![rule(
+        FeedbackType::JsonPaths,
+        &[("ratio", ".report.ratio"), ("samples", ".report.samples")],
+    )];
+    work.spec.manifest_configs = vec![config];
+    let works = fleet.create_work(&work).await.expect("create");
+    let work = wait_applied(&works, "gauge").await.expect("applied");
+    let ratio = value(&work, 1, "ratio").expect("ratio reported");
+    assert_eq!(
+        (ratio.type_.as_str(), ratio.json_raw.as_deref()),
+        ("JsonRaw", Some("0.25"))
+    );
+    assert!(
+        value(&work, 1, "samples").is_none(),
+        "an oversized value is not reported"
+    );
+    let synced = manifest_condition(&work, 1, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(synced.status, "False");
+    assert!(
+        synced.message.contains("samples"),
+        "the size problem names the value: {}",
+        synced.message
+    );
+    fleet.stop().await;
+}
