@@ -20,6 +20,15 @@ pub enum WaitError {
         /// The object as JSON, or `absent`.
         last: String,
     },
+    /// Reading or writing the object failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The watch failed.
     #[error("watching for {what}: {source}")]
     Watch {

@@ -8,6 +8,7 @@ use ferry_hub::manifest_work::{
 use std::time::Duration;
 
 use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use crate::wait::{WaitError, wait_until};
@@ -159,11 +160,11 @@ pub async fn edit_and_wait(
     name: &str,
     edit: impl FnOnce(&mut Vec<Value>),
 ) -> Result<ManifestWork, WaitError> {
-    let mut work = api.get(name).await.map_err(|e| WaitError::Timeout {
-        what: format!("reading work {name}"),
-        timeout: Duration::ZERO,
-        last: e.to_string(),
-    })?;
+    let api_error = |what: &str| {
+        let what = format!("{what} work {name}");
+        move |source| WaitError::Api { what, source }
+    };
+    let work = api.get(name).await.map_err(api_error("reading"))?;
     let mut manifests: Vec<Value> = work
         .spec
         .workload
@@ -172,14 +173,12 @@ pub async fn edit_and_wait(
         .map(|m| m.0.clone())
         .collect();
     edit(&mut manifests);
-    work.spec.workload.manifests = manifests.into_iter().map(Manifest).collect();
-    api.replace(name, &kube::api::PostParams::default(), &work)
+    // A merge patch of the spec, like `kubectl patch`: the hub writes status
+    // concurrently, so a read-modify-replace would race it.
+    let patch = serde_json::json!({"spec": {"workload": {"manifests": manifests}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| WaitError::Timeout {
-            what: format!("editing work {name}"),
-            timeout: Duration::ZERO,
-            last: e.to_string(),
-        })?;
+        .map_err(api_error("editing"))?;
     wait_applied(api, name).await
 }
 

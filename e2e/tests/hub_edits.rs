@@ -8,7 +8,7 @@ use ferry_e2e::work_helpers::{
 };
 use ferry_hub::manifest_work::Manifest;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,8 +33,9 @@ async fn editing_a_work_on_the_hub_changes_the_object_on_the_spoke() {
         "paint",
         json!({"color": "green", "shade": "dark"}),
     ));
+    let patch = json!({"spec": {"workload": {"manifests": edited.spec.workload.manifests}}});
     works
-        .replace("paint", &PostParams::default(), &edited)
+        .patch("paint", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("edit work");
 

@@ -9,7 +9,7 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, manifest_condition, manifest_work, ssa_config, wait_applied,
 };
 use ferry_hub::manifest_work::ManifestWork;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 fn config_map(value: &str) -> serde_json::Value {
@@ -107,8 +107,9 @@ async fn a_conflict_without_force_names_the_manager_and_field_is_retried_and_for
     {
         ssa.force = true;
     }
+    let patch = json!({"spec": {"manifestConfigs": forced.spec.manifest_configs}});
     works
-        .replace("ssa", &PostParams::default(), &forced)
+        .patch("ssa", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("set force");
     wait_applied(&works, "ssa").await.expect("forced apply");
