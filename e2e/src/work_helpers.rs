@@ -1,9 +1,9 @@
 //! Building ManifestWorks and reading their status in tests and examples.
 
 use ferry_hub::manifest_work::{
-    Condition, IgnoreCondition, IgnoreField, Manifest, ManifestConfigOption, ManifestWork,
-    ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier, ServerSideApplyConfig, UpdateStrategy,
-    UpdateStrategyType,
+    Condition, FieldValue, IgnoreCondition, IgnoreField, Manifest, ManifestCondition,
+    ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
+    ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,
 };
 use std::time::Duration;
 
@@ -40,22 +40,42 @@ pub fn work_condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Con
         .find(|c| c.type_ == type_)
 }
 
-/// The condition of `type_` of the manifest at `ordinal`, if reported.
-pub fn manifest_condition<'a>(
-    work: &'a ManifestWork,
-    ordinal: i32,
-    type_: &str,
-) -> Option<&'a Condition> {
+/// The reported status of the manifest at `ordinal`.
+pub fn manifest_status(work: &ManifestWork, ordinal: i32) -> Option<&ManifestCondition> {
     work.status
         .as_ref()?
         .resource_status
         .as_ref()?
         .manifests
         .iter()
-        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .find(|m| m.resource_meta.ordinal == ordinal)
+}
+
+/// The condition of `type_` of the manifest at `ordinal`, if reported.
+pub fn manifest_condition<'a>(
+    work: &'a ManifestWork,
+    ordinal: i32,
+    type_: &str,
+) -> Option<&'a Condition> {
+    manifest_status(work, ordinal)?
         .conditions
         .iter()
         .find(|c| c.type_ == type_)
+}
+
+/// The feedback value `name` of the manifest at `ordinal`, if reported.
+pub fn feedback_value<'a>(
+    work: &'a ManifestWork,
+    ordinal: i32,
+    name: &str,
+) -> Option<&'a FieldValue> {
+    manifest_status(work, ordinal)?
+        .status_feedback
+        .as_ref()?
+        .values
+        .iter()
+        .find(|v| v.name == name)
+        .map(|v| &v.field_value)
 }
 
 /// Whether the work reports `Applied=True` for its current generation.

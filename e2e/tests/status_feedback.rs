@@ -6,10 +6,11 @@
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    APPLY_TIMEOUT, manifest_condition, manifest_work, strategy_config, wait_applied, work_condition,
+    APPLY_TIMEOUT, feedback_value, manifest_condition, manifest_work, strategy_config,
+    wait_applied, work_condition,
 };
 use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, FieldValue, ManifestWork, NamedJsonPath, UpdateStrategyType,
+    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -26,22 +27,6 @@ fn rule(type_: FeedbackType, paths: &[(&str, &str)]) -> FeedbackRule {
             })
             .collect(),
     }
-}
-
-fn value<'a>(work: &'a ManifestWork, ordinal: i32, name: &str) -> Option<&'a FieldValue> {
-    work.status
-        .as_ref()?
-        .resource_status
-        .as_ref()?
-        .manifests
-        .iter()
-        .find(|m| m.resource_meta.ordinal == ordinal)?
-        .status_feedback
-        .as_ref()?
-        .values
-        .iter()
-        .find(|v| v.name == name)
-        .map(|v| &v.field_value)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +96,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
 
     let reported = |w: Option<&ManifestWork>| {
         w.is_some_and(|w| {
-            value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
+            feedback_value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
                 && work_condition(w, "Available").is_some_and(|c| c.status == "True")
         })
     };
@@ -131,7 +116,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         "the work itself did not change"
     );
     let get = |name: &str| {
-        value(&work, 0, name)
+        feedback_value(&work, 0, name)
             .cloned()
             .unwrap_or_else(|| panic!("no feedback value {name}"))
     };
@@ -156,7 +141,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         serde_json::from_str(raw.json_raw.as_deref().expect("raw")).expect("json");
     assert_eq!(conditions[0]["type"], "Available");
     assert!(
-        value(&work, 0, "missing").is_none(),
+        feedback_value(&work, 0, "missing").is_none(),
         "a path that matches nothing yields no value"
     );
     let synced = manifest_condition(&work, 0, "StatusFeedbackSynced").expect("condition");
@@ -204,13 +189,13 @@ async fn feedback_reports_floats_as_raw_json_and_refuses_oversized_values_with_a
     work.spec.manifest_configs = vec![config];
     let works = fleet.create_work(&work).await.expect("create");
     let work = wait_applied(&works, "gauge").await.expect("applied");
-    let ratio = value(&work, 1, "ratio").expect("ratio reported");
+    let ratio = feedback_value(&work, 1, "ratio").expect("ratio reported");
     assert_eq!(
         (ratio.type_.as_str(), ratio.json_raw.as_deref()),
         ("JsonRaw", Some("0.25"))
     );
     assert!(
-        value(&work, 1, "samples").is_none(),
+        feedback_value(&work, 1, "samples").is_none(),
         "an oversized value is not reported"
     );
     let synced = manifest_condition(&work, 1, "StatusFeedbackSynced").expect("condition");
