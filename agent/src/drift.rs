@@ -93,11 +93,6 @@ impl DriftWatches {
             watch.task.abort();
         }
     }
-
-    /// Number of watches open.
-    pub async fn open_watches(&self) -> usize {
-        self.scopes.lock().await.len()
-    }
 }
 
 impl Drop for DriftWatches {

@@ -80,8 +80,6 @@ pub struct ReadyInfo {
 pub struct ControlPlaneOptions {
     /// Record write requests in an audit log under the data directory.
     pub audit: bool,
-    /// Keep the data here instead of a temporary directory (kept after stop).
-    pub data_dir: Option<PathBuf>,
 }
 
 /// A running control plane.
@@ -94,8 +92,8 @@ pub struct ControlPlane {
     pub startup: Duration,
     child: Child,
     stdin: Option<ChildStdin>,
-    _temp: Option<tempfile::TempDir>,
-    data_dir: PathBuf,
+    // Removed, with everything the control plane wrote, when the handle drops.
+    _data: tempfile::TempDir,
 }
 
 impl ControlPlane {
@@ -107,24 +105,14 @@ impl ControlPlane {
                 action: "joining the build task".into(),
                 source: std::io::Error::other(e),
             })??;
-        let (temp, data_dir) = match options.data_dir {
-            Some(dir) => (None, dir),
-            None => {
-                let temp = tempfile::Builder::new()
-                    .prefix(&format!("ferry-{name}-"))
-                    .tempdir()
-                    .map_err(|source| StartError::Io {
-                        action: "creating a data directory".into(),
-                        source,
-                    })?;
-                let path = temp.path().to_path_buf();
-                (Some(temp), path)
-            }
-        };
-        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::Io {
-            action: format!("creating {}", data_dir.display()),
-            source,
-        })?;
+        let data = tempfile::Builder::new()
+            .prefix(&format!("ferry-{name}-"))
+            .tempdir()
+            .map_err(|source| StartError::Io {
+                action: "creating a data directory".into(),
+                source,
+            })?;
+        let data_dir = data.path().to_path_buf();
         let log_path = data_dir.join("controlplane.log");
         let log = std::fs::File::create(&log_path).map_err(|source| StartError::Io {
             action: format!("creating {}", log_path.display()),
@@ -180,8 +168,7 @@ impl ControlPlane {
             startup: started.elapsed(),
             child,
             stdin,
-            _temp: temp,
-            data_dir,
+            _data: data,
         })
     }
 
@@ -198,11 +185,6 @@ impl ControlPlane {
                 .await
                 .map_err(|e| wrap(e.into()))?;
         Client::try_from(config).map_err(|e| wrap(e.into()))
-    }
-
-    /// The data directory.
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
     }
 
     /// The process id, e.g. to read its memory use.

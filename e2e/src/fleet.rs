@@ -121,7 +121,6 @@ impl Fleet {
                 name,
                 ControlPlaneOptions {
                     audit: options.audit_spokes,
-                    data_dir: None,
                 },
             )
         }));

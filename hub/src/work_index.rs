@@ -91,17 +91,6 @@ impl WorkIndex {
         clusters.get(cluster)?.works.get(name).cloned()
     }
 
-    /// Number of works across all clusters.
-    pub async fn len(&self) -> usize {
-        let clusters = self.clusters.read().await;
-        clusters.values().map(|s| s.works.len()).sum()
-    }
-
-    /// Whether the index holds no works.
-    pub async fn is_empty(&self) -> bool {
-        self.len().await == 0
-    }
-
     async fn upsert(&self, work: ManifestWork) {
         let Some(cluster) = work.namespace() else {
             return;
