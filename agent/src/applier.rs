@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::semantics::ManifestIdentity;
 use crate::semantics::compare::is_subset;
 use crate::semantics::hash::{
-    LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json, object_hash,
+    LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json, object_hash, set_annotations,
+    strip_ferry_annotations,
 };
 use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
 use crate::semantics::merge::{ListSchema, merge_patch, three_way_merge};
@@ -259,7 +260,7 @@ async fn update(
     live_json: Option<&Value>,
     what: &str,
 ) -> Result<ApplyOutcome, ApplyError> {
-    let last_applied = canonical_json(&strip_ferry_annotations(write.desired));
+    let last_applied = canonical_json(&without_ferry_annotations(write.desired));
     if last_applied.len() > MAX_LAST_APPLIED_BYTES {
         let note = format!(
             "the manifest is {} KiB, too large for the last-applied annotation; applied with server-side apply instead",
@@ -393,36 +394,16 @@ fn to_json(object: &DynamicObject) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
-fn with_annotations(manifest: &Value, annotations: &[(&str, String)]) -> Value {
+// The user's manifest as last-applied records it: without ferry's bookkeeping.
+fn without_ferry_annotations(manifest: &Value) -> Value {
     let mut out = manifest.clone();
-    if let Some(object) = out.as_object_mut() {
-        let metadata = object
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(metadata) = metadata.as_object_mut() {
-            let map = metadata
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(map) = map.as_object_mut() {
-                for (key, value) in annotations {
-                    map.insert(key.to_string(), Value::String(value.clone()));
-                }
-            }
-        }
-    }
+    strip_ferry_annotations(&mut out);
     out
 }
 
-fn strip_ferry_annotations(manifest: &Value) -> Value {
+fn with_annotations(manifest: &Value, annotations: &[(&str, String)]) -> Value {
     let mut out = manifest.clone();
-    if let Some(map) = out
-        .get_mut("metadata")
-        .and_then(|m| m.get_mut("annotations"))
-        .and_then(Value::as_object_mut)
-    {
-        map.remove(LAST_APPLIED_ANNOTATION);
-        map.remove(OBJECT_HASH_ANNOTATION);
-    }
+    set_annotations(&mut out, annotations);
     out
 }
 

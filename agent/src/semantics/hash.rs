@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::paths::{IgnorePath, remove_all};
@@ -83,7 +83,8 @@ pub fn object_hash(manifest: &Value, on_spoke_present: &[IgnorePath]) -> String 
 }
 
 /// Removes ferry's own annotations, and the annotations map if that empties it.
-fn strip_ferry_annotations(manifest: &mut Value) {
+/// Does nothing to a value that is not an object with metadata.
+pub fn strip_ferry_annotations(manifest: &mut Value) {
     let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -102,6 +103,35 @@ fn strip_ferry_annotations(manifest: &mut Value) {
     }
     if annotations.is_empty() {
         metadata.remove("annotations");
+    }
+}
+
+/// Sets `annotations` on `manifest`, creating `metadata.annotations` (or
+/// replacing a non-object there) as needed. Does nothing to a value that is
+/// not an object.
+pub fn set_annotations(manifest: &mut Value, annotations: &[(&str, String)]) {
+    let Some(object) = manifest.as_object_mut() else {
+        return;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    let map = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !map.is_object() {
+        *map = Value::Object(Map::new());
+    }
+    if let Some(map) = map.as_object_mut() {
+        for (key, value) in annotations {
+            map.insert(key.to_string(), Value::String(value.clone()));
+        }
     }
 }
 

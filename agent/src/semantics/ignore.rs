@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::hash::{
     FIELD_HASHES_ANNOTATION, OBJECT_HASH_ANNOTATION, field_hash, object_hash, parse_field_hashes,
-    render_field_hashes,
+    render_field_hashes, set_annotations,
 };
 use super::merge::conventional_merge_key;
 use super::ownership::{has_managed_fields, item_key_fields, owners};
@@ -316,34 +316,14 @@ fn corresponding(desired: &Value, live: &Value, live_ptr: &[Segment]) -> Option<
 }
 
 fn write_annotations(plan: &mut SsaPlan) {
-    let Some(obj) = plan.body.as_object_mut() else {
-        return;
-    };
-    let metadata = obj
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !metadata.is_object() {
-        *metadata = Value::Object(Map::new());
-    }
-    let Some(metadata) = metadata.as_object_mut() else {
-        return;
-    };
-    let annotations = metadata
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !annotations.is_object() {
-        *annotations = Value::Object(Map::new());
-    }
-    if let Some(annotations) = annotations.as_object_mut() {
-        annotations.insert(
-            OBJECT_HASH_ANNOTATION.to_string(),
-            Value::String(plan.object_hash.clone()),
-        );
-        annotations.insert(
-            FIELD_HASHES_ANNOTATION.to_string(),
-            Value::String(render_field_hashes(&plan.field_hashes)),
-        );
-    }
+    let annotations = [
+        (OBJECT_HASH_ANNOTATION, plan.object_hash.clone()),
+        (
+            FIELD_HASHES_ANNOTATION,
+            render_field_hashes(&plan.field_hashes),
+        ),
+    ];
+    set_annotations(&mut plan.body, &annotations);
 }
 
 #[cfg(test)]
