@@ -61,6 +61,13 @@ pub enum ApplyError {
         /// CRD name.
         name: String,
     },
+    /// The API server does not serve this kind (any more): its CRD was
+    /// deleted after the kind was resolved.
+    #[error("the cluster no longer serves the kind of {what}")]
+    KindNotServed {
+        /// The manifest.
+        what: String,
+    },
     /// The object changed between read and write; try again.
     #[error("{what} changed while it was being updated; retrying")]
     Stale {
@@ -77,6 +84,7 @@ impl ApplyError {
             ApplyError::Rejected { .. } => "ApplyRejected",
             ApplyError::Request { .. } => "ApplyFailed",
             ApplyError::CrdNotEstablished { .. } => "CRDNotEstablished",
+            ApplyError::KindNotServed { .. } => "UnknownKind",
             ApplyError::Stale { .. } => "ObjectChanged",
         }
     }
@@ -362,6 +370,20 @@ fn classify_apply(what: &str, error: kube::Error) -> ApplyError {
 
 fn classify(what: &str, error: kube::Error) -> ApplyError {
     match error {
+        // A 404 naming no object is about the URL: the resource type is gone.
+        // One naming an object means it vanished between read and write.
+        kube::Error::Api(status) if status.code == 404 => {
+            let names_object = status.details.as_ref().is_some_and(|d| !d.name.is_empty());
+            if names_object {
+                ApplyError::Stale {
+                    what: what.to_string(),
+                }
+            } else {
+                ApplyError::KindNotServed {
+                    what: what.to_string(),
+                }
+            }
+        }
         kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429 => {
             ApplyError::Rejected {
                 what: what.to_string(),

@@ -231,10 +231,8 @@ impl Reconciler {
             schema: schema.as_ref(),
         };
         let outcome = match apply_manifest(&write).await {
-            Err(ApplyError::Rejected { message, .. })
-                if message.contains("the server could not find the requested resource") =>
-            {
-                // The kind vanished since it was cached (CRD deleted); look again next time.
+            Err(ApplyError::KindNotServed { .. }) => {
+                // Cached discovery is stale; look the kind up again next time.
                 self.resolver.forget(&gvk).await;
                 self.schemas.forget(&gvk).await;
                 return Err(ResolveError::UnknownKind {

@@ -77,3 +77,67 @@ async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
     assert!(secrets.get_opt("after").await.expect("read").is_some());
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_crd_is_deleted_on_the_spoke_becomes_unknown() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    // The CRD belongs to the spoke, not to the work.
+    let crds =
+        fleet
+            .spoke("cluster-a")
+            .api("apiextensions.k8s.io/v1", "CustomResourceDefinition", None);
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tools.spoke.example"},
+        "spec": {"group": "spoke.example", "scope": "Namespaced",
+            "names": {"kind": "Tool", "plural": "tools", "singular": "tool"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    ferry_e2e::spoke_actor::apply_as(&crds, "tools.spoke.example", "spoke-admin", &crd)
+        .await
+        .expect("install CRD");
+    let established = |o: Option<&kube::api::DynamicObject>| {
+        o.and_then(|o| o.data["status"]["conditions"].as_array().cloned())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            })
+    };
+    wait_until(
+        &crds,
+        "tools.spoke.example",
+        "CRD established",
+        APPLY_TIMEOUT,
+        established,
+    )
+    .await
+    .expect("established");
+    let tool = json!({"apiVersion": "spoke.example/v1", "kind": "Tool",
+        "metadata": {"name": "hammer", "namespace": "default"}, "spec": {"size": 1}});
+    let works = fleet
+        .create_work(&manifest_work("cluster-a", "tool", vec![tool]))
+        .await
+        .expect("create work");
+    ferry_e2e::work_helpers::wait_applied(&works, "tool")
+        .await
+        .expect("applied");
+
+    crds.delete("tools.spoke.example", &Default::default())
+        .await
+        .expect("delete CRD");
+    let unknown = |w: Option<&ManifestWork>| {
+        w.and_then(|w| manifest_condition(w, 0, "Applied"))
+            .is_some_and(|c| c.status == "False" && c.reason == "UnknownKind")
+    };
+    wait_until(
+        &works,
+        "tool",
+        "the kind reported unknown",
+        APPLY_TIMEOUT,
+        unknown,
+    )
+    .await
+    .expect("a vanished kind is reported as UnknownKind");
+    fleet.stop().await;
+}
