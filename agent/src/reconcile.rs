@@ -336,76 +336,65 @@ fn observe(
 }
 
 fn work_available_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
-    let unavailable: Vec<String> = manifests
-        .iter()
-        .filter(|m| {
-            !m.conditions
-                .iter()
-                .any(|c| c.r#type == AVAILABLE && c.status == "True")
-        })
-        .map(|m| {
-            let meta = m.resource_meta.clone().unwrap_or_default();
-            format!("#{} {} {}", meta.ordinal, meta.kind, meta.name)
-        })
-        .collect();
-    if unavailable.is_empty() {
-        condition(
-            AVAILABLE,
-            true,
-            "ResourcesAvailable",
-            format!("All {} resources are available", manifests.len()),
-            generation,
-        )
-    } else {
-        condition(
-            AVAILABLE,
-            false,
-            "ResourcesNotAvailable",
-            format!(
-                "{} of {} resources are not available: {}",
-                unavailable.len(),
-                manifests.len(),
-                unavailable.join("; ")
-            ),
-            generation,
-        )
-    }
+    let summary = Summary {
+        type_: AVAILABLE,
+        noun: "resources",
+        state: "available",
+        true_reason: "ResourcesAvailable",
+        false_reason: "ResourcesNotAvailable",
+    };
+    summary.of(manifests, generation)
 }
 
 fn work_applied_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
-    let failed: Vec<String> = manifests
-        .iter()
-        .filter_map(|m| {
-            let c = m.conditions.iter().find(|c| c.r#type == APPLIED)?;
-            (c.status != "True").then(|| {
+    let summary = Summary {
+        type_: APPLIED,
+        noun: "manifests",
+        state: "applied",
+        true_reason: "AppliedManifestWorkComplete",
+        false_reason: "AppliedManifestWorkFailed",
+    };
+    summary.of(manifests, generation)
+}
+
+/// A work condition that is True when one manifest condition is True for
+/// every manifest, and otherwise names the manifests that lag and why.
+struct Summary {
+    type_: &'static str,
+    noun: &'static str,
+    state: &'static str,
+    true_reason: &'static str,
+    false_reason: &'static str,
+}
+
+impl Summary {
+    fn of(&self, manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
+        let lagging: Vec<String> = manifests
+            .iter()
+            .filter_map(|m| {
+                let c = m.conditions.iter().find(|c| c.r#type == self.type_);
+                if c.is_some_and(|c| c.status == "True") {
+                    return None;
+                }
                 let meta = m.resource_meta.clone().unwrap_or_default();
-                format!(
-                    "#{} {} {}: {}",
-                    meta.ordinal, meta.kind, meta.name, c.reason
-                )
+                let name = format!("#{} {} {}", meta.ordinal, meta.kind, meta.name);
+                Some(match c {
+                    Some(c) => format!("{name}: {}", c.reason),
+                    None => name,
+                })
             })
-        })
-        .collect();
-    if failed.is_empty() {
-        condition(
-            APPLIED,
-            true,
-            "AppliedManifestWorkComplete",
-            format!("All {} manifests are applied", manifests.len()),
-            generation,
-        )
-    } else {
-        condition(
-            APPLIED,
-            false,
-            "AppliedManifestWorkFailed",
-            format!(
-                "{} of {} manifests are not applied: {}",
-                failed.len(),
-                manifests.len(),
-                failed.join("; ")
-            ),
-            generation,
-        )
+            .collect();
+        let (total, noun, state) = (manifests.len(), self.noun, self.state);
+        if lagging.is_empty() {
+            let message = format!("All {total} {noun} are {state}");
+            condition(self.type_, true, self.true_reason, message, generation)
+        } else {
+            let message = format!(
+                "{} of {total} {noun} are not {state}: {}",
+                lagging.len(),
+                lagging.join("; ")
+            );
+            condition(self.type_, false, self.false_reason, message, generation)
+        }
     }
 }

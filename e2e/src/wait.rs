@@ -40,20 +40,26 @@ pub enum WaitError {
     },
 }
 
-/// Waits until `cond` holds for object `name` (None while it is absent).
+/// Waits until object `name` exists and `cond` holds for it, and returns it.
 pub async fn wait_until<K>(
     api: &Api<K>,
     name: &str,
     what: &str,
     timeout: Duration,
-    cond: impl Fn(Option<&K>) -> bool,
-) -> Result<Option<K>, WaitError>
+    cond: impl Fn(&K) -> bool,
+) -> Result<K, WaitError>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + serde::Serialize + 'static,
 {
-    let watched = await_condition(api.clone(), name, |obj: Option<&K>| cond(obj));
+    let watched = await_condition(api.clone(), name, |obj: Option<&K>| obj.is_some_and(&cond));
     match tokio::time::timeout(timeout, watched).await {
-        Ok(Ok(obj)) => Ok(obj),
+        // The condition holds only for a present object, so None cannot come back.
+        Ok(Ok(Some(obj))) => Ok(obj),
+        Ok(Ok(None)) => Err(WaitError::Timeout {
+            what: what.to_string(),
+            timeout,
+            last: "absent".into(),
+        }),
         Ok(Err(source)) => Err(WaitError::Watch {
             what: what.to_string(),
             source,

@@ -79,11 +79,9 @@ pub fn feedback_value<'a>(
 }
 
 /// Whether the work reports `Applied=True` for its current generation.
-pub fn is_applied_at_current_generation(work: Option<&ManifestWork>) -> bool {
-    work.is_some_and(|w| {
-        work_condition(w, "Applied").is_some_and(|c| {
-            c.status == "True" && Some(c.observed_generation) == w.metadata.generation
-        })
+pub fn is_applied_at_current_generation(work: &ManifestWork) -> bool {
+    work_condition(work, "Applied").is_some_and(|c| {
+        c.status == "True" && Some(c.observed_generation) == work.metadata.generation
     })
 }
 
@@ -100,20 +98,14 @@ pub fn config_map(namespace: &str, name: &str, data: Value) -> Value {
 /// Waits until work `name` reports `Applied=True` for its current generation.
 pub async fn wait_applied(api: &Api<ManifestWork>, name: &str) -> Result<ManifestWork, WaitError> {
     let what = format!("work {name} applied at its current generation");
-    let work = wait_until(
+    wait_until(
         api,
         name,
         &what,
         APPLY_TIMEOUT,
         is_applied_at_current_generation,
     )
-    .await?;
-    // The condition only holds for a present object.
-    work.ok_or(WaitError::Timeout {
-        what,
-        timeout: APPLY_TIMEOUT,
-        last: "absent".into(),
-    })
+    .await
 }
 
 /// A manifest config selecting `group`/`resource` `namespace`/`name` with

@@ -108,11 +108,9 @@ async fn read_only_never_writes_and_reports_whether_the_object_exists() {
         ),
     ];
     let works = fleet.create_work(&work).await.expect("create");
-    let reported = |w: Option<&ManifestWork>| {
-        w.is_some_and(|w| {
-            manifest_condition(w, 0, "Applied").is_some()
-                && manifest_condition(w, 1, "Applied").is_some()
-        })
+    let reported = |w: &ManifestWork| {
+        manifest_condition(w, 0, "Applied").is_some()
+            && manifest_condition(w, 1, "Applied").is_some()
     };
     let work = wait_until(
         &works,
@@ -122,8 +120,7 @@ async fn read_only_never_writes_and_reports_whether_the_object_exists() {
         reported,
     )
     .await
-    .expect("reported")
-    .expect("exists");
+    .expect("reported");
     let present = manifest_condition(&work, 0, "Applied").expect("condition");
     assert_eq!(
         (present.status.as_str(), present.reason.as_str()),

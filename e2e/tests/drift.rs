@@ -54,7 +54,7 @@ async fn spoke_edits_to_managed_fields_are_corrected_by_watching() {
         )
         .await
         .expect("drift");
-        let back = |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["data"]["a"] == "hub");
+        let back = |o: &DynamicObject| o.data["data"]["a"] == "hub";
         wait_until(&spoke, name, "drift corrected", APPLY_TIMEOUT, back)
             .await
             .unwrap_or_else(|e| panic!("{name}: drift not corrected: {e}"));
@@ -70,7 +70,7 @@ async fn spoke_edits_to_managed_fields_are_corrected_by_watching() {
     )
     .await
     .expect("drift");
-    let back = |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["spec"]["replicas"] == 2);
+    let back = |o: &DynamicObject| o.data["spec"]["replicas"] == 2;
     wait_until(
         &deployments,
         "web",

@@ -40,8 +40,9 @@ async fn editing_a_work_on_the_hub_changes_the_object_on_the_spoke() {
         .expect("edit work");
 
     let spoke: Api<ConfigMap> = Api::namespaced(fleet.spoke("cluster-a").client.clone(), "default");
-    let turned_green = |cm: Option<&ConfigMap>| {
-        cm.and_then(|cm| cm.data.as_ref())
+    let turned_green = |cm: &ConfigMap| {
+        cm.data
+            .as_ref()
             .is_some_and(|d| d.get("color").map(String::as_str) == Some("green"))
     };
     let changed = wait_until(
@@ -52,8 +53,7 @@ async fn editing_a_work_on_the_hub_changes_the_object_on_the_spoke() {
         turned_green,
     )
     .await
-    .expect("spoke follows the hub")
-    .expect("exists");
+    .expect("spoke follows the hub");
     assert_eq!(changed.data.expect("data")["shade"], "dark");
 
     let reapplied = wait_applied(&works, "paint")

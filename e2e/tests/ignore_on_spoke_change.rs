@@ -89,15 +89,13 @@ async fn on_spoke_change_keeps_the_spoke_value_until_the_hub_changes_that_field(
     )
     .await
     .expect("spoke drift");
-    let corrected = |o: Option<&DynamicObject>| {
-        o.is_some_and(|o| {
-            o.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("tier"))
-                .map(String::as_str)
-                == Some("o2")
-        })
+    let corrected = |o: &DynamicObject| {
+        o.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("tier"))
+            .map(String::as_str)
+            == Some("o2")
     };
     wait_until(
         &spoke,
@@ -120,8 +118,7 @@ async fn on_spoke_change_keeps_the_spoke_value_until_the_hub_changes_that_field(
     })
     .await
     .expect("edit applied");
-    let turned_green =
-        |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["data"]["color"] == "green");
+    let turned_green = |o: &DynamicObject| o.data["data"]["color"] == "green";
     wait_until(
         &spoke,
         "target",

@@ -60,7 +60,7 @@ async fn a_configmap_edited_on_the_spoke_keeps_its_data_until_the_hub_changes_it
     })
     .await
     .expect("edit");
-    let turbo = |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["data"]["mode"] == "turbo");
+    let turbo = |o: &DynamicObject| o.data["data"]["mode"] == "turbo";
     wait_until(&spoke, "settings", "hub data applied", APPLY_TIMEOUT, turbo)
         .await
         .expect("hub change applied");
@@ -138,9 +138,7 @@ async fn a_custom_resource_operation_removed_by_a_spoke_controller_is_not_put_ba
     })
     .await
     .expect("edit");
-    let synced = |o: Option<&DynamicObject>| {
-        o.is_some_and(|o| o.data["operation"]["sync"]["revision"] == "def")
-    };
+    let synced = |o: &DynamicObject| o.data["operation"]["sync"]["revision"] == "def";
     wait_until(
         &spoke,
         "guestbook",

@@ -79,7 +79,7 @@ async fn an_object_deleted_on_the_spoke_is_recreated_with_the_current_spec() {
         .delete("hashed", &DeleteParams::default())
         .await
         .expect("delete on spoke");
-    let recreated = |o: Option<&DynamicObject>| o.is_some_and(|o| o.metadata.uid != old_uid);
+    let recreated = |o: &DynamicObject| o.metadata.uid != old_uid;
     let back = wait_until(
         &spoke,
         "hashed",
@@ -88,8 +88,7 @@ async fn an_object_deleted_on_the_spoke_is_recreated_with_the_current_spec() {
         recreated,
     )
     .await
-    .expect("recreated")
-    .expect("exists");
+    .expect("recreated");
     assert_eq!(
         back.data["data"]["value"], "2",
         "recreated with the current spec"
@@ -116,9 +115,8 @@ async fn an_object_deleted_on_the_spoke_stays_deleted_with_when_deleted_leave() 
         .await
         .expect("delete on spoke");
     // The agent reports that it saw the deletion and chose to leave it.
-    let left = |w: Option<&ManifestWork>| {
-        w.and_then(|w| manifest_condition(w, 0, "Applied"))
-            .is_some_and(|c| c.reason == "DeletedOnSpoke")
+    let left = |w: &ManifestWork| {
+        manifest_condition(w, 0, "Applied").is_some_and(|c| c.reason == "DeletedOnSpoke")
     };
     wait_until(&works, "leave", "deletion reported", APPLY_TIMEOUT, left)
         .await

@@ -42,9 +42,8 @@ async fn a_conflict_without_force_names_the_manager_and_field_is_retried_and_for
     }
     work.spec.manifest_configs = vec![config.clone()];
     let works = fleet.create_work(&work).await.expect("create work");
-    let conflicted = |w: Option<&ManifestWork>| {
-        w.and_then(|w| manifest_condition(w, 0, "Applied"))
-            .is_some_and(|c| c.reason == "ApplyConflict")
+    let conflicted = |w: &ManifestWork| {
+        manifest_condition(w, 0, "Applied").is_some_and(|c| c.reason == "ApplyConflict")
     };
     let reported = wait_until(
         &works,
@@ -54,8 +53,7 @@ async fn a_conflict_without_force_names_the_manager_and_field_is_retried_and_for
         conflicted,
     )
     .await
-    .expect("conflict")
-    .expect("exists");
+    .expect("conflict");
     let condition = manifest_condition(&reported, 0, "Applied").expect("condition");
     assert_eq!(condition.status, "False");
     assert!(
@@ -113,8 +111,7 @@ async fn a_conflict_without_force_names_the_manager_and_field_is_retried_and_for
         .await
         .expect("set force");
     wait_applied(&works, "ssa").await.expect("forced apply");
-    let ours =
-        |o: Option<&kube::api::DynamicObject>| o.is_some_and(|o| o.data["data"]["key"] == "ours");
+    let ours = |o: &kube::api::DynamicObject| o.data["data"]["key"] == "ours";
     wait_until(
         &spoke,
         "shared",

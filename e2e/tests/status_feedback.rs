@@ -94,11 +94,9 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         .await
         .expect("write status");
 
-    let reported = |w: Option<&ManifestWork>| {
-        w.is_some_and(|w| {
-            feedback_value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
-                && work_condition(w, "Available").is_some_and(|c| c.status == "True")
-        })
+    let reported = |w: &ManifestWork| {
+        feedback_value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
+            && work_condition(w, "Available").is_some_and(|c| c.status == "True")
     };
     let work = wait_until(
         &works,
@@ -108,8 +106,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         reported,
     )
     .await
-    .expect("status flows back without a work change")
-    .expect("exists");
+    .expect("status flows back without a work change");
     assert_eq!(
         work.metadata.generation,
         Some(1),

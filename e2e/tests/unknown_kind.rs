@@ -28,11 +28,9 @@ async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
         ],
     );
     let works = fleet.create_work(&work).await.expect("create work");
-    let reported = |w: Option<&ManifestWork>| {
-        w.and_then(|w| manifest_condition(w, 1, "Applied"))
-            .is_some()
-            && w.and_then(|w| manifest_condition(w, 2, "Applied"))
-                .is_some()
+    let reported = |w: &ManifestWork| {
+        manifest_condition(w, 1, "Applied").is_some()
+            && manifest_condition(w, 2, "Applied").is_some()
     };
     let work = wait_until(
         &works,
@@ -42,8 +40,7 @@ async fn an_unknown_kind_fails_only_its_own_manifest_with_a_clear_reason() {
         reported,
     )
     .await
-    .expect("reported")
-    .expect("exists");
+    .expect("reported");
 
     let gadget = manifest_condition(&work, 1, "Applied").expect("condition");
     assert_eq!(gadget.status, "False");
@@ -97,12 +94,11 @@ async fn a_kind_whose_crd_is_deleted_on_the_spoke_becomes_unknown() {
     ferry_e2e::spoke_actor::apply_as(&crds, "tools.spoke.example", "spoke-admin", &crd)
         .await
         .expect("install CRD");
-    let established = |o: Option<&kube::api::DynamicObject>| {
-        o.and_then(|o| o.data["status"]["conditions"].as_array().cloned())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Established" && c["status"] == "True")
-            })
+    let established = |o: &kube::api::DynamicObject| {
+        o.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
     };
     wait_until(
         &crds,
@@ -126,8 +122,8 @@ async fn a_kind_whose_crd_is_deleted_on_the_spoke_becomes_unknown() {
     crds.delete("tools.spoke.example", &Default::default())
         .await
         .expect("delete CRD");
-    let unknown = |w: Option<&ManifestWork>| {
-        w.and_then(|w| manifest_condition(w, 0, "Applied"))
+    let unknown = |w: &ManifestWork| {
+        manifest_condition(w, 0, "Applied")
             .is_some_and(|c| c.status == "False" && c.reason == "UnknownKind")
     };
     wait_until(

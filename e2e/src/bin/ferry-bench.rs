@@ -76,17 +76,14 @@ async fn main() -> anyhow::Result<()> {
                 .context("no progress for 60 s")?
                 .context("watch failed")?
                 .context("watch ended")?;
-            if seen.name_any() == name && is_applied_at_current_generation(Some(&seen)) {
+            if seen.name_any() == name && is_applied_at_current_generation(&seen) {
                 break;
             }
         }
         latencies.push(started.elapsed());
     }
     latencies.sort();
-    let pct = |p: f64| {
-        let idx = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-        latencies[idx].as_secs_f64() * 1000.0
-    };
+    let pct = |p: f64| percentile_ms(&latencies, p);
     println!(
         "hub create -> hub shows Applied (spoke read + create with the Update strategy + status write), {} works: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         latencies.len(),
@@ -128,19 +125,23 @@ async fn main() -> anyhow::Result<()> {
         drift.push(started.elapsed());
     }
     drift.sort();
-    let pct = |samples: &[Duration], p: f64| {
-        let idx = ((samples.len() as f64 - 1.0) * p).round() as usize;
-        samples[idx].as_secs_f64() * 1000.0
-    };
     println!(
         "spoke edit -> corrected by the agent (watch, Update strategy), {} edits: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         drift.len(),
-        pct(&drift, 0.5),
-        pct(&drift, 0.99),
-        pct(&drift, 1.0)
+        percentile_ms(&drift, 0.5),
+        percentile_ms(&drift, 0.99),
+        percentile_ms(&drift, 1.0)
     );
     fleet.stop().await;
     Ok(())
+}
+
+/// The `p` percentile of sorted `samples` in milliseconds; NaN when empty.
+fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
+    let idx = ((samples.len().saturating_sub(1) as f64) * p).round() as usize;
+    samples
+        .get(idx)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
 }
 
 fn rss_mib(pid: u32) -> u64 {

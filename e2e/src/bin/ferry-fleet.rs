@@ -5,13 +5,12 @@
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::wait::wait_until;
-use ferry_e2e::work_helpers::{is_applied_at_current_generation, work_condition};
+use ferry_e2e::work_helpers::{wait_applied, work_condition};
 use ferry_hub::manifest_work::ManifestWork;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -89,18 +88,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("applying work {namespace}/{}", work.name_any()))?;
-        let applied = wait_until(
-            &api,
-            &work.name_any(),
-            "work applied",
-            Duration::from_secs(60),
-            is_applied_at_current_generation,
-        )
-        .await
-        .with_context(|| format!("work {namespace}/{} was not applied", work.name_any()))?;
-        let message = applied
-            .as_ref()
-            .and_then(|w| work_condition(w, "Applied"))
+        let applied = wait_applied(&api, &work.name_any())
+            .await
+            .with_context(|| format!("work {namespace}/{} was not applied", work.name_any()))?;
+        let message = work_condition(&applied, "Applied")
             .map(|c| c.message.clone())
             .unwrap_or_default();
         println!("work {namespace}/{} applied: {message}", work.name_any());
