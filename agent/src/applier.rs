@@ -68,6 +68,15 @@ pub enum ApplyError {
         /// The manifest.
         what: String,
     },
+    /// The kind's CRD is being deleted: the API server refuses writes
+    /// (405) until it is gone, after which the kind is unknown.
+    #[error("the CRD that serves the kind of {what} is being deleted on the spoke: {message}")]
+    KindTerminating {
+        /// The manifest.
+        what: String,
+        /// The API server's message.
+        message: String,
+    },
     /// The object changed between read and write; try again.
     #[error("{what} changed while it was being updated; retrying")]
     Stale {
@@ -85,6 +94,7 @@ impl ApplyError {
             ApplyError::Request { .. } => "ApplyFailed",
             ApplyError::CrdNotEstablished { .. } => "CRDNotEstablished",
             ApplyError::KindNotServed { .. } => "UnknownKind",
+            ApplyError::KindTerminating { .. } => "CRDTerminating",
             ApplyError::Stale { .. } => "ObjectChanged",
         }
     }
@@ -384,6 +394,12 @@ fn classify(what: &str, error: kube::Error) -> ApplyError {
                 }
             }
         }
+        // A CRD being deleted answers writes with 405 until it is gone;
+        // retrying turns this into UnknownKind rather than a permanent refusal.
+        kube::Error::Api(status) if status.code == 405 => ApplyError::KindTerminating {
+            what: what.to_string(),
+            message: status.message.clone(),
+        },
         kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429 => {
             ApplyError::Rejected {
                 what: what.to_string(),
