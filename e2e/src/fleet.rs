@@ -53,6 +53,8 @@ pub struct FleetOptions {
     /// Agent resync interval; long by default so tests prove that drift is
     /// seen by watches, not by resync.
     pub resync: Duration,
+    /// How long agents keep the objects of works the hub does not have.
+    pub eviction_grace: Duration,
 }
 
 impl FleetOptions {
@@ -63,6 +65,7 @@ impl FleetOptions {
             audit_spokes: false,
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
+            eviction_grace: Duration::from_secs(3600),
         }
     }
 }
@@ -75,7 +78,45 @@ pub struct Spoke {
     pub control_plane: ControlPlane,
     /// Admin client of the spoke.
     pub client: Client,
-    agent: JoinHandle<()>,
+    agent_config: ferry_agent::session::SessionConfig,
+    agent_options: AgentOptions,
+    agent: Option<Running>,
+}
+
+/// A hub or agent running as a task of this process.
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks the task to stop and waits for it; a task that does not stop in
+    /// time is aborted, as a killed process would be.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(10), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Spoke {
+    fn start_agent(&mut self) {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_agent(
+            self.client.clone(),
+            self.agent_config.clone(),
+            self.agent_options.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        self.agent = Some(Running { stop, task });
+    }
 }
 
 impl Spoke {
@@ -107,8 +148,30 @@ pub struct Fleet {
     pub hub_url: String,
     /// The spokes, in the order they were named.
     pub spokes: Vec<Spoke>,
-    hub_stop: Option<oneshot::Sender<()>>,
-    hub_task: JoinHandle<()>,
+    hub_addr: std::net::SocketAddr,
+    session: ferry_hub::session::SessionConfig,
+    hub_run: Option<Running>,
+}
+
+fn spawn_hub(
+    client: Client,
+    listener: tokio::net::TcpListener,
+    session: ferry_hub::session::SessionConfig,
+) -> Running {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let listeners = HubListeners {
+        grpc: listener,
+        probes: None,
+    };
+    let task = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = run_hub(client, listeners, session, shutdown).await {
+            error!(error = %e, "hub stopped");
+        }
+    });
+    Running { stop, task }
 }
 
 impl Fleet {
@@ -134,29 +197,12 @@ impl Fleet {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
-        let hub_url = format!(
-            "http://{}",
-            listener.local_addr().map_err(FleetError::Bind)?
-        );
-        let (hub_stop, stopped) = oneshot::channel::<()>();
+        let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let hub_url = format!("http://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
         };
-        let listeners = HubListeners {
-            grpc: listener,
-            probes: None,
-        };
-        let hub_task = tokio::spawn({
-            let client = hub_client.clone();
-            async move {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
-                if let Err(e) = run_hub(client, listeners, session, shutdown).await {
-                    error!(error = %e, "hub stopped");
-                }
-            }
-        });
+        let hub_run = spawn_hub(hub_client.clone(), listener, session.clone());
 
         let mut spokes = Vec::new();
         for control_plane in spoke_planes {
@@ -168,28 +214,73 @@ impl Fleet {
             };
             let agent_options = AgentOptions {
                 resync_interval: options.resync,
+                eviction_grace: options.eviction_grace,
             };
-            let agent = tokio::spawn(run_agent(
-                client.clone(),
-                config,
-                agent_options,
-                std::future::pending(),
-            ));
-            spokes.push(Spoke {
+            let mut spoke = Spoke {
                 name: control_plane.name.clone(),
                 control_plane,
                 client,
-                agent,
-            });
+                agent_config: config,
+                agent_options,
+                agent: None,
+            };
+            spoke.start_agent();
+            spokes.push(spoke);
         }
         Ok(Self {
             hub,
             hub_client,
             hub_url,
             spokes,
-            hub_stop: Some(hub_stop),
-            hub_task,
+            hub_addr,
+            session,
+            hub_run: Some(hub_run),
         })
+    }
+
+    fn spoke_mut(&mut self, name: &str) -> &mut Spoke {
+        self.spokes
+            .iter_mut()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no spoke named {name}"))
+    }
+
+    /// Stops the agent of spoke `name` (its control plane keeps running).
+    pub async fn stop_agent(&mut self, name: &str) {
+        if let Some(agent) = self.spoke_mut(name).agent.take() {
+            agent.stop().await;
+        }
+    }
+
+    /// Starts the agent of spoke `name` again, as a fresh process would:
+    /// with nothing in memory but what the spoke itself records.
+    pub fn start_agent(&mut self, name: &str) {
+        let spoke = self.spoke_mut(name);
+        if spoke.agent.is_none() {
+            spoke.start_agent();
+        }
+    }
+
+    /// Stops the hub; agents keep running and try to reconnect.
+    pub async fn stop_hub(&mut self) {
+        if let Some(hub) = self.hub_run.take() {
+            hub.stop().await;
+        }
+    }
+
+    /// Starts the hub again on the same address, with nothing in memory.
+    pub async fn start_hub(&mut self) -> Result<(), FleetError> {
+        if self.hub_run.is_none() {
+            let listener = tokio::net::TcpListener::bind(self.hub_addr)
+                .await
+                .map_err(FleetError::Bind)?;
+            self.hub_run = Some(spawn_hub(
+                self.hub_client.clone(),
+                listener,
+                self.session.clone(),
+            ));
+        }
+        Ok(())
     }
 
     /// The spoke named `name`.
@@ -213,13 +304,12 @@ impl Fleet {
 
     /// Stops agents, hub and control planes cleanly.
     pub async fn stop(mut self) {
-        for spoke in &self.spokes {
-            spoke.agent.abort();
+        for spoke in &mut self.spokes {
+            if let Some(agent) = spoke.agent.take() {
+                agent.task.abort();
+            }
         }
-        if let Some(stop) = self.hub_stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.hub_task).await;
+        self.stop_hub().await;
         let spokes = std::mem::take(&mut self.spokes);
         let planes = spokes.into_iter().map(|s| s.control_plane.stop());
         futures::future::join_all(planes).await;
@@ -228,9 +318,13 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        self.hub_task.abort();
+        if let Some(hub) = &self.hub_run {
+            hub.task.abort();
+        }
         for spoke in &self.spokes {
-            spoke.agent.abort();
+            if let Some(agent) = &spoke.agent {
+                agent.task.abort();
+            }
         }
     }
 }

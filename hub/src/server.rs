@@ -17,6 +17,7 @@ use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::session::{Distributor, SessionConfig};
 use crate::status_writer::StatusWriter;
+use crate::work_deletion::{WorkDeletion, run_deletion_controller};
 use crate::work_index::{WorkIndex, WorkIndexError};
 
 /// Why the hub stopped.
@@ -55,14 +56,6 @@ pub async fn run_hub(
     let registry = Arc::new(registry);
 
     let status = Arc::new(StatusWriter::new(client.clone(), index.clone()));
-    let distributor = Distributor::new(index.clone(), status, metrics, session);
-    let service = WorkDistributorServer::new(distributor)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<WorkDistributorServer<Distributor>>()
-        .await;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -72,6 +65,23 @@ pub async fn run_hub(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let deletion = WorkDeletion::new(client.clone());
+    let distributor = Distributor::new(
+        index.clone(),
+        deletion,
+        status,
+        metrics,
+        session,
+        stop_rx.clone(),
+    );
+
+    let service = WorkDistributorServer::new(distributor)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<WorkDistributorServer<Distributor>>()
+        .await;
 
     info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
     let grpc = tonic::transport::Server::builder()
@@ -90,6 +100,7 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
+    let deletion_controller = run_deletion_controller(client.clone(), stopped(stop_rx.clone()));
     let works: Api<ManifestWork> = Api::all(client);
     let watch = async {
         tokio::select! {
@@ -97,6 +108,15 @@ pub async fn run_hub(
             () = stopped(stop_rx.clone()) => Ok(()),
         }
     };
-    tokio::try_join!(async { grpc.await.map_err(HubError::from) }, probes, watch)?;
+    let controller = async {
+        deletion_controller.await;
+        Ok(())
+    };
+    tokio::try_join!(
+        async { grpc.await.map_err(HubError::from) },
+        probes,
+        watch,
+        controller
+    )?;
     Ok(())
 }
