@@ -265,9 +265,13 @@ impl AppliedWorks {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let crd = AppliedManifestWork::crd();
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(&name, &PatchParams::apply(RECORD_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .map_err(AppliedWorksError::InstallCrd)?;
+        crds.patch(
+            &name,
+            &PatchParams::apply(RECORD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(AppliedWorksError::InstallCrd)?;
         let limit = Duration::from_secs(30);
         let established = await_condition(crds, &name, conditions::is_crd_established());
         match tokio::time::timeout(limit, established).await {
@@ -379,10 +383,9 @@ impl AppliedWorks {
             .as_ref()
             .and_then(|s| s.eviction_start_time.clone())
         {
-            return text.parse().map_err(|_| AppliedWorksError::BadTime {
-                name,
-                value: text,
-            });
+            return text
+                .parse()
+                .map_err(|_| AppliedWorksError::BadTime { name, value: text });
         }
         let now = Timestamp::now();
         let patch = json!({ "status": { "evictionStartTime": now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string() } });

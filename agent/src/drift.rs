@@ -32,7 +32,13 @@ pub struct ManagedObject {
 impl ManagedObject {
     /// The object `name` of `kind` in `api_version`, reached through `api`
     /// (scoped to `namespace`, empty for cluster-scoped kinds).
-    pub fn new(api: Api<DynamicObject>, api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
+    pub fn new(
+        api: Api<DynamicObject>,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Self {
         Self {
             api,
             scope: format!("{api_version}/{kind}/{namespace}"),

@@ -66,7 +66,9 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let hub_url = cli.hub_url.context("--hub-url (or FERRY_HUB_URL) is required")?;
+    let hub_url = cli
+        .hub_url
+        .context("--hub-url (or FERRY_HUB_URL) is required")?;
     let cluster_name = cli
         .cluster_name
         .context("--cluster-name (or FERRY_CLUSTER_NAME) is required")?;

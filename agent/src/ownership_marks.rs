@@ -3,8 +3,11 @@
 //! go of it again: deletes it with UID and resourceVersion preconditions, or
 //! only drops this work's mark when another work still holds it, or orphans it.
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions,
+    PropagationPolicy,
+};
 use serde_json::Value;
 
 use crate::applied_works::AppliedResource;

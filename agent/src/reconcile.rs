@@ -42,10 +42,21 @@ struct PassRecord {
 }
 
 impl PassRecord {
-    fn previous_uid(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<&str> {
+    fn previous_uid(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&str> {
         self.previous
             .iter()
-            .find(|r| r.group == group && r.resource == resource && r.namespace == namespace && r.name == name)
+            .find(|r| {
+                r.group == group
+                    && r.resource == resource
+                    && r.namespace == namespace
+                    && r.name == name
+            })
             .map(|r| r.uid.as_str())
     }
 }
@@ -64,7 +75,10 @@ impl Claim {
         self.group == resource.group
             && self.kind == resource.kind
             && self.name == resource.name
-            && self.namespace.as_ref().is_none_or(|ns| *ns == resource.namespace)
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| *ns == resource.namespace)
     }
 }
 
@@ -163,7 +177,9 @@ impl Reconciler {
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| {
-                let owner = r.owner().ok_or_else(|| "the record has no UID".to_string())?;
+                let owner = r
+                    .owner()
+                    .ok_or_else(|| "the record has no UID".to_string())?;
                 Ok(PassRecord {
                     owner,
                     previous: r.resources(),
@@ -200,8 +216,14 @@ impl Reconciler {
                     meta.namespace = identity.namespace.clone().unwrap_or_default();
                     let result = match &mut record {
                         Ok(record) => {
-                            self.apply_one(value, identity, &spec.manifest_configs, &mut meta, record)
-                                .await
+                            self.apply_one(
+                                value,
+                                identity,
+                                &spec.manifest_configs,
+                                &mut meta,
+                                record,
+                            )
+                            .await
                         }
                         Err(problem) => Err(ManifestFailure::Record(problem.clone())),
                     };
@@ -296,7 +318,8 @@ impl Reconciler {
                 holding.push(old.clone());
                 continue;
             }
-            let disposition = policy.disposition(&old.group, &old.resource, &old.namespace, &old.name);
+            let disposition =
+                policy.disposition(&old.group, &old.resource, &old.namespace, &old.name);
             match release(&self.client, old, &record.owner, disposition).await {
                 Ok(Released::Gone | Released::Orphaned | Released::Shared) => {
                     debug!(object = %old.describe(), "released an object the work no longer lists");
@@ -314,7 +337,10 @@ impl Reconciler {
             }
         }
         if !same_set(&holding, &record.previous)
-            && let Err(error) = self.applied.set_resources(&record.owner.name, &holding).await
+            && let Err(error) = self
+                .applied
+                .set_resources(&record.owner.name, &holding)
+                .await
         {
             warn!(%error, "could not record the applied objects");
             retry = true;
@@ -359,7 +385,12 @@ impl Reconciler {
             desired: value,
             strategy: &strategy,
             when_deleted,
-            known_uid: record.previous_uid(&identity.group, &resource.plural, &namespace, &identity.name),
+            known_uid: record.previous_uid(
+                &identity.group,
+                &resource.plural,
+                &namespace,
+                &identity.name,
+            ),
             schema: schema.as_ref(),
         };
         let outcome = match apply_manifest(&write).await {
@@ -376,16 +407,23 @@ impl Reconciler {
             other => other?,
         };
         let mut outcome = outcome;
+        let slot = AppliedResource {
+            group: identity.group.clone(),
+            version: identity.version.clone(),
+            kind: identity.kind.clone(),
+            resource: resource.plural.clone(),
+            namespace: namespace.clone(),
+            name: identity.name.clone(),
+            uid: String::new(),
+        };
+        if outcome.applied == Applied::LeftDeleted {
+            // The record of the deleted object is what keeps it deleted on
+            // the next pass and after a restart.
+            if let Some(previous) = record.previous.iter().find(|r| r.same_object(&slot)) {
+                record.recorded.push(previous.clone());
+            }
+        }
         if let Some(object) = outcome.object.take() {
-            let slot = AppliedResource {
-                group: identity.group.clone(),
-                version: identity.version.clone(),
-                kind: identity.kind.clone(),
-                resource: resource.plural.clone(),
-                namespace: namespace.clone(),
-                name: identity.name.clone(),
-                uid: String::new(),
-            };
             let object = self
                 .hold(object, &outcome.applied, &api, slot, record)
                 .await?;

@@ -131,22 +131,18 @@ async fn connect_once(
         board.clone(),
         config.heartbeat_interval,
     )));
-    let result = async {
-        while let Some(message) = inbound.message().await? {
-            match message.body {
-                Some(hub_message::Body::Welcome(welcome)) => {
-                    *welcomed = true;
-                    info!(hub_version = %welcome.hub_version, "connected to hub");
-                }
-                Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
-                Some(hub_message::Body::Delete(delete)) => works.delete(delete).await,
-                Some(hub_message::Body::Heartbeat(_)) | None => {}
+    while let Some(message) = inbound.message().await? {
+        match message.body {
+            Some(hub_message::Body::Welcome(welcome)) => {
+                *welcomed = true;
+                info!(hub_version = %welcome.hub_version, "connected to hub");
             }
+            Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
+            Some(hub_message::Body::Delete(delete)) => works.delete(delete).await,
+            Some(hub_message::Body::Heartbeat(_)) | None => {}
         }
-        Err(SessionError::Closed)
     }
-    .await;
-    result
+    Err(SessionError::Closed)
 }
 
 /// Sends unsent statuses as they are published, and a heartbeat every

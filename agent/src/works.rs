@@ -144,11 +144,15 @@ impl WorkManager {
             return;
         };
         let generation = upsert.generation;
-        self.steer(uid, Desired::Apply(Arc::new(upsert)), |current| match current {
-            Desired::Apply(held) => generation > held.generation,
-            Desired::Evict => true,
-            Desired::Delete { .. } => false,
-        })
+        self.steer(
+            uid,
+            Desired::Apply(Arc::new(upsert)),
+            |current| match current {
+                Desired::Apply(held) => generation > held.generation,
+                Desired::Evict => true,
+                Desired::Delete { .. } => false,
+            },
+        )
         .await;
     }
 
@@ -170,8 +174,10 @@ impl WorkManager {
                 work,
                 option: delete.delete_option,
             };
-            self.steer(uid, wish, |current| !matches!(current, Desired::Delete { .. }))
-                .await;
+            self.steer(uid, wish, |current| {
+                !matches!(current, Desired::Delete { .. })
+            })
+            .await;
         }
     }
 
@@ -189,10 +195,16 @@ impl WorkManager {
             })
             .collect();
         drop(workers);
-        known.extend(self.recorded.lock().await.iter().map(|uid| v1::WorkVersion {
-            uid: uid.clone(),
-            generation: 0,
-        }));
+        known.extend(
+            self.recorded
+                .lock()
+                .await
+                .iter()
+                .map(|uid| v1::WorkVersion {
+                    uid: uid.clone(),
+                    generation: 0,
+                }),
+        );
         known
     }
 }
@@ -332,14 +344,23 @@ async fn eviction_due(
     let started = applied.start_eviction(&record).await?;
     let elapsed = Timestamp::now().duration_since(started);
     let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
-    Ok(shared.eviction_grace.checked_sub(elapsed).filter(|d| !d.is_zero()))
+    Ok(shared
+        .eviction_grace
+        .checked_sub(elapsed)
+        .filter(|d| !d.is_zero()))
 }
 
 fn deleting(work: v1::WorkRef, generation: i64, message: String) -> v1::WorkStatus {
     v1::WorkStatus {
         work: Some(work),
         generation,
-        conditions: vec![condition(DELETING, true, "DeletingResources", message, generation)],
+        conditions: vec![condition(
+            DELETING,
+            true,
+            "DeletingResources",
+            message,
+            generation,
+        )],
         manifests: vec![],
         gone: false,
     }

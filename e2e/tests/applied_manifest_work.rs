@@ -51,7 +51,10 @@ async fn the_spoke_records_every_applied_object_with_its_uid() {
         assert_eq!(entry["uid"], live["metadata"]["uid"]);
         assert_eq!(entry["resource"], "configmaps");
         let owner = &live["metadata"]["ownerReferences"][0];
-        assert_eq!(owner["uid"], record["metadata"]["uid"], "the object points at its record");
+        assert_eq!(
+            owner["uid"], record["metadata"]["uid"],
+            "the object points at its record"
+        );
     }
     fleet.stop().await;
 }
@@ -61,7 +64,9 @@ async fn an_agent_that_was_down_when_its_work_was_deleted_deletes_the_objects_on
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let work = manifest_work(
         "cluster-a",
         "away",
@@ -94,7 +99,9 @@ async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let work = manifest_work(
         "cluster-a",
         "halfway",

@@ -42,7 +42,11 @@ async fn a_work_the_hub_no_longer_has_is_evicted_after_the_grace_period_not_befo
         .expect("delete");
     let no_finalizers = json!({"metadata": {"finalizers": null}});
     works
-        .patch("forgotten", &PatchParams::default(), &Patch::Merge(&no_finalizers))
+        .patch(
+            "forgotten",
+            &PatchParams::default(),
+            &Patch::Merge(&no_finalizers),
+        )
         .await
         .expect("strip finalizer");
     wait_deleted(&works, "forgotten", "work gone from the hub", APPLY_TIMEOUT)
@@ -50,20 +54,27 @@ async fn a_work_the_hub_no_longer_has_is_evicted_after_the_grace_period_not_befo
         .expect("gone");
     fleet.start_hub().await.expect("hub restarts");
 
-    let evicting = |r: &kube::api::DynamicObject| {
-        r.data["status"]["evictionStartTime"].as_str().is_some()
-    };
+    let evicting =
+        |r: &kube::api::DynamicObject| r.data["status"]["evictionStartTime"].as_str().is_some();
     wait_until(&records, &uid, "eviction started", APPLY_TIMEOUT, evicting)
         .await
         .expect("the agent starts the grace period");
     let started = Instant::now();
     assert!(
-        config_maps.get_opt("forgotten").await.expect("read").is_some(),
+        config_maps
+            .get_opt("forgotten")
+            .await
+            .expect("read")
+            .is_some(),
         "the object stays during the grace period"
     );
     tokio::time::sleep(GRACE / 2).await;
     assert!(
-        config_maps.get_opt("forgotten").await.expect("read").is_some(),
+        config_maps
+            .get_opt("forgotten")
+            .await
+            .expect("read")
+            .is_some(),
         "the object still stays halfway through the grace period"
     );
 

@@ -21,7 +21,9 @@ async fn a_manifest_removed_from_a_work_is_deleted_from_the_spoke() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let work = manifest_work(
         "cluster-a",
         "pair",
@@ -52,7 +54,9 @@ async fn an_object_recreated_by_someone_else_under_the_same_name_is_not_deleted(
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let work = manifest_work(
         "cluster-a",
         "pair",
@@ -112,7 +116,9 @@ async fn an_object_listed_by_two_works_survives_until_both_release_it() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let shared = config_map("default", "shared", json!({"k": "v"}));
     let first = fleet
         .create_work(&manifest_work("cluster-a", "first", vec![shared.clone()]))
@@ -123,10 +129,11 @@ async fn an_object_listed_by_two_works_survives_until_both_release_it() {
         .await
         .expect("create second");
     wait_applied(&first, "first").await.expect("first applied");
-    wait_applied(&second, "second").await.expect("second applied");
-    let held_twice = |o: &DynamicObject| {
-        ferry_owners(&serde_json::to_value(o).unwrap_or(Value::Null)) == 2
-    };
+    wait_applied(&second, "second")
+        .await
+        .expect("second applied");
+    let held_twice =
+        |o: &DynamicObject| ferry_owners(&serde_json::to_value(o).unwrap_or(Value::Null)) == 2;
     wait_until(
         &config_maps,
         "shared",
@@ -162,7 +169,9 @@ async fn a_rapid_add_remove_add_sequence_leaves_no_leftover_objects() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let labelled = |name: &str| {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "default", "labels": {"test.ferry.dev/rapid": "yes"}},
@@ -210,7 +219,10 @@ async fn a_rapid_add_remove_add_sequence_leaves_no_leftover_objects() {
             .filter(|o| o.metadata.deletion_timestamp.is_none())
             .filter_map(|o| o.metadata.name.clone())
             .collect();
-        assert_eq!(present, expected, "round {round}: exactly the work's objects");
+        assert_eq!(
+            present, expected,
+            "round {round}: exactly the work's objects"
+        );
     }
     fleet.stop().await;
 }

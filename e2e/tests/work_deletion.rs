@@ -14,6 +14,7 @@ use ferry_e2e::work_helpers::{
 use ferry_hub::manifest_work::{
     DeleteOption, ManifestWork, OrphaningRule, PropagationPolicy, SelectivelyOrphan,
 };
+use kube::ResourceExt;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,7 +33,11 @@ async fn foreground_deletion_keeps_the_work_deleting_until_the_spoke_objects_are
         ],
     );
     let works = fleet.create_work(&work).await.expect("create work");
-    wait_applied(&works, "app").await.expect("applied");
+    let uid = wait_applied(&works, "app")
+        .await
+        .expect("applied")
+        .uid()
+        .expect("uid");
     hold(&config_maps, "held").await.expect("hold");
 
     works
@@ -68,8 +73,9 @@ async fn foreground_deletion_keeps_the_work_deleting_until_the_spoke_objects_are
         "the held object is gone before the work is"
     );
     let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
-    let left = records.list(&Default::default()).await.expect("list");
-    assert!(left.items.is_empty(), "the spoke record is removed too");
+    wait_deleted(&records, &uid, "record removed", APPLY_TIMEOUT)
+        .await
+        .expect("the spoke record is removed too");
     fleet.stop().await;
 }
 
@@ -78,7 +84,9 @@ async fn orphan_deletion_leaves_the_objects_without_ferrys_marks() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let mut work = manifest_work(
         "cluster-a",
         "orphaned",
@@ -91,7 +99,11 @@ async fn orphan_deletion_leaves_the_objects_without_ferrys_marks() {
     let works = fleet.create_work(&work).await.expect("create work");
     wait_applied(&works, "orphaned").await.expect("applied");
     let marked = read_json(&config_maps, "kept").await;
-    assert_eq!(ferry_owners(&marked), 1, "applied objects carry ferry's mark");
+    assert_eq!(
+        ferry_owners(&marked),
+        1,
+        "applied objects carry ferry's mark"
+    );
     assert!(has_ferry_annotations(&marked));
 
     works
@@ -104,7 +116,10 @@ async fn orphan_deletion_leaves_the_objects_without_ferrys_marks() {
     let left = read_json(&config_maps, "kept").await;
     assert_eq!(left["data"]["k"], "v", "the object stays as it was");
     assert_eq!(ferry_owners(&left), 0, "without ferry's owner reference");
-    assert!(!has_ferry_annotations(&left), "and without ferry's annotations");
+    assert!(
+        !has_ferry_annotations(&left),
+        "and without ferry's annotations"
+    );
     fleet.stop().await;
 }
 
@@ -113,7 +128,9 @@ async fn selectively_orphan_keeps_only_the_objects_its_rules_match() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let config_maps = fleet.spoke("cluster-a").api("v1", "ConfigMap", Some("default"));
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
     let mut work = manifest_work(
         "cluster-a",
         "picky",

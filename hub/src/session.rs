@@ -234,7 +234,12 @@ impl Pusher {
     /// A deleted work: the agent that holds it is told once to release it;
     /// one that never got it has nothing to release, so the hub lets the work
     /// go itself. Returns false when the agent is gone.
-    async fn sync_deleted(&mut self, work: &ManifestWork, uid: &str, held: &HashMap<String, i64>) -> bool {
+    async fn sync_deleted(
+        &mut self,
+        work: &ManifestWork,
+        uid: &str,
+        held: &HashMap<String, i64>,
+    ) -> bool {
         if !awaits_release(work) {
             return true;
         }

@@ -51,12 +51,14 @@ pub enum DeletionError {
 
 /// Whether `work` is alive and lacks ferry's finalizer.
 pub fn needs_finalizer(work: &ManifestWork) -> bool {
-    work.metadata.deletion_timestamp.is_none() && !work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+    work.metadata.deletion_timestamp.is_none()
+        && !work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
 }
 
 /// Whether `work` is being deleted and still waits for ferry.
 pub fn awaits_release(work: &ManifestWork) -> bool {
-    work.metadata.deletion_timestamp.is_some() && work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+    work.metadata.deletion_timestamp.is_some()
+        && work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
 }
 
 /// `conditions` with the `Deleting` condition set to `deleting` (keeping its
@@ -101,7 +103,10 @@ impl WorkDeletion {
         Api::namespaced(self.client.clone(), &work.namespace().unwrap_or_default())
     }
 
-    fn error(work: &ManifestWork, action: &'static str) -> impl FnOnce(kube::Error) -> DeletionError {
+    fn error(
+        work: &ManifestWork,
+        action: &'static str,
+    ) -> impl FnOnce(kube::Error) -> DeletionError {
         let namespace = work.namespace().unwrap_or_default();
         let name = work.name_any();
         move |source| DeletionError::Write {
@@ -120,7 +125,11 @@ impl WorkDeletion {
         finalizers.push(CLEANUP_FINALIZER.to_string());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": work.resource_version()}});
         self.api(work)
-            .patch(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &work.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(Self::error(work, "adding the finalizer to"))?;
         Ok(())
@@ -139,16 +148,27 @@ impl WorkDeletion {
             else {
                 return Ok(());
             };
-            if current.uid() != work.uid() || !current.finalizers().iter().any(|f| f == CLEANUP_FINALIZER) {
+            if current.uid() != work.uid()
+                || !current.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+            {
                 return Ok(());
             }
-            let kept: Vec<&String> = current.finalizers().iter().filter(|f| *f != CLEANUP_FINALIZER).collect();
+            let kept: Vec<&String> = current
+                .finalizers()
+                .iter()
+                .filter(|f| *f != CLEANUP_FINALIZER)
+                .collect();
             let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.resource_version()}});
-            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(status)) if status.code == 409 => continue,
                 Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-                Err(source) => return Err(Self::error(work, "removing the finalizer from")(source)),
+                Err(source) => {
+                    return Err(Self::error(work, "removing the finalizer from")(source));
+                }
             }
         }
         Err(DeletionError::Contended {
@@ -159,8 +179,17 @@ impl WorkDeletion {
 
     /// Sets the `Deleting` condition, leaving the other conditions and the
     /// per-manifest status as they are. Writes nothing when it would not change.
-    pub async fn set_deleting(&self, work: &ManifestWork, reason: &str, message: &str) -> Result<bool, DeletionError> {
-        let conditions = work.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    pub async fn set_deleting(
+        &self,
+        work: &ManifestWork,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, DeletionError> {
+        let conditions = work
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
         let deleting = Condition {
             type_: DELETING.into(),
             status: "True".into(),
@@ -174,22 +203,36 @@ impl WorkDeletion {
         };
         let patch = json!({"status": {"conditions": updated}});
         self.api(work)
-            .patch_status(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &work.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(Self::error(work, "setting Deleting on"))?;
         Ok(true)
     }
 }
 
-async fn reconcile(work: Arc<ManifestWork>, deletion: Arc<WorkDeletion>) -> Result<Action, DeletionError> {
+async fn reconcile(
+    work: Arc<ManifestWork>,
+    deletion: Arc<WorkDeletion>,
+) -> Result<Action, DeletionError> {
     if needs_finalizer(&work) {
         deletion.add_finalizer(&work).await?;
     } else if awaits_release(&work)
-        && !work.status.iter().flat_map(|s| &s.conditions).any(|c| c.type_ == DELETING)
+        && !work
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.type_ == DELETING)
     {
         let cluster = work.namespace().unwrap_or_default();
-        let message = format!("waiting for the agent of cluster {cluster} to release the work's objects");
-        deletion.set_deleting(&work, "WaitingForAgent", &message).await?;
+        let message =
+            format!("waiting for the agent of cluster {cluster} to release the work's objects");
+        deletion
+            .set_deleting(&work, "WaitingForAgent", &message)
+            .await?;
     }
     Ok(Action::await_change())
 }
@@ -236,15 +279,24 @@ mod tests {
     #[test]
     fn deleting_replaces_only_its_own_condition() {
         let applied = condition("Applied", "True", "ok", "t0");
-        let updated = with_deleting(&[applied.clone()], condition(DELETING, "True", "waiting", "t1"))
-            .expect("changed");
-        assert_eq!(updated, vec![applied, condition(DELETING, "True", "waiting", "t1")]);
+        let updated = with_deleting(
+            std::slice::from_ref(&applied),
+            condition(DELETING, "True", "waiting", "t1"),
+        )
+        .expect("changed");
+        assert_eq!(
+            updated,
+            vec![applied, condition(DELETING, "True", "waiting", "t1")]
+        );
     }
 
     #[test]
     fn an_identical_deleting_condition_writes_nothing() {
         let current = [condition(DELETING, "True", "waiting", "t0")];
-        assert_eq!(with_deleting(&current, condition(DELETING, "True", "waiting", "t1")), None);
+        assert_eq!(
+            with_deleting(&current, condition(DELETING, "True", "waiting", "t1")),
+            None
+        );
     }
 
     #[test]
@@ -262,7 +314,9 @@ mod tests {
         work.metadata.finalizers = Some(vec![CLEANUP_FINALIZER.into()]);
         assert!(!needs_finalizer(&work));
         assert!(!awaits_release(&work));
-        work.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()));
+        work.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        );
         assert!(awaits_release(&work));
         work.metadata.finalizers = None;
         assert!(!needs_finalizer(&work));

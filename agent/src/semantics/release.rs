@@ -61,7 +61,13 @@ impl DeletePolicy {
     }
 
     /// What this policy does with the object `(group, resource, namespace, name)`.
-    pub fn disposition(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Disposition {
+    pub fn disposition(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Disposition {
         match self {
             DeletePolicy::Foreground => Disposition::Delete,
             DeletePolicy::Orphan => Disposition::Orphan,
@@ -211,7 +217,10 @@ mod tests {
     #[test]
     fn a_missing_delete_option_deletes_everything() {
         let policy = DeletePolicy::from_wire(None);
-        assert_eq!(policy.disposition("", "configmaps", "ns", "a"), Disposition::Delete);
+        assert_eq!(
+            policy.disposition("", "configmaps", "ns", "a"),
+            Disposition::Delete
+        );
     }
 
     #[test]
@@ -225,9 +234,18 @@ mod tests {
                 namespace: "ns".into(),
             }],
         }));
-        assert_eq!(policy.disposition("", "configmaps", "ns", "keep"), Disposition::Orphan);
-        assert_eq!(policy.disposition("", "configmaps", "other", "keep"), Disposition::Delete);
-        assert_eq!(policy.disposition("", "secrets", "ns", "keep"), Disposition::Delete);
+        assert_eq!(
+            policy.disposition("", "configmaps", "ns", "keep"),
+            Disposition::Orphan
+        );
+        assert_eq!(
+            policy.disposition("", "configmaps", "other", "keep"),
+            Disposition::Delete
+        );
+        assert_eq!(
+            policy.disposition("", "secrets", "ns", "keep"),
+            Disposition::Delete
+        );
     }
 
     #[test]
@@ -244,7 +262,10 @@ mod tests {
         let other = owner_reference(&owner("b"));
         let patch = adopt_patch(&object(json!([other.clone()])), &owner("a")).expect("patch");
         assert_eq!(patch["metadata"]["resourceVersion"], "7");
-        assert_eq!(patch["metadata"]["ownerReferences"], json!([other, owner_reference(&owner("a"))]));
+        assert_eq!(
+            patch["metadata"]["ownerReferences"],
+            json!([other, owner_reference(&owner("a"))])
+        );
         let adopted = object(json!([owner_reference(&owner("a"))]));
         assert_eq!(adopt_patch(&adopted, &owner("a")), None);
     }
@@ -254,7 +275,10 @@ mod tests {
         let patch = release_patch(&object(json!([owner_reference(&owner("a"))])), &owner("a"))
             .expect("patch");
         assert_eq!(patch["metadata"]["ownerReferences"], Value::Null);
-        assert_eq!(patch["metadata"]["annotations"], json!({OBJECT_HASH_ANNOTATION: null}));
+        assert_eq!(
+            patch["metadata"]["annotations"],
+            json!({OBJECT_HASH_ANNOTATION: null})
+        );
     }
 
     #[test]
@@ -269,7 +293,8 @@ mod tests {
 
     #[test]
     fn owners_that_are_not_ferry_works_do_not_count_as_sharing() {
-        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "z"});
+        let deployment =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "z"});
         let mixed = object(json!([owner_reference(&owner("a")), deployment]));
         assert_eq!(other_ferry_owners(&mixed, &owner("a")), 0);
     }
