@@ -15,7 +15,7 @@ use ferry_e2e::work_helpers::{
 use kube::Api;
 use serde_json::json;
 
-const WORKS_FOR_STUCK: usize = 40;
+const WORKS_FOR_STUCK: usize = 60;
 const EDITS: usize = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,7 +26,9 @@ async fn a_stuck_agent_does_not_delay_another_cluster_and_its_missed_edits_coale
     let fleet = Fleet::start(options).await.expect("fleet starts");
     let stuck: Api<ferry_hub::manifest_work::ManifestWork> =
         Api::namespaced(fleet.hub_client.clone(), "stuck");
-    let filler = "x".repeat(8 * 1024);
+    // Large enough that the frozen stream's HTTP/2 window (1 MiB) and the
+    // per-agent queue fill up and the hub has to hold back.
+    let filler = "x".repeat(128 * 1024);
     let work = |cluster: &str, name: &str| {
         manifest_work(
             cluster,
