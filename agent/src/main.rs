@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ferry_agent::session::SessionConfig;
+use ferry_agent::session::{ClientTls, SessionConfig, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
 
 #[derive(Parser)]
@@ -25,6 +25,19 @@ struct Cli {
     /// This cluster's name (its namespace on the hub).
     #[arg(long, env = "FERRY_CLUSTER_NAME")]
     cluster_name: Option<String>,
+    /// File holding the ServiceAccount token the agent presents to the hub
+    /// (written by `ferry-hub join`); re-read on every connection.
+    #[arg(long, env = "FERRY_TOKEN_FILE")]
+    token_file: Option<std::path::PathBuf>,
+    /// CA (PEM) of the hub's serving certificate, for an https hub URL.
+    #[arg(long, env = "FERRY_HUB_CA")]
+    hub_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for a hub that requires mutual TLS.
+    #[arg(long, env = "FERRY_CLIENT_CERT", requires = "client_key")]
+    client_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM) of --client-cert.
+    #[arg(long, env = "FERRY_CLIENT_KEY", requires = "client_cert")]
+    client_key: Option<std::path::PathBuf>,
     /// Address of /healthz and /readyz.
     #[arg(long, env = "FERRY_PROBE_ADDR", default_value = "0.0.0.0:8081")]
     probe_addr: SocketAddr,
@@ -80,6 +93,25 @@ async fn main() -> anyhow::Result<()> {
     } else {
         builder.init();
     }
+    let token_file = cli
+        .token_file
+        .context("--token-file (or FERRY_TOKEN_FILE) is required: `ferry-hub join` writes it")?;
+    let read = |path: &std::path::PathBuf| {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
+    let tls = match &cli.hub_ca {
+        Some(ca) => Some(ClientTls {
+            ca_pem: read(ca)?,
+            identity: match (&cli.client_cert, &cli.client_key) {
+                (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+                _ => None,
+            },
+        }),
+        None if hub_url.starts_with("https://") => {
+            anyhow::bail!("an https hub URL needs --hub-ca (the CA of the hub's certificate)")
+        }
+        None => None,
+    };
     let client = kube::Client::try_default()
         .await
         .context("building a Kubernetes client for the spoke")?;
@@ -91,6 +123,8 @@ async fn main() -> anyhow::Result<()> {
         hub_url,
         cluster_name,
         heartbeat_interval: Duration::from_secs(cli.heartbeat_seconds.max(1)),
+        token: TokenSource::File(token_file),
+        tls,
     };
     let options = AgentOptions {
         resync_interval: Duration::from_secs(cli.resync_seconds.max(1)),

@@ -2,6 +2,7 @@
 //! take upserts and deletes, send status, and reconnect with jittered
 //! exponential backoff when the stream breaks.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
-use tonic::transport::Endpoint;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tracing::{info, warn};
 
 use crate::status_board::StatusBoard;
@@ -25,12 +27,69 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How to reach the hub.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
-    /// Hub gRPC URL, e.g. `http://hub:8443`.
+    /// Hub gRPC URL, e.g. `https://hub:8443`.
     pub hub_url: String,
     /// This cluster's name: the hub namespace holding its works.
     pub cluster_name: String,
     /// Seconds between agent heartbeats.
     pub heartbeat_interval: Duration,
+    /// The ServiceAccount token the agent presents to the hub.
+    pub token: TokenSource,
+    /// TLS toward the hub; None for a plaintext `http://` hub.
+    pub tls: Option<ClientTls>,
+}
+
+/// Where the agent's hub token comes from.
+#[derive(Clone)]
+pub enum TokenSource {
+    /// A file read before every connection, so a rotated token is used as
+    /// soon as it is written.
+    File(PathBuf),
+    /// A fixed token.
+    Inline(String),
+}
+
+impl std::fmt::Debug for TokenSource {
+    // Tokens stay out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenSource::File(path) => write!(f, "File({})", path.display()),
+            TokenSource::Inline(_) => f.write_str("Inline(..)"),
+        }
+    }
+}
+
+impl TokenSource {
+    fn read(&self) -> Result<String, SessionError> {
+        let token = match self {
+            TokenSource::File(path) => {
+                std::fs::read_to_string(path).map_err(|source| SessionError::Token {
+                    path: path.display().to_string(),
+                    source,
+                })?
+            }
+            TokenSource::Inline(token) => token.clone(),
+        };
+        Ok(token.trim().to_string())
+    }
+}
+
+/// TLS settings toward the hub.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA (PEM) the hub's serving certificate must chain to.
+    pub ca_pem: String,
+    /// Client certificate and key (PEM) for a hub that requires mutual TLS.
+    pub identity: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    // The key stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("client_certificate", &self.identity.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A session could not be opened or broke.
@@ -42,6 +101,27 @@ pub enum SessionError {
         /// The URL.
         url: String,
         /// The parse error.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The token file could not be read.
+    #[error("reading the hub token {path}: {source}")]
+    Token {
+        /// The file.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token cannot travel as gRPC metadata.
+    #[error("the hub token contains characters that cannot be sent")]
+    BadToken,
+    /// The TLS settings were refused.
+    #[error("TLS settings for {url}: {source}")]
+    Tls {
+        /// The URL.
+        url: String,
+        /// The transport error.
         #[source]
         source: tonic::transport::Error,
     },
@@ -94,6 +174,25 @@ async fn connect_once(
             url: config.hub_url.clone(),
             source,
         })?;
+    let endpoint = match &config.tls {
+        Some(tls) => {
+            let mut settings =
+                ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+            if let Some((cert, key)) = &tls.identity {
+                settings = settings.identity(Identity::from_pem(cert, key));
+            }
+            endpoint
+                .tls_config(settings)
+                .map_err(|source| SessionError::Tls {
+                    url: config.hub_url.clone(),
+                    source,
+                })?
+        }
+        None => endpoint,
+    };
+    let bearer: MetadataValue<Ascii> = format!("Bearer {}", config.token.read()?)
+        .parse()
+        .map_err(|_| SessionError::BadToken)?;
     let channel = endpoint
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(20))
@@ -104,7 +203,13 @@ async fn connect_once(
             url: config.hub_url.clone(),
             source,
         })?;
-    let mut client = WorkDistributorClient::new(channel)
+    let authorize = move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("authorization", bearer.clone());
+        Ok(request)
+    };
+    let mut client = WorkDistributorClient::with_interceptor(channel, authorize)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 

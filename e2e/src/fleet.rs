@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
+use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
-use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
+use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::server::{HubListeners, run_hub};
-use k8s_openapi::api::core::v1::Namespace;
+use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
+use ferry_hub::tls::ServingCert;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::error;
@@ -28,15 +29,12 @@ pub enum FleetError {
     /// The hub CRDs could not be installed.
     #[error(transparent)]
     Crds(#[from] InstallCrdsError),
-    /// A hub object (namespace, ManagedCluster) could not be created.
-    #[error("registering cluster {cluster} on the hub: {source}")]
-    Register {
-        /// Cluster name.
-        cluster: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    /// A cluster could not be joined to the hub.
+    #[error(transparent)]
+    Join(JoinError),
+    /// A certificate could not be generated.
+    #[error("generating a certificate: {0}")]
+    Cert(String),
     /// The hub's gRPC port could not be bound.
     #[error("binding the hub gRPC port: {0}")]
     Bind(#[source] std::io::Error),
@@ -56,6 +54,10 @@ pub struct FleetOptions {
     pub resync: Duration,
     /// How long agents keep the objects of works the hub does not have.
     pub eviction_grace: Duration,
+    /// Serve agents over TLS (as production does).
+    pub tls: bool,
+    /// Require client certificates from agents (mutual TLS).
+    pub mtls: bool,
 }
 
 impl FleetOptions {
@@ -67,6 +69,8 @@ impl FleetOptions {
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
             eviction_grace: Duration::from_secs(3600),
+            tls: true,
+            mtls: false,
         }
     }
 }
@@ -154,6 +158,9 @@ pub struct Fleet {
     hub_addr: std::net::SocketAddr,
     /// Where the hub serves `/metrics`.
     pub hub_probes_addr: std::net::SocketAddr,
+    /// The CA of the hub's serving certificate.
+    pub hub_ca_pem: String,
+    grpc_tls: Option<GrpcTls>,
     session: ferry_hub::session::SessionConfig,
     hub_run: Option<Running>,
 }
@@ -191,9 +198,37 @@ impl Fleet {
         let (hub, spoke_planes) = tokio::try_join!(hub_start, spoke_starts)?;
         let hub_client = hub.client().await?;
         install_crds(&hub_client).await?;
+        let mut tokens = Vec::new();
         for name in &options.spokes {
-            register_cluster(&hub_client, name).await?;
+            let token = join_cluster(&hub_client, name, 3600)
+                .await
+                .map_err(FleetError::Join)?;
+            tokens.push(token);
         }
+        let serving = ServingCert::generate(&["127.0.0.1".into(), "localhost".into()])
+            .map_err(|e| FleetError::Cert(e.to_string()))?;
+        // Under mutual TLS every agent shares one client certificate: the
+        // token, not the certificate, says which cluster it may serve.
+        let client_cert = if options.mtls {
+            Some(
+                ServingCert::generate(&["ferry-agent".into()])
+                    .map_err(|e| FleetError::Cert(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let grpc_tls = options.tls.then(|| GrpcTls {
+            cert_pem: serving.chain_pem.clone(),
+            key_pem: serving.key_pem.clone(),
+            client_ca_pem: client_cert.as_ref().map(|c| c.ca_pem.clone()),
+        });
+        let agent_tls = options.tls.then(|| ClientTls {
+            ca_pem: serving.ca_pem.clone(),
+            identity: client_cert
+                .as_ref()
+                .map(|c| (c.chain_pem.clone(), c.key_pem.clone())),
+        });
+        let scheme = if options.tls { "https" } else { "http" };
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -203,24 +238,27 @@ impl Fleet {
             .map_err(FleetError::Bind)?;
         let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
         let hub_probes_addr = probes.local_addr().map_err(FleetError::Bind)?;
-        let hub_url = format!("http://{hub_addr}");
+        let hub_url = format!("{scheme}://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
         };
         let listeners = HubListeners {
             grpc: listener,
+            grpc_tls: grpc_tls.clone(),
             probes: Some(probes),
         };
         let hub_run = spawn_hub(hub_client.clone(), listeners, session.clone());
 
         let mut spokes = Vec::new();
-        for control_plane in spoke_planes {
+        for (control_plane, token) in spoke_planes.into_iter().zip(tokens) {
             let client = control_plane.client().await?;
             let link = Link::start(hub_addr).await.map_err(FleetError::Bind)?;
             let config = ferry_agent::session::SessionConfig {
-                hub_url: link.url(),
+                hub_url: format!("{scheme}://{}", link.addr()),
                 cluster_name: control_plane.name.clone(),
                 heartbeat_interval: options.heartbeat,
+                token: TokenSource::Inline(token),
+                tls: agent_tls.clone(),
             };
             let agent_options = AgentOptions {
                 resync_interval: options.resync,
@@ -245,6 +283,8 @@ impl Fleet {
             spokes,
             hub_addr,
             hub_probes_addr,
+            hub_ca_pem: serving.ca_pem,
+            grpc_tls,
             session,
             hub_run: Some(hub_run),
         })
@@ -291,6 +331,7 @@ impl Fleet {
                 .map_err(FleetError::Bind)?;
             let listeners = HubListeners {
                 grpc,
+                grpc_tls: self.grpc_tls.clone(),
                 probes: Some(probes),
             };
             self.hub_run = Some(spawn_hub(
@@ -345,37 +386,5 @@ impl Drop for Fleet {
                 agent.task.abort();
             }
         }
-    }
-}
-
-async fn register_cluster(hub: &Client, name: &str) -> Result<(), FleetError> {
-    let wrap = |source| FleetError::Register {
-        cluster: name.to_string(),
-        source,
-    };
-    let namespaces: Api<Namespace> = Api::all(hub.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    create_if_absent(&namespaces, &namespace)
-        .await
-        .map_err(wrap)?;
-    let clusters: Api<ManagedCluster> = Api::all(hub.clone());
-    let cluster = ManagedCluster::new(name, ManagedClusterSpec::default());
-    create_if_absent(&clusters, &cluster).await.map_err(wrap)
-}
-
-async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<(), kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(e) => Err(e),
     }
 }

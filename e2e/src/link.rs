@@ -38,9 +38,9 @@ impl Link {
         Ok(Self { addr, state, task })
     }
 
-    /// The URL an agent dials to go through this link.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+    /// The address an agent dials to go through this link.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Sets what the link does from now on.

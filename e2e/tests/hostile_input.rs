@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
+use ferry_hub::join::join_cluster;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message};
 use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
@@ -15,6 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 
 fn hello(cluster: &str, protocol_version: u32) -> v1::AgentMessage {
@@ -28,15 +30,26 @@ fn hello(cluster: &str, protocol_version: u32) -> v1::AgentMessage {
     }
 }
 
-/// Opens a stream that sends `messages` then stays open, and returns how
-/// the hub answered: the error code of the call or of the stream, or Ok when
-/// the hub simply ended the stream.
-async fn answer(channel: Channel, messages: Vec<v1::AgentMessage>) -> Result<(), Code> {
+/// Opens a stream with `token` that sends `messages` then stays open, and
+/// returns how the hub answered: the error code of the call or of the
+/// stream, or Ok when the hub simply ended the stream.
+async fn answer(
+    channel: Channel,
+    token: &str,
+    messages: Vec<v1::AgentMessage>,
+) -> Result<(), Code> {
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     for message in messages {
         tx.send(message).await.expect("queue");
     }
-    let mut client = WorkDistributorClient::new(channel)
+    let bearer: MetadataValue<Ascii> = format!("Bearer {token}").parse().expect("ascii token");
+    let authorize = move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("authorization", bearer.clone());
+        Ok(request)
+    };
+    let mut client = WorkDistributorClient::with_interceptor(channel, authorize)
         .max_encoding_message_size(usize::MAX)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let mut inbound = client
@@ -64,7 +77,12 @@ async fn answer(channel: Channel, messages: Vec<v1::AgentMessage>) -> Result<(),
 async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
     options.heartbeat = Duration::from_secs(1);
+    // Plaintext, so raw bytes can be sent below without a TLS client.
+    options.tls = false;
     let fleet = Fleet::start(options).await.expect("fleet starts");
+    let token = join_cluster(&fleet.hub_client, "cluster-a", 3600)
+        .await
+        .expect("token");
     let channel = Channel::from_shared(fleet.hub_url.clone())
         .expect("url")
         .connect()
@@ -75,13 +93,14 @@ async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
         body: Some(agent_message::Body::Status(v1::WorkStatus::default())),
     };
     assert_eq!(
-        answer(channel.clone(), vec![status_first]).await,
+        answer(channel.clone(), &token, vec![status_first]).await,
         Err(Code::InvalidArgument),
         "a stream must open with Hello"
     );
     assert_eq!(
         answer(
             channel.clone(),
+            &token,
             vec![hello("cluster-a", PROTOCOL_VERSION + 7)]
         )
         .await,
@@ -89,12 +108,12 @@ async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
         "an unknown protocol version is refused"
     );
     assert_eq!(
-        answer(channel.clone(), vec![hello("", PROTOCOL_VERSION)]).await,
+        answer(channel.clone(), &token, vec![hello("", PROTOCOL_VERSION)]).await,
         Err(Code::InvalidArgument),
         "a Hello without a cluster name is refused"
     );
     assert_eq!(
-        answer(channel.clone(), vec![]).await,
+        answer(channel.clone(), &token, vec![]).await,
         Err(Code::DeadlineExceeded),
         "a stream that never says Hello is closed"
     );
@@ -107,16 +126,17 @@ async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
         })),
     };
     assert_eq!(
-        answer(channel.clone(), vec![oversized]).await,
+        answer(channel.clone(), &token, vec![oversized]).await,
         Err(Code::OutOfRange),
         "a message over the limit is refused"
     );
     assert_eq!(
         answer(
             channel.clone(),
+            &token,
             vec![
-                hello("cluster-x", PROTOCOL_VERSION),
-                hello("cluster-x", PROTOCOL_VERSION)
+                hello("cluster-a", PROTOCOL_VERSION),
+                hello("cluster-a", PROTOCOL_VERSION)
             ]
         )
         .await,
@@ -134,6 +154,7 @@ async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
         .uri(format!("{}/ferry.v1.WorkDistributor/Sync", fleet.hub_url))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
         .body(Full::new(Bytes::from(frame)))
         .expect("request");
     let client = Client::builder(TokioExecutor::new())

@@ -3,8 +3,10 @@
 //! agents report back to the ManifestWork status subresource.
 #![forbid(unsafe_code)]
 
+pub mod agent_identity;
 pub mod cluster_liveness;
 pub mod crds;
+pub mod join;
 pub mod managed_cluster;
 pub mod manifest_work;
 pub mod metrics;

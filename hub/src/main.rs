@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ferry_hub::crds::{hub_crds, install_crds, render_yaml};
-use ferry_hub::server::{HubListeners, run_hub};
+use ferry_hub::join::join_cluster;
+use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
 use ferry_hub::session::SessionConfig;
 use tokio::net::TcpListener;
 
@@ -38,6 +39,42 @@ enum Command {
         /// Apply the hub CRDs at start-up and wait until they are served.
         #[arg(long, env = "FERRY_INSTALL_CRDS")]
         install_crds: bool,
+        /// Serving certificate chain (PEM) of the agent port; TLS is on
+        /// unless --insecure-plaintext is given.
+        #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// Private key (PEM) of --tls-cert.
+        #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// CA (PEM) that agents' client certificates must chain to: turns
+        /// on mutual TLS, on top of token authentication.
+        #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
+        client_ca: Option<PathBuf>,
+        /// Serve agents without TLS. Tokens then travel in clear text: for
+        /// local experiments only.
+        #[arg(long, env = "FERRY_INSECURE_PLAINTEXT", conflicts_with_all = ["tls_cert", "client_ca"])]
+        insecure_plaintext: bool,
+    },
+    /// Prepare a cluster to join: create its namespace, its agent's
+    /// ServiceAccount and its ManagedCluster, write a token for the agent,
+    /// and print the agent's command line.
+    Join {
+        /// The cluster's name (its namespace on the hub).
+        #[arg(long)]
+        cluster: String,
+        /// The URL agents dial, e.g. https://hub.example:8443.
+        #[arg(long)]
+        hub_url: String,
+        /// The CA (PEM) of the hub's serving certificate, copied next to the
+        /// token for the agent.
+        #[arg(long)]
+        ca: Option<PathBuf>,
+        /// Directory the token (and CA) are written to.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+        /// Lifetime of the agent's token; run join again to rotate it.
+        #[arg(long, default_value_t = 365 * 24 * 3600)]
+        token_seconds: i64,
     },
     /// Write the hub CRDs as YAML into a directory, or print them.
     Crds {
@@ -68,7 +105,25 @@ async fn main() -> anyhow::Result<()> {
             probe_addr,
             heartbeat_seconds,
             install_crds: install,
+            tls_cert,
+            tls_key,
+            client_ca,
+            insecure_plaintext,
         } => {
+            let read = |path: &PathBuf| {
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+            };
+            let grpc_tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(GrpcTls {
+                    cert_pem: read(&cert)?,
+                    key_pem: read(&key)?,
+                    client_ca_pem: client_ca.as_ref().map(read).transpose()?,
+                }),
+                _ if insecure_plaintext => None,
+                _ => anyhow::bail!(
+                    "TLS is on by default: give --tls-cert and --tls-key, or --insecure-plaintext for local experiments"
+                ),
+            };
             let client = kube::Client::try_default()
                 .await
                 .context("building a Kubernetes client")?;
@@ -79,6 +134,7 @@ async fn main() -> anyhow::Result<()> {
                 grpc: TcpListener::bind(grpc_addr)
                     .await
                     .with_context(|| format!("binding {grpc_addr}"))?,
+                grpc_tls,
                 probes: Some(
                     TcpListener::bind(probe_addr)
                         .await
@@ -89,6 +145,37 @@ async fn main() -> anyhow::Result<()> {
                 heartbeat_interval: Duration::from_secs(heartbeat_seconds.max(1)),
             };
             run_hub(client, listeners, session, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Join {
+            cluster,
+            hub_url,
+            ca,
+            out,
+            token_seconds,
+        } => {
+            let client = kube::Client::try_default()
+                .await
+                .context("building a Kubernetes client")?;
+            let token = join_cluster(&client, &cluster, token_seconds).await?;
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            let token_path = out.join(format!("{cluster}.token"));
+            std::fs::write(&token_path, token)
+                .with_context(|| format!("writing {}", token_path.display()))?;
+            let mut command = format!(
+                "ferry-agent --hub-url {hub_url} --cluster-name {cluster} --token-file {}",
+                token_path.display()
+            );
+            if let Some(ca) = ca {
+                let ca_path = out.join("hub-ca.crt");
+                std::fs::copy(&ca, &ca_path).with_context(|| {
+                    format!("copying {} to {}", ca.display(), ca_path.display())
+                })?;
+                command.push_str(&format!(" --hub-ca {}", ca_path.display()));
+            }
+            println!(
+                "cluster {cluster} can join; on the cluster run (with its kubeconfig):\n  {command}"
+            );
             Ok(())
         }
     }

@@ -10,8 +10,10 @@ use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tracing::info;
 
+use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
 use crate::manifest_work::ManifestWork;
 use crate::metrics::HubMetrics;
@@ -27,6 +29,9 @@ pub enum HubError {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    /// The gRPC TLS configuration was refused.
+    #[error("gRPC TLS configuration: {0}")]
+    Tls(#[source] tonic::transport::Error),
     /// The probe server failed.
     #[error("probe server: {0}")]
     Probes(#[source] std::io::Error),
@@ -35,10 +40,33 @@ pub enum HubError {
     Index(#[from] WorkIndexError),
 }
 
+/// TLS of the port agents dial.
+#[derive(Clone)]
+pub struct GrpcTls {
+    /// Serving certificate chain, PEM.
+    pub cert_pem: String,
+    /// Its private key, PEM.
+    pub key_pem: String,
+    /// When set, agents must present a client certificate signed by this
+    /// CA (mutual TLS), on top of their token.
+    pub client_ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for GrpcTls {
+    // The key stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTls")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Listeners and tunables of one hub replica.
 pub struct HubListeners {
     /// Where agents connect.
     pub grpc: TcpListener,
+    /// TLS for `grpc`; None serves plaintext (only for tests and local use).
+    pub grpc_tls: Option<GrpcTls>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
     pub probes: Option<TcpListener>,
 }
@@ -74,8 +102,10 @@ pub async fn run_hub(
         session.heartbeat_interval * 5,
         stopped(stop_rx.clone()),
     );
+    let auth = Arc::new(AgentAuthenticator::new(client.clone()));
     let distributor = Distributor::new(
         index.clone(),
+        auth,
         deletion,
         liveness,
         status,
@@ -93,7 +123,16 @@ pub async fn run_hub(
         .await;
 
     info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
-    let grpc = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &listeners.grpc_tls {
+        let mut config =
+            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(config).map_err(HubError::Tls)?;
+    }
+    let grpc = builder
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(

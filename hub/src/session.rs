@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
+use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, OutcomeLabel};
@@ -46,6 +47,7 @@ impl Default for SessionConfig {
 /// The `ferry.v1.WorkDistributor` service.
 pub struct Distributor {
     index: Arc<WorkIndex>,
+    auth: Arc<AgentAuthenticator>,
     deletion: WorkDeletion,
     liveness: ClusterLiveness,
     status: Arc<StatusWriter>,
@@ -56,8 +58,10 @@ pub struct Distributor {
 
 impl Distributor {
     /// A service serving works from `index` and writing status with `status`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         index: Arc<WorkIndex>,
+        auth: Arc<AgentAuthenticator>,
         deletion: WorkDeletion,
         liveness: ClusterLiveness,
         status: Arc<StatusWriter>,
@@ -67,6 +71,7 @@ impl Distributor {
     ) -> Self {
         Self {
             index,
+            auth,
             deletion,
             liveness,
             status,
@@ -87,6 +92,7 @@ impl WorkDistributor for Distributor {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::SyncStream>, Status> {
+        let metadata = request.metadata().clone();
         let mut inbound = request.into_inner();
         let wait = self.config.heartbeat_interval * 3;
         let first = tokio::time::timeout(wait, inbound.message())
@@ -114,6 +120,12 @@ impl WorkDistributor for Distributor {
             return Err(Status::invalid_argument("Hello names no cluster"));
         }
         let cluster = hello.cluster_name.clone();
+        // Only an agent holding a token of the cluster's namespace may
+        // receive its works or write its status.
+        if let Err(refusal) = self.auth.authorize(&metadata, &cluster).await {
+            warn!(%cluster, %refusal, "agent refused");
+            return Err(refusal.to_status());
+        }
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
         if let Err(error) = self

@@ -1,0 +1,234 @@
+//! Agents authenticate with a ServiceAccount token of their cluster's
+//! namespace, checked by TokenReview; the transport is TLS, optionally
+//! mutual (issue 5, item 6).
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
+use ferry_hub::agent_identity::AGENT_TOKEN_AUDIENCE;
+use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster};
+use ferry_hub::tls::ServingCert;
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
+use ferry_proto::v1::{self, agent_message};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::json;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+async fn trusted_channel(fleet: &Fleet) -> Channel {
+    Endpoint::from_shared(fleet.hub_url.clone())
+        .expect("url")
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&fleet.hub_ca_pem)))
+        .expect("tls")
+        .connect()
+        .await
+        .expect("a client that trusts the hub's CA connects")
+}
+
+/// Says Hello for `cluster` with `token`; Ok when the hub accepts the session.
+async fn hello_with(channel: Channel, token: Option<&str>, cluster: &str) -> Result<(), Code> {
+    let header = token.map(|t| {
+        format!("Bearer {t}")
+            .parse::<MetadataValue<_>>()
+            .expect("ascii token")
+    });
+    let mut client =
+        WorkDistributorClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+            if let Some(header) = &header {
+                request
+                    .metadata_mut()
+                    .insert("authorization", header.clone());
+            }
+            Ok(request)
+        });
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_name: cluster.into(),
+            agent_version: "test".into(),
+            known_works: vec![],
+        })),
+    })
+    .await
+    .expect("queue");
+    let result = client
+        .sync(ReceiverStream::new(rx))
+        .await
+        .map(|_| ())
+        .map_err(|s| s.code());
+    drop(tx);
+    result
+}
+
+/// Whether a connection attempt ends without a session: the TLS handshake
+/// or connection fails, or the Hello is refused.
+async fn refused(connected: Result<Channel, tonic::transport::Error>, token: &str) -> bool {
+    match connected {
+        Err(_) => true,
+        Ok(channel) => hello_with(channel, Some(token), "cluster-a").await.is_err(),
+    }
+}
+
+async fn token_for(
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+    audiences: Vec<String>,
+) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences,
+            expiration_seconds: Some(3600),
+            bound_object_ref: None,
+        },
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .expect("token")
+        .status
+        .expect("status")
+        .token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_valid_token_of_the_clusters_own_namespace_opens_a_session() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let channel = trusted_channel(&fleet).await;
+    let a_token = join_cluster(&hub, "cluster-a", 3600)
+        .await
+        .expect("token a");
+    let b_token = join_cluster(&hub, "cluster-b", 3600)
+        .await
+        .expect("token b");
+
+    assert_eq!(
+        hello_with(channel.clone(), None, "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "no token"
+    );
+    assert_eq!(
+        hello_with(channel.clone(), Some("not-a-token"), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "a made-up token"
+    );
+    assert_eq!(
+        hello_with(channel.clone(), Some(&b_token), "cluster-a").await,
+        Err(Code::PermissionDenied),
+        "cluster-b's token cannot serve cluster-a"
+    );
+    let api_audience = token_for(&hub, "cluster-a", AGENT_SERVICE_ACCOUNT, vec![]).await;
+    assert_eq!(
+        hello_with(channel.clone(), Some(&api_audience), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "a token issued for the Kubernetes API, not for ferry, is refused"
+    );
+    // A token whose ServiceAccount is gone is revoked, like an expired one.
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), "cluster-a");
+    let temporary = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some("temporary".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    accounts
+        .create(&PostParams::default(), &temporary)
+        .await
+        .expect("create account");
+    let revoked = token_for(
+        &hub,
+        "cluster-a",
+        "temporary",
+        vec![AGENT_TOKEN_AUDIENCE.into()],
+    )
+    .await;
+    accounts
+        .delete("temporary", &Default::default())
+        .await
+        .expect("delete account");
+    assert_eq!(
+        hello_with(channel.clone(), Some(&revoked), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "a token of a deleted ServiceAccount is refused"
+    );
+    assert_eq!(
+        hello_with(channel, Some(&a_token), "cluster-a").await,
+        Ok(()),
+        "the cluster's own token"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_do_not_speak_tls_or_do_not_trust_the_hub_cannot_connect() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let token = join_cluster(&fleet.hub_client, "cluster-a", 3600)
+        .await
+        .expect("token");
+    let plaintext_url = fleet.hub_url.replacen("https://", "http://", 1);
+    let plaintext = Endpoint::from_shared(plaintext_url)
+        .expect("url")
+        .connect()
+        .await;
+    assert!(
+        refused(plaintext, &token).await,
+        "plaintext gRPC is not served"
+    );
+    let stranger = ServingCert::generate(&["127.0.0.1".into()]).expect("another CA");
+    let untrusting = Endpoint::from_shared(fleet.hub_url.clone())
+        .expect("url")
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&stranger.ca_pem)))
+        .expect("tls")
+        .connect()
+        .await;
+    assert!(
+        refused(untrusting, &token).await,
+        "a client that does not trust the hub's certificate gets nothing"
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mutual_tls_agents_need_a_client_certificate() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.mtls = true;
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let works = fleet
+        .create_work(&manifest_work(
+            "cluster-a",
+            "mutual",
+            vec![config_map("default", "mutual", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "mutual")
+        .await
+        .expect("agents with a client certificate are served");
+    let token = join_cluster(&fleet.hub_client, "cluster-a", 3600)
+        .await
+        .expect("token");
+    let without_certificate = Endpoint::from_shared(fleet.hub_url.clone())
+        .expect("url")
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&fleet.hub_ca_pem)))
+        .expect("tls")
+        .connect()
+        .await;
+    assert!(
+        refused(without_certificate, &token).await,
+        "a client without a certificate is refused even with a valid token"
+    );
+    fleet.stop().await;
+}
