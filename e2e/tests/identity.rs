@@ -74,6 +74,31 @@ async fn refused(connected: Result<Channel, tonic::transport::Error>, token: &st
     }
 }
 
+/// `token` with the same claims but expired an hour ago, signed with the
+/// hub API server's ServiceAccount key: a token that was valid once.
+fn expired_copy(token: &str, signing_key_pem: &[u8]) -> String {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("base64url");
+    let mut claims: serde_json::Value = serde_json::from_slice(&claims).expect("JSON claims");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    claims["iat"] = json!(now - 7200);
+    claims["nbf"] = json!(now - 7200);
+    claims["exp"] = json!(now - 3600);
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(signing_key_pem).expect("RSA key");
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &claims,
+        &key,
+    )
+    .expect("signed")
+}
+
 async fn token_for(
     client: &kube::Client,
     namespace: &str,
@@ -161,6 +186,19 @@ async fn only_a_valid_token_of_the_clusters_own_namespace_opens_a_session() {
         hello_with(channel.clone(), Some(&revoked), "cluster-a").await,
         Err(Code::Unauthenticated),
         "a token of a deleted ServiceAccount is refused"
+    );
+    let sa_key = fleet
+        .hub
+        .info
+        .ca_file
+        .parent()
+        .expect("data dir")
+        .join("pki/sa.key");
+    let expired = expired_copy(&a_token, &std::fs::read(sa_key).expect("hub signing key"));
+    assert_eq!(
+        hello_with(channel.clone(), Some(&expired), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "an expired token is refused"
     );
     assert_eq!(
         hello_with(channel, Some(&a_token), "cluster-a").await,
