@@ -1,5 +1,7 @@
-//! The pure core of applying a work. No IO here: the appliers around it are
-//! thin. Each submodule has one job.
+//! The pure core of applying a work. No IO here: the agent's appliers around
+//! it are thin, and the hub's admission webhook runs the same parsers so that
+//! it accepts exactly what an agent can apply. Each submodule has one job.
+#![forbid(unsafe_code)]
 
 pub mod compare;
 pub mod feedback;
