@@ -16,6 +16,7 @@ pub mod strategy;
 pub use compare::is_subset;
 pub use feedback::{
     FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, availability, evaluate_feedback,
+    static_problems,
 };
 pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,
