@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use ferry_agent::{AgentOptions, run_agent};
+use ferry_hub::admission::tls::ServingCert;
+use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, wait_until_enforced};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 use ferry_hub::manifest_work::ManifestWork;
@@ -39,6 +41,9 @@ pub enum FleetError {
     /// The hub's gRPC port could not be bound.
     #[error("binding the hub gRPC port: {0}")]
     Bind(#[source] std::io::Error),
+    /// The admission webhook could not be set up or was not enforced in time.
+    #[error("hub admission webhook: {0}")]
+    Admission(String),
 }
 
 /// How to build a fleet.
@@ -53,6 +58,8 @@ pub struct FleetOptions {
     /// Agent resync interval; long by default so tests prove that drift is
     /// seen by watches, not by resync.
     pub resync: Duration,
+    /// Run the hub's ManifestWork admission webhook, as production does.
+    pub admission: bool,
 }
 
 impl FleetOptions {
@@ -63,6 +70,7 @@ impl FleetOptions {
             audit_spokes: false,
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
+            admission: false,
         }
     }
 }
@@ -145,6 +153,11 @@ impl Fleet {
         let listeners = HubListeners {
             grpc: listener,
             probes: None,
+            admission: if options.admission {
+                Some(admission_options().await?)
+            } else {
+                None
+            },
         };
         let hub_task = tokio::spawn({
             let client = hub_client.clone();
@@ -157,6 +170,12 @@ impl Fleet {
                 }
             }
         });
+
+        if options.admission
+            && !wait_until_enforced(&hub_client, "default", Duration::from_secs(30)).await
+        {
+            return Err(FleetError::Admission("not enforced within 30 s".into()));
+        }
 
         let mut spokes = Vec::new();
         for control_plane in spoke_planes {
@@ -233,6 +252,22 @@ impl Drop for Fleet {
             spoke.agent.abort();
         }
     }
+}
+
+/// A webhook on a loopback port with a certificate made for it.
+async fn admission_options() -> Result<AdmissionOptions, FleetError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(FleetError::Bind)?;
+    let addr = listener.local_addr().map_err(FleetError::Bind)?;
+    let cert = ServingCert::generate(&[addr.ip().to_string()])
+        .map_err(|e| FleetError::Admission(e.to_string()))?;
+    Ok(AdmissionOptions {
+        listener,
+        url: format!("https://{addr}"),
+        cert,
+        max_work_bytes: DEFAULT_MAX_WORK_BYTES,
+    })
 }
 
 async fn register_cluster(hub: &Client, name: &str) -> Result<(), FleetError> {

@@ -3,6 +3,7 @@
 //! agents report back to the ManifestWork status subresource.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod crds;
 pub mod managed_cluster;
 pub mod manifest_work;

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::info;
 
+use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::manifest_work::ManifestWork;
 use crate::metrics::HubMetrics;
 use crate::probes;
@@ -31,6 +32,9 @@ pub enum HubError {
     /// The ManifestWork watch failed permanently.
     #[error(transparent)]
     Index(#[from] WorkIndexError),
+    /// The admission webhook failed.
+    #[error("admission webhook: {0}")]
+    Admission(#[from] AdmissionError),
 }
 
 /// Listeners and tunables of one hub replica.
@@ -39,6 +43,8 @@ pub struct HubListeners {
     pub grpc: TcpListener,
     /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
     pub probes: Option<TcpListener>,
+    /// The ManifestWork admission webhook, if this replica serves it.
+    pub admission: Option<AdmissionOptions>,
 }
 
 /// Runs one hub replica until `shutdown` completes or a component fails.
@@ -90,13 +96,26 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
-    let works: Api<ManifestWork> = Api::all(client);
+    let admission = async {
+        match listeners.admission {
+            Some(options) => admission::serve(client.clone(), options, stopped(stop_rx.clone()))
+                .await
+                .map_err(HubError::from),
+            None => Ok(()),
+        }
+    };
+    let works: Api<ManifestWork> = Api::all(client.clone());
     let watch = async {
         tokio::select! {
             result = index.clone().run(works) => result.map_err(HubError::from),
             () = stopped(stop_rx.clone()) => Ok(()),
         }
     };
-    tokio::try_join!(async { grpc.await.map_err(HubError::from) }, probes, watch)?;
+    tokio::try_join!(
+        async { grpc.await.map_err(HubError::from) },
+        probes,
+        admission,
+        watch
+    )?;
     Ok(())
 }
