@@ -216,6 +216,7 @@ mod tests {
         ServerSideApplyConfig, UpdateStrategy,
     };
     use proptest::prelude::*;
+    use serde::Deserialize;
     use serde_json::{Value, json};
 
     fn work(manifests: Vec<Value>) -> ManifestWork {
@@ -495,6 +496,26 @@ mod tests {
         let problem = check_size(101, 100).expect("over");
         assert!(problem.message.contains("101 bytes"), "{problem}");
         assert!(problem.message.contains("100 bytes"), "{problem}");
+    }
+
+    #[test]
+    fn every_example_work_is_admitted() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("examples/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read");
+            for document in serde_yaml::Deserializer::from_str(&text) {
+                let work = ManifestWork::deserialize(document)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(validate_work(&work), vec![], "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen > 0, "no example works found in {}", dir.display());
     }
 
     proptest! {
