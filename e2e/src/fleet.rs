@@ -58,7 +58,8 @@ pub struct FleetOptions {
     /// Agent resync interval; long by default so tests prove that drift is
     /// seen by watches, not by resync.
     pub resync: Duration,
-    /// Run the hub's ManifestWork admission webhook, as production does.
+    /// Run the hub's ManifestWork admission webhook, as production does (on
+    /// by default; off only to write works it would refuse).
     pub admission: bool,
 }
 
@@ -70,7 +71,7 @@ impl FleetOptions {
             audit_spokes: false,
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
-            admission: false,
+            admission: true,
         }
     }
 }
