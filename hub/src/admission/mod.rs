@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
 };
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
@@ -39,6 +40,10 @@ pub const WEBHOOK_NAME: &str = "manifestworks.work.ferry.dev";
 
 /// How long the API server waits for a review before failing the write.
 const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
+
+/// CEL condition under which the API server calls the webhook: a CREATE, or
+/// an UPDATE that changes the spec.
+const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
 
 /// Field manager of the hub's writes to the webhook configuration.
 const FIELD_MANAGER: &str = "ferry-hub";
@@ -74,8 +79,8 @@ pub struct AdmissionOptions {
 }
 
 /// The webhook configuration pointing the API server at `base_url`, trusting
-/// `ca_pem`: CREATE and UPDATE of `manifestworks` (not their status), failing
-/// closed, no side effects.
+/// `ca_pem`: CREATE and UPDATE of `manifestworks` (not their status) that
+/// write a spec, failing closed, no side effects.
 pub fn webhook_configuration(base_url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration {
     let url = format!("{}{}", base_url.trim_end_matches('/'), review::REVIEW_PATH);
     ValidatingWebhookConfiguration {
@@ -98,6 +103,13 @@ pub fn webhook_configuration(base_url: &str, ca_pem: &str) -> ValidatingWebhookC
                 // Without "/status": the hub's own status writes are not reviewed.
                 resources: Some(vec!["manifestworks".into()]),
                 scope: Some("Namespaced".into()),
+            }]),
+            // The API server skips the call when an UPDATE leaves the spec
+            // alone (finalizers, labels, the hub's own metadata writes), so
+            // those succeed even while no hub is running.
+            match_conditions: Some(vec![MatchCondition {
+                name: "spec-written".into(),
+                expression: SPEC_WRITTEN.into(),
             }]),
             // A work that was not checked must not reach agents.
             failure_policy: Some("Fail".into()),
@@ -187,4 +199,39 @@ pub async fn wait_until_enforced(
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_reviews_spec_writes_of_works_and_fails_closed() {
+        let config = webhook_configuration("https://127.0.0.1:9443/", "CA");
+        let webhooks = config.webhooks.expect("one webhook");
+        let webhook = &webhooks[0];
+        assert_eq!(webhook.name, WEBHOOK_NAME);
+        assert_eq!(
+            webhook.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate/manifestworks")
+        );
+        assert_eq!(
+            webhook.client_config.ca_bundle,
+            Some(ByteString(b"CA".to_vec()))
+        );
+        let rules = webhook.rules.as_ref().expect("rules");
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["manifestworks".to_string()][..]),
+            "not the status subresource"
+        );
+        assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(webhook.side_effects, "None");
+        let conditions = webhook.match_conditions.as_ref().expect("conditions");
+        assert!(
+            conditions[0]
+                .expression
+                .contains("object.spec != oldObject.spec")
+        );
+    }
 }
