@@ -9,6 +9,9 @@ use ferry_proto::v1;
 pub const APPLIED: &str = "Applied";
 /// Condition type: the applied resource (or every resource of a work) is available.
 pub const AVAILABLE: &str = "Available";
+/// Condition type: the work is being deleted and some of its objects are
+/// still on the cluster.
+pub const DELETING: &str = "Deleting";
 /// Condition type: the manifest's status feedback rules were all evaluated.
 pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
 

@@ -29,6 +29,24 @@ pub struct ManagedObject {
     pub name: String,
 }
 
+impl ManagedObject {
+    /// The object `name` of `kind` in `api_version`, reached through `api`
+    /// (scoped to `namespace`, empty for cluster-scoped kinds).
+    pub fn new(
+        api: Api<DynamicObject>,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Self {
+        Self {
+            api,
+            scope: format!("{api_version}/{kind}/{namespace}"),
+            name: name.to_string(),
+        }
+    }
+}
+
 type Subscribers = Arc<Mutex<HashMap<String, Vec<Weak<Notify>>>>>;
 
 struct ScopeWatch {

@@ -2,11 +2,14 @@
 //! server-side apply, and reports per-manifest status back.
 #![forbid(unsafe_code)]
 
+pub mod applied_works;
 pub mod applier;
 pub mod conditions;
+pub mod deletion;
 pub mod discovery;
 pub mod drift;
 pub mod list_schema;
+pub mod ownership_marks;
 pub mod probes;
 pub mod reconcile;
 pub mod session;
@@ -24,6 +27,7 @@ use std::time::Duration;
 
 use kube::Client;
 
+use crate::applied_works::AppliedWorks;
 use crate::discovery::KindResolver;
 use crate::list_schema::ListSchemas;
 use crate::reconcile::Reconciler;
@@ -37,12 +41,16 @@ pub struct AgentOptions {
     /// How often every work is re-checked against the spoke even when no watch
     /// event arrived (a safety net; drift is normally seen by watches).
     pub resync_interval: Duration,
+    /// How long a work the hub does not have (a rebuilt hub, a work removed
+    /// while the hub was away) keeps its objects before they are released.
+    pub eviction_grace: Duration,
 }
 
 impl Default for AgentOptions {
     fn default() -> Self {
         Self {
             resync_interval: Duration::from_secs(600),
+            eviction_grace: Duration::from_secs(3600),
         }
     }
 }
@@ -57,15 +65,52 @@ pub async fn run_agent(
 ) {
     let resolver = Arc::new(KindResolver::new(client.clone()));
     let schemas = Arc::new(ListSchemas::new(client.clone()));
-    let reconciler = Arc::new(Reconciler::new(client, resolver, schemas));
+    let applied = AppliedWorks::new(client.clone(), &config.cluster_name);
+    let reconciler = Arc::new(Reconciler::new(
+        client.clone(),
+        resolver,
+        schemas,
+        applied.clone(),
+    ));
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(
         reconciler,
         board.clone(),
         options.resync_interval,
+        options.eviction_grace,
     ));
+    let run = async {
+        prepare_spoke(&client, &applied, &works).await;
+        run_session(config, works.clone(), board).await;
+    };
     tokio::select! {
-        () = run_session(config, works, board) => {}
+        () = run => {}
         () = shutdown => {}
+    }
+}
+
+/// Installs the AppliedManifestWork CRD and picks up the works an earlier run
+/// recorded, before the first Hello: a Hello without them would let the hub
+/// forget works whose objects are still on the cluster. Retried until it
+/// works; without its records the agent must not apply anything.
+async fn prepare_spoke(client: &Client, applied: &AppliedWorks, works: &WorkManager) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let prepared = async {
+            AppliedWorks::install_crd(client).await?;
+            applied.list().await
+        };
+        match prepared.await {
+            Ok(records) => {
+                let uids = records.into_iter().map(|r| r.spec.work_uid);
+                works.remember_recorded(uids).await;
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, ?backoff, "cannot prepare the spoke; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
     }
 }

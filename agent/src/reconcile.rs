@@ -1,20 +1,23 @@
 //! Applies every manifest of one work in order and describes the result as a
 //! `WorkStatus` for the hub.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferry_proto::v1;
 use kube::Client;
 use kube::core::GroupVersionKind;
 use serde_json::Value;
+use tracing::{debug, warn};
 
+use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
+use crate::ownership_marks::{ReleaseError, Released, adopt, release};
 use crate::semantics::feedback::{availability, evaluate_feedback};
+use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
 use crate::semantics::strategy::{StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
@@ -28,12 +31,55 @@ pub struct Reconciled {
     pub managed: Vec<ManagedObject>,
 }
 
-/// What a work remembers between passes: the UID each object had when this
-/// work last saw it, so `whenDeleted: Leave` can tell "deleted on the spoke"
-/// from "never created".
-#[derive(Debug, Default)]
-pub struct WorkMemory {
-    uids: HashMap<String, String>,
+/// One pass's view of the work's record on the spoke: the objects recorded
+/// before the pass (whose UIDs also let `whenDeleted: Leave` tell "deleted on
+/// the spoke" from "never created"), and those the pass applied.
+struct PassRecord {
+    owner: Owner,
+    previous: Vec<AppliedResource>,
+    recorded: Vec<AppliedResource>,
+    managed: Vec<ManagedObject>,
+}
+
+impl PassRecord {
+    fn previous_uid(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&str> {
+        self.previous
+            .iter()
+            .find(|r| {
+                r.group == group
+                    && r.resource == resource
+                    && r.namespace == namespace
+                    && r.name == name
+            })
+            .map(|r| r.uid.as_str())
+    }
+}
+
+/// A manifest that failed after it was identified still claims the object
+/// it names, so a failing apply never garbage-collects its own object.
+struct Claim {
+    group: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl Claim {
+    fn covers(&self, resource: &AppliedResource) -> bool {
+        self.group == resource.group
+            && self.kind == resource.kind
+            && self.name == resource.name
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| *ns == resource.namespace)
+    }
 }
 
 /// Why one manifest is not applied.
@@ -49,6 +95,10 @@ enum ManifestFailure {
     Apply(#[from] ApplyError),
     #[error("ReadOnly: the object does not exist on the cluster")]
     Missing,
+    #[error(transparent)]
+    Mark(#[from] ReleaseError),
+    #[error("cannot record what this work applies: {0}; retrying")]
+    Record(String),
 }
 
 impl ManifestFailure {
@@ -60,6 +110,8 @@ impl ManifestFailure {
             ManifestFailure::Resolve(ResolveError::Discovery { .. }) => "DiscoveryFailed",
             ManifestFailure::Apply(e) => e.reason(),
             ManifestFailure::Missing => "ObjectNotFound",
+            ManifestFailure::Mark(_) => "ObjectChanged",
+            ManifestFailure::Record(_) => "AppliedRecordFailed",
         }
     }
 
@@ -71,6 +123,7 @@ impl ManifestFailure {
             ManifestFailure::Apply(e) => e.is_transient(),
             // The drift watch sees the object appear.
             ManifestFailure::Missing => false,
+            ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
         }
     }
 }
@@ -80,24 +133,60 @@ pub struct Reconciler {
     client: Client,
     resolver: Arc<KindResolver>,
     schemas: Arc<ListSchemas>,
+    applied: AppliedWorks,
 }
 
 impl Reconciler {
-    /// A reconciler writing with `client`.
-    pub fn new(client: Client, resolver: Arc<KindResolver>, schemas: Arc<ListSchemas>) -> Self {
+    /// A reconciler writing with `client` and recording in `applied`.
+    pub fn new(
+        client: Client,
+        resolver: Arc<KindResolver>,
+        schemas: Arc<ListSchemas>,
+        applied: AppliedWorks,
+    ) -> Self {
         Self {
             client,
             resolver,
             schemas,
+            applied,
         }
+    }
+
+    /// The spoke client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The records of what was applied.
+    pub fn applied(&self) -> &AppliedWorks {
+        &self.applied
     }
 
     /// Applies `upsert` and reports the result. Never fails as a whole: each
     /// manifest's problem becomes that manifest's condition, and the other
     /// manifests are still applied.
-    pub async fn reconcile(&self, upsert: &v1::WorkUpsert, memory: &mut WorkMemory) -> Reconciled {
+    pub async fn reconcile(&self, upsert: &v1::WorkUpsert) -> Reconciled {
         let generation = upsert.generation;
         let spec = upsert.spec.clone().unwrap_or_default();
+        let work_ref = upsert.work.clone().unwrap_or_default();
+        // Without its record a work could apply objects it would later be
+        // unable to find and delete, so no manifest is applied without one.
+        let mut record = self
+            .applied
+            .ensure(&work_ref, spec.delete_option.as_ref())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| {
+                let owner = r
+                    .owner()
+                    .ok_or_else(|| "the record has no UID".to_string())?;
+                Ok(PassRecord {
+                    owner,
+                    previous: r.resources(),
+                    recorded: Vec::new(),
+                    managed: Vec::new(),
+                })
+            });
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
             .manifests_json
             .iter()
@@ -110,7 +199,7 @@ impl Reconciler {
         let order = apply_order(&identities);
 
         let mut manifests: Vec<Option<v1::ManifestStatus>> = vec![None; parsed.len()];
-        let mut managed = Vec::new();
+        let mut claims = Vec::new();
         let mut retry = false;
         for index in order {
             let mut meta = v1::ResourceMeta {
@@ -125,15 +214,28 @@ impl Reconciler {
                     meta.kind = identity.kind.clone();
                     meta.name = identity.name.clone();
                     meta.namespace = identity.namespace.clone().unwrap_or_default();
-                    self.apply_one(
-                        value,
-                        identity,
-                        &spec.manifest_configs,
-                        &mut meta,
-                        memory,
-                        &mut managed,
-                    )
-                    .await
+                    let result = match &mut record {
+                        Ok(record) => {
+                            self.apply_one(
+                                value,
+                                identity,
+                                &spec.manifest_configs,
+                                &mut meta,
+                                record,
+                            )
+                            .await
+                        }
+                        Err(problem) => Err(ManifestFailure::Record(problem.clone())),
+                    };
+                    if result.is_err() {
+                        claims.push(Claim {
+                            group: identity.group.clone(),
+                            kind: identity.kind.clone(),
+                            namespace: identity.namespace.clone(),
+                            name: identity.name.clone(),
+                        });
+                    }
+                    result
                 }
             };
             let mut conditions = Vec::new();
@@ -170,6 +272,15 @@ impl Reconciler {
                 feedback,
             });
         }
+        let all_identified = parsed.iter().all(Result::is_ok);
+        let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
+        let mut managed = Vec::new();
+        if let Ok(record) = &mut record {
+            retry |= self
+                .collect_garbage(record, &claims, all_identified, &policy)
+                .await;
+            managed = std::mem::take(&mut record.managed);
+        }
         let manifests: Vec<v1::ManifestStatus> = manifests.into_iter().flatten().collect();
         let work_applied = work_applied_condition(&manifests, generation);
         let work_available = work_available_condition(&manifests, generation);
@@ -179,10 +290,62 @@ impl Reconciler {
                 generation,
                 conditions: vec![work_applied, work_available],
                 manifests,
+                gone: false,
             },
             retry,
             managed,
         }
+    }
+
+    /// Releases the objects recorded before this pass that no manifest names
+    /// any more, and records what the work holds now. Returns whether
+    /// something is left to retry. When a manifest could not even be parsed,
+    /// nothing is released: it might name any recorded object.
+    async fn collect_garbage(
+        &self,
+        record: &mut PassRecord,
+        claims: &[Claim],
+        all_identified: bool,
+        policy: &DeletePolicy,
+    ) -> bool {
+        let mut retry = false;
+        let mut holding = record.recorded.clone();
+        for old in &record.previous {
+            if holding.iter().any(|r| r.same_object(old)) {
+                continue;
+            }
+            if !all_identified || claims.iter().any(|c| c.covers(old)) {
+                holding.push(old.clone());
+                continue;
+            }
+            let disposition =
+                policy.disposition(&old.group, &old.resource, &old.namespace, &old.name);
+            match release(&self.client, old, &record.owner, disposition).await {
+                Ok(Released::Gone | Released::Orphaned | Released::Shared) => {
+                    debug!(object = %old.describe(), "released an object the work no longer lists");
+                }
+                Ok(Released::Terminating { finalizers }) => {
+                    debug!(object = %old.describe(), ?finalizers, "removed object waits for finalizers");
+                    holding.push(old.clone());
+                    retry = true;
+                }
+                Err(error) => {
+                    warn!(%error, "could not release an object the work no longer lists");
+                    holding.push(old.clone());
+                    retry = true;
+                }
+            }
+        }
+        if !same_set(&holding, &record.previous)
+            && let Err(error) = self
+                .applied
+                .set_resources(&record.owner.name, &holding)
+                .await
+        {
+            warn!(%error, "could not record the applied objects");
+            retry = true;
+        }
+        retry
     }
 
     async fn apply_one(
@@ -191,8 +354,7 @@ impl Reconciler {
         identity: &ManifestIdentity,
         configs: &[v1::ManifestConfig],
         meta: &mut v1::ResourceMeta,
-        memory: &mut WorkMemory,
-        managed: &mut Vec<ManagedObject>,
+        record: &mut PassRecord,
     ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let (resource, caps) = self.resolver.resolve(&gvk).await?;
@@ -200,17 +362,13 @@ impl Reconciler {
         let api = api_for(&self.client, &resource, &caps, identity);
         let namespace = api.namespace().unwrap_or_default().to_string();
         meta.namespace = namespace.clone();
-        let key = format!(
-            "{}/{}/{namespace}/{}",
-            identity.api_version(),
-            identity.kind,
-            identity.name
-        );
-        managed.push(ManagedObject {
-            api: api.clone(),
-            scope: format!("{}/{}/{namespace}", identity.api_version(), identity.kind),
-            name: identity.name.clone(),
-        });
+        record.managed.push(ManagedObject::new(
+            api.clone(),
+            &identity.api_version(),
+            &identity.kind,
+            &namespace,
+            &identity.name,
+        ));
         let config = config_for(
             configs,
             &identity.group,
@@ -227,7 +385,12 @@ impl Reconciler {
             desired: value,
             strategy: &strategy,
             when_deleted,
-            known_uid: memory.uids.get(&key).map(String::as_str),
+            known_uid: record.previous_uid(
+                &identity.group,
+                &resource.plural,
+                &namespace,
+                &identity.name,
+            ),
             schema: schema.as_ref(),
         };
         let outcome = match apply_manifest(&write).await {
@@ -243,8 +406,28 @@ impl Reconciler {
             }
             other => other?,
         };
-        if let Some(uid) = outcome.uid() {
-            memory.uids.insert(key, uid.to_string());
+        let mut outcome = outcome;
+        let slot = AppliedResource {
+            group: identity.group.clone(),
+            version: identity.version.clone(),
+            kind: identity.kind.clone(),
+            resource: resource.plural.clone(),
+            namespace: namespace.clone(),
+            name: identity.name.clone(),
+            uid: String::new(),
+        };
+        if outcome.applied == Applied::LeftDeleted {
+            // The record of the deleted object is what keeps it deleted on
+            // the next pass and after a restart.
+            if let Some(previous) = record.previous.iter().find(|r| r.same_object(&slot)) {
+                record.recorded.push(previous.clone());
+            }
+        }
+        if let Some(object) = outcome.object.take() {
+            let object = self
+                .hold(object, &outcome.applied, &api, slot, record)
+                .await?;
+            outcome.object = Some(object);
         }
         let observed = outcome.object.clone().map(|object| Observed {
             object,
@@ -284,6 +467,39 @@ impl Reconciler {
             observed,
         })
     }
+}
+
+impl Reconciler {
+    /// Marks an object the pass wrote as held by this work and records it.
+    /// Objects ferry only observes (ReadOnly) or found already present under
+    /// CreateOnly are not taken over: deleting the work must not delete them.
+    async fn hold(
+        &self,
+        object: Value,
+        applied: &Applied,
+        api: &kube::Api<kube::api::DynamicObject>,
+        slot: AppliedResource,
+        record: &mut PassRecord,
+    ) -> Result<Value, ManifestFailure> {
+        let object = match applied {
+            Applied::Created | Applied::Updated | Applied::Unchanged => {
+                adopt(api, object, &record.owner, &slot.describe()).await?
+            }
+            Applied::LeftAsIs if is_owned_by(&object, &record.owner) => object,
+            _ => return Ok(object),
+        };
+        if let Some(uid) = object["metadata"]["uid"].as_str() {
+            record.recorded.push(AppliedResource {
+                uid: uid.to_string(),
+                ..slot
+            });
+        }
+        Ok(object)
+    }
+}
+
+fn same_set(a: &[AppliedResource], b: &[AppliedResource]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x))
 }
 
 /// A manifest that was applied (or observed), with what its status says.

@@ -11,6 +11,7 @@ use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::task::AbortOnDropHandle;
 use tonic::transport::Endpoint;
 use tracing::{info, warn};
 
@@ -123,32 +124,25 @@ async fn connect_once(
         .into_inner();
 
     board.mark_all_unsent().await;
-    let sender = tokio::spawn(send_reports(
+    // Aborted when this function returns or its future is dropped (agent
+    // shutdown), so no sender outlives the session it belongs to.
+    let _sender = AbortOnDropHandle::new(tokio::spawn(send_reports(
         outbound,
         board.clone(),
         config.heartbeat_interval,
-    ));
-    let result = async {
-        while let Some(message) = inbound.message().await? {
-            match message.body {
-                Some(hub_message::Body::Welcome(welcome)) => {
-                    *welcomed = true;
-                    info!(hub_version = %welcome.hub_version, "connected to hub");
-                }
-                Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
-                Some(hub_message::Body::Delete(delete)) => {
-                    if let Some(work) = delete.work {
-                        works.delete(&work.uid).await;
-                    }
-                }
-                Some(hub_message::Body::Heartbeat(_)) | None => {}
+    )));
+    while let Some(message) = inbound.message().await? {
+        match message.body {
+            Some(hub_message::Body::Welcome(welcome)) => {
+                *welcomed = true;
+                info!(hub_version = %welcome.hub_version, "connected to hub");
             }
+            Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
+            Some(hub_message::Body::Delete(delete)) => works.delete(delete).await,
+            Some(hub_message::Body::Heartbeat(_)) | None => {}
         }
-        Err(SessionError::Closed)
     }
-    .await;
-    sender.abort();
-    result
+    Err(SessionError::Closed)
 }
 
 /// Sends unsent statuses as they are published, and a heartbeat every

@@ -64,14 +64,17 @@ impl StatusBoard {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Takes the statuses not yet sent.
+    /// Takes the statuses not yet sent. A `gone` report is the last word on
+    /// its work, so it leaves the board once taken.
     pub async fn take_unsent(&self) -> Vec<v1::WorkStatus> {
         let mut board = self.inner.lock().await;
         let unsent = std::mem::take(&mut board.unsent);
-        unsent
+        let taken: Vec<v1::WorkStatus> = unsent
             .iter()
             .filter_map(|uid| board.latest.get(uid).cloned())
-            .collect()
+            .collect();
+        board.latest.retain(|_, status| !status.gone);
+        taken
     }
 
     /// Puts statuses back that could not be sent.
@@ -79,6 +82,7 @@ impl StatusBoard {
         let mut board = self.inner.lock().await;
         for s in statuses {
             if let Some(uid) = s.work.as_ref().map(|w| w.uid.clone()) {
+                board.latest.entry(uid.clone()).or_insert_with(|| s.clone());
                 board.unsent.insert(uid);
             }
         }
@@ -112,6 +116,23 @@ mod tests {
         board.publish("a", status("a", 2)).await;
         let sent = board.take_unsent().await;
         assert_eq!(sent, vec![status("a", 2)]);
+        assert!(board.take_unsent().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_gone_report_is_sent_once_and_requeued_if_the_send_fails() {
+        let board = StatusBoard::default();
+        let last = v1::WorkStatus {
+            gone: true,
+            ..status("a", 3)
+        };
+        board.publish("a", last.clone()).await;
+        let sent = board.take_unsent().await;
+        assert_eq!(sent, vec![last.clone()]);
+        assert!(board.latest("a").await.is_none());
+        board.requeue(&sent).await;
+        assert_eq!(board.take_unsent().await, vec![last]);
+        board.mark_all_unsent().await;
         assert!(board.take_unsent().await.is_empty());
     }
 

@@ -1,29 +1,57 @@
-//! One task per work: it applies the latest spec it was given, re-applies
-//! when a managed object drifts on the spoke (watched, not polled) and on a
-//! slow resync, retries transient failures with backoff, and publishes
-//! status. A new spec for a work that is still being applied replaces any
-//! older pending one, so bursts of edits coalesce and the latest generation
-//! wins.
+//! One task per work. While the hub wants the work, the task applies the
+//! latest spec it was given, re-applies when a managed object drifts on the
+//! spoke (watched, not polled) and on a slow resync, retries transient
+//! failures with backoff, and publishes status. A new spec for a work that is
+//! still being applied replaces any older pending one, so bursts of edits
+//! coalesce and the latest generation wins. When the hub deletes the work,
+//! the same task releases its objects and reports `Deleting` until they are
+//! gone; when the hub does not know the work at all, the task waits out the
+//! eviction grace period first, and goes back to applying if the work returns.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_proto::v1;
+use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
-use crate::conditions::carry_work_transition_times;
+use crate::conditions::{DELETING, carry_work_transition_times, condition};
+use crate::deletion::{Progress, release_work};
 use crate::drift::{DriftWatch, DriftWatches};
-use crate::reconcile::{Reconciler, WorkMemory};
+use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
+/// What the hub wants done with one work.
+#[derive(Debug, Clone)]
+enum Desired {
+    /// Apply this spec.
+    Apply(Arc<v1::WorkUpsert>),
+    /// The user deleted the work: release its objects now.
+    Delete {
+        work: v1::WorkRef,
+        option: Option<v1::DeleteOption>,
+    },
+    /// The hub has no such work: release its objects after the grace period.
+    Evict,
+}
+
+impl Desired {
+    fn generation(&self) -> i64 {
+        match self {
+            Desired::Apply(upsert) => upsert.generation,
+            Desired::Delete { .. } | Desired::Evict => 0,
+        }
+    }
+}
+
 struct Worker {
-    spec: watch::Sender<Arc<v1::WorkUpsert>>,
+    desired: watch::Sender<Desired>,
     task: JoinHandle<()>,
 }
 
@@ -33,30 +61,79 @@ impl Drop for Worker {
     }
 }
 
-/// The works this agent holds.
-pub struct WorkManager {
+/// Everything a worker task shares with the others.
+struct Shared {
     reconciler: Arc<Reconciler>,
     board: Arc<StatusBoard>,
     resync: Duration,
+    eviction_grace: Duration,
     drift: Arc<DriftWatches>,
+}
+
+/// The works this agent holds.
+pub struct WorkManager {
+    shared: Arc<Shared>,
     workers: Mutex<HashMap<String, Worker>>,
+    /// Works found recorded on the spoke at start that no worker runs yet:
+    /// the hub hears of them in Hello and says what to do with each.
+    recorded: Mutex<HashSet<String>>,
 }
 
 impl WorkManager {
-    /// A manager applying with `reconciler`, reporting into `board`, and
-    /// re-checking every work at least every `resync`.
-    pub fn new(reconciler: Arc<Reconciler>, board: Arc<StatusBoard>, resync: Duration) -> Self {
+    /// A manager applying with `reconciler`, reporting into `board`,
+    /// re-checking every work at least every `resync`, and evicting works the
+    /// hub does not have `eviction_grace` after it first said so.
+    pub fn new(
+        reconciler: Arc<Reconciler>,
+        board: Arc<StatusBoard>,
+        resync: Duration,
+        eviction_grace: Duration,
+    ) -> Self {
         Self {
-            reconciler,
-            board,
-            resync,
-            drift: DriftWatches::new(),
+            shared: Arc::new(Shared {
+                reconciler,
+                board,
+                resync,
+                eviction_grace,
+                drift: DriftWatches::new(),
+            }),
             workers: Mutex::new(HashMap::new()),
+            recorded: Mutex::new(HashSet::new()),
         }
     }
 
-    /// Takes a new desired state for a work. Ignored when it names no work or
-    /// is not newer than what the worker already has.
+    /// Remembers works recorded on the spoke by an earlier run, so the next
+    /// Hello names them and the hub can resend or delete them.
+    pub async fn remember_recorded(&self, uids: impl IntoIterator<Item = String>) {
+        self.recorded.lock().await.extend(uids);
+    }
+
+    /// Sets what the worker of `uid` should do, starting one if none runs.
+    /// `replace` decides, given what the worker is doing, whether the new
+    /// wish supersedes it.
+    async fn steer(&self, uid: String, wish: Desired, replace: impl Fn(&Desired) -> bool) {
+        self.recorded.lock().await.remove(&uid);
+        let mut workers = self.workers.lock().await;
+        if let Some(worker) = workers.get(&uid)
+            && !worker.task.is_finished()
+        {
+            worker.desired.send_if_modified(|current| {
+                let newer = replace(current);
+                if newer {
+                    *current = wish;
+                }
+                newer
+            });
+            return;
+        }
+        let (desired, rx) = watch::channel(wish);
+        let task = tokio::spawn(run_worker(uid.clone(), rx, self.shared.clone()));
+        workers.insert(uid, Worker { desired, task });
+    }
+
+    /// Takes a new desired state for a work. Ignored when it names no work,
+    /// is not newer than what the worker already has, or the work is being
+    /// deleted. Calls off an eviction: the hub has the work after all.
     pub async fn upsert(&self, upsert: v1::WorkUpsert) {
         let Some(uid) = upsert
             .work
@@ -66,85 +143,241 @@ impl WorkManager {
         else {
             return;
         };
-        let mut workers = self.workers.lock().await;
-        if let Some(worker) = workers.get(&uid) {
-            worker.spec.send_if_modified(|current| {
-                let newer = upsert.generation > current.generation;
-                if newer {
-                    *current = Arc::new(upsert);
-                }
-                newer
-            });
-            return;
-        }
-        let (spec, rx) = watch::channel(Arc::new(upsert));
-        let task = tokio::spawn(run_worker(
-            uid.clone(),
-            rx,
-            self.reconciler.clone(),
-            self.board.clone(),
-            self.resync,
-            self.drift.clone(),
-        ));
-        workers.insert(uid, Worker { spec, task });
+        let generation = upsert.generation;
+        self.steer(
+            uid,
+            Desired::Apply(Arc::new(upsert)),
+            |current| match current {
+                Desired::Apply(held) => generation > held.generation,
+                Desired::Evict => true,
+                Desired::Delete { .. } => false,
+            },
+        )
+        .await;
     }
 
-    /// Stops managing a work the hub no longer has.
-    pub async fn delete(&self, uid: &str) {
-        if self.workers.lock().await.remove(uid).is_some() {
-            info!(%uid, "work removed by the hub");
+    /// Releases a work the hub deleted (now) or does not have (after the
+    /// eviction grace period).
+    pub async fn delete(&self, delete: v1::WorkDelete) {
+        let Some(work) = delete.work.filter(|w| !w.uid.is_empty()) else {
+            return;
+        };
+        let uid = work.uid.clone();
+        info!(%uid, evict = delete.evict, "the hub released a work");
+        if delete.evict {
+            self.steer(uid, Desired::Evict, |current| {
+                matches!(current, Desired::Apply(_))
+            })
+            .await;
+        } else {
+            let wish = Desired::Delete {
+                work,
+                option: delete.delete_option,
+            };
+            self.steer(uid, wish, |current| {
+                !matches!(current, Desired::Delete { .. })
+            })
+            .await;
         }
-        self.board.remove(uid).await;
     }
 
     /// (uid, generation) of every work held, for the Hello of a new session.
+    /// Works known only from the spoke's records are named with generation 0:
+    /// this run has no spec for them, so the hub must send it again.
     pub async fn known(&self) -> Vec<v1::WorkVersion> {
-        self.workers
-            .lock()
-            .await
+        let mut workers = self.workers.lock().await;
+        workers.retain(|_, w| !w.task.is_finished());
+        let mut known: Vec<v1::WorkVersion> = workers
             .iter()
             .map(|(uid, w)| v1::WorkVersion {
                 uid: uid.clone(),
-                generation: w.spec.borrow().generation,
+                generation: w.desired.borrow().generation(),
             })
-            .collect()
+            .collect();
+        drop(workers);
+        known.extend(
+            self.recorded
+                .lock()
+                .await
+                .iter()
+                .map(|uid| v1::WorkVersion {
+                    uid: uid.clone(),
+                    generation: 0,
+                }),
+        );
+        known
     }
 }
 
-async fn run_worker(
-    uid: String,
-    mut spec: watch::Receiver<Arc<v1::WorkUpsert>>,
-    reconciler: Arc<Reconciler>,
-    board: Arc<StatusBoard>,
-    resync: Duration,
-    watches: Arc<DriftWatches>,
-) {
+async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: Arc<Shared>) {
     let drifted = Arc::new(Notify::new());
-    let mut drift = DriftWatch::new(watches, drifted.clone());
-    let mut memory = WorkMemory::default();
+    let mut drift = DriftWatch::new(shared.drift.clone(), drifted.clone());
     let mut backoff = FIRST_RETRY;
+    let mut generation = 0;
     loop {
-        let upsert = spec.borrow_and_update().clone();
-        let result = reconciler.reconcile(&upsert, &mut memory).await;
-        drift.track(&result.managed).await;
-        let mut status = result.status;
-        if let Some(previous) = board.latest(&uid).await {
-            carry_work_transition_times(&previous, &mut status);
-        }
-        board.publish(&uid, status).await;
-        let wait = if result.retry {
-            debug!(%uid, generation = upsert.generation, ?backoff, "work not fully applied; retrying");
+        let wish = desired.borrow_and_update().clone();
+        let settled = match wish {
+            Desired::Apply(upsert) => {
+                generation = upsert.generation;
+                apply(&uid, &upsert, &shared, &mut drift).await
+            }
+            Desired::Delete { work, option } => {
+                match release(&uid, option.as_ref(), &shared, &mut drift).await {
+                    Step::Finished => {
+                        shared.board.publish(&uid, gone(work, generation)).await;
+                        return;
+                    }
+                    Step::Pending(message) => {
+                        let status = deleting(work, generation, message);
+                        publish(&uid, status, &shared).await;
+                        false
+                    }
+                }
+            }
+            Desired::Evict => match eviction_due(&uid, &shared).await {
+                Ok(None) => match release(&uid, None, &shared, &mut drift).await {
+                    Step::Finished => {
+                        info!(%uid, "evicted a work the hub does not have");
+                        shared.board.remove(&uid).await;
+                        return;
+                    }
+                    Step::Pending(_) => false,
+                },
+                Ok(Some(wait)) => {
+                    debug!(%uid, ?wait, "the hub does not have this work; evicting after the grace period");
+                    tokio::select! {
+                        changed = desired.changed() => if changed.is_err() { return },
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+                Err(error) => {
+                    warn!(%uid, %error, "cannot start evicting a work");
+                    false
+                }
+            },
+        };
+        let wait = if settled {
+            backoff = FIRST_RETRY;
+            shared.resync
+        } else {
             let wait = backoff;
             backoff = (backoff * 2).min(MAX_RETRY);
             wait
-        } else {
-            backoff = FIRST_RETRY;
-            resync
         };
         tokio::select! {
-            changed = spec.changed() => if changed.is_err() { return },
+            changed = desired.changed() => if changed.is_err() { return },
             () = drifted.notified() => debug!(%uid, "managed object changed on the spoke"),
             () = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// One apply pass; true when nothing needs a retry.
+async fn apply(
+    uid: &str,
+    upsert: &v1::WorkUpsert,
+    shared: &Shared,
+    drift: &mut DriftWatch,
+) -> bool {
+    let result = shared.reconciler.reconcile(upsert).await;
+    drift.track(&result.managed).await;
+    publish(uid, result.status, shared).await;
+    if result.retry {
+        debug!(%uid, generation = upsert.generation, "work not fully applied; retrying");
+    }
+    !result.retry
+}
+
+/// Publishes `status`, keeping transition times of unchanged conditions so
+/// that an unchanged pass sends nothing.
+async fn publish(uid: &str, mut status: v1::WorkStatus, shared: &Shared) {
+    if let Some(previous) = shared.board.latest(uid).await {
+        carry_work_transition_times(&previous, &mut status);
+    }
+    shared.board.publish(uid, status).await;
+}
+
+enum Step {
+    Finished,
+    Pending(String),
+}
+
+/// One pass of releasing a work's objects.
+async fn release(
+    uid: &str,
+    option: Option<&v1::DeleteOption>,
+    shared: &Shared,
+    drift: &mut DriftWatch,
+) -> Step {
+    let reconciler = &shared.reconciler;
+    match release_work(reconciler.client(), reconciler.applied(), uid, option).await {
+        Ok(Progress::Done) => {
+            drift.track(&[]).await;
+            Step::Finished
+        }
+        Ok(Progress::Waiting {
+            blockers,
+            total,
+            remaining,
+        }) => {
+            drift.track(&remaining).await;
+            Step::Pending(format!(
+                "{} of {total} objects are still on the cluster: {}",
+                remaining.len(),
+                blockers.join("; ")
+            ))
+        }
+        Err(error) => Step::Pending(format!("cannot read or update the work's record: {error}")),
+    }
+}
+
+/// None when the eviction grace period is over, else how long is left.
+async fn eviction_due(
+    uid: &str,
+    shared: &Shared,
+) -> Result<Option<Duration>, crate::applied_works::AppliedWorksError> {
+    let applied = shared.reconciler.applied();
+    let Some(record) = applied.get(uid).await? else {
+        return Ok(None);
+    };
+    let started = applied.start_eviction(&record).await?;
+    let elapsed = Timestamp::now().duration_since(started);
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    Ok(shared
+        .eviction_grace
+        .checked_sub(elapsed)
+        .filter(|d| !d.is_zero()))
+}
+
+fn deleting(work: v1::WorkRef, generation: i64, message: String) -> v1::WorkStatus {
+    v1::WorkStatus {
+        work: Some(work),
+        generation,
+        conditions: vec![condition(
+            DELETING,
+            true,
+            "DeletingResources",
+            message,
+            generation,
+        )],
+        manifests: vec![],
+        gone: false,
+    }
+}
+
+fn gone(work: v1::WorkRef, generation: i64) -> v1::WorkStatus {
+    v1::WorkStatus {
+        work: Some(work),
+        generation,
+        conditions: vec![condition(
+            DELETING,
+            true,
+            "ResourcesReleased",
+            "Every object of the work is deleted or orphaned",
+            generation,
+        )],
+        manifests: vec![],
+        gone: true,
     }
 }

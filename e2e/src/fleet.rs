@@ -58,6 +58,8 @@ pub struct FleetOptions {
     /// Agent resync interval; long by default so tests prove that drift is
     /// seen by watches, not by resync.
     pub resync: Duration,
+    /// How long agents keep the objects of works the hub does not have.
+    pub eviction_grace: Duration,
     /// Run the hub's ManifestWork admission webhook, as production does (on
     /// by default; off only to write works it would refuse).
     pub admission: bool,
@@ -71,6 +73,7 @@ impl FleetOptions {
             audit_spokes: false,
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
+            eviction_grace: Duration::from_secs(3600),
             admission: true,
         }
     }
@@ -84,7 +87,45 @@ pub struct Spoke {
     pub control_plane: ControlPlane,
     /// Admin client of the spoke.
     pub client: Client,
-    agent: JoinHandle<()>,
+    agent_config: ferry_agent::session::SessionConfig,
+    agent_options: AgentOptions,
+    agent: Option<Running>,
+}
+
+/// A hub or agent running as a task of this process.
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks the task to stop and waits for it; a task that does not stop in
+    /// time is aborted, as a killed process would be.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(10), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Spoke {
+    fn start_agent(&mut self) {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_agent(
+            self.client.clone(),
+            self.agent_config.clone(),
+            self.agent_options.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        self.agent = Some(Running { stop, task });
+    }
 }
 
 impl Spoke {
@@ -116,8 +157,45 @@ pub struct Fleet {
     pub hub_url: String,
     /// The spokes, in the order they were named.
     pub spokes: Vec<Spoke>,
-    hub_stop: Option<oneshot::Sender<()>>,
-    hub_task: JoinHandle<()>,
+    hub_addr: std::net::SocketAddr,
+    session: ferry_hub::session::SessionConfig,
+    hub_run: Option<Running>,
+    webhook: Option<Webhook>,
+}
+
+/// Runs the hub; with `webhook`, also its admission webhook on the webhook's
+/// address, and returns once the hub API server enforces it.
+async fn spawn_hub(
+    client: Client,
+    listener: tokio::net::TcpListener,
+    session: ferry_hub::session::SessionConfig,
+    webhook: Option<&Webhook>,
+) -> Result<Running, FleetError> {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let admission = match webhook {
+        Some(webhook) => Some(webhook.options().await?),
+        None => None,
+    };
+    let listeners = HubListeners {
+        grpc: listener,
+        probes: None,
+        admission,
+    };
+    let hub_client = client.clone();
+    let task = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = run_hub(hub_client, listeners, session, shutdown).await {
+            error!(error = %e, "hub stopped");
+        }
+    });
+    if webhook.is_some() && !wait_until_enforced(&client, "default", Duration::from_secs(30)).await
+    {
+        task.abort();
+        return Err(FleetError::Admission("not enforced within 30 s".into()));
+    }
+    Ok(Running { stop, task })
 }
 
 impl Fleet {
@@ -143,40 +221,23 @@ impl Fleet {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
-        let hub_url = format!(
-            "http://{}",
-            listener.local_addr().map_err(FleetError::Bind)?
-        );
-        let (hub_stop, stopped) = oneshot::channel::<()>();
+        let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let hub_url = format!("http://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
         };
-        let listeners = HubListeners {
-            grpc: listener,
-            probes: None,
-            admission: if options.admission {
-                Some(admission_options().await?)
-            } else {
-                None
-            },
+        let webhook = if options.admission {
+            Some(Webhook::new().await?)
+        } else {
+            None
         };
-        let hub_task = tokio::spawn({
-            let client = hub_client.clone();
-            async move {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
-                if let Err(e) = run_hub(client, listeners, session, shutdown).await {
-                    error!(error = %e, "hub stopped");
-                }
-            }
-        });
-
-        if options.admission
-            && !wait_until_enforced(&hub_client, "default", Duration::from_secs(30)).await
-        {
-            return Err(FleetError::Admission("not enforced within 30 s".into()));
-        }
+        let hub_run = spawn_hub(
+            hub_client.clone(),
+            listener,
+            session.clone(),
+            webhook.as_ref(),
+        )
+        .await?;
 
         let mut spokes = Vec::new();
         for control_plane in spoke_planes {
@@ -188,28 +249,78 @@ impl Fleet {
             };
             let agent_options = AgentOptions {
                 resync_interval: options.resync,
+                eviction_grace: options.eviction_grace,
             };
-            let agent = tokio::spawn(run_agent(
-                client.clone(),
-                config,
-                agent_options,
-                std::future::pending(),
-            ));
-            spokes.push(Spoke {
+            let mut spoke = Spoke {
                 name: control_plane.name.clone(),
                 control_plane,
                 client,
-                agent,
-            });
+                agent_config: config,
+                agent_options,
+                agent: None,
+            };
+            spoke.start_agent();
+            spokes.push(spoke);
         }
         Ok(Self {
             hub,
             hub_client,
             hub_url,
             spokes,
-            hub_stop: Some(hub_stop),
-            hub_task,
+            hub_addr,
+            session,
+            hub_run: Some(hub_run),
+            webhook,
         })
+    }
+
+    fn spoke_mut(&mut self, name: &str) -> &mut Spoke {
+        self.spokes
+            .iter_mut()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no spoke named {name}"))
+    }
+
+    /// Stops the agent of spoke `name` (its control plane keeps running).
+    pub async fn stop_agent(&mut self, name: &str) {
+        if let Some(agent) = self.spoke_mut(name).agent.take() {
+            agent.stop().await;
+        }
+    }
+
+    /// Starts the agent of spoke `name` again, as a fresh process would:
+    /// with nothing in memory but what the spoke itself records.
+    pub fn start_agent(&mut self, name: &str) {
+        let spoke = self.spoke_mut(name);
+        if spoke.agent.is_none() {
+            spoke.start_agent();
+        }
+    }
+
+    /// Stops the hub; agents keep running and try to reconnect.
+    pub async fn stop_hub(&mut self) {
+        if let Some(hub) = self.hub_run.take() {
+            hub.stop().await;
+        }
+    }
+
+    /// Starts the hub again on the same address, with nothing in memory.
+    pub async fn start_hub(&mut self) -> Result<(), FleetError> {
+        if self.hub_run.is_none() {
+            let listener = tokio::net::TcpListener::bind(self.hub_addr)
+                .await
+                .map_err(FleetError::Bind)?;
+            self.hub_run = Some(
+                spawn_hub(
+                    self.hub_client.clone(),
+                    listener,
+                    self.session.clone(),
+                    self.webhook.as_ref(),
+                )
+                .await?,
+            );
+        }
+        Ok(())
     }
 
     /// The spoke named `name`.
@@ -233,13 +344,12 @@ impl Fleet {
 
     /// Stops agents, hub and control planes cleanly.
     pub async fn stop(mut self) {
-        for spoke in &self.spokes {
-            spoke.agent.abort();
+        for spoke in &mut self.spokes {
+            if let Some(agent) = spoke.agent.take() {
+                agent.task.abort();
+            }
         }
-        if let Some(stop) = self.hub_stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.hub_task).await;
+        self.stop_hub().await;
         let spokes = std::mem::take(&mut self.spokes);
         let planes = spokes.into_iter().map(|s| s.control_plane.stop());
         futures::future::join_all(planes).await;
@@ -248,27 +358,45 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        self.hub_task.abort();
+        if let Some(hub) = &self.hub_run {
+            hub.task.abort();
+        }
         for spoke in &self.spokes {
-            spoke.agent.abort();
+            if let Some(agent) = &spoke.agent {
+                agent.task.abort();
+            }
         }
     }
 }
 
-/// A webhook on a loopback port with a certificate made for it.
-async fn admission_options() -> Result<AdmissionOptions, FleetError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(FleetError::Bind)?;
-    let addr = listener.local_addr().map_err(FleetError::Bind)?;
-    let cert = ServingCert::generate(&[addr.ip().to_string()])
-        .map_err(|e| FleetError::Admission(e.to_string()))?;
-    Ok(AdmissionOptions {
-        listener,
-        url: format!("https://{addr}"),
-        cert,
-        max_work_bytes: DEFAULT_MAX_WORK_BYTES,
-    })
+/// The hub's admission webhook: a loopback address and a certificate made
+/// for it, kept so a restarted hub serves it where the API server expects.
+struct Webhook {
+    addr: std::net::SocketAddr,
+    cert: ServingCert,
+}
+
+impl Webhook {
+    async fn new() -> Result<Self, FleetError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FleetError::Bind)?;
+        let addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let cert = ServingCert::generate(&[addr.ip().to_string()])
+            .map_err(|e| FleetError::Admission(e.to_string()))?;
+        Ok(Self { addr, cert })
+    }
+
+    async fn options(&self) -> Result<AdmissionOptions, FleetError> {
+        Ok(AdmissionOptions {
+            listener: tokio::net::TcpListener::bind(self.addr)
+                .await
+                .map_err(FleetError::Bind)?,
+            url: format!("https://{}", self.addr),
+            cert: self.cert.clone(),
+            max_work_bytes: DEFAULT_MAX_WORK_BYTES,
+        })
+    }
 }
 
 async fn register_cluster(hub: &Client, name: &str) -> Result<(), FleetError> {

@@ -6,6 +6,7 @@
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
+pub mod ownership;
 pub mod spoke_actor;
 pub mod wait;
 pub mod work_helpers;

@@ -64,17 +64,44 @@ where
             what: what.to_string(),
             source,
         }),
-        Err(_) => {
-            let last = match api.get_opt(name).await {
-                Ok(Some(obj)) => serde_json::to_string_pretty(&obj).unwrap_or_default(),
-                Ok(None) => "absent".into(),
-                Err(e) => format!("unreadable: {e}"),
-            };
-            Err(WaitError::Timeout {
-                what: what.to_string(),
-                timeout,
-                last,
-            })
-        }
+        Err(_) => Err(timed_out(api, name, what, timeout).await),
+    }
+}
+
+/// Waits until object `name` does not exist.
+pub async fn wait_deleted<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), WaitError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + serde::Serialize + 'static,
+{
+    let watched = await_condition(api.clone(), name, |obj: Option<&K>| obj.is_none());
+    match tokio::time::timeout(timeout, watched).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(source)) => Err(WaitError::Watch {
+            what: what.to_string(),
+            source,
+        }),
+        Err(_) => Err(timed_out(api, name, what, timeout).await),
+    }
+}
+
+// A timeout shows the object as it is now, which is usually the finding.
+async fn timed_out<K>(api: &Api<K>, name: &str, what: &str, timeout: Duration) -> WaitError
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + serde::Serialize,
+{
+    let last = match api.get_opt(name).await {
+        Ok(Some(obj)) => serde_json::to_string_pretty(&obj).unwrap_or_default(),
+        Ok(None) => "absent".into(),
+        Err(e) => format!("unreadable: {e}"),
+    };
+    WaitError::Timeout {
+        what: what.to_string(),
+        timeout,
+        last,
     }
 }

@@ -172,6 +172,16 @@ pub async fn edit_and_wait(
     name: &str,
     edit: impl FnOnce(&mut Vec<Value>),
 ) -> Result<ManifestWork, WaitError> {
+    edit_manifests(api, name, edit).await?;
+    wait_applied(api, name).await
+}
+
+/// Rewrites work `name` with `edit` applied to its manifests, without waiting.
+pub async fn edit_manifests(
+    api: &Api<ManifestWork>,
+    name: &str,
+    edit: impl FnOnce(&mut Vec<Value>),
+) -> Result<(), WaitError> {
     let api_error = |what: &str| {
         let what = format!("{what} work {name}");
         move |source| WaitError::Api { what, source }
@@ -191,7 +201,7 @@ pub async fn edit_and_wait(
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(api_error("editing"))?;
-    wait_applied(api, name).await
+    Ok(())
 }
 
 /// Sets `value` at the JSON pointer `pointer` (e.g. `/spec/replicas`) in `target`.

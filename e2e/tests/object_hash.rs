@@ -97,8 +97,9 @@ async fn an_object_deleted_on_the_spoke_is_recreated_with_the_current_spec() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_object_deleted_on_the_spoke_stays_deleted_with_when_deleted_leave() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+async fn an_object_deleted_on_the_spoke_stays_deleted_with_when_deleted_leave_even_after_an_agent_restart()
+ {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
     let mut work = manifest_work("cluster-a", "leave", vec![config_map("1")]);
@@ -124,6 +125,15 @@ async fn an_object_deleted_on_the_spoke_stays_deleted_with_when_deleted_leave() 
     assert!(
         spoke.get_opt("hashed").await.expect("read").is_none(),
         "not recreated"
+    );
+    // A fresh agent re-applies the work from the hub; only the spoke's record
+    // tells it the object was deleted there.
+    fleet.stop_agent("cluster-a").await;
+    fleet.start_agent("cluster-a");
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(
+        spoke.get_opt("hashed").await.expect("read").is_none(),
+        "not recreated by a restarted agent"
     );
     fleet.stop().await;
 }

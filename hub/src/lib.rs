@@ -13,4 +13,5 @@ pub mod server;
 pub mod session;
 pub mod status_writer;
 pub mod to_wire;
+pub mod work_deletion;
 pub mod work_index;

@@ -18,6 +18,7 @@ use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::session::{Distributor, SessionConfig};
 use crate::status_writer::StatusWriter;
+use crate::work_deletion::{WorkDeletion, run_deletion_controller};
 use crate::work_index::{WorkIndex, WorkIndexError};
 
 /// Why the hub stopped.
@@ -61,14 +62,6 @@ pub async fn run_hub(
     let registry = Arc::new(registry);
 
     let status = Arc::new(StatusWriter::new(client.clone(), index.clone()));
-    let distributor = Distributor::new(index.clone(), status, metrics, session);
-    let service = WorkDistributorServer::new(distributor)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<WorkDistributorServer<Distributor>>()
-        .await;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -78,6 +71,23 @@ pub async fn run_hub(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let deletion = WorkDeletion::new(client.clone());
+    let distributor = Distributor::new(
+        index.clone(),
+        deletion,
+        status,
+        metrics,
+        session,
+        stop_rx.clone(),
+    );
+
+    let service = WorkDistributorServer::new(distributor)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<WorkDistributorServer<Distributor>>()
+        .await;
 
     info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
     let grpc = tonic::transport::Server::builder()
@@ -96,26 +106,33 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
+    let admission_client = client.clone();
     let admission = async {
         match listeners.admission {
-            Some(options) => admission::serve(client.clone(), options, stopped(stop_rx.clone()))
+            Some(options) => admission::serve(admission_client, options, stopped(stop_rx.clone()))
                 .await
                 .map_err(HubError::from),
             None => Ok(()),
         }
     };
-    let works: Api<ManifestWork> = Api::all(client.clone());
+    let deletion_controller = run_deletion_controller(client.clone(), stopped(stop_rx.clone()));
+    let works: Api<ManifestWork> = Api::all(client);
     let watch = async {
         tokio::select! {
             result = index.clone().run(works) => result.map_err(HubError::from),
             () = stopped(stop_rx.clone()) => Ok(()),
         }
     };
+    let controller = async {
+        deletion_controller.await;
+        Ok(())
+    };
     tokio::try_join!(
         async { grpc.await.map_err(HubError::from) },
         probes,
         admission,
-        watch
+        watch,
+        controller
     )?;
     Ok(())
 }

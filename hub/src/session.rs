@@ -1,7 +1,7 @@
 //! One agent's stream: sends the works of its cluster that the agent lacks,
 //! keeps it up to date, and writes the status it reports.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +16,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
+use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, OutcomeLabel};
 use crate::status_writer::{StatusOutcome, StatusWriter};
-use crate::to_wire::work_upsert;
+use crate::to_wire::{delete_option, work_ref, work_upsert};
+use crate::work_deletion::{WorkDeletion, awaits_release};
 use crate::work_index::WorkIndex;
 
 /// Messages queued per agent before the sender waits; a slow agent only ever
@@ -43,24 +45,30 @@ impl Default for SessionConfig {
 /// The `ferry.v1.WorkDistributor` service.
 pub struct Distributor {
     index: Arc<WorkIndex>,
+    deletion: WorkDeletion,
     status: Arc<StatusWriter>,
     metrics: Arc<HubMetrics>,
     config: SessionConfig,
+    stopping: watch::Receiver<bool>,
 }
 
 impl Distributor {
     /// A service serving works from `index` and writing status with `status`.
     pub fn new(
         index: Arc<WorkIndex>,
+        deletion: WorkDeletion,
         status: Arc<StatusWriter>,
         metrics: Arc<HubMetrics>,
         config: SessionConfig,
+        stopping: watch::Receiver<bool>,
     ) -> Self {
         Self {
             index,
+            deletion,
             status,
             metrics,
             config,
+            stopping,
         }
     }
 }
@@ -111,13 +119,17 @@ impl WorkDistributor for Distributor {
             Pusher {
                 cluster: cluster.clone(),
                 index: self.index.clone(),
+                deletion: self.deletion.clone(),
                 metrics: self.metrics.clone(),
                 heartbeat: self.config.heartbeat_interval,
                 outbound,
+                seen: HashSet::new(),
+                deleting: HashSet::new(),
             },
             known,
             changes,
             inbound_done_rx,
+            self.stopping.clone(),
         ));
         tokio::spawn(read_reports(
             cluster,
@@ -133,9 +145,15 @@ impl WorkDistributor for Distributor {
 struct Pusher {
     cluster: String,
     index: Arc<WorkIndex>,
+    deletion: WorkDeletion,
     metrics: Arc<HubMetrics>,
     heartbeat: Duration,
     outbound: mpsc::Sender<Result<v1::HubMessage, Status>>,
+    /// Works this session has seen in the index: when one of them vanishes
+    /// the hub saw it go, so the agent deletes at once instead of evicting.
+    seen: HashSet<String>,
+    /// Deleted works whose delete was sent; the agent reports `gone`.
+    deleting: HashSet<String>,
 }
 
 impl Pusher {
@@ -146,15 +164,30 @@ impl Pusher {
             .is_ok()
     }
 
+    async fn send_delete(&self, delete: v1::WorkDelete) -> bool {
+        let sent = self.send(hub_message::Body::Delete(delete)).await;
+        if sent {
+            self.metrics.deletes_sent.inc();
+        }
+        sent
+    }
+
     /// Sends what differs between the index and what the agent holds, updating
     /// `held`. Returns false when the agent is gone.
-    async fn sync_cluster(&self, held: &mut HashMap<String, i64>) -> bool {
+    async fn sync_cluster(&mut self, held: &mut HashMap<String, i64>) -> bool {
         let works = self.index.works_of(&self.cluster).await;
-        let mut present = std::collections::HashSet::with_capacity(works.len());
+        let mut present = HashSet::with_capacity(works.len());
         for work in &works {
             let uid = work.uid().unwrap_or_default();
             let generation = work.metadata.generation.unwrap_or_default();
             present.insert(uid.clone());
+            if work.metadata.deletion_timestamp.is_some() {
+                if !self.sync_deleted(work, &uid, held).await {
+                    return false;
+                }
+                continue;
+            }
+            self.seen.insert(uid.clone());
             if held.get(&uid) == Some(&generation) {
                 continue;
             }
@@ -177,28 +210,63 @@ impl Pusher {
             .cloned()
             .collect();
         for uid in gone {
+            held.remove(&uid);
+            // The agent reported it gone, which let the work go.
+            if self.deleting.remove(&uid) {
+                continue;
+            }
             let delete = v1::WorkDelete {
                 work: Some(v1::WorkRef {
                     uid: uid.clone(),
                     namespace: self.cluster.clone(),
                     name: String::new(),
                 }),
+                evict: !self.seen.contains(&uid),
+                delete_option: None,
             };
-            if !self.send(hub_message::Body::Delete(delete)).await {
+            if !self.send_delete(delete).await {
                 return false;
             }
-            self.metrics.deletes_sent.inc();
-            held.remove(&uid);
         }
         true
+    }
+
+    /// A deleted work: the agent that holds it is told once to release it;
+    /// one that never got it has nothing to release, so the hub lets the work
+    /// go itself. Returns false when the agent is gone.
+    async fn sync_deleted(
+        &mut self,
+        work: &ManifestWork,
+        uid: &str,
+        held: &HashMap<String, i64>,
+    ) -> bool {
+        if !awaits_release(work) {
+            return true;
+        }
+        if !held.contains_key(uid) {
+            if let Err(error) = self.deletion.release(work).await {
+                warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot let a deleted work go");
+            }
+            return true;
+        }
+        if !self.deleting.insert(uid.to_string()) {
+            return true;
+        }
+        let delete = v1::WorkDelete {
+            work: Some(work_ref(work)),
+            evict: false,
+            delete_option: work.spec.delete_option.as_ref().map(delete_option),
+        };
+        self.send_delete(delete).await
     }
 }
 
 async fn push_works(
-    pusher: Pusher,
+    mut pusher: Pusher,
     mut held: HashMap<String, i64>,
     mut changes: watch::Receiver<u64>,
     mut inbound_done: oneshot::Receiver<()>,
+    mut stopping: watch::Receiver<bool>,
 ) {
     pusher.index.wait_ready().await;
     let welcome = v1::Welcome {
@@ -218,6 +286,9 @@ async fn push_works(
                 alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat::now())).await;
             }
             _ = &mut inbound_done => alive = false,
+            // Ending the stream lets a graceful shutdown finish at once; the
+            // agent reconnects to another replica or to this one restarted.
+            _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => alive = false,
         }
     }
     pusher.metrics.sessions.dec();
@@ -246,6 +317,7 @@ async fn read_reports(
                     Ok(StatusOutcome::Written) => "written",
                     Ok(StatusOutcome::Unchanged) => "unchanged",
                     Ok(StatusOutcome::Stale) => "stale",
+                    Ok(StatusOutcome::Released) => "released",
                     Err(error) => {
                         warn!(%cluster, %error, "status report not written");
                         "error"

@@ -12,6 +12,7 @@ use crate::manifest_work::{
     Condition, FeedbackValue, FieldValue, ManifestCondition, ManifestResourceMeta,
     ManifestResourceStatus, ManifestWork, ManifestWorkStatus, StatusFeedbackResult,
 };
+use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
 
 /// Field manager the hub writes status with.
@@ -26,6 +27,9 @@ pub enum StatusOutcome {
     Unchanged,
     /// The report was for a work or generation the hub no longer has.
     Stale,
+    /// The agent released every object of a deleted work; the hub let the
+    /// work go.
+    Released,
 }
 
 /// A report could not be written.
@@ -37,6 +41,9 @@ pub enum StatusWriteError {
         /// Cluster of the reporting agent.
         cluster: String,
     },
+    /// Updating a deleted work failed.
+    #[error(transparent)]
+    Deletion(#[from] DeletionError),
     /// The API server refused the status patch.
     #[error("writing status of {namespace}/{name}: {source}")]
     Patch {
@@ -54,12 +61,17 @@ pub enum StatusWriteError {
 pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
+    deletion: WorkDeletion,
 }
 
 impl StatusWriter {
     /// A writer using `client` and reading current works from `index`.
     pub fn new(client: Client, index: Arc<WorkIndex>) -> Self {
-        Self { client, index }
+        Self {
+            deletion: WorkDeletion::new(client.clone()),
+            client,
+            index,
+        }
     }
 
     /// Writes `report` from the agent of `cluster`. Reports for another cluster's
@@ -82,7 +94,13 @@ impl StatusWriter {
         let Some(work) = self.index.get(cluster, &work_ref.name).await else {
             return Ok(StatusOutcome::Stale);
         };
-        if work.uid().as_deref() != Some(work_ref.uid.as_str()) || is_older(&work, report) {
+        if work.uid().as_deref() != Some(work_ref.uid.as_str()) {
+            return Ok(StatusOutcome::Stale);
+        }
+        if work.metadata.deletion_timestamp.is_some() {
+            return self.write_deletion(&work, report).await;
+        }
+        if report.gone || is_older(&work, report) {
             return Ok(StatusOutcome::Stale);
         }
         let status = work_status(report);
@@ -103,6 +121,33 @@ impl StatusWriter {
             source,
         })?;
         Ok(StatusOutcome::Written)
+    }
+}
+
+impl StatusWriter {
+    /// A deleted work takes only deletion reports: its `Deleting` condition,
+    /// and at the end `gone`, which lets the work go.
+    async fn write_deletion(
+        &self,
+        work: &ManifestWork,
+        report: &v1::WorkStatus,
+    ) -> Result<StatusOutcome, StatusWriteError> {
+        if report.gone {
+            self.deletion.release(work).await?;
+            return Ok(StatusOutcome::Released);
+        }
+        let Some(deleting) = report.conditions.iter().find(|c| c.r#type == DELETING) else {
+            return Ok(StatusOutcome::Stale);
+        };
+        let written = self
+            .deletion
+            .set_deleting(work, &deleting.reason, &deleting.message)
+            .await?;
+        Ok(if written {
+            StatusOutcome::Written
+        } else {
+            StatusOutcome::Unchanged
+        })
     }
 }
 
@@ -197,6 +242,7 @@ mod tests {
                 last_transition_unix_seconds: 1_700_000_000,
             }],
             manifests: vec![],
+            gone: false,
         };
         let status = work_status(&report);
         let c = &status.conditions[0];

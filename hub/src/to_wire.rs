@@ -45,7 +45,8 @@ pub fn work_ref(work: &ManifestWork) -> v1::WorkRef {
     }
 }
 
-fn delete_option(option: &DeleteOption) -> v1::DeleteOption {
+/// The wire form of a work's deleteOption.
+pub fn delete_option(option: &DeleteOption) -> v1::DeleteOption {
     let propagation_policy = match option.propagation_policy {
         PropagationPolicy::Foreground => "Foreground",
         PropagationPolicy::Orphan => "Orphan",

@@ -11,6 +11,7 @@ pub mod ignore;
 pub mod merge;
 pub mod ownership;
 pub mod paths;
+pub mod release;
 pub mod strategy;
 
 pub use compare::is_subset;

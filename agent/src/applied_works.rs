@@ -1,0 +1,478 @@
+//! `AppliedManifestWork` (spoke, cluster-scoped): the agent's durable record
+//! of what it applied for which hub work, with the UID of every object. It
+//! outlives agent restarts, so a restarted agent still knows what to delete,
+//! what to garbage-collect, and which objects `whenDeleted: Leave` saw. Its
+//! UID is what ferry's owner references on applied objects point at.
+
+use std::time::Duration;
+
+use ferry_proto::v1;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Client, CustomResource, CustomResourceExt, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::semantics::release::Owner;
+
+/// Field manager of the agent's own bookkeeping writes.
+const RECORD_MANAGER: &str = "ferry-agent";
+
+/// Which hub work an AppliedManifestWork records, and how its objects are to
+/// be released.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "work.ferry.dev",
+    version = "v1alpha1",
+    kind = "AppliedManifestWork",
+    status = "AppliedManifestWorkStatus",
+    category = "ferry",
+    printcolumn = r#"{"name":"Work","type":"string","jsonPath":".spec.workName"}"#,
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.clusterName"}"#,
+    printcolumn = r#"{"name":"Evicting since","type":"string","jsonPath":".status.evictionStartTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedManifestWorkSpec {
+    /// The cluster name the agent serves (the work's namespace on the hub).
+    pub cluster_name: String,
+    /// Namespace of the ManifestWork on the hub.
+    pub work_namespace: String,
+    /// Name of the ManifestWork on the hub.
+    pub work_name: String,
+    /// UID of the ManifestWork on the hub; also this object's name.
+    pub work_uid: String,
+    /// The work's deleteOption when it was last applied, so a deletion after
+    /// a restart, or an eviction, still honours it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_option: Option<RecordedDeleteOption>,
+}
+
+/// A work's deleteOption as recorded on the spoke.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedDeleteOption {
+    /// `Foreground`, `Orphan` or `SelectivelyOrphan`.
+    #[serde(default)]
+    pub propagation_policy: String,
+    /// Objects left behind under `SelectivelyOrphan`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphaning_rules: Vec<RecordedResource>,
+}
+
+/// An object named by group, resource, namespace and name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct RecordedResource {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Namespace; empty for cluster-scoped objects.
+    #[serde(default)]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// What the agent applied and whether the work is being evicted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedManifestWorkStatus {
+    /// Every object the agent applied for this work and still holds.
+    #[serde(default)]
+    pub applied_resources: Vec<AppliedResource>,
+    /// When the hub was first found not to have this work; the objects are
+    /// released once the agent's eviction grace period has passed since then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_start_time: Option<String>,
+}
+
+/// One object applied for a work.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct AppliedResource {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version it was applied with.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Namespace; empty for cluster-scoped objects.
+    #[serde(default)]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID of the object ferry applied: an object recreated by someone else
+    /// under the same name has another UID and is never deleted by ferry.
+    pub uid: String,
+}
+
+impl AppliedResource {
+    /// Whether `other` names the same object slot (the version may differ:
+    /// a manifest moved from v1beta1 to v1 is the same object).
+    pub fn same_object(&self, other: &AppliedResource) -> bool {
+        self.group == other.group
+            && self.resource == other.resource
+            && self.namespace == other.namespace
+            && self.name == other.name
+    }
+
+    /// `apiVersion` the object was applied with.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Short human form, e.g. `ConfigMap default/a`.
+    pub fn describe(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{} {}", self.kind, self.name)
+        } else {
+            format!("{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+impl RecordedDeleteOption {
+    /// The recorded form of a wire deleteOption.
+    pub fn from_wire(option: &v1::DeleteOption) -> Self {
+        Self {
+            propagation_policy: option.propagation_policy.clone(),
+            orphaning_rules: option
+                .orphaning_rules
+                .iter()
+                .map(|r| RecordedResource {
+                    group: r.group.clone(),
+                    resource: r.resource.clone(),
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Back to the wire form the release rules read.
+    pub fn to_wire(&self) -> v1::DeleteOption {
+        v1::DeleteOption {
+            propagation_policy: self.propagation_policy.clone(),
+            orphaning_rules: self
+                .orphaning_rules
+                .iter()
+                .map(|r| v1::OrphaningRule {
+                    group: r.group.clone(),
+                    resource: r.resource.clone(),
+                    name: r.name.clone(),
+                    namespace: r.namespace.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl AppliedManifestWork {
+    /// The owner ferry's marks on applied objects point at.
+    pub fn owner(&self) -> Option<Owner> {
+        Some(Owner {
+            name: self.name_any(),
+            uid: self.uid()?,
+        })
+    }
+
+    /// The recorded objects.
+    pub fn resources(&self) -> Vec<AppliedResource> {
+        self.status
+            .as_ref()
+            .map(|s| s.applied_resources.clone())
+            .unwrap_or_default()
+    }
+
+    /// The hub work this records.
+    pub fn work_ref(&self) -> v1::WorkRef {
+        v1::WorkRef {
+            uid: self.spec.work_uid.clone(),
+            namespace: self.spec.work_namespace.clone(),
+            name: self.spec.work_name.clone(),
+        }
+    }
+}
+
+/// Reading or writing the record failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppliedWorksError {
+    /// The API server refused a request on an AppliedManifestWork.
+    #[error("{action} AppliedManifestWork {name}: {source}")]
+    Request {
+        /// What was being done.
+        action: &'static str,
+        /// Object name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRD could not be installed on the spoke.
+    #[error("installing the AppliedManifestWork CRD on the spoke: {0}")]
+    InstallCrd(#[source] kube::Error),
+    /// The CRD was installed but not served in time.
+    #[error("the AppliedManifestWork CRD was not established within {0:?}")]
+    NotEstablished(Duration),
+    /// A stored eviction start time is not a timestamp.
+    #[error("AppliedManifestWork {name} has an unreadable evictionStartTime {value:?}")]
+    BadTime {
+        /// Object name.
+        name: String,
+        /// The stored text.
+        value: String,
+    },
+}
+
+/// The AppliedManifestWorks of one cluster on its spoke.
+#[derive(Clone)]
+pub struct AppliedWorks {
+    api: Api<AppliedManifestWork>,
+    cluster: String,
+}
+
+impl AppliedWorks {
+    /// The records of `cluster` through `client`.
+    pub fn new(client: Client, cluster: &str) -> Self {
+        Self {
+            api: Api::all(client),
+            cluster: cluster.to_string(),
+        }
+    }
+
+    fn request(action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> AppliedWorksError {
+        let name = name.to_string();
+        move |source| AppliedWorksError::Request {
+            action,
+            name,
+            source,
+        }
+    }
+
+    /// Server-side applies the CRD and waits until the spoke serves it.
+    pub async fn install_crd(client: &Client) -> Result<(), AppliedWorksError> {
+        use kube::runtime::wait::{await_condition, conditions};
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = AppliedManifestWork::crd();
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply(RECORD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(AppliedWorksError::InstallCrd)?;
+        let limit = Duration::from_secs(30);
+        let established = await_condition(crds, &name, conditions::is_crd_established());
+        match tokio::time::timeout(limit, established).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(AppliedWorksError::NotEstablished(limit)),
+        }
+    }
+
+    /// Every record of this cluster.
+    pub async fn list(&self) -> Result<Vec<AppliedManifestWork>, AppliedWorksError> {
+        let all = self
+            .api
+            .list(&Default::default())
+            .await
+            .map_err(Self::request("listing", "*"))?;
+        Ok(all
+            .items
+            .into_iter()
+            .filter(|a| a.spec.cluster_name == self.cluster)
+            .collect())
+    }
+
+    /// The record of the work with `uid`, if any.
+    pub async fn get(&self, uid: &str) -> Result<Option<AppliedManifestWork>, AppliedWorksError> {
+        self.api
+            .get_opt(uid)
+            .await
+            .map_err(Self::request("reading", uid))
+    }
+
+    /// The record of `work`, created if missing, with its deleteOption
+    /// brought up to date and any eviction called off (the hub has the work).
+    pub async fn ensure(
+        &self,
+        work: &v1::WorkRef,
+        delete_option: Option<&v1::DeleteOption>,
+    ) -> Result<AppliedManifestWork, AppliedWorksError> {
+        let spec = AppliedManifestWorkSpec {
+            cluster_name: self.cluster.clone(),
+            work_namespace: work.namespace.clone(),
+            work_name: work.name.clone(),
+            work_uid: work.uid.clone(),
+            delete_option: delete_option.map(RecordedDeleteOption::from_wire),
+        };
+        let mut record = match self.get(&work.uid).await? {
+            Some(existing) => existing,
+            None => {
+                let fresh = AppliedManifestWork::new(&work.uid, spec.clone());
+                match self.api.create(&PostParams::default(), &fresh).await {
+                    Ok(created) => created,
+                    // Another pass created it first; use theirs.
+                    Err(kube::Error::Api(status)) if status.code == 409 => self
+                        .api
+                        .get(&work.uid)
+                        .await
+                        .map_err(Self::request("reading", &work.uid))?,
+                    Err(source) => return Err(Self::request("creating", &work.uid)(source)),
+                }
+            }
+        };
+        if record.spec != spec {
+            record = self
+                .api
+                .patch(
+                    &work.uid,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "spec": spec })),
+                )
+                .await
+                .map_err(Self::request("updating", &work.uid))?;
+        }
+        if record
+            .status
+            .as_ref()
+            .is_some_and(|s| s.eviction_start_time.is_some())
+        {
+            let patch = json!({ "status": { "evictionStartTime": null } });
+            record = self
+                .api
+                .patch_status(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(Self::request("calling off the eviction of", &work.uid))?;
+        }
+        Ok(record)
+    }
+
+    /// Replaces the list of applied objects.
+    pub async fn set_resources(
+        &self,
+        name: &str,
+        resources: &[AppliedResource],
+    ) -> Result<(), AppliedWorksError> {
+        let patch = json!({ "status": { "appliedResources": resources } });
+        self.api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(Self::request("recording objects in", name))?;
+        Ok(())
+    }
+
+    /// When the eviction of `record` started, starting it now if it had not.
+    pub async fn start_eviction(
+        &self,
+        record: &AppliedManifestWork,
+    ) -> Result<Timestamp, AppliedWorksError> {
+        let name = record.name_any();
+        if let Some(text) = record
+            .status
+            .as_ref()
+            .and_then(|s| s.eviction_start_time.clone())
+        {
+            return text
+                .parse()
+                .map_err(|_| AppliedWorksError::BadTime { name, value: text });
+        }
+        let now = Timestamp::now();
+        let patch = json!({ "status": { "evictionStartTime": now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string() } });
+        self.api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(Self::request("starting the eviction of", &name))?;
+        Ok(now)
+    }
+
+    /// Deletes the record once its objects are released. Orphan propagation
+    /// keeps the cluster's garbage collector from deleting anything that
+    /// still points at it.
+    pub async fn remove(&self, name: &str) -> Result<(), AppliedWorksError> {
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Orphan),
+            ..Default::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(source) => Err(Self::request("deleting", name)(source)),
+        }
+    }
+}
+
+/// The spoke CRDs the agent installs, with the file each is checked in as
+/// under `deploy/spoke-crds/`.
+pub fn spoke_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
+    vec![("appliedmanifestworks.yaml", AppliedManifestWork::crd())]
+}
+
+/// Renders one spoke CRD as the YAML document that is checked in.
+///
+/// Fails only if serde_yaml cannot represent the CRD, which would be a bug.
+pub fn render_spoke_crd(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Error> {
+    Ok(format!(
+        "# Generated from the Rust types by `ferry-agent crds --out deploy/spoke-crds`; do not edit.\n{}",
+        serde_yaml::to_string(crd)?
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Fails when the Rust types change without regenerating deploy/spoke-crds.
+    #[test]
+    fn checked_in_spoke_crds_match_the_rust_types() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/spoke-crds");
+        for (file, crd) in spoke_crds() {
+            let expected = render_spoke_crd(&crd).expect("render");
+            let actual = std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("read deploy/spoke-crds/{file}: {e}"));
+            assert!(
+                expected == actual,
+                "deploy/spoke-crds/{file} is stale: run `cargo run -p ferry-agent -- crds --out deploy/spoke-crds`"
+            );
+        }
+    }
+
+    #[test]
+    fn the_record_is_cluster_scoped() {
+        let crd = AppliedManifestWork::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+    }
+
+    #[test]
+    fn the_same_object_ignores_the_version_and_uid() {
+        let a = AppliedResource {
+            group: "apps".into(),
+            version: "v1beta1".into(),
+            kind: "Deployment".into(),
+            resource: "deployments".into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+            uid: "1".into(),
+        };
+        let b = AppliedResource {
+            version: "v1".into(),
+            uid: "2".into(),
+            ..a.clone()
+        };
+        assert!(a.same_object(&b));
+        assert!(!a.same_object(&AppliedResource {
+            name: "api".into(),
+            ..b
+        }));
+    }
+}

@@ -1,0 +1,176 @@
+//! Ferry's ownership of objects on the spoke, the IO half of
+//! `semantics::release`: marks an applied object as held by a work, and lets
+//! go of it again: deletes it with UID and resourceVersion preconditions, or
+//! only drops this work's mark when another work still holds it, or orphans it.
+
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions,
+    PropagationPolicy,
+};
+use serde_json::Value;
+
+use crate::applied_works::AppliedResource;
+use crate::semantics::release::{
+    Disposition, Owner, adopt_patch, other_ferry_owners, release_patch,
+};
+
+/// Field manager of ferry's ownership marks.
+pub const MARK_MANAGER: &str = "ferry-agent";
+
+/// Where one object stands after a release attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// The object is gone, or the name now belongs to another object.
+    Gone,
+    /// The object stays on the cluster without this work's mark.
+    Orphaned,
+    /// Another work still holds the object; only this work's mark was removed.
+    Shared,
+    /// Deletion was requested; the object waits for its finalizers.
+    Terminating {
+        /// The finalizers still on the object.
+        finalizers: Vec<String>,
+    },
+}
+
+/// Marking or releasing an object failed; it is tried again on the next pass.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// The API server refused or could not be reached.
+    #[error("releasing {what}: {source}")]
+    Request {
+        /// The object.
+        what: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object changed between read and write.
+    #[error("{what} changed while ferry updated its ownership; retrying")]
+    Changed {
+        /// The object.
+        what: String,
+    },
+}
+
+/// An Api handle for a recorded object, without discovery: the record holds
+/// everything the URL needs.
+pub fn api_for_recorded(client: &Client, resource: &AppliedResource) -> Api<DynamicObject> {
+    let api_resource = ApiResource {
+        group: resource.group.clone(),
+        version: resource.version.clone(),
+        api_version: resource.api_version(),
+        kind: resource.kind.clone(),
+        plural: resource.resource.clone(),
+    };
+    if resource.namespace.is_empty() {
+        Api::all_with(client.clone(), &api_resource)
+    } else {
+        Api::namespaced_with(client.clone(), &resource.namespace, &api_resource)
+    }
+}
+
+/// Marks `object` (as just read or written) as held by `owner`, and returns
+/// the object as it is afterwards. Fails with `Changed` when the object moved
+/// on since it was read; the next pass marks it.
+pub async fn adopt(
+    api: &Api<DynamicObject>,
+    object: Value,
+    owner: &Owner,
+    what: &str,
+) -> Result<Value, ReleaseError> {
+    let Some(patch) = adopt_patch(&object, owner) else {
+        return Ok(object);
+    };
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let params = PatchParams {
+        field_manager: Some(MARK_MANAGER.into()),
+        ..Default::default()
+    };
+    let marked = api
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| changed_or(e, what))?;
+    Ok(serde_json::to_value(&marked).unwrap_or(object))
+}
+
+/// Releases `resource`, held by `owner`, as `disposition` says.
+pub async fn release(
+    client: &Client,
+    resource: &AppliedResource,
+    owner: &Owner,
+    disposition: Disposition,
+) -> Result<Released, ReleaseError> {
+    let what = resource.describe();
+    let api = api_for_recorded(client, resource);
+    let request = |source| ReleaseError::Request {
+        what: what.clone(),
+        source,
+    };
+    let live = match api.get_opt(&resource.name).await {
+        Ok(live) => live,
+        // The kind itself is gone (its CRD was deleted): so is the object.
+        Err(kube::Error::Api(status)) if status.code == 404 => None,
+        Err(source) => return Err(request(source)),
+    };
+    let Some(live) = live else {
+        return Ok(Released::Gone);
+    };
+    if !resource.uid.is_empty() && live.metadata.uid.as_deref() != Some(resource.uid.as_str()) {
+        return Ok(Released::Gone);
+    }
+    if live.metadata.deletion_timestamp.is_some() {
+        return Ok(Released::Terminating {
+            finalizers: live.metadata.finalizers.clone().unwrap_or_default(),
+        });
+    }
+    let live_json = serde_json::to_value(&live).unwrap_or(Value::Null);
+    let shared = other_ferry_owners(&live_json, owner) > 0;
+    if disposition == Disposition::Orphan || shared {
+        if let Some(patch) = release_patch(&live_json, owner) {
+            let params = PatchParams {
+                field_manager: Some(MARK_MANAGER.into()),
+                ..Default::default()
+            };
+            api.patch(&resource.name, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(|e| changed_or(e, &what))?;
+        }
+        return Ok(if shared {
+            Released::Shared
+        } else {
+            Released::Orphaned
+        });
+    }
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: live.metadata.uid.clone(),
+            resource_version: live.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    match api.delete(&resource.name, &params).await {
+        Ok(either) => Ok(match either.left() {
+            Some(terminating) => Released::Terminating {
+                finalizers: terminating.metadata.finalizers.unwrap_or_default(),
+            },
+            None => Released::Gone,
+        }),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Released::Gone),
+        Err(e) => Err(changed_or(e, &what)),
+    }
+}
+
+fn changed_or(error: kube::Error, what: &str) -> ReleaseError {
+    match error {
+        kube::Error::Api(status) if status.code == 409 => ReleaseError::Changed {
+            what: what.to_string(),
+        },
+        source => ReleaseError::Request {
+            what: what.to_string(),
+            source,
+        },
+    }
+}

@@ -1,0 +1,145 @@
+//! The spoke's AppliedManifestWork records what was applied, with UIDs, and
+//! lets a restarted agent finish a deletion (issue 4, item 8).
+
+use std::time::Duration;
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::ownership::{APPLIED_WORK_API_VERSION, hold, unhold};
+use ferry_e2e::spoke_actor::read_json;
+use ferry_e2e::wait::{wait_deleted, wait_until};
+use ferry_e2e::work_helpers::{
+    APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
+};
+use ferry_hub::manifest_work::ManifestWork;
+use kube::ResourceExt;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spoke_records_every_applied_object_with_its_uid() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let spoke = fleet.spoke("cluster-a");
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    let work = manifest_work(
+        "cluster-a",
+        "recorded",
+        vec![
+            config_map("default", "one", json!({"k": "v"})),
+            config_map("default", "two", json!({"k": "v"})),
+        ],
+    );
+    let works = fleet.create_work(&work).await.expect("create work");
+    let applied = wait_applied(&works, "recorded").await.expect("applied");
+    let uid = applied.uid().expect("work uid");
+
+    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let record = read_json(&records, &uid).await;
+    assert_eq!(record["spec"]["workName"], "recorded");
+    assert_eq!(record["spec"]["workNamespace"], "cluster-a");
+    let resources = record["status"]["appliedResources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(resources.len(), 2, "both objects recorded: {record}");
+    for name in ["one", "two"] {
+        let live = read_json(&config_maps, name).await;
+        let entry = resources
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} recorded"));
+        assert_eq!(entry["uid"], live["metadata"]["uid"]);
+        assert_eq!(entry["resource"], "configmaps");
+        let owner = &live["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            owner["uid"], record["metadata"]["uid"],
+            "the object points at its record"
+        );
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_was_down_when_its_work_was_deleted_deletes_the_objects_on_return() {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    let work = manifest_work(
+        "cluster-a",
+        "away",
+        vec![config_map("default", "away", json!({"k": "v"}))],
+    );
+    let works = fleet.create_work(&work).await.expect("create work");
+    wait_applied(&works, "away").await.expect("applied");
+
+    fleet.stop_agent("cluster-a").await;
+    works
+        .delete("away", &Default::default())
+        .await
+        .expect("delete work");
+    // Nothing on the hub side can finish this while the agent is away.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(works.get_opt("away").await.expect("read").is_some());
+    fleet.start_agent("cluster-a");
+
+    wait_deleted(&config_maps, "away", "object deleted", APPLY_TIMEOUT)
+        .await
+        .expect("the restarted agent deletes the object");
+    wait_deleted(&works, "away", "work gone", APPLY_TIMEOUT)
+        .await
+        .expect("and lets the work go");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let config_maps = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    let work = manifest_work(
+        "cluster-a",
+        "halfway",
+        vec![
+            config_map("default", "held", json!({"k": "v"})),
+            config_map("default", "free", json!({"k": "v"})),
+        ],
+    );
+    let works = fleet.create_work(&work).await.expect("create work");
+    wait_applied(&works, "halfway").await.expect("applied");
+    hold(&config_maps, "held").await.expect("hold");
+    works
+        .delete("halfway", &Default::default())
+        .await
+        .expect("delete work");
+    wait_deleted(&config_maps, "free", "free object deleted", APPLY_TIMEOUT)
+        .await
+        .expect("half done");
+    let waiting = |w: &ManifestWork| {
+        work_condition(w, "Deleting").is_some_and(|c| c.message.contains("ConfigMap default/held"))
+    };
+    wait_until(&works, "halfway", "Deleting", APPLY_TIMEOUT, waiting)
+        .await
+        .expect("waiting for the held object");
+
+    fleet.stop_agent("cluster-a").await;
+    fleet.start_agent("cluster-a");
+    // The new agent knows the work from the spoke's record alone: the hub
+    // must keep waiting for the held object instead of letting the work go.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        works.get_opt("halfway").await.expect("read").is_some(),
+        "the work stays while an object is left"
+    );
+    unhold(&config_maps, "held").await.expect("release");
+    wait_deleted(&works, "halfway", "work gone", APPLY_TIMEOUT)
+        .await
+        .expect("the restarted agent finishes the deletion");
+    assert!(config_maps.get_opt("held").await.expect("read").is_none());
+    fleet.stop().await;
+}

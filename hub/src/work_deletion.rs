@@ -1,0 +1,324 @@
+//! ManifestWork deletion on the hub. Every work carries ferry's finalizer, so
+//! a deleted work stays, with a `Deleting` condition, until the agent of its
+//! cluster reports that the work's objects are deleted or orphaned. A small
+//! kube-runtime controller adds the finalizer and the first `Deleting`
+//! condition; agent sessions and the status writer remove the finalizer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tracing::{debug, warn};
+
+use crate::manifest_work::{Condition, ManifestWork};
+
+/// The finalizer that keeps a deleted work until its objects are released.
+pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
+/// The work condition shown while a work's objects are being released.
+pub const DELETING: &str = "Deleting";
+
+/// A finalizer or condition write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeletionError {
+    /// The API server refused the write or could not be reached.
+    #[error("{action} ManifestWork {namespace}/{name}: {source}")]
+    Write {
+        /// What was being done.
+        action: &'static str,
+        /// Work namespace.
+        namespace: String,
+        /// Work name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The work kept changing under the write.
+    #[error("ManifestWork {namespace}/{name} kept changing while its finalizer was removed")]
+    Contended {
+        /// Work namespace.
+        namespace: String,
+        /// Work name.
+        name: String,
+    },
+}
+
+/// Whether `work` is alive and lacks ferry's finalizer.
+pub fn needs_finalizer(work: &ManifestWork) -> bool {
+    work.metadata.deletion_timestamp.is_none()
+        && !work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+}
+
+/// Whether `work` is being deleted and still waits for ferry.
+pub fn awaits_release(work: &ManifestWork) -> bool {
+    work.metadata.deletion_timestamp.is_some()
+        && work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+}
+
+/// `conditions` with the `Deleting` condition set to `deleting` (keeping its
+/// transition time when only the message changes), or None when nothing
+/// would change.
+pub fn with_deleting(conditions: &[Condition], deleting: Condition) -> Option<Vec<Condition>> {
+    let current = conditions.iter().find(|c| c.type_ == DELETING);
+    let mut deleting = deleting;
+    if let Some(current) = current {
+        if current.status == deleting.status
+            && current.reason == deleting.reason
+            && current.message == deleting.message
+        {
+            return None;
+        }
+        if current.status == deleting.status {
+            deleting.last_transition_time = current.last_transition_time.clone();
+        }
+    }
+    let mut updated: Vec<Condition> = conditions
+        .iter()
+        .filter(|c| c.type_ != DELETING)
+        .cloned()
+        .collect();
+    updated.push(deleting);
+    Some(updated)
+}
+
+/// Writes ferry's finalizer and `Deleting` condition on works.
+#[derive(Clone)]
+pub struct WorkDeletion {
+    client: Client,
+}
+
+impl WorkDeletion {
+    /// Writes through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    fn api(&self, work: &ManifestWork) -> Api<ManifestWork> {
+        Api::namespaced(self.client.clone(), &work.namespace().unwrap_or_default())
+    }
+
+    fn error(
+        work: &ManifestWork,
+        action: &'static str,
+    ) -> impl FnOnce(kube::Error) -> DeletionError {
+        let namespace = work.namespace().unwrap_or_default();
+        let name = work.name_any();
+        move |source| DeletionError::Write {
+            action,
+            namespace,
+            name,
+            source,
+        }
+    }
+
+    /// Adds the finalizer. The list is replaced as a whole under the
+    /// resourceVersion it was read at, so a concurrent change fails the
+    /// write (and the controller retries) instead of being lost.
+    pub async fn add_finalizer(&self, work: &ManifestWork) -> Result<(), DeletionError> {
+        let mut finalizers = work.finalizers().to_vec();
+        finalizers.push(CLEANUP_FINALIZER.to_string());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": work.resource_version()}});
+        self.api(work)
+            .patch(
+                &work.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Self::error(work, "adding the finalizer to"))?;
+        Ok(())
+    }
+
+    /// Removes the finalizer, so the API server can let the work go. Reads
+    /// the work afresh and retries when it changed in between.
+    pub async fn release(&self, work: &ManifestWork) -> Result<(), DeletionError> {
+        let api = self.api(work);
+        let name = work.name_any();
+        for _ in 0..5 {
+            let Some(current) = api
+                .get_opt(&name)
+                .await
+                .map_err(Self::error(work, "reading"))?
+            else {
+                return Ok(());
+            };
+            if current.uid() != work.uid()
+                || !current.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+            {
+                return Ok(());
+            }
+            let kept: Vec<&String> = current
+                .finalizers()
+                .iter()
+                .filter(|f| *f != CLEANUP_FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.resource_version()}});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+                Err(source) => {
+                    return Err(Self::error(work, "removing the finalizer from")(source));
+                }
+            }
+        }
+        Err(DeletionError::Contended {
+            namespace: work.namespace().unwrap_or_default(),
+            name,
+        })
+    }
+
+    /// Sets the `Deleting` condition, leaving the other conditions and the
+    /// per-manifest status as they are. Writes nothing when it would not change.
+    pub async fn set_deleting(
+        &self,
+        work: &ManifestWork,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, DeletionError> {
+        let conditions = work
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let deleting = Condition {
+            type_: DELETING.into(),
+            status: "True".into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: work.metadata.generation.unwrap_or_default(),
+            last_transition_time: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        };
+        let Some(updated) = with_deleting(&conditions, deleting) else {
+            return Ok(false);
+        };
+        let patch = json!({"status": {"conditions": updated}});
+        self.api(work)
+            .patch_status(
+                &work.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Self::error(work, "setting Deleting on"))?;
+        Ok(true)
+    }
+}
+
+async fn reconcile(
+    work: Arc<ManifestWork>,
+    deletion: Arc<WorkDeletion>,
+) -> Result<Action, DeletionError> {
+    if needs_finalizer(&work) {
+        deletion.add_finalizer(&work).await?;
+    } else if awaits_release(&work)
+        && !work
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.type_ == DELETING)
+    {
+        let cluster = work.namespace().unwrap_or_default();
+        let message =
+            format!("waiting for the agent of cluster {cluster} to release the work's objects");
+        deletion
+            .set_deleting(&work, "WaitingForAgent", &message)
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(work: Arc<ManifestWork>, error: &DeletionError, _: Arc<WorkDeletion>) -> Action {
+    warn!(work = %work.name_any(), %error, "work deletion bookkeeping failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Keeps the finalizer on every work and marks deleted works `Deleting`,
+/// until `shutdown` completes.
+pub async fn run_deletion_controller(
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let works: Api<ManifestWork> = Api::all(client.clone());
+    let deletion = Arc::new(WorkDeletion::new(client));
+    Controller::new(works, watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, deletion)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                debug!(%error, "work deletion controller");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn condition(type_: &str, status: &str, message: &str, time: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "R".into(),
+            message: message.into(),
+            observed_generation: 1,
+            last_transition_time: time.into(),
+        }
+    }
+
+    #[test]
+    fn deleting_replaces_only_its_own_condition() {
+        let applied = condition("Applied", "True", "ok", "t0");
+        let updated = with_deleting(
+            std::slice::from_ref(&applied),
+            condition(DELETING, "True", "waiting", "t1"),
+        )
+        .expect("changed");
+        assert_eq!(
+            updated,
+            vec![applied, condition(DELETING, "True", "waiting", "t1")]
+        );
+    }
+
+    #[test]
+    fn an_identical_deleting_condition_writes_nothing() {
+        let current = [condition(DELETING, "True", "waiting", "t0")];
+        assert_eq!(
+            with_deleting(&current, condition(DELETING, "True", "waiting", "t1")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_new_message_keeps_the_transition_time() {
+        let current = [condition(DELETING, "True", "waiting for 2", "t0")];
+        let updated = with_deleting(&current, condition(DELETING, "True", "waiting for 1", "t1"))
+            .expect("changed");
+        assert_eq!(updated[0].last_transition_time, "t0");
+    }
+
+    #[test]
+    fn a_deleted_work_gets_no_new_finalizer() {
+        let mut work = ManifestWork::new("w", Default::default());
+        assert!(needs_finalizer(&work));
+        work.metadata.finalizers = Some(vec![CLEANUP_FINALIZER.into()]);
+        assert!(!needs_finalizer(&work));
+        assert!(!awaits_release(&work));
+        work.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        );
+        assert!(awaits_release(&work));
+        work.metadata.finalizers = None;
+        assert!(!needs_finalizer(&work));
+    }
+}

@@ -1,0 +1,305 @@
+//! The pure rules of letting go of an applied object: which objects a work's
+//! `deleteOption` deletes and which it orphans, how ferry marks the objects it
+//! owns (an owner reference to the work's `AppliedManifestWork`), and how
+//! those marks are added and removed. Objects listed by several works carry
+//! one owner reference per work and are deleted only by the last of them.
+
+use ferry_proto::v1;
+use serde_json::{Map, Value, json};
+
+use crate::hash::{FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION};
+
+/// `apiVersion` of the owner references ferry puts on applied objects.
+pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";
+/// `kind` of the owner references ferry puts on applied objects.
+pub const OWNER_KIND: &str = "AppliedManifestWork";
+
+/// The record that owns a work's objects on the spoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Name of the AppliedManifestWork.
+    pub name: String,
+    /// Its UID, which the owner reference names.
+    pub uid: String,
+}
+
+/// What happens to one object when its work lets go of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Delete it (unless another work still holds it).
+    Delete,
+    /// Leave it on the cluster without ferry's marks.
+    Orphan,
+}
+
+/// A work's `deleteOption`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletePolicy {
+    /// Delete every object (the default).
+    Foreground,
+    /// Leave every object.
+    Orphan,
+    /// Leave the objects the rules match, delete the others.
+    SelectivelyOrphan(Vec<v1::OrphaningRule>),
+}
+
+impl DeletePolicy {
+    /// Reads the wire form. An unknown policy orphans: leaving an object
+    /// behind can be undone, deleting it cannot. The hub's CRD refuses
+    /// unknown policies, so this only guards against a newer hub.
+    pub fn from_wire(option: Option<&v1::DeleteOption>) -> Self {
+        let Some(option) = option else {
+            return DeletePolicy::Foreground;
+        };
+        match option.propagation_policy.as_str() {
+            "" | "Foreground" => DeletePolicy::Foreground,
+            "SelectivelyOrphan" => DeletePolicy::SelectivelyOrphan(option.orphaning_rules.clone()),
+            _ => DeletePolicy::Orphan,
+        }
+    }
+
+    /// What this policy does with the object `(group, resource, namespace, name)`.
+    pub fn disposition(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Disposition {
+        match self {
+            DeletePolicy::Foreground => Disposition::Delete,
+            DeletePolicy::Orphan => Disposition::Orphan,
+            DeletePolicy::SelectivelyOrphan(rules) => {
+                let matched = rules.iter().any(|r| {
+                    r.group == group
+                        && r.resource == resource
+                        && r.namespace == namespace
+                        && r.name == name
+                });
+                if matched {
+                    Disposition::Orphan
+                } else {
+                    Disposition::Delete
+                }
+            }
+        }
+    }
+}
+
+/// The owner reference that marks an object as applied by `owner`'s work.
+/// It never blocks the owner's deletion: ferry deletes objects itself, in
+/// order, and the reference is only the mark and a safety net for the
+/// cluster's garbage collector.
+pub fn owner_reference(owner: &Owner) -> Value {
+    json!({
+        "apiVersion": OWNER_API_VERSION,
+        "kind": OWNER_KIND,
+        "name": owner.name,
+        "uid": owner.uid,
+    })
+}
+
+fn owner_references(object: &Value) -> Vec<Value> {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn is_ferry_reference(reference: &Value) -> bool {
+    reference["kind"] == OWNER_KIND
+        && reference["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("work.ferry.dev/"))
+}
+
+/// Whether `object` carries `owner`'s mark.
+pub fn is_owned_by(object: &Value, owner: &Owner) -> bool {
+    owner_references(object)
+        .iter()
+        .any(|r| r["uid"] == owner.uid.as_str())
+}
+
+/// How many other ferry works hold `object` besides `owner`.
+pub fn other_ferry_owners(object: &Value, owner: &Owner) -> usize {
+    owner_references(object)
+        .iter()
+        .filter(|r| is_ferry_reference(r) && r["uid"] != owner.uid.as_str())
+        .count()
+}
+
+// Every list change carries the resourceVersion it was computed from: a
+// merge patch replaces the whole list, so a concurrent change by another
+// work must fail the patch instead of being overwritten.
+fn metadata_patch(object: &Value, metadata: Map<String, Value>) -> Value {
+    let mut metadata = metadata;
+    if let Some(version) = object["metadata"]["resourceVersion"].as_str() {
+        metadata.insert("resourceVersion".into(), Value::String(version.into()));
+    }
+    json!({ "metadata": Value::Object(metadata) })
+}
+
+fn references_value(references: Vec<Value>) -> Value {
+    if references.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(references)
+    }
+}
+
+/// The merge patch that adds `owner`'s mark to `object`, or None when it
+/// is already there.
+pub fn adopt_patch(object: &Value, owner: &Owner) -> Option<Value> {
+    if is_owned_by(object, owner) {
+        return None;
+    }
+    let mut references = owner_references(object);
+    references.push(owner_reference(owner));
+    let mut metadata = Map::new();
+    metadata.insert("ownerReferences".into(), Value::Array(references));
+    Some(metadata_patch(object, metadata))
+}
+
+/// The merge patch that removes `owner`'s mark from `object` and, when no
+/// other ferry work holds it any more, ferry's annotations too. None when
+/// there is nothing to remove.
+pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
+    let all = owner_references(object);
+    let kept: Vec<Value> = all
+        .iter()
+        .filter(|r| r["uid"] != owner.uid.as_str())
+        .cloned()
+        .collect();
+    let mut metadata = Map::new();
+    if kept.len() != all.len() {
+        metadata.insert("ownerReferences".into(), references_value(kept));
+    }
+    if other_ferry_owners(object, owner) == 0 {
+        let annotations = object["metadata"]["annotations"].as_object();
+        let mut removed = Map::new();
+        for key in [
+            OBJECT_HASH_ANNOTATION,
+            FIELD_HASHES_ANNOTATION,
+            LAST_APPLIED_ANNOTATION,
+        ] {
+            if annotations.is_some_and(|a| a.contains_key(key)) {
+                removed.insert(key.into(), Value::Null);
+            }
+        }
+        if !removed.is_empty() {
+            metadata.insert("annotations".into(), Value::Object(removed));
+        }
+    }
+    if metadata.is_empty() {
+        return None;
+    }
+    Some(metadata_patch(object, metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(uid: &str) -> Owner {
+        Owner {
+            name: uid.into(),
+            uid: uid.into(),
+        }
+    }
+
+    fn object(references: Value) -> Value {
+        json!({"metadata": {"name": "x", "resourceVersion": "7", "ownerReferences": references,
+            "annotations": {OBJECT_HASH_ANNOTATION: "h", "keep": "me"}}})
+    }
+
+    #[test]
+    fn a_missing_delete_option_deletes_everything() {
+        let policy = DeletePolicy::from_wire(None);
+        assert_eq!(
+            policy.disposition("", "configmaps", "ns", "a"),
+            Disposition::Delete
+        );
+    }
+
+    #[test]
+    fn selectively_orphan_orphans_only_exact_matches() {
+        let policy = DeletePolicy::from_wire(Some(&v1::DeleteOption {
+            propagation_policy: "SelectivelyOrphan".into(),
+            orphaning_rules: vec![v1::OrphaningRule {
+                group: "".into(),
+                resource: "configmaps".into(),
+                name: "keep".into(),
+                namespace: "ns".into(),
+            }],
+        }));
+        assert_eq!(
+            policy.disposition("", "configmaps", "ns", "keep"),
+            Disposition::Orphan
+        );
+        assert_eq!(
+            policy.disposition("", "configmaps", "other", "keep"),
+            Disposition::Delete
+        );
+        assert_eq!(
+            policy.disposition("", "secrets", "ns", "keep"),
+            Disposition::Delete
+        );
+    }
+
+    #[test]
+    fn an_unknown_policy_orphans_rather_than_deletes() {
+        let policy = DeletePolicy::from_wire(Some(&v1::DeleteOption {
+            propagation_policy: "Sideways".into(),
+            orphaning_rules: vec![],
+        }));
+        assert_eq!(policy, DeletePolicy::Orphan);
+    }
+
+    #[test]
+    fn adopting_appends_the_reference_and_pins_the_resource_version() {
+        let other = owner_reference(&owner("b"));
+        let patch = adopt_patch(&object(json!([other.clone()])), &owner("a")).expect("patch");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            patch["metadata"]["ownerReferences"],
+            json!([other, owner_reference(&owner("a"))])
+        );
+        let adopted = object(json!([owner_reference(&owner("a"))]));
+        assert_eq!(adopt_patch(&adopted, &owner("a")), None);
+    }
+
+    #[test]
+    fn releasing_the_last_ferry_owner_strips_ferrys_annotations_only() {
+        let patch = release_patch(&object(json!([owner_reference(&owner("a"))])), &owner("a"))
+            .expect("patch");
+        assert_eq!(patch["metadata"]["ownerReferences"], Value::Null);
+        assert_eq!(
+            patch["metadata"]["annotations"],
+            json!({OBJECT_HASH_ANNOTATION: null})
+        );
+    }
+
+    #[test]
+    fn releasing_a_shared_object_keeps_the_other_works_mark_and_annotations() {
+        let b = owner_reference(&owner("b"));
+        let shared = object(json!([owner_reference(&owner("a")), b.clone()]));
+        assert_eq!(other_ferry_owners(&shared, &owner("a")), 1);
+        let patch = release_patch(&shared, &owner("a")).expect("patch");
+        assert_eq!(patch["metadata"]["ownerReferences"], json!([b]));
+        assert!(patch["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn owners_that_are_not_ferry_works_do_not_count_as_sharing() {
+        let deployment =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "z"});
+        let mixed = object(json!([owner_reference(&owner("a")), deployment]));
+        assert_eq!(other_ferry_owners(&mixed, &owner("a")), 0);
+    }
+
+    #[test]
+    fn releasing_an_unmarked_object_without_annotations_is_a_no_op() {
+        let bare = json!({"metadata": {"name": "x", "resourceVersion": "1"}});
+        assert_eq!(release_patch(&bare, &owner("a")), None);
+    }
+}
