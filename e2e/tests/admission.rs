@@ -1,6 +1,7 @@
 //! Admission: the hub's webhook refuses invalid works when they are written,
 //! naming the manifest and the problem, so no agent ever sees them; a work
-//! that was admitted can still have its metadata changed and be deleted; a
+//! that was admitted can still have its metadata changed (even with no hub
+//! running) and be deleted; a
 //! work close to the size limit travels and applies, one over it is refused;
 //! and the limit sits below what the hub API server can store.
 
@@ -245,7 +246,7 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_deleted() {
-    let fleet = Fleet::start(fleet_options()).await.expect("fleet starts");
+    let mut fleet = Fleet::start(fleet_options()).await.expect("fleet starts");
     let client = fleet.hub_client.clone();
     let works = dynamic_works(&client);
 
@@ -295,6 +296,26 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
         .patch("old", &PatchParams::default(), &Patch::Merge(&relabel))
         .await
         .expect("labels and finalizers can change on an invalid work");
+    // With no hub running, the API server does not even call the webhook for
+    // a metadata-only update, and refuses every spec write (fail closed).
+    fleet.stop_hub().await;
+    let relabel = json!({"metadata": {"labels": {"team": "b"}}});
+    works
+        .patch("old", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("metadata-only updates need no running hub");
+    let message = refusal(
+        &works,
+        "while-down",
+        json!({"workload": {"manifests": [cm("while-down")]}}),
+    )
+    .await;
+    assert!(
+        message.contains(WEBHOOK_NAME) && message.contains("failed calling webhook"),
+        "{message}"
+    );
+    fleet.start_hub().await.expect("hub restarts");
+
     // A spec change is checked, and this one is still invalid.
     let respec = json!({"spec": {"workload": {"manifests": [cm("old"), cm("old"), cm("new")]}}});
     let err = works
