@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
 use crate::semantics::release::Owner;
 
 /// Field manager of the agent's own bookkeeping writes.
@@ -260,18 +261,32 @@ impl AppliedWorks {
     }
 
     /// Server-side applies the CRD and waits until the spoke serves it.
+    /// An agent restart sends nothing when the CRD is already the one this
+    /// agent would write: its hash is kept in an annotation.
     pub async fn install_crd(client: &Client) -> Result<(), AppliedWorksError> {
         use kube::runtime::wait::{await_condition, conditions};
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = AppliedManifestWork::crd();
+        let mut crd = AppliedManifestWork::crd();
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(
-            &name,
-            &PatchParams::apply(RECORD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(AppliedWorksError::InstallCrd)?;
+        let hash = object_hash(&serde_json::to_value(&crd).unwrap_or_default(), &[]);
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(OBJECT_HASH_ANNOTATION.into(), hash.clone());
+        let live = crds
+            .get_opt(&name)
+            .await
+            .map_err(AppliedWorksError::InstallCrd)?;
+        let current = live
+            .as_ref()
+            .and_then(|l| l.annotations().get(OBJECT_HASH_ANNOTATION))
+            .is_some_and(|h| *h == hash);
+        if !current {
+            let params = PatchParams::apply(RECORD_MANAGER).force();
+            crds.patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .map_err(AppliedWorksError::InstallCrd)?;
+        }
         let limit = Duration::from_secs(30);
         let established = await_condition(crds, &name, conditions::is_crd_established());
         match tokio::time::timeout(limit, established).await {

@@ -60,6 +60,9 @@ pub enum SessionError {
     /// The hub closed the stream.
     #[error("the hub closed the stream")]
     Closed,
+    /// Nothing arrived from the hub, not even a heartbeat, for this long.
+    #[error("no message from the hub for {0:?}")]
+    Silent(Duration),
 }
 
 /// Keeps a session with the hub open for as long as the returned future runs.
@@ -131,10 +134,22 @@ async fn connect_once(
         board.clone(),
         config.heartbeat_interval,
     )));
-    while let Some(message) = inbound.message().await? {
+    // The hub heartbeats; three missed intervals mean the connection is dead
+    // even if TCP has not noticed, so the agent dials again.
+    let mut silence_limit = config.heartbeat_interval * 3;
+    loop {
+        let message = tokio::time::timeout(silence_limit, inbound.message())
+            .await
+            .map_err(|_| SessionError::Silent(silence_limit))??;
+        let Some(message) = message else {
+            break;
+        };
         match message.body {
             Some(hub_message::Body::Welcome(welcome)) => {
                 *welcomed = true;
+                let interval =
+                    Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
+                silence_limit = interval * 3;
                 info!(hub_version = %welcome.hub_version, "connected to hub");
             }
             Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tracing::error;
 
 use crate::controlplane::{ControlPlane, ControlPlaneOptions, StartError};
+use crate::link::Link;
 
 /// A fleet could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +88,8 @@ pub struct Spoke {
     pub control_plane: ControlPlane,
     /// Admin client of the spoke.
     pub client: Client,
+    /// The network link its agent reaches the hub through.
+    pub link: Link,
     agent_config: ferry_agent::session::SessionConfig,
     agent_options: AgentOptions,
     agent: Option<Running>,
@@ -158,6 +161,8 @@ pub struct Fleet {
     /// The spokes, in the order they were named.
     pub spokes: Vec<Spoke>,
     hub_addr: std::net::SocketAddr,
+    /// Where the hub serves `/metrics`.
+    pub hub_probes_addr: std::net::SocketAddr,
     session: ferry_hub::session::SessionConfig,
     hub_run: Option<Running>,
     webhook: Option<Webhook>,
@@ -167,20 +172,15 @@ pub struct Fleet {
 /// address, and returns once the hub API server enforces it.
 async fn spawn_hub(
     client: Client,
-    listener: tokio::net::TcpListener,
+    mut listeners: HubListeners,
     session: ferry_hub::session::SessionConfig,
     webhook: Option<&Webhook>,
 ) -> Result<Running, FleetError> {
     let (stop, stopped) = oneshot::channel::<()>();
-    let admission = match webhook {
-        Some(webhook) => Some(webhook.options().await?),
-        None => None,
-    };
-    let listeners = HubListeners {
-        grpc: listener,
-        probes: None,
-        admission,
-    };
+    // The fleet's webhook, if any, is served by every hub it runs.
+    if let Some(webhook) = webhook {
+        listeners.admission = Some(webhook.options().await?);
+    }
     let hub_client = client.clone();
     let task = tokio::spawn(async move {
         let shutdown = async {
@@ -221,10 +221,19 @@ impl Fleet {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
+        let probes = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FleetError::Bind)?;
         let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let hub_probes_addr = probes.local_addr().map_err(FleetError::Bind)?;
         let hub_url = format!("http://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
+        };
+        let listeners = HubListeners {
+            grpc: listener,
+            probes: Some(probes),
+            admission: None,
         };
         let webhook = if options.admission {
             Some(Webhook::new().await?)
@@ -233,7 +242,7 @@ impl Fleet {
         };
         let hub_run = spawn_hub(
             hub_client.clone(),
-            listener,
+            listeners,
             session.clone(),
             webhook.as_ref(),
         )
@@ -242,8 +251,9 @@ impl Fleet {
         let mut spokes = Vec::new();
         for control_plane in spoke_planes {
             let client = control_plane.client().await?;
+            let link = Link::start(hub_addr).await.map_err(FleetError::Bind)?;
             let config = ferry_agent::session::SessionConfig {
-                hub_url: hub_url.clone(),
+                hub_url: link.url(),
                 cluster_name: control_plane.name.clone(),
                 heartbeat_interval: options.heartbeat,
             };
@@ -255,6 +265,7 @@ impl Fleet {
                 name: control_plane.name.clone(),
                 control_plane,
                 client,
+                link,
                 agent_config: config,
                 agent_options,
                 agent: None,
@@ -268,6 +279,7 @@ impl Fleet {
             hub_url,
             spokes,
             hub_addr,
+            hub_probes_addr,
             session,
             hub_run: Some(hub_run),
             webhook,
@@ -307,13 +319,21 @@ impl Fleet {
     /// Starts the hub again on the same address, with nothing in memory.
     pub async fn start_hub(&mut self) -> Result<(), FleetError> {
         if self.hub_run.is_none() {
-            let listener = tokio::net::TcpListener::bind(self.hub_addr)
+            let grpc = tokio::net::TcpListener::bind(self.hub_addr)
                 .await
                 .map_err(FleetError::Bind)?;
+            let probes = tokio::net::TcpListener::bind(self.hub_probes_addr)
+                .await
+                .map_err(FleetError::Bind)?;
+            let listeners = HubListeners {
+                grpc,
+                probes: Some(probes),
+                admission: None,
+            };
             self.hub_run = Some(
                 spawn_hub(
                     self.hub_client.clone(),
-                    listener,
+                    listeners,
                     self.session.clone(),
                     self.webhook.as_ref(),
                 )

@@ -3,9 +3,12 @@
 //! ferry running against them, and watch-based waiting helpers.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
+pub mod hub_metrics;
+pub mod link;
 pub mod ownership;
 pub mod spoke_actor;
 pub mod wait;

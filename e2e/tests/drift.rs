@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use ferry_e2e::audit::count_writes;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::wait::wait_until;
@@ -125,20 +126,4 @@ async fn steady_state_sends_zero_writes_to_the_spoke() {
         "ferry wrote to the spoke at steady state"
     );
     fleet.stop().await;
-}
-
-/// Write requests (create, update, patch, delete) made with the admin identity
-/// the in-process agent uses, excluding the API server's own traffic.
-fn count_writes(audit_log: &str) -> usize {
-    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|event| event["user"]["username"] == "ferry-admin")
-        .filter(|event| {
-            matches!(
-                event["verb"].as_str(),
-                Some("create" | "update" | "patch" | "delete" | "deletecollection")
-            )
-        })
-        .count()
 }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod cluster_liveness;
 pub mod crds;
 pub mod managed_cluster;
 pub mod manifest_work;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Connected","type":"boolean","jsonPath":".status.connected"}"#,
     printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".status.agentVersion"}"#,
     printcolumn = r#"{"name":"Last Seen","type":"date","jsonPath":".status.lastSeenTime"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.disconnectReason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -40,4 +41,11 @@ pub struct ManagedClusterStatus {
     /// When the hub last heard from the agent, RFC 3339.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_seen_time: String,
+    /// Identifies the session the status describes, so that the end of an
+    /// old session never overwrites a newer one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    /// Why the agent is disconnected, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disconnect_reason: Option<String>,
 }

@@ -13,6 +13,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tracing::info;
 
 use crate::admission::{self, AdmissionError, AdmissionOptions};
+use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
 use crate::manifest_work::ManifestWork;
 use crate::metrics::HubMetrics;
 use crate::probes;
@@ -72,9 +73,17 @@ pub async fn run_hub(
         let _ = rx.wait_for(|s| *s).await;
     };
     let deletion = WorkDeletion::new(client.clone());
+    let liveness = ClusterLiveness::new(client.clone());
+    let sweeper = run_liveness_sweeper(
+        liveness.clone(),
+        session.heartbeat_interval,
+        session.heartbeat_interval * 5,
+        stopped(stop_rx.clone()),
+    );
     let distributor = Distributor::new(
         index.clone(),
         deletion,
+        liveness,
         status,
         metrics,
         session,
@@ -124,7 +133,7 @@ pub async fn run_hub(
         }
     };
     let controller = async {
-        deletion_controller.await;
+        tokio::join!(deletion_controller, sweeper);
         Ok(())
     };
     tokio::try_join!(

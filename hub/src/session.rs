@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
+use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, OutcomeLabel};
 use crate::status_writer::{StatusOutcome, StatusWriter};
@@ -46,6 +47,7 @@ impl Default for SessionConfig {
 pub struct Distributor {
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    liveness: ClusterLiveness,
     status: Arc<StatusWriter>,
     metrics: Arc<HubMetrics>,
     config: SessionConfig,
@@ -57,6 +59,7 @@ impl Distributor {
     pub fn new(
         index: Arc<WorkIndex>,
         deletion: WorkDeletion,
+        liveness: ClusterLiveness,
         status: Arc<StatusWriter>,
         metrics: Arc<HubMetrics>,
         config: SessionConfig,
@@ -65,6 +68,7 @@ impl Distributor {
         Self {
             index,
             deletion,
+            liveness,
             status,
             metrics,
             config,
@@ -84,7 +88,13 @@ impl WorkDistributor for Distributor {
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::SyncStream>, Status> {
         let mut inbound = request.into_inner();
-        let hello = match inbound.message().await? {
+        let wait = self.config.heartbeat_interval * 3;
+        let first = tokio::time::timeout(wait, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!("no Hello within {} s", wait.as_secs()))
+            })?;
+        let hello = match first? {
             Some(v1::AgentMessage {
                 body: Some(agent_message::Body::Hello(hello)),
             }) => hello,
@@ -105,6 +115,14 @@ impl WorkDistributor for Distributor {
         }
         let cluster = hello.cluster_name.clone();
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
+        let session_id = format!("{:016x}", rand::random::<u64>());
+        if let Err(error) = self
+            .liveness
+            .connected(&cluster, &session_id, &hello.agent_version)
+            .await
+        {
+            warn!(%cluster, %error, "cannot record the agent as connected");
+        }
 
         let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE);
         let (inbound_done, inbound_done_rx) = oneshot::channel();
@@ -131,13 +149,15 @@ impl WorkDistributor for Distributor {
             inbound_done_rx,
             self.stopping.clone(),
         ));
-        tokio::spawn(read_reports(
+        let reader = Reader {
             cluster,
-            inbound,
-            self.status.clone(),
-            self.metrics.clone(),
-            inbound_done,
-        ));
+            session_id,
+            status: self.status.clone(),
+            liveness: self.liveness.clone(),
+            metrics: self.metrics.clone(),
+            heartbeat: self.config.heartbeat_interval,
+        };
+        tokio::spawn(reader.read_reports(inbound, inbound_done));
         Ok(Response::new(Box::pin(ReceiverStream::new(outbound_rx))))
     }
 }
@@ -295,44 +315,85 @@ async fn push_works(
     info!(cluster = %pusher.cluster, "agent session ended");
 }
 
-async fn read_reports(
+/// Reads one agent's messages, writes its reports, and keeps its
+/// ManagedCluster liveness.
+struct Reader {
     cluster: String,
-    mut inbound: Streaming<v1::AgentMessage>,
+    session_id: String,
     status: Arc<StatusWriter>,
+    liveness: ClusterLiveness,
     metrics: Arc<HubMetrics>,
-    _done: oneshot::Sender<()>,
-) {
-    loop {
-        let message = match inbound.message().await {
-            Ok(Some(message)) => message,
-            Ok(None) => break,
-            Err(error) => {
-                debug!(%cluster, %error, "agent stream ended");
-                break;
+    heartbeat: Duration,
+}
+
+impl Reader {
+    /// Agents heartbeat every interval; three missed in a row end the session.
+    fn silence_limit(&self) -> Duration {
+        self.heartbeat * 3
+    }
+
+    async fn read_reports(
+        self,
+        mut inbound: Streaming<v1::AgentMessage>,
+        _done: oneshot::Sender<()>,
+    ) {
+        let cluster = self.cluster.clone();
+        let mut recorded_seen = Instant::now();
+        let reason = loop {
+            let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
+            {
+                Ok(Ok(Some(message))) => message,
+                Ok(Ok(None)) => break "the agent closed the stream".to_string(),
+                Ok(Err(error)) => {
+                    debug!(%cluster, %error, "agent stream ended");
+                    break format!("the stream broke: {}", error.message());
+                }
+                Err(_) => {
+                    break format!("no heartbeat for {} s", self.silence_limit().as_secs());
+                }
+            };
+            // Last-seen is written every other heartbeat, not on each: it is
+            // for people and for the sweeper, which allows five intervals.
+            if recorded_seen.elapsed() >= self.heartbeat * 2 {
+                recorded_seen = Instant::now();
+                if let Err(error) = self.liveness.seen(&cluster).await {
+                    debug!(%cluster, %error, "cannot record last seen");
+                }
+            }
+            match message.body {
+                Some(agent_message::Body::Status(report)) => self.write(&report).await,
+                Some(agent_message::Body::Heartbeat(_)) => {}
+                Some(agent_message::Body::Hello(_)) | None => {
+                    warn!(%cluster, "unexpected message after Hello; closing the session");
+                    break "the agent sent a second Hello or an empty message".to_string();
+                }
             }
         };
-        match message.body {
-            Some(agent_message::Body::Status(report)) => {
-                let outcome = match status.write(&cluster, &report).await {
-                    Ok(StatusOutcome::Written) => "written",
-                    Ok(StatusOutcome::Unchanged) => "unchanged",
-                    Ok(StatusOutcome::Stale) => "stale",
-                    Ok(StatusOutcome::Released) => "released",
-                    Err(error) => {
-                        warn!(%cluster, %error, "status report not written");
-                        "error"
-                    }
-                };
-                metrics
-                    .status_reports
-                    .get_or_create(&OutcomeLabel { outcome })
-                    .inc();
-            }
-            Some(agent_message::Body::Heartbeat(_)) => {}
-            Some(agent_message::Body::Hello(_)) | None => {
-                warn!(%cluster, "unexpected message after Hello; closing the session");
-                break;
-            }
+        info!(%cluster, %reason, "agent disconnected");
+        if let Err(error) = self
+            .liveness
+            .disconnected(&cluster, &self.session_id, &reason)
+            .await
+        {
+            warn!(%cluster, %error, "cannot record the agent as disconnected");
         }
+    }
+
+    async fn write(&self, report: &v1::WorkStatus) {
+        let cluster = &self.cluster;
+        let outcome = match self.status.write(cluster, report).await {
+            Ok(StatusOutcome::Written) => "written",
+            Ok(StatusOutcome::Unchanged) => "unchanged",
+            Ok(StatusOutcome::Stale) => "stale",
+            Ok(StatusOutcome::Released) => "released",
+            Err(error) => {
+                warn!(%cluster, %error, "status report not written");
+                "error"
+            }
+        };
+        self.metrics
+            .status_reports
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
     }
 }

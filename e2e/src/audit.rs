@@ -1,0 +1,34 @@
+//! Counts what a spoke's API server was asked to change, from its audit log:
+//! the proof that ferry stays quiet when nothing needs writing.
+
+use serde_json::Value;
+
+// Write requests made with the admin identity the in-process agent uses,
+// excluding the API server's own traffic.
+fn writes(audit_log: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["user"]["username"] == "ferry-admin")
+        .filter(|event| {
+            matches!(
+                event["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .collect()
+}
+
+/// How many write requests (create, update, patch, delete) the agent's
+/// identity has made so far.
+pub fn count_writes(audit_log: &str) -> usize {
+    writes(audit_log).len()
+}
+
+/// Those write requests as `verb URI` lines, for failure messages.
+pub fn list_writes(audit_log: &str) -> Vec<String> {
+    writes(audit_log)
+        .iter()
+        .map(|event| format!("{} {}", event["verb"], event["requestURI"]))
+        .collect()
+}
