@@ -12,10 +12,14 @@ pub mod list_schema;
 pub mod ownership_marks;
 pub mod probes;
 pub mod reconcile;
-pub mod semantics;
 pub mod session;
 pub mod status_board;
 pub mod works;
+
+/// The pure apply semantics, in their own crate so the hub's admission
+/// webhook uses the very same parsers; re-exported so `crate::semantics::…`
+/// paths keep working.
+pub use ferry_semantics as semantics;
 
 use std::future::Future;
 use std::sync::Arc;

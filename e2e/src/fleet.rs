@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
+use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, wait_until_enforced};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
@@ -38,6 +39,9 @@ pub enum FleetError {
     /// The hub's gRPC port could not be bound.
     #[error("binding the hub gRPC port: {0}")]
     Bind(#[source] std::io::Error),
+    /// The admission webhook could not be set up or was not enforced in time.
+    #[error("hub admission webhook: {0}")]
+    Admission(String),
 }
 
 /// How to build a fleet.
@@ -58,6 +62,9 @@ pub struct FleetOptions {
     pub tls: bool,
     /// Require client certificates from agents (mutual TLS).
     pub mtls: bool,
+    /// Run the hub's ManifestWork admission webhook, as production does (on
+    /// by default; off only to write works it would refuse).
+    pub admission: bool,
 }
 
 impl FleetOptions {
@@ -71,6 +78,7 @@ impl FleetOptions {
             eviction_grace: Duration::from_secs(3600),
             tls: true,
             mtls: false,
+            admission: true,
         }
     }
 }
@@ -163,23 +171,37 @@ pub struct Fleet {
     grpc_tls: Option<GrpcTls>,
     session: ferry_hub::session::SessionConfig,
     hub_run: Option<Running>,
+    webhook: Option<Webhook>,
 }
 
-fn spawn_hub(
+/// Runs the hub; with `webhook`, also its admission webhook on the webhook's
+/// address, and returns once the hub API server enforces it.
+async fn spawn_hub(
     client: Client,
-    listeners: HubListeners,
+    mut listeners: HubListeners,
     session: ferry_hub::session::SessionConfig,
-) -> Running {
+    webhook: Option<&Webhook>,
+) -> Result<Running, FleetError> {
     let (stop, stopped) = oneshot::channel::<()>();
+    // The fleet's webhook, if any, is served by every hub it runs.
+    if let Some(webhook) = webhook {
+        listeners.admission = Some(webhook.options().await?);
+    }
+    let hub_client = client.clone();
     let task = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
         };
-        if let Err(e) = run_hub(client, listeners, session, shutdown).await {
+        if let Err(e) = run_hub(hub_client, listeners, session, shutdown).await {
             error!(error = %e, "hub stopped");
         }
     });
-    Running { stop, task }
+    if webhook.is_some() && !wait_until_enforced(&client, "default", Duration::from_secs(30)).await
+    {
+        task.abort();
+        return Err(FleetError::Admission("not enforced within 30 s".into()));
+    }
+    Ok(Running { stop, task })
 }
 
 impl Fleet {
@@ -246,8 +268,20 @@ impl Fleet {
             grpc: listener,
             grpc_tls: grpc_tls.clone(),
             probes: Some(probes),
+            admission: None,
         };
-        let hub_run = spawn_hub(hub_client.clone(), listeners, session.clone());
+        let webhook = if options.admission {
+            Some(Webhook::new().await?)
+        } else {
+            None
+        };
+        let hub_run = spawn_hub(
+            hub_client.clone(),
+            listeners,
+            session.clone(),
+            webhook.as_ref(),
+        )
+        .await?;
 
         let mut spokes = Vec::new();
         for (control_plane, token) in spoke_planes.into_iter().zip(tokens) {
@@ -287,6 +321,7 @@ impl Fleet {
             grpc_tls,
             session,
             hub_run: Some(hub_run),
+            webhook,
         })
     }
 
@@ -333,12 +368,17 @@ impl Fleet {
                 grpc,
                 grpc_tls: self.grpc_tls.clone(),
                 probes: Some(probes),
+                admission: None,
             };
-            self.hub_run = Some(spawn_hub(
-                self.hub_client.clone(),
-                listeners,
-                self.session.clone(),
-            ));
+            self.hub_run = Some(
+                spawn_hub(
+                    self.hub_client.clone(),
+                    listeners,
+                    self.session.clone(),
+                    self.webhook.as_ref(),
+                )
+                .await?,
+            );
         }
         Ok(())
     }
@@ -386,5 +426,35 @@ impl Drop for Fleet {
                 agent.task.abort();
             }
         }
+    }
+}
+
+/// The hub's admission webhook: a loopback address and a certificate made
+/// for it, kept so a restarted hub serves it where the API server expects.
+struct Webhook {
+    addr: std::net::SocketAddr,
+    cert: ServingCert,
+}
+
+impl Webhook {
+    async fn new() -> Result<Self, FleetError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FleetError::Bind)?;
+        let addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let cert = ServingCert::generate(&[addr.ip().to_string()])
+            .map_err(|e| FleetError::Admission(e.to_string()))?;
+        Ok(Self { addr, cert })
+    }
+
+    async fn options(&self) -> Result<AdmissionOptions, FleetError> {
+        Ok(AdmissionOptions {
+            listener: tokio::net::TcpListener::bind(self.addr)
+                .await
+                .map_err(FleetError::Bind)?,
+            url: format!("https://{}", self.addr),
+            cert: self.cert.clone(),
+            max_work_bytes: DEFAULT_MAX_WORK_BYTES,
+        })
     }
 }

@@ -3,6 +3,7 @@
 //! agents report back to the ManifestWork status subresource.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod agent_identity;
 pub mod cluster_liveness;
 pub mod crds;
@@ -14,6 +15,7 @@ pub mod probes;
 pub mod server;
 pub mod session;
 pub mod status_writer;
+pub mod tls;
 pub mod to_wire;
 pub mod work_deletion;
 pub mod work_index;

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES};
 use ferry_hub::crds::{hub_crds, install_crds, render_yaml};
 use ferry_hub::join::join_cluster;
 use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
 use ferry_hub::session::SessionConfig;
+use ferry_hub::tls::ServingCert;
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
@@ -54,6 +56,29 @@ enum Command {
         /// local experiments only.
         #[arg(long, env = "FERRY_INSECURE_PLAINTEXT", conflicts_with_all = ["tls_cert", "client_ca"])]
         insecure_plaintext: bool,
+        /// Address of the ManifestWork admission webhook (HTTPS). With it,
+        /// the hub registers a ValidatingWebhookConfiguration so invalid
+        /// works are refused when written.
+        #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_url")]
+        webhook_addr: Option<SocketAddr>,
+        /// Base URL at which the hub API server reaches the webhook, e.g.
+        /// https://ferry-hub.ferry.svc:9443.
+        #[arg(long, env = "FERRY_WEBHOOK_URL", requires = "webhook_addr")]
+        webhook_url: Option<String>,
+        /// PEM certificate chain of the webhook; a certificate for the URL's
+        /// host is generated at start when absent.
+        #[arg(long, env = "FERRY_WEBHOOK_CERT", requires = "webhook_key")]
+        webhook_cert: Option<PathBuf>,
+        /// PEM private key of the webhook certificate.
+        #[arg(long, env = "FERRY_WEBHOOK_KEY", requires = "webhook_cert")]
+        webhook_key: Option<PathBuf>,
+        /// PEM CA bundle the API server uses to trust the webhook
+        /// certificate; defaults to the certificate file itself.
+        #[arg(long, env = "FERRY_WEBHOOK_CA", requires = "webhook_cert")]
+        webhook_ca: Option<PathBuf>,
+        /// Largest ManifestWork admitted, in bytes of JSON.
+        #[arg(long, env = "FERRY_MAX_WORK_BYTES", default_value_t = DEFAULT_MAX_WORK_BYTES)]
+        max_work_bytes: usize,
     },
     /// Prepare a cluster to join: create its namespace, its agent's
     /// ServiceAccount and its ManagedCluster, write a token for the agent,
@@ -109,6 +134,12 @@ async fn main() -> anyhow::Result<()> {
             tls_key,
             client_ca,
             insecure_plaintext,
+            webhook_addr,
+            webhook_url,
+            webhook_cert,
+            webhook_key,
+            webhook_ca,
+            max_work_bytes,
         } => {
             let read = |path: &PathBuf| {
                 std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
@@ -140,6 +171,25 @@ async fn main() -> anyhow::Result<()> {
                         .await
                         .with_context(|| format!("binding {probe_addr}"))?,
                 ),
+                admission: match (webhook_addr, webhook_url) {
+                    (Some(addr), Some(url)) => {
+                        let cert = match (webhook_cert, webhook_key) {
+                            (Some(cert), Some(key)) => {
+                                ServingCert::load(&cert, &key, webhook_ca.as_deref())?
+                            }
+                            _ => ServingCert::generate(&[url_host(&url)?])?,
+                        };
+                        Some(AdmissionOptions {
+                            listener: TcpListener::bind(addr)
+                                .await
+                                .with_context(|| format!("binding {addr}"))?,
+                            url,
+                            cert,
+                            max_work_bytes,
+                        })
+                    }
+                    _ => None,
+                },
             };
             let session = SessionConfig {
                 heartbeat_interval: Duration::from_secs(heartbeat_seconds.max(1)),
@@ -179,6 +229,25 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The host of an https URL, for the generated certificate's name.
+fn url_host(url: &str) -> anyhow::Result<String> {
+    let uri: http::Uri = url
+        .parse()
+        .with_context(|| format!("--webhook-url {url:?} is not a URL"))?;
+    anyhow::ensure!(
+        uri.scheme_str() == Some("https"),
+        "--webhook-url {url:?} must be https: the API server only calls webhooks over TLS"
+    );
+    let host = uri
+        .host()
+        .with_context(|| format!("--webhook-url {url:?} has no host"))?;
+    // IPv6 hosts come bracketed; the certificate wants the bare address.
+    Ok(host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string())
 }
 
 fn init_tracing(json: bool) {

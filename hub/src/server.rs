@@ -13,6 +13,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tracing::info;
 
+use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
 use crate::manifest_work::ManifestWork;
@@ -38,6 +39,9 @@ pub enum HubError {
     /// The ManifestWork watch failed permanently.
     #[error(transparent)]
     Index(#[from] WorkIndexError),
+    /// The admission webhook failed.
+    #[error("admission webhook: {0}")]
+    Admission(#[from] AdmissionError),
 }
 
 /// TLS of the port agents dial.
@@ -69,6 +73,8 @@ pub struct HubListeners {
     pub grpc_tls: Option<GrpcTls>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
     pub probes: Option<TcpListener>,
+    /// The ManifestWork admission webhook, if this replica serves it.
+    pub admission: Option<AdmissionOptions>,
 }
 
 /// Runs one hub replica until `shutdown` completes or a component fails.
@@ -148,6 +154,15 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
+    let admission_client = client.clone();
+    let admission = async {
+        match listeners.admission {
+            Some(options) => admission::serve(admission_client, options, stopped(stop_rx.clone()))
+                .await
+                .map_err(HubError::from),
+            None => Ok(()),
+        }
+    };
     let deletion_controller = run_deletion_controller(client.clone(), stopped(stop_rx.clone()));
     let works: Api<ManifestWork> = Api::all(client);
     let watch = async {
@@ -163,6 +178,7 @@ pub async fn run_hub(
     tokio::try_join!(
         async { grpc.await.map_err(HubError::from) },
         probes,
+        admission,
         watch,
         controller
     )?;

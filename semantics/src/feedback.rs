@@ -180,8 +180,39 @@ pub fn evaluate_feedback(
     outcome
 }
 
-/// Reads one named JSONPath from the live object.
-fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, FeedbackProblem> {
+/// The problems of `rules` that do not depend on the live object: unknown
+/// rule types, unnamed entries, paths that do not parse, and a `JSONPaths`
+/// name used twice. [`evaluate_feedback`] reports each of these too, so a
+/// work free of them here has rules the agent can use; the hub refuses works
+/// that have any.
+pub fn static_problems(rules: &[FeedbackRule]) -> Vec<FeedbackProblem> {
+    let mut problems = Vec::new();
+    let mut claimed: HashSet<&str> = HashSet::new();
+    for rule in rules {
+        match rule.r#type.as_str() {
+            RULE_WELL_KNOWN_STATUS => {}
+            RULE_JSON_PATHS => {
+                for entry in &rule.json_paths {
+                    if !claimed.insert(entry.name.as_str()) {
+                        problems.push(FeedbackProblem::DuplicateName {
+                            name: entry.name.clone(),
+                            path: entry.path.clone(),
+                        });
+                    } else if let Err(problem) = parse_path(&entry.name, &entry.path) {
+                        problems.push(problem);
+                    }
+                }
+            }
+            other => problems.push(FeedbackProblem::UnknownRuleType {
+                rule_type: other.to_string(),
+            }),
+        }
+    }
+    problems
+}
+
+/// Checks one named feedback path: it needs a name and a valid JSONPath.
+fn parse_path(name: &str, raw: &str) -> Result<IgnorePath, FeedbackProblem> {
     // The hub reports values by name; an unnamed one could not be told apart.
     if name.trim().is_empty() {
         return Err(FeedbackProblem::InvalidPath {
@@ -190,14 +221,19 @@ fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, Feedb
             reason: "the entry has no name; every feedback value needs one".into(),
         });
     }
-    let path = IgnorePath::parse(raw).map_err(|e| {
+    IgnorePath::parse(raw).map_err(|e| {
         let PathError::Invalid { reason, .. } = e;
         FeedbackProblem::InvalidPath {
             name: name.to_string(),
             path: raw.to_string(),
             reason,
         }
-    })?;
+    })
+}
+
+/// Reads one named JSONPath from the live object.
+fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, FeedbackProblem> {
+    let path = parse_path(name, raw)?;
     let found: Vec<&Value> = locate(live, &path)
         .iter()
         .filter_map(|ptr| get(live, ptr))
@@ -1291,5 +1327,40 @@ mod tests {
                 assert!([REASON_AVAILABLE, REASON_NOT_AVAILABLE].contains(&reason));
             }
         }
+    }
+
+    #[test]
+    fn static_problems_are_what_evaluation_would_report_whatever_the_live_object() {
+        let rules = vec![
+            well_known(),
+            json_paths(&[("ok", ".status.ready"), ("bad", "$.status["), ("", ".a")]),
+            json_paths(&[("ok", ".status.other")]),
+            FeedbackRule {
+                r#type: "Sometimes".into(),
+                json_paths: vec![],
+            },
+        ];
+        let problems = static_problems(&rules);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(matches!(&problems[0], FeedbackProblem::InvalidPath { name, .. } if name == "bad"));
+        assert!(
+            matches!(&problems[1], FeedbackProblem::InvalidPath { name, .. } if name.is_empty())
+        );
+        assert!(
+            matches!(&problems[2], FeedbackProblem::DuplicateName { name, .. } if name == "ok")
+        );
+        assert!(matches!(
+            &problems[3],
+            FeedbackProblem::UnknownRuleType { .. }
+        ));
+        // Every static problem is also reported when evaluating on any object.
+        let evaluated = evaluate_feedback(("apps", "Deployment"), &json!({}), &rules).problems;
+        for problem in &problems {
+            assert!(
+                evaluated.contains(problem),
+                "{problem} not in {evaluated:?}"
+            );
+        }
+        assert!(static_problems(&[well_known(), json_paths(&[("a", ".a")])]).is_empty());
     }
 }

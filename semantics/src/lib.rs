@@ -1,5 +1,7 @@
-//! The pure core of applying a work. No IO here: the appliers around it are
-//! thin. Each submodule has one job.
+//! The pure core of applying a work. No IO here: the agent's appliers around
+//! it are thin, and the hub's admission webhook runs the same parsers so that
+//! it accepts exactly what an agent can apply. Each submodule has one job.
+#![forbid(unsafe_code)]
 
 pub mod compare;
 pub mod feedback;
@@ -15,6 +17,7 @@ pub mod strategy;
 pub use compare::is_subset;
 pub use feedback::{
     FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, availability, evaluate_feedback,
+    static_problems,
 };
 pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,

@@ -79,7 +79,7 @@ fn numbers_equal(x: &Number, y: &Number) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::semantics::merge::{ListKind, NoSchema};
+    use crate::merge::{ListKind, NoSchema};
     use serde_json::json;
 
     #[test]

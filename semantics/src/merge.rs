@@ -288,7 +288,7 @@ pub fn merge_patch(live: &Value, merged: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::semantics::hash::tests::arb_json;
+    use crate::hash::tests::arb_json;
     use proptest::prelude::*;
     use serde_json::json;
 

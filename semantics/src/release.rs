@@ -7,9 +7,7 @@
 use ferry_proto::v1;
 use serde_json::{Map, Value, json};
 
-use crate::semantics::hash::{
-    FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION,
-};
+use crate::hash::{FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION};
 
 /// `apiVersion` of the owner references ferry puts on applied objects.
 pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";

@@ -329,8 +329,8 @@ fn write_annotations(plan: &mut SsaPlan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::semantics::compare::is_subset;
-    use crate::semantics::merge::NoSchema;
+    use crate::compare::is_subset;
+    use crate::merge::NoSchema;
     use serde_json::json;
 
     const US: &str = "ferry-agent";

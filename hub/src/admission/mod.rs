@@ -1,0 +1,237 @@
+//! Admission of ManifestWorks: a validating webhook the hub serves over HTTPS
+//! and registers with its API server, so an invalid work is refused when it
+//! is written, before any agent sees it.
+//!
+//! - [`validate`]: the pure checks (manifest identity, duplicates, JSONPaths,
+//!   strategy combinations, size).
+//! - [`review`]: the decision for one `AdmissionReview` and its route.
+//! - [`tls`]: the serving certificate and a TLS listener.
+
+pub mod review;
+
+pub mod validate;
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
+use crate::tls::{CertError, ServingCert, TlsListener};
+
+/// Default of `--max-work-bytes`: the largest ManifestWork (as JSON) the hub
+/// admits. The hub API server's etcd refuses writes over 1.5 MiB (its
+/// default `--max-request-bytes`); this leaves room under that for the
+/// status the hub writes into the same object and for managed fields.
+pub const DEFAULT_MAX_WORK_BYTES: usize = 1_400_000;
+
+/// Name of the `ValidatingWebhookConfiguration` the hub applies.
+pub const WEBHOOK_CONFIGURATION_NAME: &str = "ferry-hub";
+
+/// Name of the webhook inside it; the API server quotes it in denials.
+pub const WEBHOOK_NAME: &str = "manifestworks.work.ferry.dev";
+
+/// How long the API server waits for a review before failing the write.
+const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
+
+/// CEL condition under which the API server calls the webhook: a CREATE, or
+/// an UPDATE that changes the spec.
+const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
+
+/// Field manager of the hub's writes to the webhook configuration.
+const FIELD_MANAGER: &str = "ferry-hub";
+
+/// The admission webhook failed to start or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The serving certificate is unusable.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// The listener has no local address.
+    #[error("webhook listener: {0}")]
+    Listener(#[source] std::io::Error),
+    /// The API server refused the webhook configuration.
+    #[error("applying ValidatingWebhookConfiguration {WEBHOOK_CONFIGURATION_NAME}: {0}")]
+    Install(#[source] kube::Error),
+    /// The HTTPS server failed.
+    #[error("webhook server: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Everything the hub needs to serve admission.
+pub struct AdmissionOptions {
+    /// Where the webhook listens (HTTPS).
+    pub listener: TcpListener,
+    /// Base URL at which the hub API server reaches this listener, e.g.
+    /// `https://ferry-hub.ferry.svc:9443`; the review path is appended.
+    pub url: String,
+    /// Serving certificate; its CA goes into the webhook's `caBundle`.
+    pub cert: ServingCert,
+    /// Works larger than this many bytes of JSON are refused.
+    pub max_work_bytes: usize,
+}
+
+/// The webhook configuration pointing the API server at `base_url`, trusting
+/// `ca_pem`: CREATE and UPDATE of `manifestworks` (not their status) that
+/// write a spec, failing closed, no side effects.
+pub fn webhook_configuration(base_url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration {
+    let url = format!("{}{}", base_url.trim_end_matches('/'), review::REVIEW_PATH);
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(WEBHOOK_CONFIGURATION_NAME.into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: WEBHOOK_NAME.into(),
+            admission_review_versions: vec!["v1".into()],
+            client_config: WebhookClientConfig {
+                url: Some(url),
+                ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+                service: None,
+            },
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec!["work.ferry.dev".into()]),
+                api_versions: Some(vec!["v1alpha1".into()]),
+                operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+                // Without "/status": the hub's own status writes are not reviewed.
+                resources: Some(vec!["manifestworks".into()]),
+                scope: Some("Namespaced".into()),
+            }]),
+            // The API server skips the call when an UPDATE leaves the spec
+            // alone (finalizers, labels, the hub's own metadata writes), so
+            // those succeed even while no hub is running.
+            match_conditions: Some(vec![MatchCondition {
+                name: "spec-written".into(),
+                expression: SPEC_WRITTEN.into(),
+            }]),
+            // A work that was not checked must not reach agents.
+            failure_policy: Some("Fail".into()),
+            side_effects: "None".into(),
+            timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
+            ..Default::default()
+        }]),
+    }
+}
+
+/// Server-side applies [`webhook_configuration`]. Fails when the API server
+/// refuses it (typically RBAC: the hub needs `patch` on
+/// `validatingwebhookconfigurations`).
+pub async fn install_webhook(
+    client: &kube::Client,
+    base_url: &str,
+    ca_pem: &str,
+) -> Result<(), AdmissionError> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let config = webhook_configuration(base_url, ca_pem);
+    api.patch(
+        WEBHOOK_CONFIGURATION_NAME,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&config),
+    )
+    .await
+    .map_err(AdmissionError::Install)?;
+    info!(url = %base_url, "ManifestWork admission webhook installed");
+    Ok(())
+}
+
+/// Serves reviews on `options.listener` and installs the webhook
+/// configuration pointing at it, until `shutdown` completes. Fails when the
+/// certificate is unusable, the configuration is refused, or serving fails.
+pub async fn serve(
+    client: kube::Client,
+    options: AdmissionOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AdmissionError> {
+    let tls = options.cert.server_config()?;
+    // Accepting starts here, so the webhook answers as soon as the API server
+    // learns of it below.
+    let listener = TlsListener::new(options.listener, tls).map_err(AdmissionError::Listener)?;
+    info!(addr = ?listener_addr(&listener), "hub serving ManifestWork admission");
+    install_webhook(&client, &options.url, &options.cert.ca_pem).await?;
+    axum::serve(listener, review::router(options.max_work_bytes))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(AdmissionError::Serve)
+}
+
+fn listener_addr(listener: &TlsListener) -> Option<std::net::SocketAddr> {
+    axum::serve::Listener::local_addr(listener).ok()
+}
+
+/// Waits until the API server enforces the webhook: it learns of a new
+/// webhook configuration asynchronously, so a write right after
+/// [`install_webhook`] may not be reviewed yet. Probes with a dry-run create
+/// of an invalid work in `namespace` (nothing is stored). Returns false when
+/// the webhook is not enforced within `timeout`.
+pub async fn wait_until_enforced(
+    client: &kube::Client,
+    namespace: &str,
+    timeout: Duration,
+) -> bool {
+    let api: Api<ManifestWork> = Api::namespaced(client.clone(), namespace);
+    let nameless = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+    let mut probe = ManifestWork::new(
+        "ferry-admission-probe",
+        ManifestWorkSpec {
+            workload: ManifestsTemplate {
+                manifests: vec![Manifest(nameless)],
+            },
+            ..Default::default()
+        },
+    );
+    probe.metadata.namespace = Some(namespace.into());
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        match api.create(&params, &probe).await {
+            Err(kube::Error::Api(status)) if status.message.contains(WEBHOOK_NAME) => return true,
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_reviews_spec_writes_of_works_and_fails_closed() {
+        let config = webhook_configuration("https://127.0.0.1:9443/", "CA");
+        let webhooks = config.webhooks.expect("one webhook");
+        let webhook = &webhooks[0];
+        assert_eq!(webhook.name, WEBHOOK_NAME);
+        assert_eq!(
+            webhook.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate/manifestworks")
+        );
+        assert_eq!(
+            webhook.client_config.ca_bundle,
+            Some(ByteString(b"CA".to_vec()))
+        );
+        let rules = webhook.rules.as_ref().expect("rules");
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["manifestworks".to_string()][..]),
+            "not the status subresource"
+        );
+        assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(webhook.side_effects, "None");
+        let conditions = webhook.match_conditions.as_ref().expect("conditions");
+        assert!(
+            conditions[0]
+                .expression
+                .contains("object.spec != oldObject.spec")
+        );
+    }
+}

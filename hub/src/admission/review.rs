@@ -1,0 +1,230 @@
+//! The admission decision for one `AdmissionReview` of a ManifestWork, and the
+//! HTTP route that serves it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use tracing::{info, warn};
+
+use super::validate::{Problem, check_size, validate_work};
+use crate::manifest_work::ManifestWork;
+
+/// Path the API server posts reviews to.
+pub const REVIEW_PATH: &str = "/validate/manifestworks";
+
+/// Largest review body read. A review of an UPDATE carries the old and the new
+/// object, each up to the API server's 3 MiB request limit.
+const MAX_REVIEW_BYTES: usize = 16 * 1024 * 1024;
+
+/// The router serving [`REVIEW_PATH`]; works over `max_work_bytes` bytes of
+/// JSON are refused.
+pub fn router(max_work_bytes: usize) -> Router {
+    Router::new()
+        .route(REVIEW_PATH, post(review))
+        .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(Arc::new(max_work_bytes))
+}
+
+async fn review(State(max_work_bytes): State<Arc<usize>>, body: Bytes) -> Response {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(e) => {
+            warn!(error = %e, "admission review does not parse");
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("not an AdmissionReview: {e}"),
+            )
+                .into_response();
+        }
+    };
+    let request: Result<AdmissionRequest<DynamicObject>, _> = review.try_into();
+    let response = match request {
+        Ok(request) => decide(&request, *max_work_bytes),
+        Err(e) => AdmissionResponse::invalid(e),
+    };
+    match serde_json::to_vec(&response.into_review()) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The answer to one request: allowed, or denied with a message listing every
+/// problem. Only CREATE and UPDATE of the spec are checked: an UPDATE that
+/// leaves the spec as it was (finalizers, labels, annotations) is allowed, so
+/// a work admitted under older rules can still be finalized and deleted.
+pub fn decide(
+    request: &AdmissionRequest<DynamicObject>,
+    max_work_bytes: usize,
+) -> AdmissionResponse {
+    let response = AdmissionResponse::from(request);
+    let name = match &request.namespace {
+        Some(ns) => format!("{ns}/{}", request.name),
+        None => request.name.clone(),
+    };
+    let Some(object) = &request.object else {
+        return response;
+    };
+    match request.operation {
+        Operation::Create => {}
+        Operation::Update => {
+            let spec_unchanged = request
+                .old_object
+                .as_ref()
+                .is_some_and(|old| old.data.get("spec") == object.data.get("spec"));
+            if spec_unchanged {
+                return response;
+            }
+        }
+        _ => return response,
+    }
+    let problems = problems_of(object, max_work_bytes);
+    if problems.is_empty() {
+        return response;
+    }
+    info!(work = %name, problems = problems.len(), "refusing ManifestWork");
+    let listed: Vec<String> = problems.iter().map(Problem::to_string).collect();
+    response.deny(format!(
+        "ManifestWork {name} is invalid ({} problem{}): {}",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" },
+        listed.join("; ")
+    ))
+}
+
+/// Size first, then everything [`validate_work`] finds.
+fn problems_of(object: &DynamicObject, max_work_bytes: usize) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    // What the API server stores is this object as JSON; compact encoding is
+    // what it writes, so the count is close to what reaches etcd.
+    match serde_json::to_vec(object) {
+        Ok(json) => problems.extend(check_size(json.len(), max_work_bytes)),
+        Err(e) => problems.push(Problem {
+            subject: "work".into(),
+            message: format!("cannot be encoded as JSON: {e}"),
+        }),
+    }
+    match object.clone().try_parse::<ManifestWork>() {
+        Ok(work) => problems.extend(validate_work(&work)),
+        Err(e) => problems.push(Problem {
+            subject: "spec".into(),
+            message: format!("does not match the ManifestWork schema: {e}"),
+        }),
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(
+        operation: &str,
+        object: serde_json::Value,
+        old: Option<serde_json::Value>,
+    ) -> AdmissionRequest<DynamicObject> {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "work.ferry.dev", "version": "v1alpha1", "kind": "ManifestWork"},
+                "resource": {"group": "work.ferry.dev", "version": "v1alpha1", "resource": "manifestworks"},
+                "name": "w",
+                "namespace": "cluster-a",
+                "operation": operation,
+                "userInfo": {"username": "me"},
+                "object": object,
+                "oldObject": old,
+            }
+        });
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_value(review).expect("review parses");
+        review.try_into().expect("has a request")
+    }
+
+    fn work(manifests: serde_json::Value) -> serde_json::Value {
+        json!({
+            "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "cluster-a"},
+            "spec": {"workload": {"manifests": manifests}}
+        })
+    }
+
+    fn cm(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
+    }
+
+    #[test]
+    fn a_valid_create_is_allowed() {
+        let response = decide(&request("CREATE", work(json!([cm("a")])), None), 1 << 20);
+        assert!(response.allowed, "{:?}", response.result);
+    }
+
+    #[test]
+    fn an_invalid_create_is_denied_naming_work_manifest_and_problem() {
+        let response = decide(
+            &request("CREATE", work(json!([cm("a"), cm("a")])), None),
+            1 << 20,
+        );
+        assert!(!response.allowed);
+        let message = &response.result.message;
+        assert!(message.contains("ManifestWork cluster-a/w"), "{message}");
+        assert!(
+            message.contains("manifests[1] v1 ConfigMap default/a"),
+            "{message}"
+        );
+        assert!(message.contains("duplicates manifests[0]"), "{message}");
+    }
+
+    #[test]
+    fn an_update_that_keeps_an_invalid_spec_is_allowed() {
+        let old = work(json!([cm("a"), cm("a")]));
+        let mut new = old.clone();
+        new["metadata"]["finalizers"] = json!(["work.ferry.dev/cleanup"]);
+        let response = decide(&request("UPDATE", new, Some(old)), 1 << 20);
+        assert!(response.allowed, "{:?}", response.result);
+    }
+
+    #[test]
+    fn an_update_that_changes_the_spec_is_checked() {
+        let old = work(json!([cm("a")]));
+        let new = work(json!([cm("a"), cm("a")]));
+        let response = decide(&request("UPDATE", new, Some(old)), 1 << 20);
+        assert!(!response.allowed);
+    }
+
+    #[test]
+    fn a_work_over_the_limit_is_denied_with_both_sizes() {
+        let object = work(json!([cm("a")]));
+        let size = serde_json::to_vec(&object).expect("json").len();
+        let response = decide(&request("CREATE", object, None), size - 1);
+        assert!(!response.allowed);
+        let message = &response.result.message;
+        assert!(message.contains(&format!("{size} bytes")), "{message}");
+        assert!(
+            message.contains(&format!("{} bytes", size - 1)),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_spec_that_does_not_fit_the_types_is_denied_not_a_panic() {
+        let mut object = work(json!([cm("a")]));
+        object["spec"]["manifestConfigs"] = json!("not a list");
+        let response = decide(&request("CREATE", object, None), 1 << 20);
+        assert!(!response.allowed);
+        assert!(
+            response.result.message.contains("spec: does not match"),
+            "{}",
+            response.result.message
+        );
+    }
+}
