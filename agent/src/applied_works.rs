@@ -125,11 +125,7 @@ impl AppliedResource {
 
     /// `apiVersion` the object was applied with.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        crate::semantics::identity::api_version_of(&self.group, &self.version)
     }
 
     /// Short human form, e.g. `ConfigMap default/a`.

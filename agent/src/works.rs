@@ -224,11 +224,13 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
             Desired::Delete { work, option } => {
                 match release(&uid, option.as_ref(), &shared, &mut drift).await {
                     Step::Finished => {
-                        shared.board.publish(&uid, gone(work, generation)).await;
+                        let message = "Every object of the work is deleted or orphaned".to_string();
+                        let report = deletion_report(work, generation, true, message);
+                        shared.board.publish(&uid, report).await;
                         return;
                     }
                     Step::Pending(message) => {
-                        let status = deleting(work, generation, message);
+                        let status = deletion_report(work, generation, false, message);
                         publish(&uid, status, &shared).await;
                         false
                     }
@@ -350,34 +352,24 @@ async fn eviction_due(
         .filter(|d| !d.is_zero()))
 }
 
-fn deleting(work: v1::WorkRef, generation: i64, message: String) -> v1::WorkStatus {
+/// A report on a work being deleted: its `Deleting` condition, and `gone`
+/// once nothing of it is left on the cluster.
+fn deletion_report(
+    work: v1::WorkRef,
+    generation: i64,
+    gone: bool,
+    message: String,
+) -> v1::WorkStatus {
+    let reason = if gone {
+        "ResourcesReleased"
+    } else {
+        "DeletingResources"
+    };
     v1::WorkStatus {
         work: Some(work),
         generation,
-        conditions: vec![condition(
-            DELETING,
-            true,
-            "DeletingResources",
-            message,
-            generation,
-        )],
+        conditions: vec![condition(DELETING, true, reason, message, generation)],
         manifests: vec![],
-        gone: false,
-    }
-}
-
-fn gone(work: v1::WorkRef, generation: i64) -> v1::WorkStatus {
-    v1::WorkStatus {
-        work: Some(work),
-        generation,
-        conditions: vec![condition(
-            DELETING,
-            true,
-            "ResourcesReleased",
-            "Every object of the work is deleted or orphaned",
-            generation,
-        )],
-        manifests: vec![],
-        gone: true,
+        gone,
     }
 }

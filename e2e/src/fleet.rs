@@ -62,6 +62,9 @@ pub struct FleetOptions {
     pub tls: bool,
     /// Require client certificates from agents (mutual TLS).
     pub mtls: bool,
+    /// How many hub replicas run against the hub control plane; spoke `i`
+    /// dials replica `i % hub_replicas`. Replica 0 also serves the webhook.
+    pub hub_replicas: usize,
     /// Run the hub's ManifestWork admission webhook, as production does (on
     /// by default; off only to write works it would refuse).
     pub admission: bool,
@@ -79,6 +82,7 @@ impl FleetOptions {
             tls: true,
             mtls: false,
             admission: true,
+            hub_replicas: 1,
         }
     }
 }
@@ -172,6 +176,14 @@ pub struct Fleet {
     session: ferry_hub::session::SessionConfig,
     hub_run: Option<Running>,
     webhook: Option<Webhook>,
+    /// Replicas 1.. (replica 0 is `hub_run` at `hub_addr`).
+    replicas: Vec<Replica>,
+}
+
+/// A further hub replica: where it listens, and its task while it runs.
+struct Replica {
+    addr: std::net::SocketAddr,
+    run: Option<Running>,
 }
 
 /// Runs the hub; with `webhook`, also its admission webhook on the webhook's
@@ -283,10 +295,34 @@ impl Fleet {
         )
         .await?;
 
+        let mut replicas = Vec::new();
+        for _ in 1..options.hub_replicas.max(1) {
+            let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(FleetError::Bind)?;
+            let addr = grpc.local_addr().map_err(FleetError::Bind)?;
+            let listeners = HubListeners {
+                grpc,
+                grpc_tls: grpc_tls.clone(),
+                probes: None,
+                admission: None,
+            };
+            let run = spawn_hub(hub_client.clone(), listeners, session.clone(), None).await?;
+            replicas.push(Replica {
+                addr,
+                run: Some(run),
+            });
+        }
+        let replica_addrs: Vec<std::net::SocketAddr> = std::iter::once(hub_addr)
+            .chain(replicas.iter().map(|r| r.addr))
+            .collect();
+
         let mut spokes = Vec::new();
-        for (control_plane, token) in spoke_planes.into_iter().zip(tokens) {
+        for (i, (control_plane, token)) in spoke_planes.into_iter().zip(tokens).enumerate() {
             let client = control_plane.client().await?;
-            let link = Link::start(hub_addr).await.map_err(FleetError::Bind)?;
+            let link = Link::start(replica_addrs[i % replica_addrs.len()])
+                .await
+                .map_err(FleetError::Bind)?;
             let config = ferry_agent::session::SessionConfig {
                 hub_url: format!("{scheme}://{}", link.addr()),
                 cluster_name: control_plane.name.clone(),
@@ -321,6 +357,7 @@ impl Fleet {
             grpc_tls,
             session,
             hub_run: Some(hub_run),
+            replicas,
             webhook,
         })
     }
@@ -345,6 +382,23 @@ impl Fleet {
         let spoke = self.spoke_mut(name);
         if spoke.agent.is_none() {
             spoke.start_agent();
+        }
+    }
+
+    /// The address of hub replica `index` (0 is the first hub).
+    ///
+    /// Panics when there is no such replica: a bug in the test.
+    pub fn hub_replica_addr(&self, index: usize) -> std::net::SocketAddr {
+        match index {
+            0 => self.hub_addr,
+            i => self.replicas[i - 1].addr,
+        }
+    }
+
+    /// Stops hub replica `index` (1 or more; replica 0 is `stop_hub`).
+    pub async fn stop_hub_replica(&mut self, index: usize) {
+        if let Some(run) = self.replicas[index - 1].run.take() {
+            run.stop().await;
         }
     }
 
@@ -404,6 +458,11 @@ impl Fleet {
 
     /// Stops agents, hub and control planes cleanly.
     pub async fn stop(mut self) {
+        for replica in &mut self.replicas {
+            if let Some(run) = replica.run.take() {
+                run.task.abort();
+            }
+        }
         for spoke in &mut self.spokes {
             if let Some(agent) = spoke.agent.take() {
                 agent.task.abort();
@@ -420,6 +479,11 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         if let Some(hub) = &self.hub_run {
             hub.task.abort();
+        }
+        for replica in &self.replicas {
+            if let Some(run) = &replica.run {
+                run.task.abort();
+            }
         }
         for spoke in &self.spokes {
             if let Some(agent) = &spoke.agent {

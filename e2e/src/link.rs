@@ -21,10 +21,11 @@ pub enum LinkState {
     Cut,
 }
 
-/// A running link: agents dial `url()`, the link dials `target`.
+/// A running link: agents dial `addr()`, the link dials its target.
 pub struct Link {
     addr: SocketAddr,
     state: watch::Sender<LinkState>,
+    target: watch::Sender<SocketAddr>,
     task: JoinHandle<()>,
 }
 
@@ -34,13 +35,25 @@ impl Link {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = watch::Sender::new(LinkState::Up);
-        let task = tokio::spawn(accept(listener, target, state.subscribe()));
-        Ok(Self { addr, state, task })
+        let target = watch::Sender::new(target);
+        let task = tokio::spawn(accept(listener, target.subscribe(), state.subscribe()));
+        Ok(Self {
+            addr,
+            state,
+            target,
+            task,
+        })
     }
 
     /// The address an agent dials to go through this link.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Sends new connections to `target` from now on (a load balancer
+    /// moving an agent to another hub replica); open connections stay.
+    pub fn retarget(&self, target: SocketAddr) {
+        self.target.send_replace(target);
     }
 
     /// Sets what the link does from now on.
@@ -56,7 +69,11 @@ impl Drop for Link {
     }
 }
 
-async fn accept(listener: TcpListener, target: SocketAddr, state: watch::Receiver<LinkState>) {
+async fn accept(
+    listener: TcpListener,
+    target: watch::Receiver<SocketAddr>,
+    state: watch::Receiver<LinkState>,
+) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
@@ -66,6 +83,7 @@ async fn accept(listener: TcpListener, target: SocketAddr, state: watch::Receive
             continue;
         }
         let state = state.clone();
+        let target = *target.borrow();
         tokio::spawn(async move {
             let Ok(server) = TcpStream::connect(target).await else {
                 return;

@@ -19,14 +19,20 @@ pub struct ManifestIdentity {
     pub namespace: Option<String>,
 }
 
+/// `apiVersion` as written in manifests: `version` for the core group,
+/// else `group/version`.
+pub fn api_version_of(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
 impl ManifestIdentity {
     /// `apiVersion` as written in manifests.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        api_version_of(&self.group, &self.version)
     }
 
     /// Short human form, e.g. `apps/v1 Deployment web/web`.
