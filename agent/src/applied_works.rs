@@ -9,7 +9,7 @@ use std::time::Duration;
 use ferry_proto::v1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::{Client, CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -284,9 +284,31 @@ impl AppliedWorks {
                 .map_err(AppliedWorksError::InstallCrd)?;
         }
         let limit = Duration::from_secs(30);
-        let established = await_condition(crds, &name, conditions::is_crd_established());
-        match tokio::time::timeout(limit, established).await {
-            Ok(Ok(_)) => Ok(()),
+        // Established comes a moment before the API server routes requests
+        // for the new resource; the first record write would get a 404.
+        let records: Api<AppliedManifestWork> = Api::all(client.clone());
+        let served = async {
+            await_condition(crds, &name, conditions::is_crd_established()).await?;
+            while records.list(&ListParams::default().limit(1)).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            // The API server's first write of a new resource takes about two
+            // seconds; pay it here, with a dry run, not on the first work.
+            let probe =
+                AppliedManifestWork::new("ferry-warm-up", AppliedManifestWorkSpec::default());
+            let _ = records
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    },
+                    &probe,
+                )
+                .await;
+            Ok::<(), kube::runtime::wait::Error>(())
+        };
+        match tokio::time::timeout(limit, served).await {
+            Ok(Ok(())) => Ok(()),
             _ => Err(AppliedWorksError::NotEstablished(limit)),
         }
     }

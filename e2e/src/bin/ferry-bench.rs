@@ -5,6 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use ferry_e2e::wait::wait_until;
+use ferry_hub::managed_cluster::ManagedCluster;
+
 use anyhow::Context;
 use clap::Parser;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
@@ -48,6 +51,24 @@ async fn main() -> anyhow::Result<()> {
             plane.pid().map(rss_mib).unwrap_or_default()
         );
     }
+
+    // Time works, not the agent's start: wait until its session is open.
+    let started = Instant::now();
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let connected = |c: &ManagedCluster| c.status.as_ref().is_some_and(|s| s.connected);
+    wait_until(
+        &clusters,
+        "cluster-a",
+        "agent connected",
+        Duration::from_secs(60),
+        connected,
+    )
+    .await
+    .context("the agent did not connect")?;
+    println!(
+        "agent connected {:.2} s after the fleet was up",
+        started.elapsed().as_secs_f64()
+    );
 
     let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
     let mut applied = watcher(works.clone(), watcher::Config::default())

@@ -119,6 +119,10 @@ async fn main() -> anyhow::Result<()> {
         "  kubectl --kubeconfig {} get manifestwork hello -n cluster-a -o yaml",
         fleet.hub.info.kubeconfig.display()
     );
+    println!(
+        "  kubectl --kubeconfig {} get managedclusters -o wide",
+        fleet.hub.info.kubeconfig.display()
+    );
     if let Some(spoke) = fleet.spokes.first() {
         println!(
             "  kubectl --kubeconfig {} get all,configmaps -n hello",
