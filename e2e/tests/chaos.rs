@@ -204,6 +204,7 @@ async fn drive_updates(
     counts
 }
 
+/// A component the chaos kills: the hub, or a spoke's agent or control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
     Hub,
@@ -226,6 +227,8 @@ impl KillCounts {
     }
 }
 
+/// Starts a killed component again; panics if it cannot start, as then
+/// the fleet, not ferry, is broken.
 async fn bring_up(fleet: &mut Fleet, target: Target) {
     match target {
         Target::Hub => fleet.start_hub().await.expect("the hub starts again"),
@@ -240,7 +243,7 @@ async fn bring_up(fleet: &mut Fleet, target: Target) {
 /// Every so often picks a component: kills it if it runs, restarts it if it
 /// is down, so several may be down at once. Stops once the updates are done
 /// and brings everything back up. Returns the kills and when the last kill
-/// or restart happened.
+/// happened.
 async fn drive_kills(
     fleet: &mut Fleet,
     rng: &mut StdRng,
@@ -284,8 +287,8 @@ async fn drive_kills(
             chaos_enough.store(true, Ordering::SeqCst);
         }
     }
-    // Control planes first, so agents and hub come back to working spokes
-    // no sooner than they would anyway.
+    // Control planes, then agents, then the hub; convergence must not
+    // depend on the order, this one merely starts the slowest first.
     for target in down.into_iter().rev() {
         println!("chaos: starting {target:?}");
         bring_up(fleet, target).await;
