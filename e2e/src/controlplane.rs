@@ -70,6 +70,9 @@ pub struct ReadyInfo {
     pub token: String,
     /// CA of the serving certificate.
     pub ca_file: PathBuf,
+    /// etcd's client port; 0 from a binary that does not report it.
+    #[serde(default)]
+    pub etcd_client_port: u16,
     /// Audit log path, empty when auditing is off.
     #[serde(default)]
     pub audit_log: String,
@@ -90,21 +93,16 @@ pub struct ControlPlane {
     pub info: ReadyInfo,
     /// Seconds from spawn to ready.
     pub startup: Duration,
+    options: ControlPlaneOptions,
     child: Child,
     stdin: Option<ChildStdin>,
     // Removed, with everything the control plane wrote, when the handle drops.
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl ControlPlane {
     /// Builds the binary if needed and starts a control plane named `name`.
     pub async fn start(name: &str, options: ControlPlaneOptions) -> Result<Self, StartError> {
-        let binary = tokio::task::spawn_blocking(ensure_controlplane_binary)
-            .await
-            .map_err(|e| StartError::Io {
-                action: "joining the build task".into(),
-                source: std::io::Error::other(e),
-            })??;
         let data = tempfile::Builder::new()
             .prefix(&format!("ferry-{name}-"))
             .tempdir()
@@ -112,64 +110,52 @@ impl ControlPlane {
                 action: "creating a data directory".into(),
                 source,
             })?;
-        let data_dir = data.path().to_path_buf();
-        let log_path = data_dir.join("controlplane.log");
-        let log = std::fs::File::create(&log_path).map_err(|source| StartError::Io {
-            action: format!("creating {}", log_path.display()),
-            source,
-        })?;
-        let mut command = Command::new(&binary);
-        command
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .args(["--name", name, "--exit-on-stdin-close"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true);
-        if options.audit {
-            command.arg("--audit-log").arg(data_dir.join("audit.log"));
-        }
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|source| StartError::Io {
-            action: format!("starting {}", binary.display()),
-            source,
-        })?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let not_ready = |why: String| StartError::NotReady {
-            name: name.to_string(),
-            why,
-            log_tail: log_tail(&log_path),
-        };
-        let Some(stdout) = stdout else {
-            return Err(not_ready("no stdout".into()));
-        };
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(START_TIMEOUT, async {
-            while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
-                if let Some(json) = line.strip_prefix(READY_PREFIX) {
-                    return serde_json::from_str::<ReadyInfo>(json).map_err(|e| e.to_string());
-                }
-            }
-            Err("it exited".to_string())
-        })
-        .await;
-        let info = match ready {
-            Ok(Ok(info)) => info,
-            Ok(Err(why)) => return Err(not_ready(why)),
-            Err(_) => return Err(not_ready(format!("no ready line within {START_TIMEOUT:?}"))),
-        };
-        // Keep draining stdout so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (child, stdin, info) = spawn(name, data.path(), &options, None).await?;
         Ok(Self {
             name: name.to_string(),
             info,
             startup: started.elapsed(),
+            options,
             child,
             stdin,
-            _data: data,
+            data,
         })
+    }
+
+    /// Kills the process at once (SIGKILL, as a crash would), keeping its
+    /// data directory so that [`ControlPlane::start_again`] can bring the
+    /// same cluster back. Clients see connection errors until then.
+    pub async fn kill(&mut self) {
+        self.stdin.take();
+        // An error means the process is already gone, which is what we want.
+        let _ = self.child.kill().await;
+    }
+
+    /// Starts the control plane again on its data directory and on the
+    /// ports it had, so existing clients (same URL, CA and token) work
+    /// again once it is ready; kills the old process first if it still runs.
+    ///
+    /// Fails as [`ControlPlane::start`] does, also when another process
+    /// took one of its ports in the meantime.
+    pub async fn start_again(&mut self) -> Result<(), StartError> {
+        self.kill().await;
+        let ports = Ports::of(&self.info).ok_or_else(|| StartError::NotReady {
+            name: self.name.clone(),
+            why: format!(
+                "its first start reported no usable ports (server {})",
+                self.info.server
+            ),
+            log_tail: String::new(),
+        })?;
+        let started = Instant::now();
+        let (child, stdin, info) =
+            spawn(&self.name, self.data.path(), &self.options, Some(ports)).await?;
+        self.child = child;
+        self.stdin = stdin;
+        self.info = info;
+        self.startup = started.elapsed();
+        Ok(())
     }
 
     /// A client with admin rights on this control plane.
@@ -202,6 +188,101 @@ impl ControlPlane {
             let _ = self.child.kill().await;
         }
     }
+}
+
+/// The ports a restarted control plane must listen on again.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    apiserver: u16,
+    etcd_client: u16,
+}
+
+impl Ports {
+    fn of(info: &ReadyInfo) -> Option<Self> {
+        let apiserver = info.server.rsplit_once(':')?.1.parse().ok()?;
+        (info.etcd_client_port != 0).then_some(Self {
+            apiserver,
+            etcd_client: info.etcd_client_port,
+        })
+    }
+}
+
+/// Runs the binary on `data_dir` and waits for its ready line. With `ports`,
+/// it listens where it did before; etcd's peer port may change, which a
+/// single-member etcd does not mind.
+async fn spawn(
+    name: &str,
+    data_dir: &Path,
+    options: &ControlPlaneOptions,
+    ports: Option<Ports>,
+) -> Result<(Child, Option<ChildStdin>, ReadyInfo), StartError> {
+    let binary = tokio::task::spawn_blocking(ensure_controlplane_binary)
+        .await
+        .map_err(|e| StartError::Io {
+            action: "joining the build task".into(),
+            source: std::io::Error::other(e),
+        })??;
+    let log_path = data_dir.join("controlplane.log");
+    // Appending keeps the log of earlier runs when it is restarted.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|source| StartError::Io {
+            action: format!("opening {}", log_path.display()),
+            source,
+        })?;
+    let mut command = Command::new(&binary);
+    command
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--name", name, "--exit-on-stdin-close"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true);
+    if options.audit {
+        command.arg("--audit-log").arg(data_dir.join("audit.log"));
+    }
+    if let Some(ports) = ports {
+        command
+            .arg("--apiserver-port")
+            .arg(ports.apiserver.to_string())
+            .arg("--etcd-client-port")
+            .arg(ports.etcd_client.to_string());
+    }
+    let mut child = command.spawn().map_err(|source| StartError::Io {
+        action: format!("starting {}", binary.display()),
+        source,
+    })?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let not_ready = |why: String| StartError::NotReady {
+        name: name.to_string(),
+        why,
+        log_tail: log_tail(&log_path),
+    };
+    let Some(stdout) = stdout else {
+        return Err(not_ready("no stdout".into()));
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(START_TIMEOUT, async {
+        while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+            if let Some(json) = line.strip_prefix(READY_PREFIX) {
+                return serde_json::from_str::<ReadyInfo>(json).map_err(|e| e.to_string());
+            }
+        }
+        Err("it exited".to_string())
+    })
+    .await;
+    let info = match ready {
+        Ok(Ok(info)) => info,
+        Ok(Err(why)) => return Err(not_ready(why)),
+        Err(_) => return Err(not_ready(format!("no ready line within {START_TIMEOUT:?}"))),
+    };
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, stdin, info))
 }
 
 fn log_tail(path: &Path) -> String {

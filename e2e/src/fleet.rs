@@ -402,6 +402,20 @@ impl Fleet {
         }
     }
 
+    /// Kills the control plane of spoke `name` as a crash would; its agent
+    /// keeps running and sees its spoke API server gone.
+    pub async fn kill_spoke_control_plane(&mut self, name: &str) {
+        self.spoke_mut(name).control_plane.kill().await;
+    }
+
+    /// Starts the control plane of spoke `name` again with its data and
+    /// ports, so the agent's and the test's clients reach it as before.
+    ///
+    /// Fails if it does not become ready, e.g. because a port was taken.
+    pub async fn start_spoke_control_plane(&mut self, name: &str) -> Result<(), FleetError> {
+        Ok(self.spoke_mut(name).control_plane.start_again().await?)
+    }
+
     /// Stops the hub; agents keep running and try to reconnect.
     pub async fn stop_hub(&mut self) {
         if let Some(hub) = self.hub_run.take() {
