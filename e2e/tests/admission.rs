@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::wait::wait_deleted;
 use ferry_e2e::work_helpers::wait_applied;
 use ferry_hub::admission::{
     DEFAULT_MAX_WORK_BYTES, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced,
@@ -333,11 +334,9 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
         .patch("old", &PatchParams::default(), &Patch::Merge(&release))
         .await
         .expect("removing the last finalizer of a deleted invalid work is allowed");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while works.get_opt("old").await.expect("read").is_some() {
-        assert!(Instant::now() < deadline, "the work was not deleted");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_deleted(&works, "old", "the work deleted", Duration::from_secs(30))
+        .await
+        .expect("the work was not deleted");
     fleet.stop().await;
 }
 
