@@ -109,16 +109,16 @@ pub async fn run_hub(
         stopped(stop_rx.clone()),
     );
     let auth = Arc::new(AgentAuthenticator::new(client.clone()));
-    let distributor = Distributor::new(
-        index.clone(),
+    let distributor = Distributor {
+        index: index.clone(),
         auth,
         deletion,
         liveness,
         status,
         metrics,
-        session,
-        stop_rx.clone(),
-    );
+        config: session,
+        stopping: stop_rx.clone(),
+    };
 
     let service = WorkDistributorServer::new(distributor)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -46,40 +46,22 @@ impl Default for SessionConfig {
 
 /// The `ferry.v1.WorkDistributor` service.
 pub struct Distributor {
-    index: Arc<WorkIndex>,
-    auth: Arc<AgentAuthenticator>,
-    deletion: WorkDeletion,
-    liveness: ClusterLiveness,
-    status: Arc<StatusWriter>,
-    metrics: Arc<HubMetrics>,
-    config: SessionConfig,
-    stopping: watch::Receiver<bool>,
-}
-
-impl Distributor {
-    /// A service serving works from `index` and writing status with `status`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        index: Arc<WorkIndex>,
-        auth: Arc<AgentAuthenticator>,
-        deletion: WorkDeletion,
-        liveness: ClusterLiveness,
-        status: Arc<StatusWriter>,
-        metrics: Arc<HubMetrics>,
-        config: SessionConfig,
-        stopping: watch::Receiver<bool>,
-    ) -> Self {
-        Self {
-            index,
-            auth,
-            deletion,
-            liveness,
-            status,
-            metrics,
-            config,
-            stopping,
-        }
-    }
+    /// Works by cluster, kept by the hub's watch.
+    pub index: Arc<WorkIndex>,
+    /// Checks the token each agent presents.
+    pub auth: Arc<AgentAuthenticator>,
+    /// Lets deleted works go when their agent never held them.
+    pub deletion: WorkDeletion,
+    /// Writes ManagedCluster liveness.
+    pub liveness: ClusterLiveness,
+    /// Writes the status agents report.
+    pub status: Arc<StatusWriter>,
+    /// Counts what sessions send and write.
+    pub metrics: Arc<HubMetrics>,
+    /// Heartbeat interval.
+    pub config: SessionConfig,
+    /// Turns true when the hub shuts down; every session then ends.
+    pub stopping: watch::Receiver<bool>,
 }
 
 type HubStream = Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
