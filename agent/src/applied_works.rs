@@ -292,19 +292,18 @@ impl AppliedWorks {
             while records.list(&ListParams::default().limit(1)).await.is_err() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            // The API server's first write of a new resource takes about two
-            // seconds; pay it here, with a dry run, not on the first work.
-            let probe =
-                AppliedManifestWork::new("ferry-warm-up", AppliedManifestWorkSpec::default());
-            let _ = records
-                .create(
-                    &PostParams {
-                        dry_run: true,
-                        ..Default::default()
-                    },
-                    &probe,
-                )
-                .await;
+            // The API server's first write of a resource it just started
+            // serving takes about two seconds; pay it here, with a dry run,
+            // not on the first work. An unchanged CRD sends nothing at all.
+            if !current {
+                let probe =
+                    AppliedManifestWork::new("ferry-warm-up", AppliedManifestWorkSpec::default());
+                let dry_run = PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                };
+                let _ = records.create(&dry_run, &probe).await;
+            }
             Ok::<(), kube::runtime::wait::Error>(())
         };
         match tokio::time::timeout(limit, served).await {
