@@ -7,9 +7,9 @@ use ferry_proto::v1;
 use kube::Client;
 use kube::ResourceExt;
 
-use crate::applied_works::{AppliedResource, AppliedWorks, AppliedWorksError};
+use crate::applied_works::{AppliedWorks, AppliedWorksError};
 use crate::drift::ManagedObject;
-use crate::ownership_marks::{Released, api_for_recorded, release};
+use crate::ownership_marks::{Remaining, api_for_recorded, release_each};
 use crate::semantics::release::DeletePolicy;
 
 /// Where a work's deletion stands after one pass.
@@ -47,31 +47,7 @@ pub async fn release_work(
     let recorded_option = record.spec.delete_option.as_ref().map(|o| o.to_wire());
     let policy = DeletePolicy::from_wire(option.or(recorded_option.as_ref()));
     let resources = record.resources();
-    let mut kept: Vec<AppliedResource> = Vec::new();
-    let mut blockers = Vec::new();
-    for resource in &resources {
-        let disposition = policy.disposition(
-            &resource.group,
-            &resource.resource,
-            &resource.namespace,
-            &resource.name,
-        );
-        match release(client, resource, &owner, disposition).await {
-            Ok(Released::Gone | Released::Orphaned | Released::Shared) => {}
-            Ok(Released::Terminating { finalizers }) => {
-                blockers.push(format!(
-                    "{} is terminating, waiting for finalizers [{}]",
-                    resource.describe(),
-                    finalizers.join(", ")
-                ));
-                kept.push(resource.clone());
-            }
-            Err(error) => {
-                blockers.push(error.to_string());
-                kept.push(resource.clone());
-            }
-        }
-    }
+    let Remaining { kept, blockers } = release_each(client, &resources, &owner, &policy).await;
     if kept.is_empty() {
         applied.remove(&name).await?;
         return Ok(Progress::Done);

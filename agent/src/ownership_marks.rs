@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::applied_works::AppliedResource;
 use crate::semantics::release::{
-    Disposition, Owner, adopt_patch, other_ferry_owners, release_patch,
+    DeletePolicy, Disposition, Owner, adopt_patch, other_ferry_owners, release_patch,
 };
 
 /// Field manager of ferry's ownership marks.
@@ -161,6 +161,47 @@ pub async fn release(
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Released::Gone),
         Err(e) => Err(changed_or(e, &what)),
     }
+}
+
+/// What releasing several objects left on the cluster.
+#[derive(Debug, Default)]
+pub struct Remaining {
+    /// The objects still there (terminating, or not releasable yet).
+    pub kept: Vec<AppliedResource>,
+    /// One line per kept object: which and why.
+    pub blockers: Vec<String>,
+}
+
+/// Releases each of `resources`, held by `owner`, as `policy` says, and
+/// returns what is left. Never fails as a whole: an object that cannot be
+/// released now is kept, with the reason among the blockers.
+pub async fn release_each(
+    client: &Client,
+    resources: &[AppliedResource],
+    owner: &Owner,
+    policy: &DeletePolicy,
+) -> Remaining {
+    let mut remaining = Remaining::default();
+    for resource in resources {
+        let disposition = policy.disposition(
+            &resource.group,
+            &resource.resource,
+            &resource.namespace,
+            &resource.name,
+        );
+        let blocker = match release(client, resource, owner, disposition).await {
+            Ok(Released::Gone | Released::Orphaned | Released::Shared) => continue,
+            Ok(Released::Terminating { finalizers }) => format!(
+                "{} is terminating, waiting for finalizers [{}]",
+                resource.describe(),
+                finalizers.join(", ")
+            ),
+            Err(error) => error.to_string(),
+        };
+        remaining.blockers.push(blocker);
+        remaining.kept.push(resource.clone());
+    }
+    remaining
 }
 
 fn changed_or(error: kube::Error, what: &str) -> ReleaseError {

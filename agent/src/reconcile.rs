@@ -15,7 +15,7 @@ use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
-use crate::ownership_marks::{ReleaseError, Released, adopt, release};
+use crate::ownership_marks::{ReleaseError, adopt, release_each};
 use crate::semantics::feedback::{availability, evaluate_feedback};
 use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
 use crate::semantics::strategy::{StrategyError, strategy_of};
@@ -308,34 +308,24 @@ impl Reconciler {
         all_identified: bool,
         policy: &DeletePolicy,
     ) -> bool {
-        let mut retry = false;
         let mut holding = record.recorded.clone();
+        let mut unlisted = Vec::new();
         for old in &record.previous {
             if holding.iter().any(|r| r.same_object(old)) {
                 continue;
             }
             if !all_identified || claims.iter().any(|c| c.covers(old)) {
                 holding.push(old.clone());
-                continue;
-            }
-            let disposition =
-                policy.disposition(&old.group, &old.resource, &old.namespace, &old.name);
-            match release(&self.client, old, &record.owner, disposition).await {
-                Ok(Released::Gone | Released::Orphaned | Released::Shared) => {
-                    debug!(object = %old.describe(), "released an object the work no longer lists");
-                }
-                Ok(Released::Terminating { finalizers }) => {
-                    debug!(object = %old.describe(), ?finalizers, "removed object waits for finalizers");
-                    holding.push(old.clone());
-                    retry = true;
-                }
-                Err(error) => {
-                    warn!(%error, "could not release an object the work no longer lists");
-                    holding.push(old.clone());
-                    retry = true;
-                }
+            } else {
+                unlisted.push(old.clone());
             }
         }
+        let left = release_each(&self.client, &unlisted, &record.owner, policy).await;
+        for blocker in &left.blockers {
+            debug!(%blocker, "an object the work no longer lists is not released yet");
+        }
+        let mut retry = !left.kept.is_empty();
+        holding.extend(left.kept);
         if !same_set(&holding, &record.previous)
             && let Err(error) = self
                 .applied
