@@ -8,6 +8,7 @@ pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
 pub mod hub_metrics;
+pub mod image;
 pub mod link;
 pub mod ownership;
 pub mod spoke_actor;
