@@ -7,6 +7,7 @@ pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
+pub mod helm;
 pub mod hub_metrics;
 pub mod image;
 pub mod link;
