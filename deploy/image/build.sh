@@ -75,6 +75,7 @@ buildah $store config \
 buildah $store commit --quiet --rm "$container" "localhost/ferry:$tag" >/dev/null
 container=
 rm -rf "$out"
+mkdir -p "$(dirname "$out")"
 # shellcheck disable=SC2086
 buildah $store push --quiet "localhost/ferry:$tag" "oci:$out:$tag"
 

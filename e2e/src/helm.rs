@@ -35,7 +35,9 @@ pub enum HelmError {
     #[error(transparent)]
     Cache(#[from] crate::controlplane_build::BuildError),
     /// `go install` could not start or failed.
-    #[error("go install {HELM_PACKAGE}@{HELM_VERSION} with {go}: {detail} (set FERRY_GO to a Go toolchain)")]
+    #[error(
+        "go install {HELM_PACKAGE}@{HELM_VERSION} with {go}: {detail} (set FERRY_GO to a Go toolchain)"
+    )]
     GoInstall {
         /// The go command.
         go: String,
@@ -142,9 +144,18 @@ pub fn helm(args: &[&str]) -> Result<String, HelmError> {
     let output = Command::new(&binary)
         .args(args)
         // No user's Helm configuration or repositories leak into the render.
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("ferry-helm-config"))
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("ferry-helm-cache"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("ferry-helm-data"))
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("ferry-helm-config"),
+        )
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("ferry-helm-cache"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("ferry-helm-data"),
+        )
         .stdin(Stdio::null())
         .output()
         .map_err(|e| HelmError::Command {

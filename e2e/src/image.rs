@@ -301,7 +301,11 @@ pub fn unpack(layout: &Path, root: &Path) -> Result<RuntimeConfig, ImageError> {
                 Box::new(flate2::read::GzDecoder::new(bytes.as_slice()))
             }
             "application/vnd.oci.image.layer.v1.tar" => Box::new(bytes.as_slice()),
-            other => return Err(layout_error(format!("layer media type {other} unsupported"))),
+            other => {
+                return Err(layout_error(format!(
+                    "layer media type {other} unsupported"
+                )));
+            }
         };
         let mut archive = tar::Archive::new(reader);
         archive.set_preserve_permissions(true);
@@ -317,10 +321,7 @@ pub fn unpack(layout: &Path, root: &Path) -> Result<RuntimeConfig, ImageError> {
                 path: layout.join(&layer.digest),
                 source,
             })?;
-            let path = entry
-                .path()
-                .map(|p| p.to_path_buf())
-                .unwrap_or_default();
+            let path = entry.path().map(|p| p.to_path_buf()).unwrap_or_default();
             if path
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with(".wh."))

@@ -425,7 +425,10 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
     let spoke_client = spoke.client().await.expect("spoke client");
     let applied: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(spoke_client, "default");
-    let cm = applied.get("from-the-image").await.expect("configmap on the spoke");
+    let cm = applied
+        .get("from-the-image")
+        .await
+        .expect("configmap on the spoke");
     assert_eq!(
         cm.data.unwrap_or_default().get("a").map(String::as_str),
         Some("1")
