@@ -682,3 +682,56 @@ async fn try_store(works: &Api<DynamicObject>, size: usize) -> Result<(), String
         Err(other) => Err(other.to_string()),
     }
 }
+
+/// The API server's own rules fit their run-time cost budget at the largest
+/// work they allow (500 manifests): such a work is admitted, and a duplicate
+/// among them is still found. Times are printed, not asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_servers_rules_fit_their_cost_budget_at_the_largest_manifest_count() {
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane starts");
+    let client = hub.client().await.expect("client");
+    install_crds(&client).await.expect("crds");
+    assert!(
+        wait_until_policy_enforced(&client, "default", Duration::from_secs(30)).await,
+        "the policy is enforced"
+    );
+    let gvk = GroupVersionKind::gvk("work.ferry.dev", "v1alpha1", "ManifestWork");
+    let works: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut manifests: Vec<Value> = (0..500).map(|i| cm(&format!("many-{i}"))).collect();
+    let mut largest = work_object("largest", json!({"workload": {"manifests": manifests}}));
+    largest.metadata.namespace = Some("default".into());
+    let started = Instant::now();
+    works
+        .create(&dry_run, &largest)
+        .await
+        .expect("500 distinct manifests are admitted within the cost budget");
+    eprintln!("500 distinct manifests admitted in {:?}", started.elapsed());
+
+    manifests = (0..499).map(|i| cm(&format!("many-{i}"))).collect();
+    manifests.push(cm("many-17"));
+    let mut repeated = work_object("repeated", json!({"workload": {"manifests": manifests}}));
+    repeated.metadata.namespace = Some("default".into());
+    let started = Instant::now();
+    let message = match works.create(&dry_run, &repeated).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("a duplicate among 500 manifests must be refused, got {other:?}"),
+    };
+    eprintln!(
+        "a duplicate among 500 manifests refused in {:?}: {message}",
+        started.elapsed()
+    );
+    assert!(message.contains(POLICY_NAME), "{message}");
+    // The message's own expression fits the budget too: it names both.
+    assert!(
+        message.contains("manifests[499] v1 ConfigMap default/many-17: duplicates manifests[17]"),
+        "{message}"
+    );
+    hub.stop().await;
+}
