@@ -255,6 +255,56 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
         }
     }
 
+    // The good side of every rule above is admitted (dry run: nothing stored).
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": "ok", "namespace": "default"}});
+    let admitted: Vec<(&str, Value)> = vec![
+        (
+            "same-name-other-kind-namespace-or-group",
+            json!({"workload": {"manifests": [
+                cm("ok"), deploy.clone(),
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ok", "namespace": "other"}},
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ok", "namespace": "default"}},
+                {"apiVersion": "example.com/v1", "kind": "ConfigMap",
+                 "metadata": {"name": "ok", "namespace": "default"}},
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ok"}}]}}),
+        ),
+        (
+            "ssa-settings-under-ssa",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "manifestConfigs": [cm_config("ok", json!({"updateStrategy": {
+                       "type": "ServerSideApply", "serverSideApply": {"force": true,
+                           "ignoreFields": [{"condition": "OnSpokeChange", "jsonPaths": [".data.a"]}]}}}))]}),
+        ),
+        (
+            "feedback-rules-of-both-types",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "manifestConfigs": [cm_config("ok", json!({"feedbackRules": [
+                       {"type": "WellKnownStatus"},
+                       {"type": "JSONPaths", "jsonPaths": [{"name": "a", "path": ".data.a"}]}]}))]}),
+        ),
+        (
+            "selectively-orphan-with-rules",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "deleteOption": {"propagationPolicy": "SelectivelyOrphan", "selectivelyOrphans": {
+                       "orphaningRules": [{"resource": "configmaps", "name": "ok", "namespace": "default"}]}}}),
+        ),
+        (
+            "orphan-without-rules",
+            json!({"workload": {"manifests": [cm("ok")]}, "deleteOption": {"propagationPolicy": "Orphan"}}),
+        ),
+    ];
+    for (name, spec) in admitted {
+        works
+            .create(&dry_run, &work_object(name, spec))
+            .await
+            .unwrap_or_else(|e| panic!("work {name} is valid and must be admitted: {e}"));
+    }
+
     // Nothing was stored, so no agent can have seen any of it: the hub holds
     // no work, and a valid work written afterwards applies alone.
     let stored = works.list(&Default::default()).await.expect("list works");
@@ -704,6 +754,28 @@ async fn the_api_servers_rules_fit_their_cost_budget_at_the_largest_manifest_cou
         dry_run: true,
         ..Default::default()
     };
+    // Every example work is admitted by the API server's rules.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut examples = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let mut work: DynamicObject = serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            work.metadata.namespace = Some("default".into());
+            works
+                .create(&dry_run, &work)
+                .await
+                .unwrap_or_else(|e| panic!("{} is admitted: {e}", path.display()));
+            examples += 1;
+        }
+    }
+    assert!(examples > 0, "no example works in {}", dir.display());
+
     let mut manifests: Vec<Value> = (0..500).map(|i| cm(&format!("many-{i}"))).collect();
     let mut largest = work_object("largest", json!({"workload": {"manifests": manifests}}));
     largest.metadata.namespace = Some("default".into());
