@@ -144,13 +144,14 @@ impl WorkDeletion {
     }
 
     /// Removes the finalizer, so the API server can let the work go. Reads
-    /// the work afresh and retries when it changed in between.
+    /// the work's metadata afresh (so a work whose spec does not decode goes
+    /// too) and retries when it changed in between.
     pub async fn release(&self, work: &ManifestWork) -> Result<(), DeletionError> {
         let api = self.api(work);
         let name = work.name_any();
         for _ in 0..5 {
             let Some(current) = api
-                .get_opt(&name)
+                .get_metadata_opt(&name)
                 .await
                 .map_err(Self::error(work, "reading"))?
             else {
