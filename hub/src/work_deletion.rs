@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 
 use crate::manifest_work::{Condition, ManifestWork};
 use crate::metrics::{HubMetrics, WatchLabel};
-use crate::work_index::WORKS_RESOURCE;
+use crate::work_index::{WORKS_RESOURCE, watch_backoff};
 
 /// The finalizer that keeps a deleted work until its objects are released.
 pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
@@ -314,7 +314,7 @@ fn error_policy(work: Arc<WorkMeta>, error: &DeletionError, _: Arc<WorkDeletion>
 
 /// Keeps the finalizer on every work and marks deleted works `Deleting`,
 /// until `shutdown` completes. Watch errors never end it: each is logged,
-/// counted in `metrics.watch_errors` and retried with kube's backoff.
+/// counted in `metrics.watch_errors` and retried after [`watch_backoff`].
 pub async fn run_deletion_controller(
     client: Client,
     metrics: Arc<HubMetrics>,
@@ -328,6 +328,7 @@ pub async fn run_deletion_controller(
         .applied_objects();
     let deletion = Arc::new(WorkDeletion::new(client));
     Controller::for_stream(trigger, reader)
+        .trigger_backoff(watch_backoff())
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, deletion)
         .for_each(|result| {

@@ -4,7 +4,7 @@
 //! nothing for sessions of the others and bursts of changes coalesce.
 //!
 //! The watch never ends the hub: its errors (API server away, `410 Gone`,
-//! connection resets) are logged, counted and retried with kube's backoff
+//! connection resets) are logged, counted and retried with backoff
 //! while sessions keep being served from what the index holds. Objects are
 //! watched untyped and decoded one by one, so a stored work the Rust types
 //! cannot decode is skipped with a warning naming it instead of failing the
@@ -12,9 +12,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{RwLock, watch};
@@ -25,6 +28,25 @@ use crate::metrics::{HubMetrics, WatchLabel, WorkLabel};
 
 /// The `resource` label of the hub's ManifestWork watches in metrics.
 pub const WORKS_RESOURCE: &str = "manifestworks";
+
+/// How the hub's watches wait after an error: from 0.5 s, doubling up to
+/// 2.5 s (jitter adds up to as much again), reset after two healthy
+/// minutes. kube's default (client-go's: up to 30 s, up to 60 s with
+/// jitter) left agents without changes for 29 s after the hub's API server
+/// came back from a 10 s outage; the hub runs two watches per replica, so
+/// retrying every few seconds costs a recovering API server nothing.
+pub fn watch_backoff() -> impl Backoff {
+    let exponential = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_millis(2500))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    ResetTimerBackoff::new(
+        ExponentialBackoff::from(exponential),
+        Duration::from_secs(120),
+    )
+}
 
 /// Works of every cluster, keyed by cluster then work name.
 #[derive(Default)]
@@ -169,14 +191,14 @@ impl WorkIndex {
     /// Keeps the index in step with the hub's API server for as long as the
     /// watch stream lasts (kube's watcher never ends it by itself; the hub
     /// stops it by dropping this future). Every watch error is logged,
-    /// counted in `metrics.watch_errors` and retried with kube's default
-    /// backoff; meanwhile the index keeps what it has and stays ready, and the
+    /// counted in `metrics.watch_errors` and retried after
+    /// [`watch_backoff`]; meanwhile the index keeps what it has and stays ready, and the
     /// relist that follows an outage brings the changes made meanwhile.
     pub async fn run(self: Arc<Self>, client: Client, metrics: Arc<HubMetrics>) {
         let resource = ApiResource::erase::<ManifestWork>(&());
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let mut events = watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(watch_backoff())
             .boxed();
         let mut feed = Feed::new(self, metrics);
         while let Some(event) = events.next().await {
@@ -578,6 +600,15 @@ mod tests {
         assert_eq!(flagged(&feed, "c", "w"), Some(1));
         relist(&mut feed, vec![]).await;
         assert_eq!(flagged(&feed, "c", "w"), None);
+    }
+
+    #[test]
+    fn watch_retries_start_at_half_a_second_and_never_wait_over_five() {
+        let delays: Vec<Duration> = watch_backoff().take(20).collect();
+        assert_eq!(delays.len(), 20, "the backoff never gives up");
+        assert!(delays[0] >= Duration::from_millis(500));
+        assert!(delays.iter().all(|d| *d < Duration::from_secs(5)));
+        assert!(delays[19] >= Duration::from_millis(2500));
     }
 
     #[tokio::test]
