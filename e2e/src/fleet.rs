@@ -473,6 +473,28 @@ impl Fleet {
         Ok(self.spoke_mut(name).control_plane.start_again().await?)
     }
 
+    /// Kills the hub's control plane as a crash would; the hub and the agents
+    /// keep running and see the hub API server gone.
+    pub async fn kill_hub_control_plane(&mut self) {
+        self.hub.kill().await;
+    }
+
+    /// Starts the hub's control plane again with its data and ports, so the
+    /// hub's, the agents' and the test's clients reach it as before.
+    ///
+    /// Fails if it does not become ready, e.g. because a port was taken.
+    pub async fn start_hub_control_plane(&mut self) -> Result<(), FleetError> {
+        Ok(self.hub.start_again().await?)
+    }
+
+    /// Whether the first hub's task still runs: false once it stopped or
+    /// failed (or was never started again after `stop_hub`).
+    pub fn hub_is_running(&self) -> bool {
+        self.hub_run
+            .as_ref()
+            .is_some_and(|hub| !hub.task.is_finished())
+    }
+
     /// Stops the hub; agents keep running and try to reconnect.
     pub async fn stop_hub(&mut self) {
         if let Some(hub) = self.hub_run.take() {

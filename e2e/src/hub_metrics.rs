@@ -39,6 +39,11 @@ pub fn sum_of(exposition: &str, name: &str) -> f64 {
 
 /// Scrapes `http://{addr}/metrics` and returns metric `name` summed over labels.
 pub async fn hub_metric(addr: SocketAddr, name: &str) -> Result<f64, ScrapeError> {
+    Ok(sum_of(&scrape(addr).await?, name))
+}
+
+/// Scrapes `http://{addr}/metrics` and returns the whole text exposition.
+pub async fn scrape(addr: SocketAddr) -> Result<String, ScrapeError> {
     let url = format!("http://{addr}/metrics");
     let failed = |message: String| ScrapeError::Request {
         url: url.clone(),
@@ -55,7 +60,7 @@ pub async fn hub_metric(addr: SocketAddr, name: &str) -> Result<f64, ScrapeError
         .await
         .map_err(|e| failed(e.to_string()))?
         .to_bytes();
-    Ok(sum_of(&String::from_utf8_lossy(&body), name))
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Waits until the hub's `name` (summed over its label sets) exceeds

@@ -13,6 +13,24 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+/// Label of the watch-error counter: which watch of which resource failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabel {
+    /// The watched resource, e.g. `manifestworks`.
+    pub resource: &'static str,
+    /// Which of the hub's watches: `index` or `deletion`.
+    pub watch: &'static str,
+}
+
+/// Label naming one ManifestWork.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkLabel {
+    /// The work's namespace (its cluster).
+    pub namespace: String,
+    /// The work's name.
+    pub name: String,
+}
+
 /// Counters and gauges the hub updates as it serves agents.
 #[derive(Default)]
 pub struct HubMetrics {
@@ -24,6 +42,10 @@ pub struct HubMetrics {
     pub deletes_sent: Counter,
     /// Agent status reports by outcome.
     pub status_reports: Family<OutcomeLabel, Counter>,
+    /// Errors the hub's watches met and recovered from.
+    pub watch_errors: Family<WatchLabel, Counter>,
+    /// 1 for each stored ManifestWork the hub cannot decode (and so skips).
+    pub undecodable_works: Family<WorkLabel, Gauge>,
 }
 
 impl HubMetrics {
@@ -49,6 +71,16 @@ impl HubMetrics {
             "status_reports",
             "Agent status reports by outcome",
             self.status_reports.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Errors of the hub's watches, each retried with backoff",
+            self.watch_errors.clone(),
+        );
+        registry.register(
+            "undecodable_works",
+            "Stored ManifestWorks the hub cannot decode and skips, by namespace and name",
+            self.undecodable_works.clone(),
         );
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ferry_proto::MAX_MESSAGE_BYTES;
 use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
-use kube::{Api, Client};
+use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -16,13 +16,12 @@ use tracing::info;
 use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
-use crate::manifest_work::ManifestWork;
 use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::session::{Distributor, SessionConfig};
 use crate::status_writer::StatusWriter;
 use crate::work_deletion::{WorkDeletion, run_deletion_controller};
-use crate::work_index::{WorkIndex, WorkIndexError};
+use crate::work_index::WorkIndex;
 
 /// Why the hub stopped.
 #[derive(Debug, thiserror::Error)]
@@ -36,9 +35,6 @@ pub enum HubError {
     /// The probe server failed.
     #[error("probe server: {0}")]
     Probes(#[source] std::io::Error),
-    /// The ManifestWork watch failed permanently.
-    #[error(transparent)]
-    Index(#[from] WorkIndexError),
     /// The admission webhook failed.
     #[error("admission webhook: {0}")]
     Admission(#[from] AdmissionError),
@@ -115,7 +111,7 @@ pub async fn run_hub(
         deletion,
         liveness,
         status,
-        metrics,
+        metrics: metrics.clone(),
         config: session,
         stopping: stop_rx.clone(),
     };
@@ -163,11 +159,13 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
-    let deletion_controller = run_deletion_controller(client.clone(), stopped(stop_rx.clone()));
-    let works: Api<ManifestWork> = Api::all(client);
+    let deletion_controller =
+        run_deletion_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
+    // The watch retries its errors for as long as the hub runs, serving
+    // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
         tokio::select! {
-            result = index.clone().run(works) => result.map_err(HubError::from),
+            () = index.clone().run(client, metrics.clone()) => Ok(()),
             () = stopped(stop_rx.clone()) => Ok(()),
         }
     };

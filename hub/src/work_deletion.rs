@@ -3,20 +3,28 @@
 //! cluster reports that the work's objects are deleted or orphaned. A small
 //! kube-runtime controller adds the finalizer and the first `Deleting`
 //! condition; agent sessions and the status writer remove the finalizer.
+//!
+//! The controller watches metadata only (finalizers and deletion time are all
+//! it decides on) and keeps just the few fields it reads, so the hub holds
+//! one full copy of each work: the one in its index. Its watch errors are
+//! logged, counted and retried like the index's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, warn};
 
 use crate::manifest_work::{Condition, ManifestWork};
+use crate::metrics::{HubMetrics, WatchLabel};
+use crate::work_index::{WORKS_RESOURCE, watch_backoff};
 
 /// The finalizer that keeps a deleted work until its objects are released.
 pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
@@ -50,14 +58,14 @@ pub enum DeletionError {
 }
 
 /// Whether `work` is alive and lacks ferry's finalizer.
-pub fn needs_finalizer(work: &ManifestWork) -> bool {
-    work.metadata.deletion_timestamp.is_none()
+pub fn needs_finalizer(work: &impl Resource) -> bool {
+    work.meta().deletion_timestamp.is_none()
         && !work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
 }
 
 /// Whether `work` is being deleted and still waits for ferry.
-pub fn awaits_release(work: &ManifestWork) -> bool {
-    work.metadata.deletion_timestamp.is_some()
+pub fn awaits_release(work: &impl Resource) -> bool {
+    work.meta().deletion_timestamp.is_some()
         && work.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
 }
 
@@ -99,12 +107,12 @@ impl WorkDeletion {
         Self { client }
     }
 
-    fn api(&self, work: &ManifestWork) -> Api<ManifestWork> {
+    fn api(&self, work: &impl Resource) -> Api<ManifestWork> {
         Api::namespaced(self.client.clone(), &work.namespace().unwrap_or_default())
     }
 
     fn error(
-        work: &ManifestWork,
+        work: &impl Resource,
         action: &'static str,
     ) -> impl FnOnce(kube::Error) -> DeletionError {
         let namespace = work.namespace().unwrap_or_default();
@@ -120,7 +128,7 @@ impl WorkDeletion {
     /// Adds the finalizer. The list is replaced as a whole under the
     /// resourceVersion it was read at, so a concurrent change fails the
     /// write (and the controller retries) instead of being lost.
-    pub async fn add_finalizer(&self, work: &ManifestWork) -> Result<(), DeletionError> {
+    pub async fn add_finalizer(&self, work: &impl Resource) -> Result<(), DeletionError> {
         let mut finalizers = work.finalizers().to_vec();
         finalizers.push(CLEANUP_FINALIZER.to_string());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": work.resource_version()}});
@@ -136,13 +144,14 @@ impl WorkDeletion {
     }
 
     /// Removes the finalizer, so the API server can let the work go. Reads
-    /// the work afresh and retries when it changed in between.
+    /// the work's metadata afresh (so a work whose spec does not decode goes
+    /// too) and retries when it changed in between.
     pub async fn release(&self, work: &ManifestWork) -> Result<(), DeletionError> {
         let api = self.api(work);
         let name = work.name_any();
         for _ in 0..5 {
             let Some(current) = api
-                .get_opt(&name)
+                .get_metadata_opt(&name)
                 .await
                 .map_err(Self::error(work, "reading"))?
             else {
@@ -190,73 +199,154 @@ impl WorkDeletion {
             .as_ref()
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
+        self.write_deleting(&work.metadata, &conditions, reason, message)
+            .await
+    }
+
+    /// Sets `Deleting` on the work with `metadata`, whose current conditions
+    /// are `conditions`.
+    async fn write_deleting(
+        &self,
+        metadata: &ObjectMeta,
+        conditions: &[Condition],
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, DeletionError> {
         let deleting = Condition {
             type_: DELETING.into(),
             status: "True".into(),
             reason: reason.into(),
             message: message.into(),
-            observed_generation: work.metadata.generation.unwrap_or_default(),
+            observed_generation: metadata.generation.unwrap_or_default(),
             last_transition_time: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         };
-        let Some(updated) = with_deleting(&conditions, deleting) else {
+        let Some(updated) = with_deleting(conditions, deleting) else {
             return Ok(false);
         };
+        let work = PartialObjectMeta::<ManifestWork> {
+            types: None,
+            metadata: metadata.clone(),
+            _phantom: Default::default(),
+        };
         let patch = json!({"status": {"conditions": updated}});
-        self.api(work)
+        self.api(&work)
             .patch_status(
                 &work.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(Self::error(work, "setting Deleting on"))?;
+            .map_err(Self::error(&work, "setting Deleting on"))?;
         Ok(true)
+    }
+
+    /// The current metadata and work conditions of `work`, read afresh
+    /// (the controller keeps no status), or None when it is gone. Only the
+    /// conditions are decoded, so a work whose spec the Rust types cannot
+    /// decode still gets its `Deleting` condition.
+    async fn read_conditions(
+        &self,
+        work: &impl Resource,
+    ) -> Result<Option<(ObjectMeta, Vec<Condition>)>, DeletionError> {
+        let resource = ApiResource::erase::<ManifestWork>(&());
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &work.namespace().unwrap_or_default(),
+            &resource,
+        );
+        let Some(current) = api
+            .get_opt(&work.name_any())
+            .await
+            .map_err(Self::error(work, "reading"))?
+        else {
+            return Ok(None);
+        };
+        let conditions = current
+            .data
+            .pointer("/status/conditions")
+            .cloned()
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default();
+        Ok(Some((current.metadata, conditions)))
     }
 }
 
+/// What the controller keeps of each work: the metadata it decides on.
+type WorkMeta = PartialObjectMeta<ManifestWork>;
+
+/// Drops everything the controller never reads (labels, annotations such as
+/// kubectl's last-applied copy of the whole work, managed fields).
+fn keep_what_deletion_reads(work: &mut WorkMeta) {
+    let metadata = &mut work.metadata;
+    metadata.annotations = None;
+    metadata.labels = None;
+    metadata.managed_fields = None;
+    metadata.owner_references = None;
+}
+
 async fn reconcile(
-    work: Arc<ManifestWork>,
+    work: Arc<WorkMeta>,
     deletion: Arc<WorkDeletion>,
 ) -> Result<Action, DeletionError> {
-    if needs_finalizer(&work) {
-        deletion.add_finalizer(&work).await?;
-    } else if awaits_release(&work)
-        && !work
-            .status
-            .iter()
-            .flat_map(|s| &s.conditions)
-            .any(|c| c.type_ == DELETING)
-    {
+    if needs_finalizer(&*work) {
+        deletion.add_finalizer(&*work).await?;
+    } else if awaits_release(&*work) {
+        let Some((metadata, conditions)) = deletion.read_conditions(&*work).await? else {
+            return Ok(Action::await_change());
+        };
+        if metadata.uid != work.metadata.uid || conditions.iter().any(|c| c.type_ == DELETING) {
+            return Ok(Action::await_change());
+        }
         let cluster = work.namespace().unwrap_or_default();
         let message =
             format!("waiting for the agent of cluster {cluster} to release the work's objects");
         deletion
-            .set_deleting(&work, "WaitingForAgent", &message)
+            .write_deleting(&metadata, &conditions, "WaitingForAgent", &message)
             .await?;
     }
     Ok(Action::await_change())
 }
 
-fn error_policy(work: Arc<ManifestWork>, error: &DeletionError, _: Arc<WorkDeletion>) -> Action {
+fn error_policy(work: Arc<WorkMeta>, error: &DeletionError, _: Arc<WorkDeletion>) -> Action {
     warn!(work = %work.name_any(), %error, "work deletion bookkeeping failed; retrying");
     Action::requeue(Duration::from_secs(2))
 }
 
 /// Keeps the finalizer on every work and marks deleted works `Deleting`,
-/// until `shutdown` completes.
+/// until `shutdown` completes. Watch errors never end it: each is logged,
+/// counted in `metrics.watch_errors` and retried after [`watch_backoff`].
 pub async fn run_deletion_controller(
     client: Client,
+    metrics: Arc<HubMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let works: Api<ManifestWork> = Api::all(client.clone());
+    let works: Api<WorkMeta> = Api::all(client.clone());
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(works, watcher::Config::default())
+        .modify(keep_what_deletion_reads)
+        .reflect(writer)
+        .applied_objects();
     let deletion = Arc::new(WorkDeletion::new(client));
-    Controller::new(works, watcher::Config::default())
+    Controller::for_stream(trigger, reader)
+        .trigger_backoff(watch_backoff())
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, deletion)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                debug!(%error, "work deletion controller");
+        .for_each(|result| {
+            match result {
+                Err(controller::Error::QueueError(error)) => {
+                    warn!(%error, "the ManifestWork metadata watch of the deletion controller failed; retrying with backoff");
+                    metrics
+                        .watch_errors
+                        .get_or_create(&WatchLabel {
+                            resource: WORKS_RESOURCE,
+                            watch: "deletion",
+                        })
+                        .inc();
+                }
+                Err(error) => debug!(%error, "work deletion controller"),
+                Ok(_) => {}
             }
+            std::future::ready(())
         })
         .await;
 }
