@@ -275,6 +275,7 @@ impl Fleet {
         let hub_url = format!("{scheme}://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
+            ..Default::default()
         };
         let listeners = HubListeners {
             grpc: listener,

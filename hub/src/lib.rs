@@ -6,11 +6,13 @@
 pub mod admission;
 pub mod agent_identity;
 pub mod cluster_liveness;
+pub mod cluster_name;
 pub mod crds;
 pub mod join;
 pub mod managed_cluster;
 pub mod manifest_work;
 pub mod metrics;
+pub mod peer_budget;
 pub mod probes;
 pub mod server;
 pub mod session;
