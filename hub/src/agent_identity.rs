@@ -499,6 +499,105 @@ mod tests {
         );
     }
 
+    /// An authenticator whose API server does not answer: any TokenReview
+    /// it tried would end in `AuthError::Review`.
+    fn offline(per_minute: u32) -> AgentAuthenticator {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = Client::try_from(config).expect("client");
+        AgentAuthenticator::new(
+            client,
+            AuthOptions {
+                peer_reviews_per_minute: NonZeroU32::new(per_minute).expect("non-zero"),
+                ..AuthOptions::default()
+            },
+        )
+    }
+
+    fn bearer(token: &str) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        metadata.insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("ascii"),
+        );
+        metadata
+    }
+
+    #[tokio::test]
+    async fn junk_cannot_evict_good_tokens_nor_cost_reviews_past_the_peer_budget() {
+        let auth = offline(5);
+        let peer = Some("192.0.2.9".parse().expect("ip"));
+        auth.accepted
+            .insert(token_key("good"), "cluster-a".to_string())
+            .await;
+        for i in 0..(REFUSED_LIMIT * 3) {
+            auth.refused
+                .insert(
+                    token_key(&format!("junk-{i}")),
+                    AuthError::Invalid("junk".into()),
+                )
+                .await;
+        }
+        auth.refused.run_pending_tasks().await;
+        auth.accepted.run_pending_tasks().await;
+        assert!(auth.refused.entry_count() <= REFUSED_LIMIT);
+        // A known good token is served from its own cache, whatever the
+        // refusals did, and costs its peer nothing.
+        for _ in 0..10 {
+            assert_eq!(
+                auth.authenticate(&bearer("good"), peer).await,
+                Ok("cluster-a".into())
+            );
+        }
+        // An unknown token costs a review: the API server is away.
+        assert!(matches!(
+            auth.authenticate(&bearer("unknown-0"), peer).await,
+            Err(AuthError::Review(_))
+        ));
+        for i in 1..5 {
+            assert!(matches!(
+                auth.authenticate(&bearer(&format!("unknown-{i}")), peer)
+                    .await,
+                Err(AuthError::Review(_))
+            ));
+        }
+        // Past the budget: refused at once, no review tried.
+        assert_eq!(
+            auth.authenticate(&bearer("unknown-9"), peer).await,
+            Err(AuthError::RateLimited)
+        );
+        assert_eq!(
+            auth.authenticate(&bearer("good"), peer).await,
+            Ok("cluster-a".into()),
+            "the good token still works for a peer over its budget"
+        );
+        let other = Some("192.0.2.10".parse().expect("ip"));
+        assert!(matches!(
+            auth.authenticate(&bearer("unknown-9"), other).await,
+            Err(AuthError::Review(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_claimed_cluster_must_be_the_tokens() {
+        let auth = offline(5);
+        auth.accepted
+            .insert(token_key("good"), "cluster-a".to_string())
+            .await;
+        let mut metadata = bearer("good");
+        metadata.insert(CLUSTER_METADATA, "cluster-b".parse().expect("ascii"));
+        assert_eq!(
+            auth.authenticate(&metadata, None).await,
+            Err(AuthError::WrongCluster {
+                authenticated: "cluster-a".into()
+            })
+        );
+        metadata.insert(CLUSTER_METADATA, "cluster-a".parse().expect("ascii"));
+        assert_eq!(
+            auth.authenticate(&metadata, None).await,
+            Ok("cluster-a".into())
+        );
+    }
+
     #[test]
     fn only_refusals_about_the_token_are_remembered() {
         assert!(AuthError::Invalid("expired".into()).is_about_the_token());

@@ -7,6 +7,7 @@ pub mod admission;
 pub mod agent_identity;
 pub mod cluster_liveness;
 pub mod cluster_name;
+pub mod connection_limit;
 pub mod crds;
 pub mod join;
 pub mod managed_cluster;

@@ -27,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up and matched at once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve agents (uses the ambient kubeconfig or in-cluster config).
@@ -111,6 +113,10 @@ enum Command {
         /// connection.
         #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_timeout.as_secs())]
         http2_keepalive_timeout_seconds: u64,
+        /// Connections the agent port holds at once; more are closed as soon
+        /// as they are accepted.
+        #[arg(long, env = "FERRY_MAX_CONNECTIONS", default_value_t = TransportLimits::default().max_connections)]
+        max_connections: usize,
         /// TCP keepalive of agent connections, in seconds.
         #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
         tcp_keepalive_seconds: u64,
@@ -188,6 +194,7 @@ async fn main() -> anyhow::Result<()> {
             http2_keepalive_seconds,
             http2_keepalive_timeout_seconds,
             tcp_keepalive_seconds,
+            max_connections,
         } => {
             let read = |path: &PathBuf| {
                 std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
@@ -254,6 +261,7 @@ async fn main() -> anyhow::Result<()> {
                     http2_keepalive_interval: seconds(http2_keepalive_seconds),
                     http2_keepalive_timeout: seconds(http2_keepalive_timeout_seconds),
                     tcp_keepalive: seconds(tcp_keepalive_seconds),
+                    max_connections: max_connections.max(1),
                     ..TransportLimits::default()
                 },
             };

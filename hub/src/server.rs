@@ -17,6 +17,7 @@ use tracing::info;
 use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
+use crate::connection_limit::limit_connections;
 use crate::manifest_work::ManifestWork;
 use crate::metrics::HubMetrics;
 use crate::probes;
@@ -90,6 +91,9 @@ pub struct TransportLimits {
     /// TCP keepalive of accepted connections, so dead peers are noticed by
     /// the kernel too.
     pub tcp_keepalive: Duration,
+    /// Connections the agent port holds at once; more are closed as soon
+    /// as they are accepted.
+    pub max_connections: usize,
 }
 
 impl Default for TransportLimits {
@@ -102,6 +106,7 @@ impl Default for TransportLimits {
             http2_keepalive_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(5),
             tcp_keepalive: Duration::from_secs(60),
+            max_connections: 10_000,
         }
     }
 }
@@ -193,9 +198,12 @@ pub async fn run_hub(
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(listeners.grpc)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(limits.tcp_keepalive)),
+            limit_connections(
+                TcpIncoming::from(listeners.grpc)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(limits.tcp_keepalive)),
+                limits.max_connections,
+            ),
             stopped(stop_rx.clone()),
         );
     let probes = async {
