@@ -68,6 +68,9 @@ pub struct FleetOptions {
     /// Run the hub's ManifestWork admission webhook, as production does (on
     /// by default; off only to write works it would refuse).
     pub admission: bool,
+    /// Longest an agent session lives on the hub before the agent must
+    /// reconnect.
+    pub max_session_age: Duration,
 }
 
 impl FleetOptions {
@@ -83,6 +86,7 @@ impl FleetOptions {
             mtls: false,
             admission: true,
             hub_replicas: 1,
+            max_session_age: ferry_hub::session::SessionConfig::default().max_session_age,
         }
     }
 }
@@ -275,6 +279,7 @@ impl Fleet {
         let hub_url = format!("{scheme}://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
+            max_session_age: options.max_session_age,
             ..Default::default()
         };
         let listeners = HubListeners {

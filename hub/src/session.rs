@@ -528,3 +528,56 @@ impl Reader {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lifetime whose reviews all fail, as when the hub's API server is
+    /// away: `AuthError::Review` every time.
+    fn offline_lifetime(review_interval: Duration, max_age: Duration) -> Lifetime {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let auth = AgentAuthenticator::new(
+            client,
+            AuthOptions {
+                review_interval,
+                ..AuthOptions::default()
+            },
+        );
+        Lifetime {
+            auth: Arc::new(auth),
+            token: "token".into(),
+            cluster: "cluster-a".into(),
+            max_age,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_ends_at_its_maximum_age_asking_the_agent_to_reconnect() {
+        let end = offline_lifetime(Duration::from_secs(3600), Duration::from_millis(100))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable);
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[tokio::test]
+    async fn failed_reviews_do_not_end_a_session() {
+        // Many reviews fail before the maximum age; none of them ends it.
+        let end = offline_lifetime(Duration::from_millis(20), Duration::from_millis(400))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[test]
+    fn jitter_shortens_by_at_most_a_tenth() {
+        let max = Duration::from_secs(3600);
+        for _ in 0..1000 {
+            let age = jittered(max);
+            assert!(age <= max && age >= max.mul_f64(0.9), "{age:?}");
+        }
+    }
+}
