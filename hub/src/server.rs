@@ -67,6 +67,10 @@ impl std::fmt::Debug for GrpcTls {
     }
 }
 
+/// How much longer than the longest session a connection may live, and how
+/// long its streams then have to finish.
+const CONNECTION_AGE_SLACK: Duration = Duration::from_secs(60);
+
 /// Limits of the agent port's connections: what any peer, authenticated or
 /// not, can hold open on the hub.
 #[derive(Clone, Debug)]
@@ -159,6 +163,10 @@ pub async fn run_hub(
         session.auth.clone(),
     ));
     let limits = session.transport.clone();
+    // Sessions end by their maximum age and agents dial a new connection;
+    // a connection older than that (plus slack) holds no agent session, only
+    // perhaps an idle peer, and is closed gracefully.
+    let connection_age = session.max_session_age + CONNECTION_AGE_SLACK;
     let distributor = Distributor {
         index: index.clone(),
         auth,
@@ -184,7 +192,9 @@ pub async fn run_hub(
         .initial_stream_window_size(limits.stream_window_bytes)
         .initial_connection_window_size(limits.connection_window_bytes)
         .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
-        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout));
+        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
+        .max_connection_age(connection_age)
+        .max_connection_age_grace(CONNECTION_AGE_SLACK);
     if let Some(tls) = &listeners.grpc_tls {
         let mut config = ServerTlsConfig::new()
             .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
