@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
-use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use ferry_proto::{CLUSTER_METADATA, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -116,6 +116,9 @@ pub enum SessionError {
     /// The token cannot travel as gRPC metadata.
     #[error("the hub token contains characters that cannot be sent")]
     BadToken,
+    /// The cluster name cannot travel as gRPC metadata.
+    #[error("the cluster name contains characters that cannot be sent")]
+    BadClusterName,
     /// The TLS settings were refused.
     #[error("TLS settings for {url}: {source}")]
     Tls {
@@ -203,10 +206,16 @@ async fn connect_once(
             url: config.hub_url.clone(),
             source,
         })?;
+    // The cluster's name travels next to the token, so a hub can refuse a
+    // misconfigured agent before reading its Hello.
+    let cluster: MetadataValue<Ascii> = config
+        .cluster_name
+        .parse()
+        .map_err(|_| SessionError::BadClusterName)?;
     let authorize = move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", bearer.clone());
+        let metadata = request.metadata_mut();
+        metadata.insert("authorization", bearer.clone());
+        metadata.insert(CLUSTER_METADATA, cluster.clone());
         Ok(request)
     };
     let mut client = WorkDistributorClient::with_interceptor(channel, authorize)

@@ -74,6 +74,9 @@ pub struct FleetOptions {
     /// only to write works they would refuse, standing in for works stored
     /// before the rules existed.
     pub admission: bool,
+    /// Longest an agent session lives on the hub before the agent must
+    /// reconnect.
+    pub max_session_age: Duration,
 }
 
 impl FleetOptions {
@@ -89,6 +92,7 @@ impl FleetOptions {
             mtls: false,
             admission: true,
             hub_replicas: 1,
+            max_session_age: ferry_hub::session::SessionConfig::default().max_session_age,
         }
     }
 }
@@ -332,6 +336,8 @@ impl Fleet {
         let hub_url = format!("{scheme}://{hub_addr}");
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
+            max_session_age: options.max_session_age,
+            ..Default::default()
         };
         let listeners = HubListeners {
             grpc: listener,

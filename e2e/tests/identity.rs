@@ -1,6 +1,8 @@
 //! Agents authenticate with a ServiceAccount token of their cluster's
 //! namespace, checked by TokenReview; the transport is TLS, optionally
-//! mutual (issue 5, item 6).
+//! mutual (issue 5, item 6). Only the `ferry-agent` ServiceAccount of a
+//! joined cluster, with ferry's audience, is an agent, and a live session
+//! ends when its token is revoked (issue 9, items 3 and 4).
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
@@ -31,6 +33,25 @@ async fn trusted_channel(fleet: &Fleet) -> Channel {
 
 /// Says Hello for `cluster` with `token`; Ok when the hub accepts the session.
 async fn hello_with(channel: Channel, token: Option<&str>, cluster: &str) -> Result<(), Code> {
+    open_session(channel, token, cluster)
+        .await
+        .map(|_| ())
+        .map_err(|s| s.code())
+}
+
+/// A session the hub accepted: its messages, and the sender that keeps it
+/// open (dropping it ends the agent's side).
+struct Session {
+    inbound: tonic::Streaming<v1::HubMessage>,
+    outbound: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+}
+
+/// Opens a session for `cluster` with `token`, as an agent would.
+async fn open_session(
+    channel: Channel,
+    token: Option<&str>,
+    cluster: &str,
+) -> Result<Session, tonic::Status> {
     let header = token.map(|t| {
         format!("Bearer {t}")
             .parse::<MetadataValue<_>>()
@@ -45,7 +66,7 @@ async fn hello_with(channel: Channel, token: Option<&str>, cluster: &str) -> Res
             }
             Ok(request)
         });
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(v1::AgentMessage {
         body: Some(agent_message::Body::Hello(v1::Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -56,13 +77,11 @@ async fn hello_with(channel: Channel, token: Option<&str>, cluster: &str) -> Res
     })
     .await
     .expect("queue");
-    let result = client
-        .sync(ReceiverStream::new(rx))
-        .await
-        .map(|_| ())
-        .map_err(|s| s.code());
-    drop(tx);
-    result
+    let inbound = client.sync(ReceiverStream::new(rx)).await?.into_inner();
+    Ok(Session {
+        inbound,
+        outbound: tx,
+    })
 }
 
 /// Whether a connection attempt ends without a session: the TLS handshake
@@ -267,6 +286,221 @@ async fn with_mutual_tls_agents_need_a_client_certificate() {
     assert!(
         refused(without_certificate, &token).await,
         "a client without a certificate is refused even with a valid token"
+    );
+    fleet.stop().await;
+}
+
+/// Creates ServiceAccount `name` in `namespace` on the hub.
+async fn create_account(client: &kube::Client, namespace: &str, name: &str) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("create account");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_agent_account_of_a_joined_cluster_with_the_hub_audience_is_served() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let channel = trusted_channel(&fleet).await;
+
+    // Another account of the cluster's own namespace, even with ferry's
+    // audience, is not the cluster's agent.
+    create_account(&hub, "cluster-a", "impostor").await;
+    let impostor = token_for(
+        &hub,
+        "cluster-a",
+        "impostor",
+        vec![AGENT_TOKEN_AUDIENCE.into()],
+    )
+    .await;
+    let refused = open_session(channel.clone(), Some(&impostor), "cluster-a")
+        .await
+        .err()
+        .expect("another account of the namespace is refused");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains(AGENT_SERVICE_ACCOUNT),
+        "the refusal names the account agents must use: {}",
+        refused.message()
+    );
+
+    // The agent's own account, but a token for another audience.
+    let elsewhere = token_for(
+        &hub,
+        "cluster-a",
+        AGENT_SERVICE_ACCOUNT,
+        vec!["some-other-service".into()],
+    )
+    .await;
+    assert_eq!(
+        hello_with(channel.clone(), Some(&elsewhere), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "a token without the hub's audience is refused"
+    );
+
+    // A namespace with the agent account but no ManagedCluster: not joined.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &k8s_openapi::api::core::v1::Namespace {
+                metadata: ObjectMeta {
+                    name: Some("cluster-z".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("namespace");
+    create_account(&hub, "cluster-z", AGENT_SERVICE_ACCOUNT).await;
+    let unjoined = token_for(
+        &hub,
+        "cluster-z",
+        AGENT_SERVICE_ACCOUNT,
+        vec![AGENT_TOKEN_AUDIENCE.into()],
+    )
+    .await;
+    let refused = open_session(channel.clone(), Some(&unjoined), "cluster-z")
+        .await
+        .err()
+        .expect("a cluster without a ManagedCluster is refused");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("ferry-hub join --cluster cluster-z"),
+        "the refusal says how to join: {}",
+        refused.message()
+    );
+
+    // Joining fixes it, with the same account.
+    let joined = join_cluster(&hub, "cluster-z", 3600)
+        .await
+        .expect("join cluster-z");
+    assert_eq!(
+        hello_with(channel.clone(), Some(&joined), "cluster-z").await,
+        Ok(()),
+        "once joined, the agent account is served"
+    );
+
+    // The real agent beside all this is served.
+    let works = fleet
+        .create_work(&manifest_work(
+            "cluster-a",
+            "still-served",
+            vec![config_map("default", "still-served", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "still-served")
+        .await
+        .expect("the real agent is served");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_session_ends_unauthenticated_once_its_service_account_is_deleted() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let works = fleet
+        .create_work(&manifest_work(
+            "cluster-a",
+            "before",
+            vec![config_map("default", "before", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "before")
+        .await
+        .expect("the agent is served while its token is good");
+
+    // A session of our own next to the real agent's, to see how it ends; it
+    // heartbeats like an agent so only the token can end it.
+    let token = join_cluster(&hub, "cluster-a", 3600).await.expect("token");
+    let mut session = open_session(trusted_channel(&fleet).await, Some(&token), "cluster-a")
+        .await
+        .expect("the token is good for now");
+    let outbound = session.outbound.clone();
+    let heartbeats = tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(std::time::Duration::from_secs(2));
+        loop {
+            ticker.tick().await;
+            let beat = v1::AgentMessage {
+                body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
+            };
+            if outbound.send(beat).await.is_err() {
+                return;
+            }
+        }
+    });
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), "cluster-a");
+    accounts
+        .delete(AGENT_SERVICE_ACCOUNT, &Default::default())
+        .await
+        .expect("delete the agent's account");
+    let revoked_at = std::time::Instant::now();
+
+    // The review interval (30 s) plus a heartbeat, and room for a slow machine.
+    let limit = std::time::Duration::from_secs(90);
+    let ended = tokio::time::timeout(limit, async {
+        loop {
+            match session.inbound.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return None,
+                Err(status) => return Some(status),
+            }
+        }
+    })
+    .await
+    .expect("the session ends once its token is revoked");
+    println!(
+        "session ended {:.1} s after its ServiceAccount was deleted",
+        revoked_at.elapsed().as_secs_f64()
+    );
+    let status = ended.expect("the session ends with a status, not quietly");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    heartbeats.abort();
+
+    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    let cluster = ferry_e2e::wait::wait_until(
+        &clusters,
+        "cluster-a",
+        "cluster-a shown disconnected because its token was refused",
+        limit,
+        |c| {
+            c.status.as_ref().is_some_and(|s| {
+                !s.connected
+                    && s.disconnect_reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains("no longer accepted"))
+            })
+        },
+    )
+    .await
+    .expect("the ManagedCluster shows the agent disconnected with the reason");
+    println!(
+        "ManagedCluster status after revocation: {:?}",
+        cluster.status
+    );
+    assert_eq!(
+        hello_with(trusted_channel(&fleet).await, Some(&token), "cluster-a").await,
+        Err(Code::Unauthenticated),
+        "the revoked token opens no new session"
     );
     fleet.stop().await;
 }

@@ -10,9 +10,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::agent_identity::AGENT_TOKEN_AUDIENCE;
+use crate::cluster_name::{ClusterNameError, validate_cluster_name};
 use crate::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 
-/// Name of the ServiceAccount agents authenticate as, in their cluster's namespace.
+/// Default name of the ServiceAccount agents authenticate as, in their
+/// cluster's namespace (the hub's `--agent-service-account`).
 pub const AGENT_SERVICE_ACCOUNT: &str = "ferry-agent";
 
 /// A step of joining failed.
@@ -29,6 +31,9 @@ pub enum JoinError {
         #[source]
         source: kube::Error,
     },
+    /// The cluster name is not a DNS-1123 label.
+    #[error("{0}")]
+    BadName(#[from] ClusterNameError),
     /// The API server issued no token.
     #[error("the API server returned no token for cluster {0}")]
     NoToken(String),
@@ -46,12 +51,29 @@ where
 }
 
 /// Creates what cluster `name` needs on the hub (idempotent) and returns a
-/// token for its agent, valid for `token_seconds`.
+/// token for its agent, valid for `token_seconds`, as the default agent
+/// ServiceAccount.
 pub async fn join_cluster(
     client: &Client,
     name: &str,
     token_seconds: i64,
 ) -> Result<String, JoinError> {
+    join_cluster_as(client, name, AGENT_SERVICE_ACCOUNT, token_seconds).await
+}
+
+/// Creates what cluster `name` needs on the hub (idempotent): its namespace,
+/// the ServiceAccount `service_account` its agent authenticates as, and its
+/// ManagedCluster (without which the hub refuses the agent); returns a token
+/// for that ServiceAccount, for ferry's audience, valid for `token_seconds`.
+/// Fails on a name that is not a DNS-1123 label, or when the API server
+/// refuses a step.
+pub async fn join_cluster_as(
+    client: &Client,
+    name: &str,
+    service_account: &str,
+    token_seconds: i64,
+) -> Result<String, JoinError> {
+    validate_cluster_name(name)?;
     let failed = |what: &'static str| {
         let cluster = name.to_string();
         move |source| JoinError::Create {
@@ -75,7 +97,7 @@ pub async fn join_cluster(
         .map_err(failed("the namespace"))?;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
     let account = ServiceAccount {
-        metadata: meta(Some(name), AGENT_SERVICE_ACCOUNT),
+        metadata: meta(Some(name), service_account),
         ..Default::default()
     };
     create_if_absent(&accounts, &account)
@@ -97,7 +119,7 @@ pub async fn join_cluster(
         ..Default::default()
     };
     let issued = accounts
-        .create_token_request(AGENT_SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .create_token_request(service_account, &PostParams::default(), &request)
         .await
         .map_err(failed("a token"))?;
     issued

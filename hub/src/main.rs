@@ -2,15 +2,17 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
-use ferry_hub::join::join_cluster;
-use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
+use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
+use ferry_hub::server::{GrpcTls, HubListeners, TransportLimits, run_hub};
 use ferry_hub::session::SessionConfig;
 use ferry_hub::tls::ServingCert;
 use tokio::net::TcpListener;
@@ -25,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up and matched at once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Serve agents (uses the ambient kubeconfig or in-cluster config).
@@ -84,6 +88,43 @@ enum Command {
         /// still apply; the agent reports bad paths), Fail refuses it.
         #[arg(long, env = "FERRY_WEBHOOK_FAILURE_POLICY", value_enum, default_value_t = FailurePolicy::Ignore)]
         webhook_failure_policy: FailurePolicy,
+        /// The ServiceAccount, in each cluster's namespace, that cluster's
+        /// agent authenticates as; tokens of any other account are refused.
+        #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
+        agent_service_account: String,
+        /// Seconds a TokenReview answer is reused; live sessions have their
+        /// token reviewed again this often, and end when it is refused.
+        #[arg(long, env = "FERRY_TOKEN_REVIEW_SECONDS", default_value_t = AuthOptions::default().review_interval.as_secs())]
+        token_review_seconds: u64,
+        /// Tokens one peer address (IPv6: its /64) may present a minute that
+        /// the hub does not already know to be good; more are refused with
+        /// RESOURCE_EXHAUSTED without a TokenReview.
+        #[arg(long, env = "FERRY_PEER_TOKEN_REVIEWS_PER_MINUTE", default_value_t = AuthOptions::default().peer_reviews_per_minute)]
+        peer_token_reviews_per_minute: NonZeroU32,
+        /// Longest an agent session lives before the hub ends it and the agent
+        /// reconnects (each ends at a random point in the last tenth).
+        #[arg(long, env = "FERRY_MAX_SESSION_SECONDS", default_value_t = SessionConfig::default().max_session_age.as_secs())]
+        max_session_seconds: u64,
+        /// Streams one connection to the agent port may have open at once.
+        #[arg(long, env = "FERRY_MAX_STREAMS_PER_CONNECTION", default_value_t = TransportLimits::default().max_concurrent_streams)]
+        max_streams_per_connection: u32,
+        /// Seconds a TLS handshake on the agent port may take.
+        #[arg(long, env = "FERRY_TLS_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().tls_handshake_timeout.as_secs())]
+        tls_handshake_timeout_seconds: u64,
+        /// Seconds between HTTP/2 pings on agent connections.
+        #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_interval.as_secs())]
+        http2_keepalive_seconds: u64,
+        /// Seconds the hub waits for a ping's answer before closing the
+        /// connection.
+        #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_timeout.as_secs())]
+        http2_keepalive_timeout_seconds: u64,
+        /// Connections the agent port holds at once; more are closed as soon
+        /// as they are accepted.
+        #[arg(long, env = "FERRY_MAX_CONNECTIONS", default_value_t = TransportLimits::default().max_connections)]
+        max_connections: usize,
+        /// TCP keepalive of agent connections, in seconds.
+        #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
+        tcp_keepalive_seconds: u64,
     },
     /// Prepare a cluster to join: create its namespace, its agent's
     /// ServiceAccount and its ManagedCluster, write a token for the agent,
@@ -105,6 +146,10 @@ enum Command {
         /// Lifetime of the agent's token; run join again to rotate it.
         #[arg(long, default_value_t = 365 * 24 * 3600)]
         token_seconds: i64,
+        /// The ServiceAccount the agent authenticates as (the hub's
+        /// --agent-service-account).
+        #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
+        agent_service_account: String,
     },
     /// Write the hub CRDs as YAML into a directory, or print them.
     Crds {
@@ -150,6 +195,16 @@ async fn main() -> anyhow::Result<()> {
             webhook_ca,
             max_work_bytes,
             webhook_failure_policy,
+            agent_service_account,
+            token_review_seconds,
+            peer_token_reviews_per_minute,
+            max_session_seconds,
+            max_streams_per_connection,
+            tls_handshake_timeout_seconds,
+            http2_keepalive_seconds,
+            http2_keepalive_timeout_seconds,
+            tcp_keepalive_seconds,
+            max_connections,
         } => {
             let read = |path: &PathBuf| {
                 std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
@@ -202,8 +257,24 @@ async fn main() -> anyhow::Result<()> {
                     _ => None,
                 },
             };
+            let seconds = |s: u64| Duration::from_secs(s.max(1));
             let session = SessionConfig {
-                heartbeat_interval: Duration::from_secs(heartbeat_seconds.max(1)),
+                heartbeat_interval: seconds(heartbeat_seconds),
+                max_session_age: seconds(max_session_seconds),
+                auth: AuthOptions {
+                    service_account: agent_service_account,
+                    review_interval: seconds(token_review_seconds),
+                    peer_reviews_per_minute: peer_token_reviews_per_minute,
+                },
+                transport: TransportLimits {
+                    max_concurrent_streams: max_streams_per_connection.max(1),
+                    tls_handshake_timeout: seconds(tls_handshake_timeout_seconds),
+                    http2_keepalive_interval: seconds(http2_keepalive_seconds),
+                    http2_keepalive_timeout: seconds(http2_keepalive_timeout_seconds),
+                    tcp_keepalive: seconds(tcp_keepalive_seconds),
+                    max_connections: max_connections.max(1),
+                    ..TransportLimits::default()
+                },
             };
             run_hub(client, listeners, session, shutdown_signal()).await?;
             Ok(())
@@ -214,11 +285,13 @@ async fn main() -> anyhow::Result<()> {
             ca,
             out,
             token_seconds,
+            agent_service_account,
         } => {
             let client = kube::Client::try_default()
                 .await
                 .context("building a Kubernetes client")?;
-            let token = join_cluster(&client, &cluster, token_seconds).await?;
+            let token =
+                join_cluster_as(&client, &cluster, &agent_service_account, token_seconds).await?;
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             let token_path = out.join(format!("{cluster}.token"));
             std::fs::write(&token_path, token)

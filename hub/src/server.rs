@@ -3,19 +3,21 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferry_proto::MAX_MESSAGE_BYTES;
 use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
 use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tracing::info;
 
 use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
+use crate::connection_limit::limit_connections;
 use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::session::{Distributor, SessionConfig};
@@ -58,6 +60,54 @@ impl std::fmt::Debug for GrpcTls {
         f.debug_struct("GrpcTls")
             .field("mutual", &self.client_ca_pem.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// How much longer than the longest session a connection may live, and how
+/// long its streams then have to finish.
+const CONNECTION_AGE_SLACK: Duration = Duration::from_secs(60);
+
+/// Limits of the agent port's connections: what any peer, authenticated or
+/// not, can hold open on the hub.
+#[derive(Clone, Debug)]
+pub struct TransportLimits {
+    /// Streams one HTTP/2 connection may have open at once; more are refused
+    /// by the transport. An agent needs one (and a health check).
+    pub max_concurrent_streams: u32,
+    /// Bytes a peer may send on one stream before the hub reads them (the
+    /// HTTP/2 stream window). Nothing is read before authentication, so this
+    /// bounds what an unauthenticated stream costs.
+    pub stream_window_bytes: u32,
+    /// Bytes a peer may send on one connection, all streams together, before
+    /// the hub reads them.
+    pub connection_window_bytes: u32,
+    /// How often the hub pings an HTTP/2 connection, and how long it waits
+    /// for the answer before closing it.
+    pub http2_keepalive_interval: Duration,
+    /// See `http2_keepalive_interval`.
+    pub http2_keepalive_timeout: Duration,
+    /// Longest a TLS handshake may take before the connection is closed.
+    pub tls_handshake_timeout: Duration,
+    /// TCP keepalive of accepted connections, so dead peers are noticed by
+    /// the kernel too.
+    pub tcp_keepalive: Duration,
+    /// Connections the agent port holds at once; more are closed as soon
+    /// as they are accepted.
+    pub max_connections: usize,
+}
+
+impl Default for TransportLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 16,
+            stream_window_bytes: 256 * 1024,
+            connection_window_bytes: 1024 * 1024,
+            http2_keepalive_interval: Duration::from_secs(30),
+            http2_keepalive_timeout: Duration::from_secs(10),
+            tls_handshake_timeout: Duration::from_secs(5),
+            tcp_keepalive: Duration::from_secs(60),
+            max_connections: 10_000,
+        }
     }
 }
 
@@ -104,7 +154,15 @@ pub async fn run_hub(
         session.heartbeat_interval * 5,
         stopped(stop_rx.clone()),
     );
-    let auth = Arc::new(AgentAuthenticator::new(client.clone()));
+    let auth = Arc::new(AgentAuthenticator::new(
+        client.clone(),
+        session.auth.clone(),
+    ));
+    let limits = session.transport.clone();
+    // Sessions end by their maximum age and agents dial a new connection;
+    // a connection older than that (plus slack) holds no agent session, only
+    // perhaps an idle peer, and is closed gracefully.
+    let connection_age = session.max_session_age + CONNECTION_AGE_SLACK;
     let distributor = Distributor {
         index: index.clone(),
         auth,
@@ -125,10 +183,18 @@ pub async fn run_hub(
         .await;
 
     info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_stream_window_size(limits.stream_window_bytes)
+        .initial_connection_window_size(limits.connection_window_bytes)
+        .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
+        .max_connection_age(connection_age)
+        .max_connection_age_grace(CONNECTION_AGE_SLACK);
     if let Some(tls) = &listeners.grpc_tls {
-        let mut config =
-            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        let mut config = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
+            .timeout(limits.tls_handshake_timeout);
         if let Some(ca) = &tls.client_ca_pem {
             config = config.client_ca_root(Certificate::from_pem(ca));
         }
@@ -138,7 +204,12 @@ pub async fn run_hub(
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(listeners.grpc),
+            limit_connections(
+                TcpIncoming::from(listeners.grpc)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(limits.tcp_keepalive)),
+                limits.max_connections,
+            ),
             stopped(stop_rx.clone()),
         );
     let probes = async {

@@ -2,6 +2,7 @@
 //! keeps it up to date, and writes the status it reports.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,17 +10,20 @@ use std::time::{Duration, Instant};
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
-use futures::Stream;
+use futures::stream::PollNext;
+use futures::{Stream, StreamExt};
 use kube::ResourceExt;
+use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::agent_identity::AgentAuthenticator;
+use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, OutcomeLabel};
+use crate::server::TransportLimits;
 use crate::status_writer::{StatusOutcome, StatusWriter};
 use crate::to_wire::{delete_option, work_ref, work_upsert};
 use crate::work_deletion::{WorkDeletion, awaits_release};
@@ -29,17 +33,33 @@ use crate::work_index::WorkIndex;
 /// slows its own session.
 const OUTBOUND_QUEUE: usize = 32;
 
+/// How long an authenticated agent has to send its Hello. Agents send it as
+/// soon as the stream opens; nothing is read from a stream before its token
+/// is accepted.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Tunables of agent sessions.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
     /// How often the hub sends a heartbeat to each agent.
     pub heartbeat_interval: Duration,
+    /// Longest a session lives; the agent then reconnects (and is
+    /// authenticated afresh). Each session ends at a random point in the last
+    /// tenth of it, so sessions opened together do not all end together.
+    pub max_session_age: Duration,
+    /// Who may be an agent, and how often tokens are reviewed.
+    pub auth: AuthOptions,
+    /// Limits of the agent port's connections.
+    pub transport: TransportLimits,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
             heartbeat_interval: Duration::from_secs(10),
+            max_session_age: Duration::from_secs(3600),
+            auth: AuthOptions::default(),
+            transport: TransportLimits::default(),
         }
     }
 }
@@ -74,13 +94,25 @@ impl WorkDistributor for Distributor {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::SyncStream>, Status> {
-        let metadata = request.metadata().clone();
+        // Who is calling is settled on the metadata alone: an unauthenticated
+        // peer gets nothing read, so it costs the hub no memory but the
+        // transport's flow-control windows.
+        let peer = request.remote_addr().map(|a| a.ip());
+        let cluster = match self.auth.authenticate(request.metadata(), peer).await {
+            Ok(cluster) => cluster,
+            Err(refusal) => {
+                log_refusal(peer, &refusal);
+                return Err(refusal.to_status());
+            }
+        };
+        let token = bearer_token(request.metadata())
+            .map_err(|refusal| refusal.to_status())?
+            .to_string();
         let mut inbound = request.into_inner();
-        let wait = self.config.heartbeat_interval * 3;
-        let first = tokio::time::timeout(wait, inbound.message())
+        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!("no Hello within {} s", wait.as_secs()))
+                Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()))
             })?;
         let hello = match first? {
             Some(v1::AgentMessage {
@@ -101,12 +133,14 @@ impl WorkDistributor for Distributor {
         if hello.cluster_name.is_empty() {
             return Err(Status::invalid_argument("Hello names no cluster"));
         }
-        let cluster = hello.cluster_name.clone();
-        // Only an agent holding a token of the cluster's namespace may
-        // receive its works or write its status.
-        if let Err(refusal) = self.auth.authorize(&metadata, &cluster).await {
-            warn!(%cluster, %refusal, "agent refused");
-            return Err(refusal.to_status());
+        // The name in Hello is only compared, never echoed: the token says
+        // which cluster this is.
+        if hello.cluster_name != cluster {
+            warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
+            return Err(AuthError::WrongCluster {
+                authenticated: cluster,
+            }
+            .to_status());
         }
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
@@ -144,15 +178,118 @@ impl WorkDistributor for Distributor {
             self.stopping.clone(),
         ));
         let reader = Reader {
-            cluster,
-            session_id,
+            cluster: cluster.clone(),
+            session_id: session_id.clone(),
             status: self.status.clone(),
             liveness: self.liveness.clone(),
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
         };
-        tokio::spawn(reader.read_reports(inbound, inbound_done));
-        Ok(Response::new(Box::pin(ReceiverStream::new(outbound_rx))))
+        let lifetime = Lifetime {
+            auth: self.auth.clone(),
+            token,
+            cluster: cluster.clone(),
+            max_age: jittered(self.config.max_session_age),
+        };
+        let (end_tx, end_rx) = oneshot::channel::<Status>();
+        let liveness = self.liveness.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                end = lifetime.expire() => {
+                    let reason = end.message().to_string();
+                    info!(%cluster, %reason, "ending the agent session");
+                    // Dropping the reader stops the pusher too, so nothing
+                    // more is delivered or written for this session.
+                    let _ = end_tx.send(end);
+                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
+                        warn!(%cluster, %error, "cannot record the agent as disconnected");
+                    }
+                }
+                () = reader.read_reports(inbound, inbound_done) => {}
+            }
+        });
+        // The end of the session, when the hub decides it, goes out before
+        // anything still queued: a revoked agent gets nothing more.
+        let ended = futures::stream::once(end_rx)
+            .filter_map(|end| futures::future::ready(end.ok().map(Err)));
+        let messages = futures::stream::select_with_strategy(
+            ended,
+            ReceiverStream::new(outbound_rx),
+            |_: &mut ()| PollNext::Left,
+        );
+        Ok(Response::new(Box::pin(messages)))
+    }
+}
+
+/// Logs a refused stream: quietly when anyone could cause it (no token, a
+/// junk one, a flood), loudly when an agent is misconfigured.
+fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
+    match refusal {
+        AuthError::Missing
+        | AuthError::Malformed
+        | AuthError::BadClusterName(_)
+        | AuthError::Invalid(_)
+        | AuthError::WrongAudience
+        | AuthError::RateLimited => debug!(?peer, %refusal, "agent refused"),
+        AuthError::NotAgent { .. }
+        | AuthError::WrongCluster { .. }
+        | AuthError::NotJoined(_)
+        | AuthError::Review(_) => warn!(?peer, %refusal, "agent refused"),
+    }
+}
+
+/// `max` less up to a tenth, at random.
+fn jittered(max: Duration) -> Duration {
+    max.mul_f64(rand::rng().random_range(0.9..=1.0))
+}
+
+/// How long a session may go on: until its token is refused on review, or
+/// it reaches its maximum age.
+struct Lifetime {
+    auth: Arc<AgentAuthenticator>,
+    token: String,
+    cluster: String,
+    max_age: Duration,
+}
+
+impl Lifetime {
+    /// Reviews the token every review interval; returns the status the
+    /// session ends with.
+    async fn expire(self) -> Status {
+        let every = self.auth.review_interval();
+        let expired = tokio::time::sleep(self.max_age);
+        tokio::pin!(expired);
+        let mut review = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        review.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut expired => {
+                    return Status::unavailable(format!(
+                        "the session reached its maximum age of {} s; reconnect",
+                        self.max_age.as_secs()
+                    ));
+                }
+                _ = review.tick() => match self.auth.review_again(&self.token).await {
+                    Ok(cluster) if cluster == self.cluster => {}
+                    Ok(other) => {
+                        return Status::unauthenticated(format!(
+                            "the token now belongs to the agent of cluster {other}"
+                        ));
+                    }
+                    // The API server being away is no reason to drop agents:
+                    // the next interval tries again.
+                    Err(AuthError::Review(error)) => {
+                        warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
+                    }
+                    Err(refusal) => {
+                        return Status::unauthenticated(format!(
+                            "the token is no longer accepted: {refusal}"
+                        ));
+                    }
+                },
+            }
+        }
     }
 }
 
@@ -389,5 +526,58 @@ impl Reader {
             .status_reports
             .get_or_create(&OutcomeLabel { outcome })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lifetime whose reviews all fail, as when the hub's API server is
+    /// away: `AuthError::Review` every time.
+    fn offline_lifetime(review_interval: Duration, max_age: Duration) -> Lifetime {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let auth = AgentAuthenticator::new(
+            client,
+            AuthOptions {
+                review_interval,
+                ..AuthOptions::default()
+            },
+        );
+        Lifetime {
+            auth: Arc::new(auth),
+            token: "token".into(),
+            cluster: "cluster-a".into(),
+            max_age,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_ends_at_its_maximum_age_asking_the_agent_to_reconnect() {
+        let end = offline_lifetime(Duration::from_secs(3600), Duration::from_millis(100))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable);
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[tokio::test]
+    async fn failed_reviews_do_not_end_a_session() {
+        // Many reviews fail before the maximum age; none of them ends it.
+        let end = offline_lifetime(Duration::from_millis(20), Duration::from_millis(400))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[test]
+    fn jitter_shortens_by_at_most_a_tenth() {
+        let max = Duration::from_secs(3600);
+        for _ in 0..1000 {
+            let age = jittered(max);
+            assert!(age <= max && age >= max.mul_f64(0.9), "{age:?}");
+        }
     }
 }

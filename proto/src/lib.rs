@@ -12,6 +12,12 @@ pub mod v1 {
 /// either side can refuse a peer it does not understand.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Request metadata in which an agent names the cluster it serves, next to
+/// its bearer token, so the hub can refuse a misconfigured agent before it
+/// reads any message. Optional (the token alone names the cluster); when
+/// given it must agree with the token and with the Hello.
+pub const CLUSTER_METADATA: &str = "x-ferry-cluster";
+
 /// Largest gRPC message either side accepts or sends. The hub API server
 /// refuses request bodies over 3 MiB, so every work it stores fits with room
 /// for protobuf framing.
