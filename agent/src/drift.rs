@@ -162,18 +162,18 @@ impl DriftWatch {
 
 async fn watch_scope(api: Api<DynamicObject>, scope: String, subscribers: Subscribers) {
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-    let mut listed = false;
     loop {
         match events.try_next().await {
             Ok(Some(watcher::Event::Apply(object) | watcher::Event::Delete(object))) => {
                 wake(&subscribers, Some(&object.name_any())).await;
             }
-            // A relist after the first one means events may have been missed.
+            // Every list may hide changes no event will report: a relist
+            // after a broken watch, and the first list too, since an edit
+            // made between a work's apply and this list arrives as listed
+            // state, not as an event. The woken works check their objects
+            // again (reads only; nothing is written when nothing differs).
             Ok(Some(watcher::Event::InitDone)) => {
-                if listed {
-                    wake(&subscribers, None).await;
-                }
-                listed = true;
+                wake(&subscribers, None).await;
             }
             Ok(Some(_)) => {}
             Ok(None) => return,
