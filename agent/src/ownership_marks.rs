@@ -58,16 +58,21 @@ pub enum ReleaseError {
     },
 }
 
-/// An Api handle for a recorded object, without discovery: the record holds
-/// everything the URL needs.
-pub fn api_for_recorded(client: &Client, resource: &AppliedResource) -> Api<DynamicObject> {
-    let api_resource = ApiResource {
+/// The API resource of a recorded object, without discovery.
+pub fn recorded_resource(resource: &AppliedResource) -> ApiResource {
+    ApiResource {
         group: resource.group.clone(),
         version: resource.version.clone(),
         api_version: resource.api_version(),
         kind: resource.kind.clone(),
         plural: resource.resource.clone(),
-    };
+    }
+}
+
+/// An Api handle for a recorded object, without discovery: the record holds
+/// everything the URL needs.
+pub fn api_for_recorded(client: &Client, resource: &AppliedResource) -> Api<DynamicObject> {
+    let api_resource = recorded_resource(resource);
     if resource.namespace.is_empty() {
         Api::all_with(client.clone(), &api_resource)
     } else {

@@ -392,9 +392,8 @@ impl Reconciler {
         meta.resource = resource.plural.clone();
         meta.namespace = namespace.clone();
         record.managed.push(ManagedObject::new(
-            api.clone(),
-            &identity.api_version(),
-            &identity.kind,
+            &self.client,
+            &resource,
             &namespace,
             &identity.name,
         ));
