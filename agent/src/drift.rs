@@ -251,8 +251,7 @@ async fn watch_scope(
     namespace: Option<&str>,
     subscribers: &Subscribers,
 ) -> Ended {
-    let mut events =
-        std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
     let mut listed = false;
     loop {
         match events.try_next().await {
