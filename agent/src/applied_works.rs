@@ -110,6 +110,8 @@ pub struct AppliedResource {
     pub name: String,
     /// UID of the object ferry applied: an object recreated by someone else
     /// under the same name has another UID and is never deleted by ferry.
+    /// Empty for an intent, recorded before the object is created: released
+    /// only when the live object carries this record's owner reference.
     pub uid: String,
 }
 

@@ -21,6 +21,7 @@ use crate::semantics::hash::{
 };
 use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
 use crate::semantics::merge::{ListSchema, merge_patch, three_way_merge};
+use crate::semantics::release::{Owner, add_references, apply_references};
 use crate::semantics::strategy::{DEFAULT_FIELD_MANAGER, Strategy, WhenDeleted};
 
 /// How long to wait for a CRD from the same work to be served before the
@@ -155,6 +156,9 @@ pub struct ManifestWrite<'a> {
     pub known_uid: Option<&'a str>,
     /// Which lists merge by key.
     pub schema: &'a dyn ListSchema,
+    /// The work's record: a created object carries its owner reference from
+    /// its first write, so it is never on the cluster unmarked.
+    pub owner: &'a Owner,
 }
 
 /// An Api handle for the object `identity` names. Namespaced kinds without a
@@ -205,7 +209,7 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
                     write.desired,
                     &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
                 );
-                let created = create(write.api, &body, &what).await?;
+                let created = create(write, &body, &what).await?;
                 outcome(Applied::Created, Some(to_json(&created)), vec![])
             }
         },
@@ -252,18 +256,31 @@ async fn ssa_unless_unchanged(
     notes: Vec<String>,
     what: &str,
 ) -> Result<ApplyOutcome, ApplyError> {
+    // A create carries this work's mark; a later apply keeps every mark this
+    // manager's earlier applies own, or the API server would remove them.
+    let references = apply_references(live, write.owner, manager);
+    let mut body = body.clone();
+    add_references(&mut body, &references);
     if let Some(live) = live
-        && is_subset(body, live, write.schema)
+        && is_subset(&body, live, write.schema)
     {
         return Ok(outcome(Applied::Unchanged, Some(live.clone()), notes));
     }
     let mut params = PatchParams::apply(manager);
     params.force = force;
+    let pinned = references.pin.is_some();
     let written = write
         .api
-        .patch(&write.identity.name, &params, &Patch::Apply(body))
+        .patch(&write.identity.name, &params, &Patch::Apply(&body))
         .await
-        .map_err(|e| classify_apply(what, e))?;
+        .map_err(|e| match e {
+            kube::Error::Api(status) if pinned && status.code == 409 && is_stale(&status) => {
+                ApplyError::Stale {
+                    what: what.to_string(),
+                }
+            }
+            other => classify_apply(what, other),
+        })?;
     let applied = if live.is_some() {
         Applied::Updated
     } else {
@@ -307,7 +324,7 @@ async fn update(
         ],
     );
     let (Some(live), Some(live_json)) = (live, live_json) else {
-        let created = create(write.api, &desired, what).await?;
+        let created = create(write, &desired, what).await?;
         return Ok(outcome(Applied::Created, Some(to_json(&created)), vec![]));
     };
     let previous: Option<Value> = live
@@ -348,17 +365,21 @@ async fn update(
     Ok(outcome(Applied::Updated, Some(to_json(&written)), vec![]))
 }
 
+/// Creates the object with this work's owner reference in the body.
 async fn create(
-    api: &Api<DynamicObject>,
+    write: &ManifestWrite<'_>,
     body: &Value,
     what: &str,
 ) -> Result<DynamicObject, ApplyError> {
-    let object: DynamicObject =
-        serde_json::from_value(body.clone()).map_err(|e| ApplyError::Rejected {
-            what: what.to_string(),
-            message: format!("not a Kubernetes object: {e}"),
-        })?;
-    api.create(&PostParams::default(), &object)
+    let mut body = body.clone();
+    add_references(&mut body, &apply_references(None, write.owner, ""));
+    let object: DynamicObject = serde_json::from_value(body).map_err(|e| ApplyError::Rejected {
+        what: what.to_string(),
+        message: format!("not a Kubernetes object: {e}"),
+    })?;
+    write
+        .api
+        .create(&PostParams::default(), &object)
         .await
         .map_err(|e| match e {
             kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
@@ -366,6 +387,12 @@ async fn create(
             },
             other => classify(what, other),
         })
+}
+
+/// Whether a 409 says the object moved past a pinned resourceVersion (rather
+/// than a field conflict with another manager).
+fn is_stale(status: &kube::core::Status) -> bool {
+    status.message.contains("the object has been modified")
 }
 
 fn classify_apply(what: &str, error: kube::Error) -> ApplyError {

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 
 use crate::applied_works::{AppliedWorks, AppliedWorksError};
 use crate::drift::ManagedObject;
-use crate::ownership_marks::{Remaining, api_for_recorded, release_each};
+use crate::ownership_marks::{Remaining, recorded_resource, release_each};
 use crate::semantics::release::DeletePolicy;
 
 /// Where a work's deletion stands after one pass.
@@ -57,15 +57,7 @@ pub async fn release_work(
     }
     let remaining = kept
         .iter()
-        .map(|r| {
-            ManagedObject::new(
-                api_for_recorded(client, r),
-                &r.api_version(),
-                &r.kind,
-                &r.namespace,
-                &r.name,
-            )
-        })
+        .map(|r| ManagedObject::new(client, &recorded_resource(r), &r.namespace, &r.name))
         .collect();
     Ok(Progress::Waiting {
         blockers,

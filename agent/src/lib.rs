@@ -44,6 +44,9 @@ pub struct AgentOptions {
     /// How long a work the hub does not have (a rebuilt hub, a work removed
     /// while the hub was away) keeps its objects before they are released.
     pub eviction_grace: Duration,
+    /// At shutdown, how long passes in flight may run on before they are
+    /// abandoned (kept well under Kubernetes' default 30 s grace period).
+    pub shutdown_grace: Duration,
 }
 
 impl Default for AgentOptions {
@@ -51,12 +54,16 @@ impl Default for AgentOptions {
         Self {
             resync_interval: Duration::from_secs(600),
             eviction_grace: Duration::from_secs(3600),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
 
 /// Runs an agent against the spoke `client` until `shutdown` completes.
 /// Connection problems are retried forever; nothing here fails as a whole.
+/// On shutdown the agent takes no new work, lets passes in flight finish
+/// for up to `options.shutdown_grace` while the hub session still carries
+/// their status, then closes the session and returns.
 pub async fn run_agent(
     client: Client,
     config: SessionConfig,
@@ -83,10 +90,21 @@ pub async fn run_agent(
         prepare_spoke(&client, &applied, &works).await;
         run_session(config, works.clone(), board).await;
     };
+    let mut run = std::pin::pin!(run);
     tokio::select! {
-        () = run => {}
-        () = shutdown => {}
+        () = &mut run => {}
+        () = shutdown => {
+            tracing::info!(grace = ?options.shutdown_grace, "shutting down: taking no new work");
+            // The session keeps running meanwhile, so the last statuses
+            // still reach the hub.
+            tokio::select! {
+                () = works.shutdown(options.shutdown_grace) => {}
+                () = &mut run => {}
+            }
+        }
     }
+    // Dropping the session here closes the stream to the hub.
+    tracing::info!("agent stopped");
 }
 
 /// Installs the AppliedManifestWork CRD and picks up the works an earlier run

@@ -52,6 +52,11 @@ struct Cli {
     /// while the hub was away) keeps its objects before they are released.
     #[arg(long, env = "FERRY_EVICTION_GRACE_SECONDS", default_value_t = 3600)]
     eviction_grace_seconds: u64,
+    /// Seconds passes still running at SIGTERM may take to finish before they
+    /// are abandoned (safe: objects are recorded before they are created).
+    /// Keep it under the Pod's terminationGracePeriodSeconds.
+    #[arg(long, env = "FERRY_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
+    shutdown_grace_seconds: u64,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "FERRY_LOG_JSON")]
     log_json: bool,
@@ -129,10 +134,33 @@ async fn main() -> anyhow::Result<()> {
     let options = AgentOptions {
         resync_interval: Duration::from_secs(cli.resync_seconds.max(1)),
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
+        shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
     };
-    run_agent(client, config, options, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    run_agent(client, config, options, shutdown_signal()).await;
     Ok(())
+}
+
+/// Completes on SIGTERM (what Kubernetes sends a Pod) or Ctrl-C. Without a
+/// SIGTERM handler only Ctrl-C is awaited.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(term) => term,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the agent");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::applied_works::AppliedResource;
 use crate::semantics::release::{
-    DeletePolicy, Disposition, Owner, adopt_patch, other_ferry_owners, release_patch,
+    DeletePolicy, Disposition, Owner, adopt_patch, is_owned_by, other_ferry_owners, release_patch,
 };
 
 /// Field manager of ferry's ownership marks.
@@ -23,6 +23,10 @@ pub const MARK_MANAGER: &str = "ferry-agent";
 pub enum Released {
     /// The object is gone, or the name now belongs to another object.
     Gone,
+    /// An intent (recorded before the object was to be created) whose live
+    /// object does not carry this work's mark: the work did not create it,
+    /// so only its record entry goes.
+    NotCreated,
     /// The object stays on the cluster without this work's mark.
     Orphaned,
     /// Another work still holds the object; only this work's mark was removed.
@@ -54,16 +58,21 @@ pub enum ReleaseError {
     },
 }
 
-/// An Api handle for a recorded object, without discovery: the record holds
-/// everything the URL needs.
-pub fn api_for_recorded(client: &Client, resource: &AppliedResource) -> Api<DynamicObject> {
-    let api_resource = ApiResource {
+/// The API resource of a recorded object, without discovery.
+pub fn recorded_resource(resource: &AppliedResource) -> ApiResource {
+    ApiResource {
         group: resource.group.clone(),
         version: resource.version.clone(),
         api_version: resource.api_version(),
         kind: resource.kind.clone(),
         plural: resource.resource.clone(),
-    };
+    }
+}
+
+/// An Api handle for a recorded object, without discovery: the record holds
+/// everything the URL needs.
+pub fn api_for_recorded(client: &Client, resource: &AppliedResource) -> Api<DynamicObject> {
+    let api_resource = recorded_resource(resource);
     if resource.namespace.is_empty() {
         Api::all_with(client.clone(), &api_resource)
     } else {
@@ -120,12 +129,17 @@ pub async fn release(
     if !resource.uid.is_empty() && live.metadata.uid.as_deref() != Some(resource.uid.as_str()) {
         return Ok(Released::Gone);
     }
+    let live_json = serde_json::to_value(&live).unwrap_or(Value::Null);
+    // An intent names an object the work may have created before its agent
+    // stopped; the owner reference every create carries says whether it did.
+    if resource.uid.is_empty() && !is_owned_by(&live_json, owner) {
+        return Ok(Released::NotCreated);
+    }
     if live.metadata.deletion_timestamp.is_some() {
         return Ok(Released::Terminating {
             finalizers: live.metadata.finalizers.clone().unwrap_or_default(),
         });
     }
-    let live_json = serde_json::to_value(&live).unwrap_or(Value::Null);
     let shared = other_ferry_owners(&live_json, owner) > 0;
     if disposition == Disposition::Orphan || shared {
         if let Some(patch) = release_patch(&live_json, owner) {
@@ -190,7 +204,9 @@ pub async fn release_each(
             &resource.name,
         );
         let blocker = match release(client, resource, owner, disposition).await {
-            Ok(Released::Gone | Released::Orphaned | Released::Shared) => continue,
+            Ok(Released::Gone | Released::NotCreated | Released::Orphaned | Released::Shared) => {
+                continue;
+            }
             Ok(Released::Terminating { finalizers }) => format!(
                 "{} is terminating, waiting for finalizers [{}]",
                 resource.describe(),

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use ferry_proto::v1;
 use kube::Client;
+use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
+use kube::discovery::ApiResource;
 use serde_json::Value;
 use tracing::{debug, warn};
 
@@ -18,7 +20,7 @@ use crate::list_schema::ListSchemas;
 use crate::ownership_marks::{ReleaseError, adopt, release_each};
 use crate::semantics::feedback::{availability, evaluate_feedback};
 use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
-use crate::semantics::strategy::{StrategyError, strategy_of};
+use crate::semantics::strategy::{Strategy, StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
 /// The outcome of one pass over a work.
@@ -33,10 +35,12 @@ pub struct Reconciled {
 
 /// One pass's view of the work's record on the spoke: the objects recorded
 /// before the pass (whose UIDs also let `whenDeleted: Leave` tell "deleted on
-/// the spoke" from "never created"), and those the pass applied.
+/// the spoke" from "never created"), what the record holds now (those plus
+/// the intents this pass wrote before creating), and those the pass applied.
 struct PassRecord {
     owner: Owner,
     previous: Vec<AppliedResource>,
+    stored: Vec<AppliedResource>,
     recorded: Vec<AppliedResource>,
     managed: Vec<ManagedObject>,
 }
@@ -58,7 +62,31 @@ impl PassRecord {
                     && r.name == name
             })
             .map(|r| r.uid.as_str())
+            // An intent (empty UID) does not say the object was ever seen.
+            .filter(|uid| !uid.is_empty())
     }
+
+    fn holds(&self, slot: &AppliedResource) -> bool {
+        self.stored.iter().any(|r| r.same_object(slot))
+    }
+}
+
+/// Where one manifest goes on the spoke: its resource, an Api handle, and
+/// its slot in the record (with an empty UID, as an intent).
+struct Target {
+    resource: ApiResource,
+    api: Api<DynamicObject>,
+    namespace: String,
+    slot: AppliedResource,
+}
+
+/// Whether a strategy writes the object whether or not it exists, so the
+/// object ends up held by the work.
+fn always_writes(strategy: &Strategy) -> bool {
+    matches!(
+        strategy,
+        Strategy::Update | Strategy::ServerSideApply { .. }
+    )
 }
 
 /// A manifest that failed after it was identified still claims the object
@@ -183,6 +211,7 @@ impl Reconciler {
                 Ok(PassRecord {
                     owner,
                     previous: r.resources(),
+                    stored: r.resources(),
                     recorded: Vec::new(),
                     managed: Vec::new(),
                 })
@@ -197,6 +226,10 @@ impl Reconciler {
             .map(|p| p.as_ref().ok().map(|(_, id)| id))
             .collect();
         let order = apply_order(&identities);
+        if let Ok(record) = &mut record {
+            self.record_intents(&identities, &spec.manifest_configs, record)
+                .await;
+        }
 
         let mut manifests: Vec<Option<v1::ManifestStatus>> = vec![None; parsed.len()];
         let mut claims = Vec::new();
@@ -310,7 +343,10 @@ impl Reconciler {
     ) -> bool {
         let mut holding = record.recorded.clone();
         let mut unlisted = Vec::new();
-        for old in &record.previous {
+        // What the record holds now: the intents of objects that failed to
+        // apply stay (their manifests claim them), the others are released
+        // only if this work created them.
+        for old in &record.stored {
             if holding.iter().any(|r| r.same_object(old)) {
                 continue;
             }
@@ -326,7 +362,7 @@ impl Reconciler {
         }
         let mut retry = !left.kept.is_empty();
         holding.extend(left.kept);
-        if !same_set(&holding, &record.previous)
+        if !same_set(&holding, &record.stored)
             && let Err(error) = self
                 .applied
                 .set_resources(&record.owner.name, &holding)
@@ -347,15 +383,17 @@ impl Reconciler {
         record: &mut PassRecord,
     ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
-        let (resource, caps) = self.resolver.resolve(&gvk).await?;
+        let Target {
+            resource,
+            api,
+            namespace,
+            slot,
+        } = self.target(identity).await?;
         meta.resource = resource.plural.clone();
-        let api = api_for(&self.client, &resource, &caps, identity);
-        let namespace = api.namespace().unwrap_or_default().to_string();
         meta.namespace = namespace.clone();
         record.managed.push(ManagedObject::new(
-            api.clone(),
-            &identity.api_version(),
-            &identity.kind,
+            &self.client,
+            &resource,
             &namespace,
             &identity.name,
         ));
@@ -367,6 +405,24 @@ impl Reconciler {
             &identity.name,
         );
         let (strategy, when_deleted) = strategy_of(config)?;
+        if !record.holds(&slot) {
+            let creates = match &strategy {
+                Strategy::ReadOnly => false,
+                // Recorded only when it will be created: an object CreateOnly
+                // leaves as it is never belongs to the work.
+                Strategy::CreateOnly => api
+                    .get_opt(&identity.name)
+                    .await
+                    .map(|live| live.is_none())
+                    .unwrap_or(true),
+                Strategy::Update | Strategy::ServerSideApply { .. } => true,
+            };
+            if creates {
+                self.write_intents(record, vec![slot.clone()])
+                    .await
+                    .map_err(|e| ManifestFailure::Record(e.to_string()))?;
+            }
+        }
         let schema = self.schemas.for_kind(&gvk).await;
         let write = ManifestWrite {
             client: &self.client,
@@ -382,6 +438,7 @@ impl Reconciler {
                 &identity.name,
             ),
             schema: schema.as_ref(),
+            owner: &record.owner,
         };
         let outcome = match apply_manifest(&write).await {
             Err(ApplyError::KindNotServed { .. }) => {
@@ -397,15 +454,6 @@ impl Reconciler {
             other => other?,
         };
         let mut outcome = outcome;
-        let slot = AppliedResource {
-            group: identity.group.clone(),
-            version: identity.version.clone(),
-            kind: identity.kind.clone(),
-            resource: resource.plural.clone(),
-            namespace: namespace.clone(),
-            name: identity.name.clone(),
-            uid: String::new(),
-        };
         if outcome.applied == Applied::LeftDeleted {
             // The record of the deleted object is what keeps it deleted on
             // the next pass and after a restart.
@@ -460,6 +508,84 @@ impl Reconciler {
 }
 
 impl Reconciler {
+    /// Where `identity` goes on the spoke. Fails when its kind is not served.
+    async fn target(&self, identity: &ManifestIdentity) -> Result<Target, ResolveError> {
+        let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
+        let (resource, caps) = self.resolver.resolve(&gvk).await?;
+        let api = api_for(&self.client, &resource, &caps, identity);
+        let namespace = api.namespace().unwrap_or_default().to_string();
+        let slot = AppliedResource {
+            group: identity.group.clone(),
+            version: identity.version.clone(),
+            kind: identity.kind.clone(),
+            resource: resource.plural.clone(),
+            namespace: namespace.clone(),
+            name: identity.name.clone(),
+            uid: String::new(),
+        };
+        Ok(Target {
+            resource,
+            api,
+            namespace,
+            slot,
+        })
+    }
+
+    /// Records, in one write, the intent to hold every object of the work
+    /// that the record lacks and that the pass will write whatever the
+    /// spoke holds (Update, ServerSideApply), before any of them is created:
+    /// an agent killed mid-pass leaves a record that names every object it
+    /// may have created. Kinds not served yet, and CreateOnly objects, are
+    /// recorded one by one just before their write. A failed write here is
+    /// only logged: each manifest then tries on its own.
+    async fn record_intents(
+        &self,
+        identities: &[Option<&ManifestIdentity>],
+        configs: &[v1::ManifestConfig],
+        record: &mut PassRecord,
+    ) {
+        let mut intents: Vec<AppliedResource> = Vec::new();
+        for identity in identities.iter().flatten() {
+            let Ok(target) = self.target(identity).await else {
+                continue;
+            };
+            let slot = target.slot;
+            let config = config_for(
+                configs,
+                &slot.group,
+                &slot.resource,
+                &slot.namespace,
+                &slot.name,
+            );
+            let writes = strategy_of(config).is_ok_and(|(s, _)| always_writes(&s));
+            if writes && !record.holds(&slot) && !intents.iter().any(|i| i.same_object(&slot)) {
+                intents.push(slot);
+            }
+        }
+        if let Err(error) = self.write_intents(record, intents).await {
+            warn!(%error, "could not record the objects this work is about to create");
+        }
+    }
+
+    /// Adds `intents` to the record on the spoke (nothing is sent when there
+    /// are none).
+    async fn write_intents(
+        &self,
+        record: &mut PassRecord,
+        intents: Vec<AppliedResource>,
+    ) -> Result<(), crate::applied_works::AppliedWorksError> {
+        if intents.is_empty() {
+            return Ok(());
+        }
+        let mut stored = record.stored.clone();
+        stored.extend(intents);
+        self.applied
+            .set_resources(&record.owner.name, &stored)
+            .await?;
+        record.stored = stored;
+        Ok(())
+    }
+
     /// Marks an object the pass wrote as held by this work and records it.
     /// Objects ferry only observes (ReadOnly) or found already present under
     /// CreateOnly are not taken over: deleting the work must not delete them.

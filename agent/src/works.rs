@@ -10,12 +10,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferry_proto::v1;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Mutex, Notify, watch};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use crate::conditions::{DELETING, carry_work_transition_times, condition};
@@ -52,13 +53,8 @@ impl Desired {
 
 struct Worker {
     desired: watch::Sender<Desired>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    // Aborted when dropped, so no worker outlives its manager.
+    task: AbortOnDropHandle<()>,
 }
 
 /// Everything a worker task shares with the others.
@@ -77,6 +73,8 @@ pub struct WorkManager {
     /// Works found recorded on the spoke at start that no worker runs yet:
     /// the hub hears of them in Hello and says what to do with each.
     recorded: Mutex<HashSet<String>>,
+    /// Set once the agent is shutting down: no new work is taken.
+    stopping: AtomicBool,
 }
 
 impl WorkManager {
@@ -99,6 +97,34 @@ impl WorkManager {
             }),
             workers: Mutex::new(HashMap::new()),
             recorded: Mutex::new(HashSet::new()),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Stops taking work and lets every worker finish the pass it is in,
+    /// for at most `grace`; a pass still running then is abandoned (its
+    /// task is aborted between requests). Abandoning is safe: every object is
+    /// recorded before it is created, so the next run finds it.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let workers: Vec<Worker> = self.workers.lock().await.drain().map(|(_, w)| w).collect();
+        let mut tasks = Vec::with_capacity(workers.len());
+        for Worker { desired, task } in workers {
+            // A worker whose wish sender is gone returns at its next wait.
+            drop(desired);
+            tasks.push(task);
+        }
+        let count = tasks.len();
+        let finished = async {
+            for task in tasks.iter_mut() {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(grace, finished).await.is_err() {
+            let left = tasks.iter().filter(|t| !t.is_finished()).count();
+            warn!(left, ?grace, "abandoning passes still running at shutdown");
+        } else {
+            info!(count, "every work's pass finished");
         }
     }
 
@@ -112,6 +138,9 @@ impl WorkManager {
     /// `replace` decides, given what the worker is doing, whether the new
     /// wish supersedes it.
     async fn steer(&self, uid: String, wish: Desired, replace: impl Fn(&Desired) -> bool) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         self.recorded.lock().await.remove(&uid);
         let mut workers = self.workers.lock().await;
         if let Some(worker) = workers.get(&uid)
@@ -127,7 +156,11 @@ impl WorkManager {
             return;
         }
         let (desired, rx) = watch::channel(wish);
-        let task = tokio::spawn(run_worker(uid.clone(), rx, self.shared.clone()));
+        let task = AbortOnDropHandle::new(tokio::spawn(run_worker(
+            uid.clone(),
+            rx,
+            self.shared.clone(),
+        )));
         workers.insert(uid, Worker { desired, task });
     }
 

@@ -149,6 +149,15 @@ impl Spoke {
 }
 
 impl Spoke {
+    /// The hub token this spoke's agent presents, for running the real
+    /// `ferry-agent` binary against the fleet's hub.
+    pub fn agent_token(&self) -> Option<&str> {
+        match &self.agent_config.token {
+            TokenSource::Inline(token) => Some(token),
+            TokenSource::File(_) => None,
+        }
+    }
+
     /// A dynamic Api for `kind` in `api_version` on this spoke, in `namespace`
     /// or cluster-wide. The plural is derived from the kind, which holds for
     /// the kinds tests use.
@@ -396,6 +405,8 @@ impl Fleet {
             let agent_options = AgentOptions {
                 resync_interval: options.resync,
                 eviction_grace: options.eviction_grace,
+                // Under the harness's own 10 s limit for a graceful stop.
+                shutdown_grace: Duration::from_secs(5),
             };
             let mut spoke = Spoke {
                 name: control_plane.name.clone(),
@@ -436,6 +447,15 @@ impl Fleet {
     pub async fn stop_agent(&mut self, name: &str) {
         if let Some(agent) = self.spoke_mut(name).agent.take() {
             agent.stop().await;
+        }
+    }
+
+    /// Kills the agent of spoke `name` at once, wherever it is in a pass, as
+    /// SIGKILL or an OOM kill would (its control plane keeps running).
+    pub async fn kill_agent(&mut self, name: &str) {
+        if let Some(agent) = self.spoke_mut(name).agent.take() {
+            agent.task.abort();
+            let _ = agent.task.await;
         }
     }
 

@@ -128,6 +128,104 @@ pub fn other_ferry_owners(object: &Value, owner: &Owner) -> usize {
         .count()
 }
 
+/// What an apply body carries in `metadata.ownerReferences`, and whether it
+/// must be pinned to the live object's resourceVersion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyReferences {
+    /// The owner references to put in the body.
+    pub references: Vec<Value>,
+    /// The live resourceVersion the apply must be pinned to, when the body
+    /// carries another work's mark: that work may be removing it right now,
+    /// and an unpinned apply would put it back.
+    pub pin: Option<String>,
+}
+
+/// The ferry owner references a server-side apply by `manager` must carry.
+/// A create (no live object) carries `owner`'s mark, so the object is never
+/// on the cluster without it. An existing object gets back every ferry mark
+/// that `manager`'s Apply entry owns (a mark this or another work created
+/// with the same manager): omitting it would make the API server delete it.
+/// Marks added by ferry's merge patch (an `Update` entry) are not carried:
+/// an apply never removes fields another entry owns. Never fails.
+pub fn apply_references(live: Option<&Value>, owner: &Owner, manager: &str) -> ApplyReferences {
+    let Some(live) = live else {
+        return ApplyReferences {
+            references: vec![owner_reference(owner)],
+            pin: None,
+        };
+    };
+    let owned = applied_reference_uids(live, manager);
+    let references: Vec<Value> = owner_references(live)
+        .into_iter()
+        .filter(is_ferry_reference)
+        .filter(|r| {
+            r["uid"]
+                .as_str()
+                .is_some_and(|uid| owned.iter().any(|o| o == uid))
+        })
+        .collect();
+    let foreign = references.iter().any(|r| r["uid"] != owner.uid.as_str());
+    let pin = foreign
+        .then(|| {
+            live["metadata"]["resourceVersion"]
+                .as_str()
+                .map(String::from)
+        })
+        .flatten();
+    ApplyReferences { references, pin }
+}
+
+/// UIDs of the owner references `manager`'s Apply entry owns, read from
+/// `metadata.managedFields` (`f:metadata` → `f:ownerReferences` →
+/// `k:{"uid":"…"}`). Malformed entries are skipped.
+fn applied_reference_uids(live: &Value, manager: &str) -> Vec<String> {
+    live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["manager"] == manager && e["operation"] == "Apply")
+        .filter(|e| e["subresource"].as_str().unwrap_or_default().is_empty())
+        .filter_map(|e| e["fieldsV1"]["f:metadata"]["f:ownerReferences"].as_object())
+        .flat_map(|items| items.keys())
+        .filter_map(|key| key.strip_prefix("k:"))
+        .filter_map(|key| serde_json::from_str::<Value>(key).ok())
+        .filter_map(|key| key["uid"].as_str().map(String::from))
+        .collect()
+}
+
+/// Puts `references` into `body`'s `metadata.ownerReferences`, next to any
+/// the manifest itself lists (one per UID), and pins the resourceVersion
+/// when asked. A body that is not an object is left alone.
+pub fn add_references(body: &mut Value, references: &ApplyReferences) {
+    let Some(object) = body.as_object_mut() else {
+        return;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    if !references.references.is_empty() {
+        let list = metadata
+            .entry("ownerReferences")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !list.is_array() {
+            *list = Value::Array(Vec::new());
+        }
+        if let Some(list) = list.as_array_mut() {
+            for reference in &references.references {
+                if !list.iter().any(|r| r["uid"] == reference["uid"]) {
+                    list.push(reference.clone());
+                }
+            }
+        }
+    }
+    if let Some(version) = &references.pin {
+        metadata.insert("resourceVersion".into(), Value::String(version.clone()));
+    }
+}
+
 // Every list change carries the resourceVersion it was computed from: a
 // merge patch replaces the whole list, so a concurrent change by another
 // work must fail the patch instead of being overwritten.
@@ -295,6 +393,79 @@ mod tests {
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "z"});
         let mixed = object(json!([owner_reference(&owner("a")), deployment]));
         assert_eq!(other_ferry_owners(&mixed, &owner("a")), 0);
+    }
+
+    fn applied_by(manager: &str, operation: &str, uids: &[&str]) -> Value {
+        let items: Map<String, Value> = uids
+            .iter()
+            .map(|u| (format!("k:{{\"uid\":\"{u}\"}}"), json!({".": {}})))
+            .collect();
+        json!({"manager": manager, "operation": operation,
+            "fieldsV1": {"f:metadata": {"f:ownerReferences": items}}})
+    }
+
+    #[test]
+    fn a_create_carries_the_works_mark() {
+        let refs = apply_references(None, &owner("a"), "ferry-agent");
+        assert_eq!(refs.references, vec![owner_reference(&owner("a"))]);
+        assert_eq!(refs.pin, None);
+    }
+
+    #[test]
+    fn an_apply_keeps_the_marks_its_manager_owns_and_pins_when_one_is_foreign() {
+        let mut live = object(json!([
+            owner_reference(&owner("a")),
+            owner_reference(&owner("b")),
+            owner_reference(&owner("c"))
+        ]));
+        live["metadata"]["managedFields"] = json!([
+            applied_by("ferry-agent", "Apply", &["a", "b"]),
+            applied_by("ferry-agent", "Update", &["c"]),
+            applied_by("someone", "Apply", &["c"]),
+        ]);
+        let refs = apply_references(Some(&live), &owner("a"), "ferry-agent");
+        assert_eq!(
+            refs.references,
+            vec![owner_reference(&owner("a")), owner_reference(&owner("b"))]
+        );
+        assert_eq!(refs.pin.as_deref(), Some("7"));
+        let only_ours = apply_references(Some(&live), &owner("b"), "other-manager");
+        assert!(only_ours.references.is_empty());
+        assert_eq!(only_ours.pin, None);
+    }
+
+    #[test]
+    fn an_apply_of_a_marked_object_by_its_creator_is_not_pinned() {
+        let mut live = object(json!([owner_reference(&owner("a"))]));
+        live["metadata"]["managedFields"] = json!([applied_by("m", "Apply", &["a"])]);
+        let refs = apply_references(Some(&live), &owner("a"), "m");
+        assert_eq!(refs.references, vec![owner_reference(&owner("a"))]);
+        assert_eq!(refs.pin, None);
+    }
+
+    #[test]
+    fn adding_references_keeps_the_manifests_own_and_does_not_repeat_a_uid() {
+        let mine = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": "p"});
+        let mut body = json!({"metadata": {"name": "x", "ownerReferences": [mine.clone()]}});
+        let refs = ApplyReferences {
+            references: vec![owner_reference(&owner("a")), mine.clone()],
+            pin: Some("9".into()),
+        };
+        add_references(&mut body, &refs);
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            json!([mine, owner_reference(&owner("a"))])
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], "9");
+        let mut bare = json!({"kind": "ConfigMap"});
+        add_references(
+            &mut bare,
+            &ApplyReferences {
+                references: vec![],
+                pin: None,
+            },
+        );
+        assert_eq!(bare, json!({"kind": "ConfigMap", "metadata": {}}));
     }
 
     #[test]

@@ -28,6 +28,15 @@ struct Cli {
     /// Spoke edits to time for the drift-correction figure.
     #[arg(long, default_value_t = 20)]
     drift_samples: usize,
+    /// Instead of the latency figures, apply this many ConfigMaps spread
+    /// over `--scale-namespaces` namespaces on one spoke (`--works` works),
+    /// and print watch connections, process RSS, first-pass time and drift
+    /// correction at that scale. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    scale_objects: usize,
+    /// Namespaces the `--scale-objects` ConfigMaps are spread over.
+    #[arg(long, default_value_t = 500)]
+    scale_namespaces: usize,
 }
 
 #[tokio::main]
@@ -69,6 +78,12 @@ async fn main() -> anyhow::Result<()> {
         "agent connected {:.2} s after the fleet was up",
         started.elapsed().as_secs_f64()
     );
+
+    if cli.scale_objects > 0 {
+        scale(&fleet, &cli).await?;
+        fleet.stop().await;
+        return Ok(());
+    }
 
     let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
     let mut applied = watcher(works.clone(), watcher::Config::default())
@@ -155,6 +170,135 @@ async fn main() -> anyhow::Result<()> {
     );
     fleet.stop().await;
     Ok(())
+}
+
+/// The scale figures: `cli.scale_objects` ConfigMaps in
+/// `cli.scale_namespaces` namespaces, in `cli.works` works (each work holds
+/// its namespaces and their ConfigMaps).
+async fn scale(fleet: &Fleet, cli: &Cli) -> anyhow::Result<()> {
+    let spoke = &fleet.spokes[0];
+    let namespaces = cli.scale_namespaces.max(1);
+    let works_count = cli.works.clamp(1, namespaces);
+    let per_namespace = cli.scale_objects.div_ceil(namespaces);
+    let watches_before = spoke_watches(&spoke.client).await?;
+    let rss_before = rss_mib(std::process::id());
+    println!(
+        "scale: {} ConfigMaps in {namespaces} namespaces, {works_count} works; spoke WATCH requests before: {watches_before}, bench process RSS (hub + agent + harness) before: {rss_before} MiB",
+        per_namespace * namespaces
+    );
+    let works: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), "cluster-a");
+    let started = Instant::now();
+    let mut names = Vec::new();
+    for w in 0..works_count {
+        let mut manifests = Vec::new();
+        for n in (w..namespaces).step_by(works_count) {
+            let ns = format!("scale-{n}");
+            manifests.push(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            );
+            for c in 0..per_namespace {
+                manifests.push(config_map(
+                    &ns,
+                    &format!("cm-{c}"),
+                    serde_json::json!({"i": c.to_string()}),
+                ));
+            }
+        }
+        let name = format!("scale-{w}");
+        works
+            .create(
+                &PostParams::default(),
+                &manifest_work("cluster-a", &name, manifests),
+            )
+            .await
+            .context("create work")?;
+        names.push(name);
+    }
+    for name in &names {
+        wait_until(
+            &works,
+            name,
+            "applied",
+            Duration::from_secs(1800),
+            is_applied_at_current_generation,
+        )
+        .await
+        .context("work not applied")?;
+    }
+    let first_pass = started.elapsed();
+    // Watches open as passes end; give the last ones a moment to connect.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let watches_after = spoke_watches(&spoke.client).await?;
+    println!(
+        "scale: first pass (create -> every work Applied) {:.1} s; spoke WATCH requests after: {watches_after} (+{}); bench process RSS after: {} MiB",
+        first_pass.as_secs_f64(),
+        watches_after.saturating_sub(watches_before),
+        rss_mib(std::process::id())
+    );
+
+    // Drift: edit one ConfigMap in each of `drift_samples` namespaces at
+    // once, time until each is put back.
+    let samples = cli.drift_samples.min(namespaces);
+    let edits = (0..samples).map(|i| async move {
+        let ns = format!("scale-{}", i * namespaces / samples.max(1));
+        let api = spoke.api("v1", "ConfigMap", Some(&ns));
+        let mut changes = watcher(
+            api.clone(),
+            watcher::Config::default().fields("metadata.name=cm-0"),
+        )
+        .applied_objects()
+        .boxed();
+        // The watch's first event is the current object.
+        let _ = changes.try_next().await;
+        let started = Instant::now();
+        merge_as(
+            &api,
+            "cm-0",
+            "bench-drift",
+            &serde_json::json!({"data": {"i": "drift"}}),
+        )
+        .await
+        .context("drift the object")?;
+        loop {
+            let seen = tokio::time::timeout(Duration::from_secs(700), changes.try_next())
+                .await
+                .context("drift not corrected within 700 s")?
+                .context("watch failed")?
+                .context("watch ended")?;
+            if seen.data["data"]["i"] == "0" {
+                return anyhow::Ok(started.elapsed());
+            }
+        }
+    });
+    let mut drift = futures::future::try_join_all(edits).await?;
+    drift.sort();
+    println!(
+        "scale: spoke edit -> corrected, {} edits in different namespaces at once: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        drift.len(),
+        percentile_ms(&drift, 0.5),
+        percentile_ms(&drift, 0.99),
+        percentile_ms(&drift, 1.0)
+    );
+    Ok(())
+}
+
+/// Open WATCH requests on the spoke API server (its own controllers'
+/// included), from `apiserver_longrunning_requests` on /metrics.
+async fn spoke_watches(client: &kube::Client) -> anyhow::Result<u64> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .context("metrics request")?;
+    let text = client
+        .request_text(request)
+        .await
+        .context("reading the spoke's /metrics")?;
+    Ok(text
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{") && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>() as u64)
 }
 
 /// The `p` percentile of sorted `samples` in milliseconds; NaN when empty.
