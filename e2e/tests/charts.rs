@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_hub::crds::POLICY_FILE;
 use ferry_e2e::helm::{CHARTS, charts_dir, helm, manifest_path, read_or_empty, render};
 use ferry_e2e::image::workspace_dir;
 use k8s_openapi::api::core::v1::Namespace;
@@ -66,7 +67,7 @@ async fn the_checked_in_manifests_are_the_charts_rendered_with_default_values() 
 }
 
 #[test]
-fn the_hub_chart_ships_exactly_the_crds_of_deploy_crds() {
+fn the_hub_chart_ships_exactly_the_crds_and_the_admission_policy_of_deploy_crds() {
     let read_dir = |dir: std::path::PathBuf| -> BTreeMap<String, String> {
         std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
@@ -82,12 +83,23 @@ fn the_hub_chart_ships_exactly_the_crds_of_deploy_crds() {
             })
             .collect()
     };
-    let source = read_dir(workspace_dir().join("deploy/crds"));
+    let mut source = read_dir(workspace_dir().join("deploy/crds"));
+    // Helm's crds/ directory is for CRDs only; the admission policy that
+    // checks works across manifests is an ordinary template of the chart.
+    let policy = source
+        .remove(POLICY_FILE)
+        .expect("deploy/crds has the admission policy");
     let chart = read_dir(charts_dir().join("ferry-hub/crds"));
     assert!(!source.is_empty(), "deploy/crds is empty");
     assert!(
         source == chart,
-        "deploy/charts/ferry-hub/crds differs from deploy/crds; copy them: cp deploy/crds/*.yaml deploy/charts/ferry-hub/crds/"
+        "deploy/charts/ferry-hub/crds differs from deploy/crds; copy them: cp deploy/crds/manifestworks.yaml deploy/crds/managedclusters.yaml deploy/charts/ferry-hub/crds/"
+    );
+    let template = charts_dir().join("ferry-hub/templates").join(POLICY_FILE);
+    assert!(
+        std::fs::read_to_string(&template).ok().as_deref() == Some(policy.as_str()),
+        "{} differs from deploy/crds/{POLICY_FILE}; copy it",
+        template.display()
     );
 }
 
