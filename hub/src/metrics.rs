@@ -9,7 +9,10 @@ use prometheus_client::registry::Registry;
 /// Label of the status-write counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
-    /// `written`, `unchanged`, `stale` or `error`.
+    /// `written`, `unchanged`, `stale` (dropped: older than the live
+    /// status, or for a work the hub does not have), `released`, `coalesced`
+    /// (replaced a report still waiting for a retry) or `error` (dropped:
+    /// refused for good).
     pub outcome: &'static str,
 }
 
@@ -24,6 +27,12 @@ pub struct HubMetrics {
     pub deletes_sent: Counter,
     /// Agent status reports by outcome.
     pub status_reports: Family<OutcomeLabel, Counter>,
+    /// Status reads or writes the API server refused or did not answer.
+    pub status_write_failures: Counter,
+    /// Retries of status writes (after backoff).
+    pub status_write_retries: Counter,
+    /// Works whose latest report waits for a retry.
+    pub status_reports_pending: Gauge,
 }
 
 impl HubMetrics {
@@ -49,6 +58,21 @@ impl HubMetrics {
             "status_reports",
             "Agent status reports by outcome",
             self.status_reports.clone(),
+        );
+        registry.register(
+            "status_write_failures",
+            "Status writes (or the reads before them) that failed",
+            self.status_write_failures.clone(),
+        );
+        registry.register(
+            "status_write_retries",
+            "Status writes retried after a failure",
+            self.status_write_retries.clone(),
+        );
+        registry.register(
+            "status_reports_pending",
+            "Works whose latest status report waits for a retry",
+            self.status_reports_pending.clone(),
         );
     }
 }

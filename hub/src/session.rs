@@ -19,8 +19,9 @@ use tracing::{debug, info, warn};
 use crate::agent_identity::AgentAuthenticator;
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
-use crate::metrics::{HubMetrics, OutcomeLabel};
-use crate::status_writer::{StatusOutcome, StatusWriter};
+use crate::metrics::HubMetrics;
+use crate::status_delivery::SessionReports;
+use crate::status_writer::StatusWriter;
 use crate::to_wire::{delete_option, work_ref, work_upsert};
 use crate::work_deletion::{WorkDeletion, awaits_release};
 use crate::work_index::WorkIndex;
@@ -333,6 +334,9 @@ impl Reader {
     ) {
         let cluster = self.cluster.clone();
         let mut recorded_seen = Instant::now();
+        // Retries of this session's reports end with it; the agent's next
+        // session sends every work's latest status again.
+        let mut reports = SessionReports::new(&cluster, self.status.clone(), self.metrics.clone());
         let reason = loop {
             let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
             {
@@ -355,7 +359,7 @@ impl Reader {
                 }
             }
             match message.body {
-                Some(agent_message::Body::Status(report)) => self.write(&report).await,
+                Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
                 Some(agent_message::Body::Heartbeat(_)) => {}
                 Some(agent_message::Body::Hello(_)) | None => {
                     warn!(%cluster, "unexpected message after Hello; closing the session");
@@ -371,23 +375,5 @@ impl Reader {
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
         }
-    }
-
-    async fn write(&self, report: &v1::WorkStatus) {
-        let cluster = &self.cluster;
-        let outcome = match self.status.write(cluster, report).await {
-            Ok(StatusOutcome::Written) => "written",
-            Ok(StatusOutcome::Unchanged) => "unchanged",
-            Ok(StatusOutcome::Stale) => "stale",
-            Ok(StatusOutcome::Released) => "released",
-            Err(error) => {
-                warn!(%cluster, %error, "status report not written");
-                "error"
-            }
-        };
-        self.metrics
-            .status_reports
-            .get_or_create(&OutcomeLabel { outcome })
-            .inc();
     }
 }

@@ -1,0 +1,202 @@
+//! Gets one session's status reports written, or keeps trying. A report is
+//! written as it arrives; when the write fails for a reason that may pass
+//! (the API server away, a conflict, the hub's RBAC missing), the report goes
+//! into its work's pending slot and a task retries it with backoff. A newer
+//! report of the same work replaces the one in the slot, so the latest wins
+//! and memory stays at one report per work. A `gone` report is retried the
+//! same way until the finalizer is released or the work is gone.
+//!
+//! Retries end with the session. That loses nothing: a new session starts
+//! with the agent sending the latest status of every work it holds, and a
+//! deleted work the agent no longer holds (it reported `gone`) is released by
+//! the hub when the session syncs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use ferry_proto::v1;
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use crate::metrics::{HubMetrics, OutcomeLabel};
+use crate::status_writer::{Basis, StatusOutcome, StatusWriteError, StatusWriter};
+
+/// First wait before a failed status write is tried again.
+pub const FIRST_RETRY: Duration = Duration::from_millis(250);
+/// Longest wait between two tries (jitter adds up to as much again).
+pub const MAX_RETRY: Duration = Duration::from_secs(8);
+
+/// The latest report of one work that still has to be written.
+struct Pending {
+    report: v1::WorkStatus,
+    /// Bumped each time a newer report replaces this one.
+    version: u64,
+}
+
+/// What the session and its retry tasks share.
+struct Shared {
+    cluster: String,
+    writer: Arc<StatusWriter>,
+    metrics: Arc<HubMetrics>,
+    /// Pending reports by work UID.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Works this session wrote: the index may not show those writes yet, so
+    /// their next report is judged against a fresh read.
+    written: Mutex<HashSet<String>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let left = self.pending.get_mut().len();
+        self.metrics.status_reports_pending.dec_by(left as i64);
+    }
+}
+
+/// A report that failed, and which version of its work's slot it was.
+struct Failed {
+    version: u64,
+    error: StatusWriteError,
+}
+
+/// The status reports of one agent session.
+pub struct SessionReports {
+    shared: Arc<Shared>,
+    retries: JoinSet<()>,
+}
+
+impl SessionReports {
+    /// Reports of the agent of `cluster`, written by `writer`.
+    pub fn new(cluster: &str, writer: Arc<StatusWriter>, metrics: Arc<HubMetrics>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                cluster: cluster.to_string(),
+                writer,
+                metrics,
+                pending: Mutex::new(HashMap::new()),
+                written: Mutex::new(HashSet::new()),
+            }),
+            retries: JoinSet::new(),
+        }
+    }
+
+    /// Writes `report`, or leaves it to its work's retry task. Never fails:
+    /// what could not be written is logged and counted.
+    pub async fn deliver(&mut self, report: v1::WorkStatus) {
+        while self.retries.try_join_next().is_some() {}
+        let shared = &self.shared;
+        let Some(uid) = report.work.as_ref().map(|w| w.uid.clone()) else {
+            let error = StatusWriteError::MissingWorkRef {
+                cluster: shared.cluster.clone(),
+            };
+            warn!(cluster = %shared.cluster, %error, "status report dropped");
+            shared.count("error");
+            return;
+        };
+        {
+            let mut pending = shared.pending.lock().await;
+            if let Some(slot) = pending.get_mut(&uid) {
+                slot.report = report;
+                slot.version += 1;
+                shared.count("coalesced");
+                return;
+            }
+        }
+        let basis = if shared.written.lock().await.contains(&uid) {
+            Basis::Live
+        } else {
+            Basis::Index
+        };
+        match shared.writer.write(&shared.cluster, &report, basis).await {
+            Ok(outcome) => shared.record(&uid, outcome).await,
+            Err(error) if error.is_transient() => {
+                shared.metrics.status_write_failures.inc();
+                warn!(cluster = %shared.cluster, %uid, %error, "status not written; retrying");
+                shared
+                    .pending
+                    .lock()
+                    .await
+                    .insert(uid.clone(), Pending { report, version: 0 });
+                shared.metrics.status_reports_pending.inc();
+                self.retries.spawn(retry(shared.clone(), uid));
+            }
+            Err(error) => {
+                shared.metrics.status_write_failures.inc();
+                warn!(cluster = %shared.cluster, %uid, %error, "status report refused; dropped");
+                shared.count("error");
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn count(&self, outcome: &'static str) {
+        self.metrics
+            .status_reports
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
+
+    async fn record(&self, uid: &str, outcome: StatusOutcome) {
+        if outcome == StatusOutcome::Written {
+            self.written.lock().await.insert(uid.to_string());
+        }
+        self.count(outcome.label());
+    }
+
+    /// One try at the latest pending report of `uid`; None when there is none.
+    async fn try_pending(&self, uid: &str) -> Result<Option<(u64, StatusOutcome)>, Failed> {
+        let (version, report) = match self.pending.lock().await.get(uid) {
+            Some(slot) => (slot.version, slot.report.clone()),
+            None => return Ok(None),
+        };
+        match self.writer.write(&self.cluster, &report, Basis::Live).await {
+            Ok(outcome) => Ok(Some((version, outcome))),
+            Err(error) => {
+                self.metrics.status_write_failures.inc();
+                Err(Failed { version, error })
+            }
+        }
+    }
+}
+
+/// Retries the pending report of `uid` with backoff until one is written or
+/// refused for good, then goes on with any newer report that arrived
+/// meanwhile; ends when the slot is empty.
+async fn retry(shared: Arc<Shared>, uid: String) {
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(FIRST_RETRY)
+        .with_max_delay(MAX_RETRY)
+        .with_jitter()
+        .without_max_times();
+    loop {
+        let result = (|| shared.try_pending(&uid))
+            .retry(backoff)
+            .when(|failed: &Failed| failed.error.is_transient())
+            .notify(|failed: &Failed, wait: Duration| {
+                shared.metrics.status_write_retries.inc();
+                debug!(cluster = %shared.cluster, %uid, error = %failed.error, ?wait, "status write failed again");
+            })
+            .await;
+        let done = match result {
+            Ok(None) => return,
+            Ok(Some((version, outcome))) => {
+                shared.record(&uid, outcome).await;
+                version
+            }
+            Err(failed) => {
+                warn!(cluster = %shared.cluster, %uid, error = %failed.error, "status report refused; dropped");
+                shared.count("error");
+                failed.version
+            }
+        };
+        let mut pending = shared.pending.lock().await;
+        if pending.get(&uid).is_some_and(|slot| slot.version == done) {
+            pending.remove(&uid);
+            shared.metrics.status_reports_pending.dec();
+            return;
+        }
+    }
+}
