@@ -12,8 +12,12 @@ use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
 use ferry_hub::tls::ServingCert;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::error;
@@ -42,6 +46,52 @@ pub enum FleetError {
     /// The admission webhook could not be set up or was not enforced in time.
     #[error("hub admission webhook: {0}")]
     Admission(String),
+    /// The hub's restricted identity could not be set up.
+    #[error("granting the hub its rights: {0}")]
+    Rbac(#[source] kube::Error),
+}
+
+/// The user a hub started with `FleetOptions::hub_rules` runs as.
+pub const HUB_USER: &str = "ferry-hub-restricted";
+/// The ClusterRole holding that user's rights; tests edit its rules to take
+/// rights away and give them back.
+pub const HUB_CLUSTER_ROLE: &str = "ferry-hub-restricted";
+
+/// Grants `HUB_USER` exactly `rules`, through `HUB_CLUSTER_ROLE`.
+pub async fn grant_hub(admin: &Client, rules: &[PolicyRule]) -> Result<(), kube::Error> {
+    let role = ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(HUB_CLUSTER_ROLE.into()),
+            ..Default::default()
+        },
+        rules: Some(rules.to_vec()),
+        ..Default::default()
+    };
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(HUB_CLUSTER_ROLE.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: HUB_CLUSTER_ROLE.into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "User".into(),
+            name: HUB_USER.into(),
+            namespace: None,
+        }]),
+    };
+    let params = PatchParams::apply("ferry-e2e").force();
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(HUB_CLUSTER_ROLE, &params, &Patch::Apply(&role))
+        .await?;
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(HUB_CLUSTER_ROLE, &params, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
 }
 
 /// How to build a fleet.
@@ -68,6 +118,9 @@ pub struct FleetOptions {
     /// Run the hub's ManifestWork admission webhook, as production does (on
     /// by default; off only to write works it would refuse).
     pub admission: bool,
+    /// Run every hub replica as `HUB_USER` with exactly these rights (in
+    /// ClusterRole `HUB_CLUSTER_ROLE`) instead of as admin (None, the default).
+    pub hub_rules: Option<Vec<PolicyRule>>,
 }
 
 impl FleetOptions {
@@ -83,6 +136,7 @@ impl FleetOptions {
             mtls: false,
             admission: true,
             hub_replicas: 1,
+            hub_rules: None,
         }
     }
 }
@@ -163,6 +217,8 @@ pub struct Fleet {
     pub hub: ControlPlane,
     /// Admin client of the hub.
     pub hub_client: Client,
+    /// The client the hub runs as: `hub_client` unless `hub_rules` was set.
+    hub_identity: Client,
     /// URL the agents dial.
     pub hub_url: String,
     /// The spokes, in the order they were named.
@@ -186,10 +242,12 @@ struct Replica {
     run: Option<Running>,
 }
 
-/// Runs the hub; with `webhook`, also its admission webhook on the webhook's
-/// address, and returns once the hub API server enforces it.
+/// Runs the hub as `client`; with `webhook`, also its admission webhook on
+/// the webhook's address, and returns once the hub API server enforces it
+/// (checked as `admin`).
 async fn spawn_hub(
     client: Client,
+    admin: &Client,
     mut listeners: HubListeners,
     session: ferry_hub::session::SessionConfig,
     webhook: Option<&Webhook>,
@@ -208,8 +266,7 @@ async fn spawn_hub(
             error!(error = %e, "hub stopped");
         }
     });
-    if webhook.is_some() && !wait_until_enforced(&client, "default", Duration::from_secs(30)).await
-    {
+    if webhook.is_some() && !wait_until_enforced(admin, "default", Duration::from_secs(30)).await {
         task.abort();
         return Err(FleetError::Admission("not enforced within 30 s".into()));
     }
@@ -232,6 +289,15 @@ impl Fleet {
         let (hub, spoke_planes) = tokio::try_join!(hub_start, spoke_starts)?;
         let hub_client = hub.client().await?;
         install_crds(&hub_client).await?;
+        let hub_identity = match &options.hub_rules {
+            Some(rules) => {
+                grant_hub(&hub_client, rules)
+                    .await
+                    .map_err(FleetError::Rbac)?;
+                hub.client_as(HUB_USER).await?
+            }
+            None => hub_client.clone(),
+        };
         let mut tokens = Vec::new();
         for name in &options.spokes {
             let token = join_cluster(&hub_client, name, 3600)
@@ -288,7 +354,8 @@ impl Fleet {
             None
         };
         let hub_run = spawn_hub(
-            hub_client.clone(),
+            hub_identity.clone(),
+            &hub_client,
             listeners,
             session.clone(),
             webhook.as_ref(),
@@ -307,7 +374,14 @@ impl Fleet {
                 probes: None,
                 admission: None,
             };
-            let run = spawn_hub(hub_client.clone(), listeners, session.clone(), None).await?;
+            let run = spawn_hub(
+                hub_identity.clone(),
+                &hub_client,
+                listeners,
+                session.clone(),
+                None,
+            )
+            .await?;
             replicas.push(Replica {
                 addr,
                 run: Some(run),
@@ -349,6 +423,7 @@ impl Fleet {
         Ok(Self {
             hub,
             hub_client,
+            hub_identity,
             hub_url,
             spokes,
             hub_addr,
@@ -440,7 +515,8 @@ impl Fleet {
             };
             self.hub_run = Some(
                 spawn_hub(
-                    self.hub_client.clone(),
+                    self.hub_identity.clone(),
+                    &self.hub_client,
                     listeners,
                     self.session.clone(),
                     self.webhook.as_ref(),

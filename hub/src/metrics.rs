@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     /// `written`, `unchanged`, `stale` (dropped: older than the live
-    /// status, or for a work the hub does not have), `released`, `coalesced`
+    /// status, or for a work the hub does not have), `released`, `superseded`
+    /// (held back while a newer session of the cluster lives), `coalesced`
     /// (replaced a report still waiting for a retry) or `error` (dropped:
     /// refused for good).
     pub outcome: &'static str,
@@ -27,6 +28,12 @@ pub struct HubMetrics {
     pub deletes_sent: Counter,
     /// Agent status reports by outcome.
     pub status_reports: Family<OutcomeLabel, Counter>,
+    /// Status writes the API server accepted (work status, `Deleting`
+    /// conditions, released finalizers).
+    pub status_writes: Counter,
+    /// Reports dropped as stale: older than the live status, claiming a
+    /// generation the work never had, or for a work the hub does not have.
+    pub status_reports_stale: Counter,
     /// Status reads or writes the API server refused or did not answer.
     pub status_write_failures: Counter,
     /// Retries of status writes (after backoff).
@@ -58,6 +65,16 @@ impl HubMetrics {
             "status_reports",
             "Agent status reports by outcome",
             self.status_reports.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Status writes the API server accepted",
+            self.status_writes.clone(),
+        );
+        registry.register(
+            "status_reports_stale",
+            "Status reports dropped as stale",
+            self.status_reports_stale.clone(),
         );
         registry.register(
             "status_write_failures",

@@ -336,7 +336,12 @@ impl Reader {
         let mut recorded_seen = Instant::now();
         // Retries of this session's reports end with it; the agent's next
         // session sends every work's latest status again.
-        let mut reports = SessionReports::new(&cluster, self.status.clone(), self.metrics.clone());
+        let mut reports = SessionReports::new(
+            &cluster,
+            self.status.clone(),
+            self.metrics.clone(),
+            &self.status.sessions,
+        );
         let reason = loop {
             let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
             {

@@ -6,18 +6,26 @@
 //! and memory stays at one report per work. A `gone` report is retried the
 //! same way until the finalizer is released or the work is gone.
 //!
+//! Two live sessions of one cluster on this replica (an agent rollout):
+//! the newer one's reports win. The older session's reports wait in their
+//! slots while a newer session lives, and are written if it ends first; a
+//! `gone` is a fact about the cluster and is never held back. Across
+//! replicas, the generation check against the live object still keeps an
+//! older generation from overwriting a newer one.
+//!
 //! Retries end with the session. That loses nothing: a new session starts
 //! with the agent sending the latest status of every work it holds, and a
 //! deleted work the agent no longer holds (it reported `gone`) is released by
 //! the hub when the session syncs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use ferry_proto::v1;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
@@ -28,6 +36,67 @@ use crate::status_writer::{Basis, StatusOutcome, StatusWriteError, StatusWriter}
 pub const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// Longest wait between two tries (jitter adds up to as much again).
 pub const MAX_RETRY: Duration = Duration::from_secs(8);
+
+/// The live sessions of each cluster on this replica, in the order they
+/// opened, so that the newest one's reports win.
+#[derive(Default)]
+pub struct SessionOrder {
+    next: AtomicU64,
+    live: watch::Sender<HashMap<String, BTreeSet<u64>>>,
+}
+
+impl SessionOrder {
+    fn open(self: &Arc<Self>, cluster: &str) -> SessionTicket {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        self.live.send_modify(|live| {
+            live.entry(cluster.to_string()).or_default().insert(seq);
+        });
+        SessionTicket {
+            order: self.clone(),
+            cluster: cluster.to_string(),
+            seq,
+        }
+    }
+}
+
+/// One session's place in its cluster's order; leaves it when dropped.
+struct SessionTicket {
+    order: Arc<SessionOrder>,
+    cluster: String,
+    seq: u64,
+}
+
+impl SessionTicket {
+    fn is_newest(&self) -> bool {
+        self.order
+            .live
+            .borrow()
+            .get(&self.cluster)
+            .and_then(|seqs| seqs.last())
+            == Some(&self.seq)
+    }
+
+    /// Returns once no newer session of the cluster is live.
+    async fn wait_newest(&self) {
+        let mut live = self.order.live.subscribe();
+        let _ = live
+            .wait_for(|live| live.get(&self.cluster).and_then(|s| s.last()) == Some(&self.seq))
+            .await;
+    }
+}
+
+impl Drop for SessionTicket {
+    fn drop(&mut self) {
+        self.order.live.send_modify(|live| {
+            if let Some(seqs) = live.get_mut(&self.cluster) {
+                seqs.remove(&self.seq);
+                if seqs.is_empty() {
+                    live.remove(&self.cluster);
+                }
+            }
+        });
+    }
+}
 
 /// The latest report of one work that still has to be written.
 struct Pending {
@@ -46,6 +115,7 @@ struct Shared {
     /// Works this session wrote: the index may not show those writes yet, so
     /// their next report is judged against a fresh read.
     written: Mutex<HashSet<String>>,
+    ticket: SessionTicket,
 }
 
 impl Drop for Shared {
@@ -68,8 +138,14 @@ pub struct SessionReports {
 }
 
 impl SessionReports {
-    /// Reports of the agent of `cluster`, written by `writer`.
-    pub fn new(cluster: &str, writer: Arc<StatusWriter>, metrics: Arc<HubMetrics>) -> Self {
+    /// Reports of a new session of the agent of `cluster`, written by
+    /// `writer`; `order` ranks it after every session opened before.
+    pub fn new(
+        cluster: &str,
+        writer: Arc<StatusWriter>,
+        metrics: Arc<HubMetrics>,
+        order: &Arc<SessionOrder>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 cluster: cluster.to_string(),
@@ -77,6 +153,7 @@ impl SessionReports {
                 metrics,
                 pending: Mutex::new(HashMap::new()),
                 written: Mutex::new(HashSet::new()),
+                ticket: order.open(cluster),
             }),
             retries: JoinSet::new(),
         }
@@ -104,6 +181,11 @@ impl SessionReports {
                 return;
             }
         }
+        if !report.gone && !shared.ticket.is_newest() {
+            shared.count("superseded");
+            self.park(uid, report).await;
+            return;
+        }
         let basis = if shared.written.lock().await.contains(&uid) {
             Basis::Live
         } else {
@@ -114,13 +196,7 @@ impl SessionReports {
             Err(error) if error.is_transient() => {
                 shared.metrics.status_write_failures.inc();
                 warn!(cluster = %shared.cluster, %uid, %error, "status not written; retrying");
-                shared
-                    .pending
-                    .lock()
-                    .await
-                    .insert(uid.clone(), Pending { report, version: 0 });
-                shared.metrics.status_reports_pending.inc();
-                self.retries.spawn(retry(shared.clone(), uid));
+                self.park(uid, report).await;
             }
             Err(error) => {
                 shared.metrics.status_write_failures.inc();
@@ -128,6 +204,20 @@ impl SessionReports {
                 shared.count("error");
             }
         }
+    }
+}
+
+impl SessionReports {
+    /// Puts `report` in the empty slot of `uid` and starts its retry task.
+    async fn park(&mut self, uid: String, report: v1::WorkStatus) {
+        let shared = &self.shared;
+        shared
+            .pending
+            .lock()
+            .await
+            .insert(uid.clone(), Pending { report, version: 0 });
+        shared.metrics.status_reports_pending.inc();
+        self.retries.spawn(retry(shared.clone(), uid));
     }
 }
 
@@ -140,8 +230,18 @@ impl Shared {
     }
 
     async fn record(&self, uid: &str, outcome: StatusOutcome) {
-        if outcome == StatusOutcome::Written {
-            self.written.lock().await.insert(uid.to_string());
+        match outcome {
+            StatusOutcome::Written => {
+                self.metrics.status_writes.inc();
+                self.written.lock().await.insert(uid.to_string());
+            }
+            StatusOutcome::Released => {
+                self.metrics.status_writes.inc();
+            }
+            StatusOutcome::Stale => {
+                self.metrics.status_reports_stale.inc();
+            }
+            StatusOutcome::Unchanged => {}
         }
         self.count(outcome.label());
     }
@@ -152,6 +252,9 @@ impl Shared {
             Some(slot) => (slot.version, slot.report.clone()),
             None => return Ok(None),
         };
+        if !report.gone {
+            self.ticket.wait_newest().await;
+        }
         match self.writer.write(&self.cluster, &report, Basis::Live).await {
             Ok(outcome) => Ok(Some((version, outcome))),
             Err(error) => {
@@ -198,5 +301,28 @@ async fn retry(shared: Arc<Shared>, uid: String) {
             shared.metrics.status_reports_pending.dec();
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_newest_session_of_a_cluster_wins_until_it_ends() {
+        let order = Arc::new(SessionOrder::default());
+        let older = order.open("a");
+        let other_cluster = order.open("b");
+        assert!(older.is_newest());
+        let newer = order.open("a");
+        assert!(!older.is_newest());
+        assert!(newer.is_newest());
+        assert!(other_cluster.is_newest());
+        let waiting = tokio::spawn(async move {
+            older.wait_newest().await;
+            older.is_newest()
+        });
+        drop(newer);
+        assert!(waiting.await.expect("joins"));
     }
 }

@@ -12,6 +12,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::manifest_work::ManifestWork;
+use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
 use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
@@ -132,6 +133,8 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    /// The order of the agent sessions whose reports this writer writes.
+    pub sessions: Arc<SessionOrder>,
 }
 
 /// What to do after judging a report against one copy of the work.
@@ -148,6 +151,7 @@ impl StatusWriter {
             deletion: WorkDeletion::new(client.clone()),
             client,
             index,
+            sessions: Arc::default(),
         }
     }
 
