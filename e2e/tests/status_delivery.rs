@@ -207,6 +207,13 @@ async fn a_status_the_hub_could_not_write_lands_once_it_can_without_any_change_t
         "the hub had no right to write this yet"
     );
 
+    // The hub keeps trying, with growing waits between tries.
+    let retries = metric(metrics, "ferry_hub_status_write_retries_total").await;
+    wait_metric(metrics, "ferry_hub_status_write_retries_total", |v| {
+        v >= retries + 4.0
+    })
+    .await;
+
     // The right comes back; nobody touches the work.
     let restored = Instant::now();
     grant_hub(&fleet.hub_client, &hub_rules(true, true))
