@@ -235,8 +235,11 @@ impl Shared {
                 self.metrics.status_writes.inc();
                 self.written.lock().await.insert(uid.to_string());
             }
+            // A released work is gone for good: forgetting it keeps the set
+            // to the works the cluster has.
             StatusOutcome::Released => {
                 self.metrics.status_writes.inc();
+                self.written.lock().await.remove(uid);
             }
             StatusOutcome::Stale => {
                 self.metrics.status_reports_stale.inc();
