@@ -15,14 +15,19 @@ import (
 )
 
 // auditPolicy records each write once (at ResponseComplete: RequestReceived
-// is omitted so one request is one line) and nothing else, which is what
-// tests need to count writes.
+// is omitted so one request is one line), which is what tests need to count
+// writes, and the admin identity's reads of single objects, which show that
+// an agent running as that identity really re-checked them (a pass happened)
+// while it wrote nothing.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+  users: ["ferry-admin"]
+  verbs: ["get"]
 `
 
 // startAPIServer builds kube-apiserver options from the same flags its

@@ -1,5 +1,6 @@
-//! Counts what a spoke's API server was asked to change, from its audit log:
-//! the proof that ferry stays quiet when nothing needs writing.
+//! Counts what a spoke's API server was asked to change, and which objects
+//! the admin identity read, from its audit log: the proof that ferry stays
+//! quiet when nothing needs writing while it keeps checking.
 
 use serde_json::Value;
 
@@ -31,4 +32,21 @@ pub fn list_writes(audit_log: &str) -> Vec<String> {
         .iter()
         .map(|event| format!("{} {}", event["verb"], event["requestURI"]))
         .collect()
+}
+
+/// How many times the admin identity (the in-process agent's) has read the
+/// single object at `uri` (e.g. `/api/v1/namespaces/default/configmaps/a`)
+/// so far: each pass of the agent over a work reads its objects once.
+pub fn count_reads(audit_log: &str, uri: &str) -> usize {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["user"]["username"] == "ferry-admin")
+        .filter(|event| event["verb"] == "get")
+        .filter(|event| {
+            event["requestURI"]
+                .as_str()
+                .is_some_and(|u| u.split('?').next() == Some(uri))
+        })
+        .count()
 }

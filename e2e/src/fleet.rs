@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
-use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, wait_until_enforced};
+use ferry_hub::admission::policy::wait_until_policy_enforced;
+use ferry_hub::admission::{
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,
+};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
@@ -115,8 +118,11 @@ pub struct FleetOptions {
     /// How many hub replicas run against the hub control plane; spoke `i`
     /// dials replica `i % hub_replicas`. Replica 0 also serves the webhook.
     pub hub_replicas: usize,
-    /// Run the hub's ManifestWork admission webhook, as production does (on
-    /// by default; off only to write works it would refuse).
+    /// Admission as production has it: the CRDs' CEL rules, the admission
+    /// policy and the hub's webhook (on by default). Off, the CRDs are
+    /// installed without their rules and neither policy nor webhook runs:
+    /// only to write works they would refuse, standing in for works stored
+    /// before the rules existed.
     pub admission: bool,
     /// Run every hub replica as `HUB_USER` with exactly these rights (in
     /// ClusterRole `HUB_CLUSTER_ROLE`) instead of as admin (None, the default).
@@ -273,6 +279,48 @@ async fn spawn_hub(
     Ok(Running { stop, task })
 }
 
+/// Applies the hub CRDs with every `x-kubernetes-validations` rule removed
+/// and no admission policy: what a hub API server held before the rules
+/// existed, so tests can store works the rules refuse.
+pub async fn install_crds_without_rules(client: &Client) -> Result<(), FleetError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.remove("x-kubernetes-validations");
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for (_, crd) in ferry_hub::crds::hub_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let mut value =
+            serde_json::to_value(&crd).map_err(|e| FleetError::Admission(e.to_string()))?;
+        strip(&mut value);
+        api.patch(
+            &name,
+            &PatchParams::apply("ferry-hub").force(),
+            &Patch::Apply(&value),
+        )
+        .await
+        .map_err(|e| FleetError::Admission(format!("applying CRD {name} without rules: {e}")))?;
+        let established = kube::runtime::wait::await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(30), established)
+            .await
+            .map_err(|_| FleetError::Admission(format!("CRD {name} not established")))?
+            .map_err(|e| FleetError::Admission(e.to_string()))?;
+    }
+    Ok(())
+}
+
 impl Fleet {
     /// Starts every control plane in parallel, installs the hub CRDs,
     /// registers each spoke on the hub, and runs the hub and one agent per spoke.
@@ -288,7 +336,16 @@ impl Fleet {
         }));
         let (hub, spoke_planes) = tokio::try_join!(hub_start, spoke_starts)?;
         let hub_client = hub.client().await?;
-        install_crds(&hub_client).await?;
+        if options.admission {
+            install_crds(&hub_client).await?;
+            if !wait_until_policy_enforced(&hub_client, "default", Duration::from_secs(30)).await {
+                return Err(FleetError::Admission(
+                    "the admission policy was not enforced within 30 s".into(),
+                ));
+            }
+        } else {
+            install_crds_without_rules(&hub_client).await?;
+        }
         let hub_identity = match &options.hub_rules {
             Some(rules) => {
                 grant_hub(&hub_client, rules)
@@ -609,6 +666,7 @@ impl Webhook {
             url: format!("https://{}", self.addr),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
+            failure_policy: FailurePolicy::default(),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! reaching into its memory.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -55,6 +56,54 @@ pub async fn hub_metric(addr: SocketAddr, name: &str) -> Result<f64, ScrapeError
         .map_err(|e| failed(e.to_string()))?
         .to_bytes();
     Ok(sum_of(&String::from_utf8_lossy(&body), name))
+}
+
+/// Waits until the hub's `name` (summed over its label sets) exceeds
+/// `baseline`, scraping every 50 ms the way a monitoring system would; the
+/// signal tests use to know the hub saw something happen (a report from a
+/// restarted agent, a message sent). Fails with the last value on timeout.
+pub async fn wait_metric_above(
+    addr: SocketAddr,
+    name: &str,
+    baseline: f64,
+    timeout: Duration,
+) -> Result<f64, MetricWaitError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let value = hub_metric(addr, name).await?;
+        if value > baseline {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(MetricWaitError::Timeout {
+                name: name.to_string(),
+                baseline,
+                last: value,
+                timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A hub metric did not move, or could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricWaitError {
+    /// Scraping failed.
+    #[error(transparent)]
+    Scrape(#[from] ScrapeError),
+    /// The metric stayed at or below the baseline.
+    #[error("{name} stayed at {last} (waiting for more than {baseline}) for {timeout:?}")]
+    Timeout {
+        /// The metric.
+        name: String,
+        /// The value it had to exceed.
+        baseline: f64,
+        /// Its last value.
+        last: f64,
+        /// How long it was watched.
+        timeout: Duration,
+    },
 }
 
 #[cfg(test)]

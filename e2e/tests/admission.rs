@@ -1,25 +1,27 @@
-//! Admission: the hub's webhook refuses invalid works when they are written,
-//! naming the manifest and the problem, so no agent ever sees them; a work
-//! that was admitted can still have its metadata changed (even with no hub
-//! running) and be deleted; a
-//! work close to the size limit travels and applies, one over it is refused;
-//! and the limit sits below what the hub API server can store.
+//! Admission: invalid works are refused when they are written, naming the
+//! manifest and the problem, so no agent ever sees them: by the API server's
+//! own rules (CRD CEL rules and the admission policy) whether or not a hub
+//! runs, and by the hub's webhook for what CEL cannot check (JSONPath
+//! grammar, size); with no hub running, valid works are written and changed
+//! freely and a bad path that got through is reported by the agent; a work
+//! that was admitted under older rules can still have its metadata changed
+//! and be deleted; a work close to the size limit travels and applies, one
+//! over it is refused; and the limit sits below what the hub API server can
+//! store.
 
 use std::time::{Duration, Instant};
 
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::wait::wait_deleted;
-use ferry_e2e::work_helpers::wait_applied;
-use ferry_hub::admission::{
-    DEFAULT_MAX_WORK_BYTES, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced,
-};
+use ferry_e2e::fleet::{Fleet, FleetOptions, install_crds_without_rules};
+use ferry_e2e::wait::{wait_deleted, wait_until};
+use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_condition, wait_applied};
+use ferry_hub::admission::policy::{POLICY_NAME, wait_until_policy_enforced};
+use ferry_hub::admission::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
 use ferry_hub::crds::install_crds;
 use ferry_hub::manifest_work::ManifestWork;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
 
@@ -104,16 +106,17 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
                 cm("refused-3"),
                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "default"}}]}}),
             vec![
-                WEBHOOK_NAME,
-                "manifests[1]: manifest ConfigMap has no metadata.name",
+                "spec.workload.manifests[1].metadata.name: Required value: \
+                 manifest ConfigMap has no metadata.name",
             ],
         ),
         (
             "duplicate",
             json!({"workload": {"manifests": [cm("refused-4"), cm("refused-4")]}}),
             vec![
-                WEBHOOK_NAME,
-                "manifests[1] v1 ConfigMap default/refused-4: duplicates manifests[0]",
+                POLICY_NAME,
+                "manifests[1] v1 ConfigMap default/refused-4: duplicates manifests[0] \
+                 (same group, kind, namespace and name)",
             ],
         ),
         (
@@ -152,9 +155,8 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
                    "manifestConfigs": [cm_config("refused-8", json!({"updateStrategy": {
                        "type": "Update", "serverSideApply": {"force": true}}}))]}),
             vec![
-                WEBHOOK_NAME,
-                "manifestConfigs[0] configmaps default/refused-8",
-                "only used with type ServerSideApply",
+                "spec.manifestConfigs[0].updateStrategy.serverSideApply: Forbidden: \
+                 updateStrategy.serverSideApply is only used with type ServerSideApply, not Update",
             ],
         ),
         (
@@ -163,8 +165,8 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
                    "manifestConfigs": [cm_config("refused-9",
                        json!({"feedbackRules": [{"type": "JSONPaths"}]}))]}),
             vec![
-                WEBHOOK_NAME,
-                "feedbackRules[0]: type JSONPaths needs at least one",
+                "spec.manifestConfigs[0].feedbackRules[0].jsonPaths: Required value: \
+                 type JSONPaths needs at least one jsonPaths entry",
             ],
         ),
         (
@@ -186,8 +188,8 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
             json!({"workload": {"manifests": [cm("refused-12")]},
                    "deleteOption": {"propagationPolicy": "SelectivelyOrphan"}}),
             vec![
-                WEBHOOK_NAME,
-                "deleteOption: propagationPolicy SelectivelyOrphan needs",
+                "spec.deleteOption.selectivelyOrphans: Required value: \
+                 propagationPolicy SelectivelyOrphan needs selectivelyOrphans.orphaningRules",
             ],
         ),
         (
@@ -196,7 +198,50 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
                    "deleteOption": {"propagationPolicy": "Foreground", "selectivelyOrphans": {
                        "orphaningRules": [{"resource": "configmaps", "name": "refused-13",
                                            "namespace": "default"}]}}}),
-            vec![WEBHOOK_NAME, "not Foreground"],
+            vec![
+                "spec.deleteOption.selectivelyOrphans: Forbidden: selectivelyOrphans.orphaningRules \
+                 are only used with propagationPolicy SelectivelyOrphan, not Foreground",
+            ],
+        ),
+        (
+            "api-version-without-group",
+            json!({"workload": {"manifests": [
+                {"apiVersion": "/v1", "kind": "ConfigMap",
+                 "metadata": {"name": "refused-14", "namespace": "default"}}]}}),
+            vec![
+                "spec.workload.manifests[0].apiVersion",
+                "manifest apiVersion \"/v1\" is not of the form group/version or version",
+            ],
+        ),
+        (
+            "duplicate-in-another-version",
+            json!({"workload": {"manifests": [
+                cm("refused-15"),
+                {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                 "metadata": {"name": "refused-15", "namespace": "default"}},
+                {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                 "metadata": {"name": "refused-15", "namespace": "default"}}]}}),
+            vec![
+                POLICY_NAME,
+                "manifests[2] autoscaling/v2 HorizontalPodAutoscaler default/refused-15: \
+                 duplicates manifests[1]",
+            ],
+        ),
+        (
+            "paths-on-well-known-status",
+            json!({"workload": {"manifests": [cm("refused-16")]},
+                   "manifestConfigs": [cm_config("refused-16", json!({"feedbackRules": [
+                       {"type": "WellKnownStatus", "jsonPaths": [{"name": "a", "path": ".data.a"}]}]}))]}),
+            vec![
+                "spec.manifestConfigs[0].feedbackRules[0].jsonPaths: Forbidden: \
+                 jsonPaths are only read with type JSONPaths, not WellKnownStatus",
+            ],
+        ),
+        (
+            "too-many-manifests",
+            json!({"workload": {"manifests": (0..501)
+                .map(|i| cm(&format!("refused-17-{i}"))).collect::<Vec<_>>()}}),
+            vec!["spec.workload.manifests: Too many: 501: must have at most 500 items"],
         ),
     ];
     for (name, spec, expected) in &cases {
@@ -208,6 +253,56 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
                 "work {name}: the refusal should contain {fragment:?}: {message}"
             );
         }
+    }
+
+    // The good side of every rule above is admitted (dry run: nothing stored).
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": "ok", "namespace": "default"}});
+    let admitted: Vec<(&str, Value)> = vec![
+        (
+            "same-name-other-kind-namespace-or-group",
+            json!({"workload": {"manifests": [
+                cm("ok"), deploy.clone(),
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ok", "namespace": "other"}},
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ok", "namespace": "default"}},
+                {"apiVersion": "example.com/v1", "kind": "ConfigMap",
+                 "metadata": {"name": "ok", "namespace": "default"}},
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ok"}}]}}),
+        ),
+        (
+            "ssa-settings-under-ssa",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "manifestConfigs": [cm_config("ok", json!({"updateStrategy": {
+                       "type": "ServerSideApply", "serverSideApply": {"force": true,
+                           "ignoreFields": [{"condition": "OnSpokeChange", "jsonPaths": [".data.a"]}]}}}))]}),
+        ),
+        (
+            "feedback-rules-of-both-types",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "manifestConfigs": [cm_config("ok", json!({"feedbackRules": [
+                       {"type": "WellKnownStatus"},
+                       {"type": "JSONPaths", "jsonPaths": [{"name": "a", "path": ".data.a"}]}]}))]}),
+        ),
+        (
+            "selectively-orphan-with-rules",
+            json!({"workload": {"manifests": [cm("ok")]},
+                   "deleteOption": {"propagationPolicy": "SelectivelyOrphan", "selectivelyOrphans": {
+                       "orphaningRules": [{"resource": "configmaps", "name": "ok", "namespace": "default"}]}}}),
+        ),
+        (
+            "orphan-without-rules",
+            json!({"workload": {"manifests": [cm("ok")]}, "deleteOption": {"propagationPolicy": "Orphan"}}),
+        ),
+    ];
+    for (name, spec) in admitted {
+        works
+            .create(&dry_run, &work_object(name, spec))
+            .await
+            .unwrap_or_else(|e| panic!("work {name} is valid and must be admitted: {e}"));
     }
 
     // Nothing was stored, so no agent can have seen any of it: the hub holds
@@ -251,18 +346,20 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
     let client = fleet.hub_client.clone();
     let works = dynamic_works(&client);
 
-    // Stand in for a work written before this webhook existed (or under older
-    // rules): take the webhook away, write an invalid work, put it back.
-    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut saved = configs
-        .get(WEBHOOK_CONFIGURATION_NAME)
+    // Stand in for a work written before these rules existed: take the CRD
+    // rules and the policy away, write a work breaking both (a nameless
+    // manifest, a duplicate), put them back.
+    install_crds_without_rules(&client)
         .await
-        .expect("the hub installed its webhook");
-    configs
-        .delete(WEBHOOK_CONFIGURATION_NAME, &DeleteParams::default())
+        .expect("CRDs without rules");
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    bindings
+        .delete(POLICY_NAME, &DeleteParams::default())
         .await
-        .expect("remove the webhook");
-    let invalid = json!({"workload": {"manifests": [cm("old"), cm("old")]}});
+        .expect("unbind the policy");
+    let nameless = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"namespace": "default"}});
+    let invalid = json!({"workload": {"manifests": [cm("old"), cm("old"), nameless]}});
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match works
@@ -271,50 +368,33 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
         {
             Ok(_) => break,
             Err(e) if Instant::now() < deadline => {
-                eprintln!("webhook still enforced: {e}");
+                eprintln!("rules still enforced: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => panic!("the webhook stayed enforced after its removal: {e}"),
+            Err(e) => panic!("the rules stayed enforced after their removal: {e}"),
         }
     }
-    saved.metadata = ObjectMeta {
-        name: Some(WEBHOOK_CONFIGURATION_NAME.into()),
-        ..Default::default()
-    };
-    configs
-        .create(&PostParams::default(), &saved)
-        .await
-        .expect("restore the webhook");
+    install_crds(&client).await.expect("rules restored");
     assert!(
-        wait_until_enforced(&client, "default", Duration::from_secs(30)).await,
-        "the restored webhook is enforced"
+        wait_until_policy_enforced(&client, "default", Duration::from_secs(30)).await,
+        "the restored policy is enforced"
     );
 
-    // Metadata-only updates leave the spec alone and are allowed.
+    // Metadata-only updates leave the spec alone and are allowed: the CRD
+    // rules ratchet (an unchanged value is not re-checked), the policy and
+    // the webhook are not even called.
     let relabel = json!({"metadata": {"labels": {"team": "a"},
                                       "finalizers": ["example.com/hold"]}});
     works
         .patch("old", &PatchParams::default(), &Patch::Merge(&relabel))
         .await
         .expect("labels and finalizers can change on an invalid work");
-    // With no hub running, the API server does not even call the webhook for
-    // a metadata-only update, and refuses every spec write (fail closed).
     fleet.stop_hub().await;
     let relabel = json!({"metadata": {"labels": {"team": "b"}}});
     works
         .patch("old", &PatchParams::default(), &Patch::Merge(&relabel))
         .await
         .expect("metadata-only updates need no running hub");
-    let message = refusal(
-        &works,
-        "while-down",
-        json!({"workload": {"manifests": [cm("while-down")]}}),
-    )
-    .await;
-    assert!(
-        message.contains(WEBHOOK_NAME) && message.contains("failed calling webhook"),
-        "{message}"
-    );
     fleet.start_hub().await.expect("hub restarts");
 
     // A spec change is checked, and this one is still invalid.
@@ -337,6 +417,172 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
     wait_deleted(&works, "old", "the work deleted", Duration::from_secs(30))
         .await
         .expect("the work was not deleted");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_hub_running_valid_works_are_written_and_the_api_servers_own_rules_still_refuse_mistakes()
+ {
+    let mut fleet = Fleet::start(fleet_options()).await.expect("fleet starts");
+    let works = dynamic_works(&fleet.hub_client);
+    fleet.stop_hub().await;
+
+    // The webhook is registered but nothing answers it: a valid work is
+    // written and its spec changed all the same (failurePolicy Ignore).
+    works
+        .create(
+            &PostParams::default(),
+            &work_object(
+                "while-down",
+                json!({"workload": {"manifests": [cm("while-down")]}}),
+            ),
+        )
+        .await
+        .expect("a valid work is written with no hub running");
+    let respec =
+        json!({"spec": {"workload": {"manifests": [cm("while-down"), cm("while-down-2")]}}});
+    works
+        .patch(
+            "while-down",
+            &PatchParams::default(),
+            &Patch::Merge(&respec),
+        )
+        .await
+        .expect("its spec changes with no hub running");
+
+    // The API server's own rules still refuse mistakes, with clear messages.
+    let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+        (
+            "down-duplicate",
+            json!({"workload": {"manifests": [cm("d-1"), cm("d-2"), cm("d-1")]}}),
+            vec![
+                POLICY_NAME,
+                "manifests[2] v1 ConfigMap default/d-1: duplicates manifests[0] \
+                 (same group, kind, namespace and name); each object may appear once in a work",
+            ],
+        ),
+        (
+            "down-nameless",
+            json!({"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": "default"}}]}}),
+            vec![
+                "spec.workload.manifests[0].metadata.name: Required value: \
+                 manifest Secret has no metadata.name",
+            ],
+        ),
+        (
+            "down-ssa-under-create-only",
+            json!({"workload": {"manifests": [cm("d-3")]},
+                   "manifestConfigs": [cm_config("d-3", json!({"updateStrategy": {
+                       "type": "CreateOnly", "serverSideApply": {"fieldManager": "x"}}}))]}),
+            vec![
+                "spec.manifestConfigs[0].updateStrategy.serverSideApply: Forbidden: \
+                 updateStrategy.serverSideApply is only used with type ServerSideApply, not CreateOnly",
+            ],
+        ),
+        (
+            "down-orphaning-rules-under-orphan",
+            json!({"workload": {"manifests": [cm("d-4")]},
+                   "deleteOption": {"propagationPolicy": "Orphan", "selectivelyOrphans": {
+                       "orphaningRules": [{"resource": "configmaps", "name": "d-4",
+                                           "namespace": "default"}]}}}),
+            vec![
+                "spec.deleteOption.selectivelyOrphans: Forbidden",
+                "not Orphan",
+            ],
+        ),
+    ];
+    for (name, spec, expected) in &cases {
+        let message = refusal(&works, name, spec.clone()).await;
+        eprintln!("{name}: {message}");
+        assert!(
+            !message.contains("failed calling webhook"),
+            "work {name}: refused by the API server's rules, not for want of a hub: {message}"
+        );
+        for fragment in expected {
+            assert!(
+                message.contains(fragment),
+                "work {name}: the refusal should contain {fragment:?}: {message}"
+            );
+        }
+    }
+    // An edit that makes a stored work invalid is refused the same way.
+    let duplicate =
+        json!({"spec": {"workload": {"manifests": [cm("while-down"), cm("while-down")]}}});
+    let err = works
+        .patch(
+            "while-down",
+            &PatchParams::default(),
+            &Patch::Merge(&duplicate),
+        )
+        .await
+        .expect_err("an edit into a duplicate is refused with no hub running");
+    assert!(err.to_string().contains("duplicates manifests[0]"), "{err}");
+
+    // Only the JSONPath grammar needs the webhook: a bad ignore path gets
+    // through while no hub runs, and the agent reports it when the hub is
+    // back, applying the rest.
+    works
+        .create(
+            &PostParams::default(),
+            &work_object(
+                "bad-path-while-down",
+                json!({"workload": {"manifests": [cm("bad-path-while-down")]},
+                       "manifestConfigs": [cm_config("bad-path-while-down", json!({"updateStrategy": {
+                           "type": "ServerSideApply", "serverSideApply": {"ignoreFields": [
+                               {"condition": "OnSpokePresent", "jsonPaths": ["$.data[?(@.x=="]}]}}}))]}),
+            ),
+        )
+        .await
+        .expect("what only the webhook checks is admitted while it is down");
+    fleet.start_hub().await.expect("hub restarts");
+    let typed: Api<ManifestWork> = Api::namespaced(fleet.hub_client.clone(), CLUSTER);
+    let applied = wait_applied(&typed, "while-down")
+        .await
+        .expect("the work written while the hub was down applies");
+    assert_eq!(
+        applied.spec.workload.manifests.len(),
+        2,
+        "with its changed spec"
+    );
+    let spoke = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some("default"));
+    spoke
+        .get("while-down-2")
+        .await
+        .expect("the manifest added while the hub was down is on the spoke");
+    let reported = wait_until(
+        &typed,
+        "bad-path-while-down",
+        "the bad path reported",
+        APPLY_TIMEOUT,
+        |w: &ManifestWork| manifest_condition(w, 0, "Applied").is_some(),
+    )
+    .await
+    .expect("reported");
+    let condition = manifest_condition(&reported, 0, "Applied").expect("condition");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "InvalidIgnorePath"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition.message.contains("$.data[?(@.x=="),
+        "names the path: {}",
+        condition.message
+    );
+
+    // Back up, the webhook refuses such a path again.
+    let message = refusal(
+        &works,
+        "bad-path-after",
+        json!({"workload": {"manifests": [cm("bad-path-after")]},
+               "manifestConfigs": [cm_config("bad-path-after", json!({"updateStrategy": {
+                   "type": "ServerSideApply", "serverSideApply": {"ignoreFields": [
+                       {"condition": "OnSpokePresent", "jsonPaths": ["$.data["]}]}}}))]}),
+    )
+    .await;
+    assert!(message.contains(WEBHOOK_NAME), "{message}");
     fleet.stop().await;
 }
 
@@ -485,4 +731,79 @@ async fn try_store(works: &Api<DynamicObject>, size: usize) -> Result<(), String
         Err(kube::Error::Api(status)) => Err(format!("{} ({})", status.message, status.code)),
         Err(other) => Err(other.to_string()),
     }
+}
+
+/// The API server's own rules fit their run-time cost budget at the largest
+/// work they allow (500 manifests): such a work is admitted, and a duplicate
+/// among them is still found. Times are printed, not asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_servers_rules_fit_their_cost_budget_at_the_largest_manifest_count() {
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane starts");
+    let client = hub.client().await.expect("client");
+    install_crds(&client).await.expect("crds");
+    assert!(
+        wait_until_policy_enforced(&client, "default", Duration::from_secs(30)).await,
+        "the policy is enforced"
+    );
+    let gvk = GroupVersionKind::gvk("work.ferry.dev", "v1alpha1", "ManifestWork");
+    let works: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &ApiResource::from_gvk(&gvk));
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    // Every example work is admitted by the API server's rules.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut examples = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let mut work: DynamicObject = serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            work.metadata.namespace = Some("default".into());
+            works
+                .create(&dry_run, &work)
+                .await
+                .unwrap_or_else(|e| panic!("{} is admitted: {e}", path.display()));
+            examples += 1;
+        }
+    }
+    assert!(examples > 0, "no example works in {}", dir.display());
+
+    let mut manifests: Vec<Value> = (0..500).map(|i| cm(&format!("many-{i}"))).collect();
+    let mut largest = work_object("largest", json!({"workload": {"manifests": manifests}}));
+    largest.metadata.namespace = Some("default".into());
+    let started = Instant::now();
+    works
+        .create(&dry_run, &largest)
+        .await
+        .expect("500 distinct manifests are admitted within the cost budget");
+    eprintln!("500 distinct manifests admitted in {:?}", started.elapsed());
+
+    manifests = (0..499).map(|i| cm(&format!("many-{i}"))).collect();
+    manifests.push(cm("many-17"));
+    let mut repeated = work_object("repeated", json!({"workload": {"manifests": manifests}}));
+    repeated.metadata.namespace = Some("default".into());
+    let started = Instant::now();
+    let message = match works.create(&dry_run, &repeated).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("a duplicate among 500 manifests must be refused, got {other:?}"),
+    };
+    eprintln!(
+        "a duplicate among 500 manifests refused in {:?}: {message}",
+        started.elapsed()
+    );
+    assert!(message.contains(POLICY_NAME), "{message}");
+    // The message's own expression fits the budget too: it names both.
+    assert!(
+        message.contains("manifests[499] v1 ConfigMap default/many-17: duplicates manifests[17]"),
+        "{message}"
+    );
+    hub.stop().await;
 }

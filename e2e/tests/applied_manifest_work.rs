@@ -1,9 +1,8 @@
 //! The spoke's AppliedManifestWork records what was applied, with UIDs, and
 //! lets a restarted agent finish a deletion (issue 4, item 8).
 
-use std::time::Duration;
-
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::hub_metrics::{hub_metric, wait_metric_above};
 use ferry_e2e::ownership::{APPLIED_WORK_API_VERSION, hold, unhold};
 use ferry_e2e::spoke_actor::read_json;
 use ferry_e2e::wait::{wait_deleted, wait_until};
@@ -13,6 +12,9 @@ use ferry_e2e::work_helpers::{
 use ferry_hub::manifest_work::ManifestWork;
 use kube::ResourceExt;
 use serde_json::json;
+
+/// Every status report the hub received, whatever became of it.
+const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spoke_records_every_applied_object_with_its_uid() {
@@ -80,9 +82,21 @@ async fn an_agent_that_was_down_when_its_work_was_deleted_deletes_the_objects_on
         .delete("away", &Default::default())
         .await
         .expect("delete work");
-    // Nothing on the hub side can finish this while the agent is away.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(works.get_opt("away").await.expect("read").is_some());
+    // The hub has seen the deletion and waits for the agent: it must not let
+    // the work go while the objects may still be on the spoke.
+    let waiting = |w: &ManifestWork| {
+        work_condition(w, "Deleting").is_some_and(|c| c.reason == "WaitingForAgent")
+    };
+    let held = wait_until(&works, "away", "Deleting", APPLY_TIMEOUT, waiting)
+        .await
+        .expect("the hub waits for the agent");
+    assert!(
+        held.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty()),
+        "the finalizer holds the work while its agent is away"
+    );
     fleet.start_agent("cluster-a");
 
     wait_deleted(&config_maps, "away", "object deleted", APPLY_TIMEOUT)
@@ -128,13 +142,31 @@ async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
         .expect("waiting for the held object");
 
     fleet.stop_agent("cluster-a").await;
+    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+        .await
+        .expect("scrape");
     fleet.start_agent("cluster-a");
-    // The new agent knows the work from the spoke's record alone: the hub
-    // must keep waiting for the held object instead of letting the work go.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The new agent knows the work from the spoke's record alone. Once it has
+    // reported on it (its first report comes after its first pass), the hub
+    // must still be waiting for the held object instead of letting it go.
+    wait_metric_above(
+        fleet.hub_probes_addr,
+        STATUS_REPORTS,
+        reports,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the restarted agent reports");
+    let work = works
+        .get_opt("halfway")
+        .await
+        .expect("read")
+        .expect("the work stays while an object is left");
     assert!(
-        works.get_opt("halfway").await.expect("read").is_some(),
-        "the work stays while an object is left"
+        work_condition(&work, "Deleting")
+            .is_some_and(|c| c.message.contains("ConfigMap default/held")),
+        "and still names the object it waits for: {:?}",
+        work.status
     );
     unhold(&config_maps, "held").await.expect("release");
     wait_deleted(&works, "halfway", "work gone", APPLY_TIMEOUT)

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ferry_e2e::audit::count_writes;
+use ferry_e2e::audit::{count_reads, count_writes, list_writes};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::wait::wait_until;
@@ -109,21 +109,41 @@ async fn steady_state_sends_zero_writes_to_the_spoke() {
         .clone();
     assert!(!audit.is_empty(), "the spoke records an audit log");
 
-    // Let the echo of ferry's own writes settle, then count over five resyncs.
-    let settle = count_writes(&audit);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Count over five passes of the agent (resync every second), each seen
+    // as the agent's read of the object in the audit log, from the first
+    // pass after Applied (ferry's own writes are all done by then).
+    let object = "/api/v1/namespaces/default/configmaps/applied";
+    let first_pass = wait_for_reads(&audit, object, count_reads(&audit, object) + 1).await;
     let before = count_writes(&audit);
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let after = count_writes(&audit);
     assert!(
-        settle >= 3,
-        "the count sees ferry's own writes (creating the three objects): {settle}"
+        before >= 3,
+        "the count sees ferry's own writes (creating the three objects): {before}"
     );
-    assert!(settle <= before, "audit log only grows");
+    wait_for_reads(&audit, object, first_pass + 5).await;
+    let after = count_writes(&audit);
     assert_eq!(
         after - before,
         0,
-        "ferry wrote to the spoke at steady state"
+        "ferry wrote to the spoke at steady state: {:?}",
+        &list_writes(&audit)[before..]
     );
     fleet.stop().await;
+}
+
+/// Waits until the audit log shows at least `reads` reads of `object` by the
+/// agent's identity, and returns the count then. Each read is one pass of
+/// the agent over the work: the signal that it re-checked the object.
+async fn wait_for_reads(audit: &str, object: &str, reads: usize) -> usize {
+    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+    loop {
+        let seen = count_reads(audit, object);
+        if seen >= reads {
+            return seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent read {object} {seen} times, waiting for {reads}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

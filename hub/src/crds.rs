@@ -4,6 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::admission::policy::{binding, install_policy, policy};
 use crate::managed_cluster::ManagedCluster;
 use crate::manifest_work::ManifestWork;
 
@@ -25,6 +26,24 @@ pub fn render_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml:
     ))
 }
 
+/// File name under `deploy/crds/` of the admission policy and its binding,
+/// which are installed with the CRDs.
+pub const POLICY_FILE: &str = "manifestworks-policy.yaml";
+
+/// Renders the admission policy and its binding as the two-document YAML
+/// file that is checked in next to the CRDs.
+///
+/// Fails only if serde_yaml cannot represent them, which would be a bug.
+pub fn render_policy_yaml() -> Result<String, serde_yaml::Error> {
+    Ok(format!(
+        "# Generated from the Rust types by `ferry-hub crds --out deploy/crds`; do not edit.\n\
+         # Checks across the manifests of a work, run by the API server itself (needs Kubernetes 1.35+).\n\
+         {}---\n{}",
+        serde_yaml::to_string(&policy())?,
+        serde_yaml::to_string(&binding())?
+    ))
+}
+
 /// Installing the CRDs failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallCrdsError {
@@ -33,6 +52,15 @@ pub enum InstallCrdsError {
     Apply {
         /// CRD name.
         name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused the admission policy or its binding.
+    #[error("applying ValidatingAdmissionPolicy {name}: {source}")]
+    Policy {
+        /// Policy name.
+        name: &'static str,
         /// The API error.
         #[source]
         source: kube::Error,
@@ -47,7 +75,9 @@ pub enum InstallCrdsError {
     },
 }
 
-/// Server-side applies every hub CRD and waits until the API server serves them.
+/// Server-side applies every hub CRD, waits until the API server serves
+/// them, then applies the admission policy and its binding (the API server
+/// starts enforcing those asynchronously, within a second or so).
 pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError> {
     use kube::api::{Api, Patch, PatchParams};
     use kube::runtime::wait::{await_condition, conditions};
@@ -69,7 +99,12 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError>
             _ => return Err(InstallCrdsError::NotEstablished { name, seconds }),
         }
     }
-    Ok(())
+    install_policy(client)
+        .await
+        .map_err(|source| InstallCrdsError::Policy {
+            name: crate::admission::policy::POLICY_NAME,
+            source,
+        })
 }
 
 #[cfg(test)]
@@ -89,6 +124,13 @@ mod tests {
                 "deploy/crds/{file} is stale: run `cargo run -p ferry-hub -- crds --out deploy/crds`"
             );
         }
+        let expected = render_policy_yaml().expect("render");
+        let actual = std::fs::read_to_string(dir.join(POLICY_FILE))
+            .unwrap_or_else(|e| panic!("read deploy/crds/{POLICY_FILE}: {e}"));
+        assert!(
+            expected == actual,
+            "deploy/crds/{POLICY_FILE} is stale: run `cargo run -p ferry-hub -- crds --out deploy/crds`"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod agent_identity;
+pub mod cel_rules;
 pub mod cluster_liveness;
 pub mod crds;
 pub mod join;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES};
-use ferry_hub::crds::{hub_crds, install_crds, render_yaml};
+use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::join_cluster;
 use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
 use ferry_hub::session::SessionConfig;
@@ -79,6 +79,11 @@ enum Command {
         /// Largest ManifestWork admitted, in bytes of JSON.
         #[arg(long, env = "FERRY_MAX_WORK_BYTES", default_value_t = DEFAULT_MAX_WORK_BYTES)]
         max_work_bytes: usize,
+        /// What the API server does while it cannot reach the webhook:
+        /// Ignore admits the write (the CRD's rules and the admission policy
+        /// still apply; the agent reports bad paths), Fail refuses it.
+        #[arg(long, env = "FERRY_WEBHOOK_FAILURE_POLICY", value_enum, default_value_t = FailurePolicy::Ignore)]
+        webhook_failure_policy: FailurePolicy,
     },
     /// Prepare a cluster to join: create its namespace, its agent's
     /// ServiceAccount and its ManagedCluster, write a token for the agent,
@@ -115,8 +120,12 @@ async fn main() -> anyhow::Result<()> {
     init_tracing(cli.log_json);
     match cli.command {
         Command::Crds { out } => {
+            let mut documents = Vec::new();
             for (file, crd) in hub_crds() {
-                let yaml = render_yaml(&crd)?;
+                documents.push((file, render_yaml(&crd)?));
+            }
+            documents.push((POLICY_FILE, render_policy_yaml()?));
+            for (file, yaml) in documents {
                 match &out {
                     Some(dir) => std::fs::write(dir.join(file), yaml)
                         .with_context(|| format!("writing {}", dir.join(file).display()))?,
@@ -140,6 +149,7 @@ async fn main() -> anyhow::Result<()> {
             webhook_key,
             webhook_ca,
             max_work_bytes,
+            webhook_failure_policy,
         } => {
             let read = |path: &PathBuf| {
                 std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
@@ -186,6 +196,7 @@ async fn main() -> anyhow::Result<()> {
                             url,
                             cert,
                             max_work_bytes,
+                            failure_policy: webhook_failure_policy,
                         })
                     }
                     _ => None,

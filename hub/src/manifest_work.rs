@@ -6,8 +6,10 @@
 //! ferry additions.
 
 use kube::CustomResource;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
+
+use crate::cel_rules;
 
 /// Desired state of a work: the manifests to apply on the cluster named by the
 /// work's namespace, and how to apply, observe and delete them.
@@ -34,6 +36,7 @@ pub struct ManifestWorkSpec {
     pub delete_option: Option<DeleteOption>,
     /// Per-resource configuration: update strategy, ignored fields, feedback.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_MANIFESTS))]
     pub manifest_configs: Vec<ManifestConfigOption>,
 }
 
@@ -42,6 +45,7 @@ pub struct ManifestWorkSpec {
 pub struct ManifestsTemplate {
     /// Kubernetes objects, each a complete manifest with apiVersion, kind and metadata.
     #[serde(default)]
+    #[schemars(schema_with = "cel_rules::manifests_schema")]
     pub manifests: Vec<Manifest>,
 }
 
@@ -58,18 +62,29 @@ impl JsonSchema for Manifest {
 
     // Without preserve-unknown-fields the API server prunes every field of the
     // embedded object; embedded-resource makes it check apiVersion/kind/metadata.
+    // The declared properties are what CEL rules may read (see `cel_rules`).
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": true,
-            "x-kubernetes-embedded-resource": true
-        })
+        cel_rules::manifest_schema()
     }
 }
 
 /// How applied objects are treated when the work is deleted.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.propagationPolicy) || self.propagationPolicy != 'SelectivelyOrphan' || (has(self.selectivelyOrphans) && has(self.selectivelyOrphans.orphaningRules) && size(self.selectivelyOrphans.orphaningRules) > 0)",
+        "message": "propagationPolicy SelectivelyOrphan needs selectivelyOrphans.orphaningRules; without rules it orphans nothing (use Foreground)",
+        "fieldPath": ".selectivelyOrphans",
+        "reason": "FieldValueRequired"
+    },
+    {
+        "rule": "(has(self.propagationPolicy) && self.propagationPolicy == 'SelectivelyOrphan') || !has(self.selectivelyOrphans) || !has(self.selectivelyOrphans.orphaningRules) || size(self.selectivelyOrphans.orphaningRules) == 0",
+        "messageExpression": "'selectivelyOrphans.orphaningRules are only used with propagationPolicy SelectivelyOrphan, not ' + (has(self.propagationPolicy) ? self.propagationPolicy : 'Foreground')",
+        "fieldPath": ".selectivelyOrphans",
+        "reason": "FieldValueForbidden"
+    }
+]))]
 pub struct DeleteOption {
     /// `Foreground` (default) deletes the objects; `Orphan` leaves them all;
     /// `SelectivelyOrphan` leaves those matched by `selectivelyOrphans`.
@@ -98,6 +113,7 @@ pub enum PropagationPolicy {
 pub struct SelectivelyOrphan {
     /// Objects matching any rule are left on the cluster.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_MANIFESTS))]
     pub orphaning_rules: Vec<OrphaningRule>,
 }
 
@@ -119,11 +135,20 @@ pub struct OrphaningRule {
 /// Configuration for the manifests matched by `resourceIdentifier`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.updateStrategy) || !has(self.updateStrategy.serverSideApply) || self.updateStrategy.type == 'ServerSideApply'",
+        "messageExpression": "'updateStrategy.serverSideApply is only used with type ServerSideApply, not ' + self.updateStrategy.type + '; set the type or remove serverSideApply'",
+        "fieldPath": ".updateStrategy.serverSideApply",
+        "reason": "FieldValueForbidden"
+    }
+]))]
 pub struct ManifestConfigOption {
     /// Which manifests this applies to. `name` and `namespace` accept `*`.
     pub resource_identifier: ResourceIdentifier,
     /// Status values to report back from the applied object.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_RULES))]
     pub feedback_rules: Vec<FeedbackRule>,
     /// How the agent writes the object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,30 +158,51 @@ pub struct ManifestConfigOption {
     pub when_deleted: Option<WhenDeleted>,
 }
 
-/// Selects manifests by group, resource, name and namespace.
+/// Selects manifests by group, resource, name and namespace. The lengths
+/// are Kubernetes' own limits; they bound the cost of the CEL messages that
+/// quote them.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ResourceIdentifier {
     /// API group; empty for the core group.
     #[serde(default)]
+    #[schemars(length(max = 253))]
     pub group: String,
     /// Resource (plural, lower case), e.g. `deployments`.
+    #[schemars(length(max = 63))]
     pub resource: String,
     /// Object name, or `*`.
+    #[schemars(length(max = 253))]
     pub name: String,
     /// Object namespace, `*`, or empty for cluster-scoped objects.
     #[serde(default)]
+    #[schemars(length(max = 63))]
     pub namespace: String,
 }
 
 /// A status feedback rule.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.type != 'JSONPaths' || (has(self.jsonPaths) && size(self.jsonPaths) > 0)",
+        "message": "type JSONPaths needs at least one jsonPaths entry",
+        "fieldPath": ".jsonPaths",
+        "reason": "FieldValueRequired"
+    },
+    {
+        "rule": "self.type != 'WellKnownStatus' || !has(self.jsonPaths) || size(self.jsonPaths) == 0",
+        "message": "jsonPaths are only read with type JSONPaths, not WellKnownStatus; use a separate JSONPaths rule",
+        "fieldPath": ".jsonPaths",
+        "reason": "FieldValueForbidden"
+    }
+]))]
 pub struct FeedbackRule {
     /// `WellKnownStatus` or `JSONPaths`.
     #[serde(rename = "type")]
     pub type_: FeedbackType,
     /// Named paths, for `JSONPaths`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_PATHS))]
     pub json_paths: Vec<NamedJsonPath>,
 }
 
@@ -216,8 +262,10 @@ pub struct ServerSideApplyConfig {
     /// Take ownership of fields another manager owns.
     #[serde(default)]
     pub force: bool,
-    /// Field manager name; `ferry-agent` when empty.
+    /// Field manager name; `ferry-agent` when empty. Kubernetes refuses
+    /// managers longer than 128 characters.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 128))]
     pub field_manager: String,
     /// Fields that the hub does not keep in sync once the object exists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,11 +1,22 @@
-//! Admission of ManifestWorks: a validating webhook the hub serves over HTTPS
-//! and registers with its API server, so an invalid work is refused when it
-//! is written, before any agent sees it.
+//! Admission of ManifestWorks, so an invalid work is refused when it is
+//! written, before any agent sees it.
 //!
-//! - [`validate`]: the pure checks (manifest identity, duplicates, JSONPaths,
-//!   strategy combinations, size).
+//! Everything CEL can express runs in the hub API server itself and holds
+//! with no hub process running: the CRD's `x-kubernetes-validations`
+//! (`crate::cel_rules`, `crate::manifest_work`) and a
+//! `ValidatingAdmissionPolicy` ([`policy`]) installed with the CRDs. The
+//! hub's validating webhook, served over HTTPS and registered with the API
+//! server, adds what CEL cannot: the JSONPath grammar of ignore and feedback
+//! paths, feedback names, and the size in bytes. It fails open by default
+//! (`--webhook-failure-policy`), so writes do not wait for the hub; the
+//! agent reports `InvalidIgnorePath` for a path that got through meanwhile.
+//!
+//! - [`validate`]: the pure checks (the webhook re-runs every check, so its
+//!   message lists all problems at once when it is up).
 //! - [`review`]: the decision for one `AdmissionReview` and its route.
-//! - [`tls`]: the serving certificate and a TLS listener.
+//! - [`policy`]: the admission policy (duplicate manifests).
+
+pub mod policy;
 
 pub mod review;
 
@@ -23,7 +34,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
 use tracing::info;
 
-use crate::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
+use crate::manifest_work::{
+    FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
+    ManifestsTemplate, NamedJsonPath, ResourceIdentifier,
+};
 use crate::tls::{CertError, ServingCert, TlsListener};
 
 /// Default of `--max-work-bytes`: the largest ManifestWork (as JSON) the hub
@@ -41,12 +55,38 @@ pub const WEBHOOK_NAME: &str = "manifestworks.work.ferry.dev";
 /// How long the API server waits for a review before failing the write.
 const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
 
-/// CEL condition under which the API server calls the webhook: a CREATE, or
-/// an UPDATE that changes the spec.
-const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
+/// CEL condition under which the API server calls the webhook (and applies
+/// the admission policy): a CREATE, or an UPDATE that changes the spec.
+pub(crate) const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
 
 /// Field manager of the hub's writes to the webhook configuration.
 const FIELD_MANAGER: &str = "ferry-hub";
+
+/// What the API server does when it cannot reach the webhook
+/// (`--webhook-failure-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FailurePolicy {
+    /// Refuse the write: nothing unchecked is stored, but every spec write
+    /// waits for a running hub.
+    #[value(name = "Fail")]
+    Fail,
+    /// Admit the write unchecked by the webhook: the API server's own rules
+    /// still apply, and the agent reports what only the webhook checks
+    /// (`InvalidIgnorePath`).
+    #[default]
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+impl FailurePolicy {
+    /// The value of the webhook's `failurePolicy` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "Fail",
+            Self::Ignore => "Ignore",
+        }
+    }
+}
 
 /// The admission webhook failed to start or serve.
 #[derive(Debug, thiserror::Error)]
@@ -76,12 +116,18 @@ pub struct AdmissionOptions {
     pub cert: ServingCert,
     /// Works larger than this many bytes of JSON are refused.
     pub max_work_bytes: usize,
+    /// What the API server does while the webhook is unreachable.
+    pub failure_policy: FailurePolicy,
 }
 
 /// The webhook configuration pointing the API server at `base_url`, trusting
 /// `ca_pem`: CREATE and UPDATE of `manifestworks` (not their status) that
-/// write a spec, failing closed, no side effects.
-pub fn webhook_configuration(base_url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration {
+/// write a spec, with `failure_policy`, no side effects.
+pub fn webhook_configuration(
+    base_url: &str,
+    ca_pem: &str,
+    failure_policy: FailurePolicy,
+) -> ValidatingWebhookConfiguration {
     let url = format!("{}{}", base_url.trim_end_matches('/'), review::REVIEW_PATH);
     ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
@@ -111,8 +157,9 @@ pub fn webhook_configuration(base_url: &str, ca_pem: &str) -> ValidatingWebhookC
                 name: "spec-written".into(),
                 expression: SPEC_WRITTEN.into(),
             }]),
-            // A work that was not checked must not reach agents.
-            failure_policy: Some("Fail".into()),
+            // Ignore (the default) keeps ManifestWork writes independent of
+            // the hub process: the API server's own rules still hold.
+            failure_policy: Some(failure_policy.as_str().into()),
             side_effects: "None".into(),
             timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
             ..Default::default()
@@ -127,9 +174,10 @@ pub async fn install_webhook(
     client: &kube::Client,
     base_url: &str,
     ca_pem: &str,
+    failure_policy: FailurePolicy,
 ) -> Result<(), AdmissionError> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let config = webhook_configuration(base_url, ca_pem);
+    let config = webhook_configuration(base_url, ca_pem, failure_policy);
     api.patch(
         WEBHOOK_CONFIGURATION_NAME,
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -137,7 +185,7 @@ pub async fn install_webhook(
     )
     .await
     .map_err(AdmissionError::Install)?;
-    info!(url = %base_url, "ManifestWork admission webhook installed");
+    info!(url = %base_url, failure_policy = failure_policy.as_str(), "ManifestWork admission webhook installed");
     Ok(())
 }
 
@@ -154,7 +202,13 @@ pub async fn serve(
     // learns of it below.
     let listener = TlsListener::new(options.listener, tls).map_err(AdmissionError::Listener)?;
     info!(addr = ?listener_addr(&listener), "hub serving ManifestWork admission");
-    install_webhook(&client, &options.url, &options.cert.ca_pem).await?;
+    install_webhook(
+        &client,
+        &options.url,
+        &options.cert.ca_pem,
+        options.failure_policy,
+    )
+    .await?;
     axum::serve(listener, review::router(options.max_work_bytes))
         .with_graceful_shutdown(shutdown)
         .await
@@ -168,21 +222,40 @@ fn listener_addr(listener: &TlsListener) -> Option<std::net::SocketAddr> {
 /// Waits until the API server enforces the webhook: it learns of a new
 /// webhook configuration asynchronously, so a write right after
 /// [`install_webhook`] may not be reviewed yet. Probes with a dry-run create
-/// of an invalid work in `namespace` (nothing is stored). Returns false when
-/// the webhook is not enforced within `timeout`.
+/// in `namespace` (nothing is stored) of a work only the webhook refuses: a
+/// feedback path that is not JSONPath. Returns false when the webhook is not
+/// enforced within `timeout`.
 pub async fn wait_until_enforced(
     client: &kube::Client,
     namespace: &str,
     timeout: Duration,
 ) -> bool {
     let api: Api<ManifestWork> = Api::namespaced(client.clone(), namespace);
-    let nameless = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "probe", "namespace": namespace}});
     let mut probe = ManifestWork::new(
         "ferry-admission-probe",
         ManifestWorkSpec {
             workload: ManifestsTemplate {
-                manifests: vec![Manifest(nameless)],
+                manifests: vec![Manifest(cm)],
             },
+            manifest_configs: vec![ManifestConfigOption {
+                resource_identifier: ResourceIdentifier {
+                    group: String::new(),
+                    resource: "configmaps".into(),
+                    name: "probe".into(),
+                    namespace: namespace.into(),
+                },
+                feedback_rules: vec![FeedbackRule {
+                    type_: FeedbackType::JsonPaths,
+                    json_paths: vec![NamedJsonPath {
+                        name: "probe".into(),
+                        path: "$.data[".into(),
+                        version: None,
+                    }],
+                }],
+                ..Default::default()
+            }],
             ..Default::default()
         },
     );
@@ -206,8 +279,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_configuration_reviews_spec_writes_of_works_and_fails_closed() {
-        let config = webhook_configuration("https://127.0.0.1:9443/", "CA");
+    fn the_configuration_reviews_spec_writes_of_works_with_the_failure_policy_asked() {
+        let config = webhook_configuration("https://127.0.0.1:9443/", "CA", FailurePolicy::Fail);
         let webhooks = config.webhooks.expect("one webhook");
         let webhook = &webhooks[0];
         assert_eq!(webhook.name, WEBHOOK_NAME);
@@ -226,6 +299,9 @@ mod tests {
             "not the status subresource"
         );
         assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+        let open = webhook_configuration("https://h", "CA", FailurePolicy::default());
+        let webhooks = open.webhooks.expect("one webhook");
+        assert_eq!(webhooks[0].failure_policy.as_deref(), Some("Ignore"));
         assert_eq!(webhook.side_effects, "None");
         let conditions = webhook.match_conditions.as_ref().expect("conditions");
         assert!(

@@ -162,6 +162,16 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
     }
 
+    /// A work whose only problem is a feedback path that is not JSONPath.
+    fn bad_path_work() -> serde_json::Value {
+        let mut object = work(json!([cm("a")]));
+        object["spec"]["manifestConfigs"] = json!([{
+            "resourceIdentifier": {"group": "", "resource": "configmaps", "namespace": "default", "name": "a"},
+            "feedbackRules": [{"type": "JSONPaths", "jsonPaths": [{"name": "x", "path": "$.data["}]}]
+        }]);
+        object
+    }
+
     #[test]
     fn a_valid_create_is_allowed() {
         let response = decide(&request("CREATE", work(json!([cm("a")])), None), 1 << 20);
@@ -170,23 +180,20 @@ mod tests {
 
     #[test]
     fn an_invalid_create_is_denied_naming_work_manifest_and_problem() {
-        let response = decide(
-            &request("CREATE", work(json!([cm("a"), cm("a")])), None),
-            1 << 20,
-        );
+        let response = decide(&request("CREATE", bad_path_work(), None), 1 << 20);
         assert!(!response.allowed);
         let message = &response.result.message;
         assert!(message.contains("ManifestWork cluster-a/w"), "{message}");
         assert!(
-            message.contains("manifests[1] v1 ConfigMap default/a"),
+            message.contains("manifestConfigs[0] configmaps default/a"),
             "{message}"
         );
-        assert!(message.contains("duplicates manifests[0]"), "{message}");
+        assert!(message.contains("$.data["), "{message}");
     }
 
     #[test]
     fn an_update_that_keeps_an_invalid_spec_is_allowed() {
-        let old = work(json!([cm("a"), cm("a")]));
+        let old = bad_path_work();
         let mut new = old.clone();
         new["metadata"]["finalizers"] = json!(["work.ferry.dev/cleanup"]);
         let response = decide(&request("UPDATE", new, Some(old)), 1 << 20);
@@ -196,7 +203,7 @@ mod tests {
     #[test]
     fn an_update_that_changes_the_spec_is_checked() {
         let old = work(json!([cm("a")]));
-        let new = work(json!([cm("a"), cm("a")]));
+        let new = bad_path_work();
         let response = decide(&request("UPDATE", new, Some(old)), 1 << 20);
         assert!(!response.allowed);
     }

@@ -1,22 +1,19 @@
-//! What makes a ManifestWork acceptable, checked before any agent sees it.
+//! What the webhook checks of a ManifestWork: only what CEL in the API
+//! server cannot (see `crate::cel_rules` and [`super::policy`] for the rest,
+//! which hold even with no hub running): the JSONPath grammar of ignore and
+//! feedback paths, feedback entry names, and the size in bytes.
 //!
 //! Pure: no IO. Parsing goes through the agent's own parsers
 //! (`ferry-semantics`) on the very message an agent would receive
-//! ([`work_upsert`]), so the hub accepts exactly what an agent can apply. On
-//! top of that come checks of combinations the agent would silently ignore
-//! (server-side apply settings under another strategy, a `JSONPaths` rule
-//! without paths, orphaning rules without `SelectivelyOrphan`).
+//! ([`work_upsert`]), so the hub accepts exactly what an agent can apply.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use ferry_proto::v1;
+use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
-use ferry_semantics::{identify, static_problems};
 
-use crate::manifest_work::{
-    FeedbackType, ManifestConfigOption, ManifestWork, PropagationPolicy, UpdateStrategyType,
-};
+use crate::manifest_work::{ManifestConfigOption, ManifestWork};
 use crate::to_wire::work_upsert;
 
 /// One reason a work is refused: what it is about and what is wrong.
@@ -45,8 +42,8 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Every problem of `work`'s spec, in spec order: manifests, then manifest
-/// configs, then the delete option. Empty means the work is valid. Never
+/// Every problem of `work`'s spec the API server's own rules cannot find,
+/// in manifest config order. Empty means nothing more is wrong. Never
 /// fails: whatever is wrong is a [`Problem`].
 pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
     let mut problems = Vec::new();
@@ -62,7 +59,6 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
             return problems;
         }
     };
-    check_manifests(&spec.manifests_json, &mut problems);
     for (index, (config, wire)) in work
         .spec
         .manifest_configs
@@ -72,7 +68,6 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
     {
         check_config(index, config, wire, &mut problems);
     }
-    check_delete_option(work, &mut problems);
     problems
 }
 
@@ -89,43 +84,8 @@ pub fn check_size(bytes: usize, max_bytes: usize) -> Option<Problem> {
     })
 }
 
-/// Each manifest must have apiVersion, kind and metadata.name, and no two may
-/// name the same object: the agent would apply both to one object and report
-/// whichever was written last.
-fn check_manifests(manifests: &[Vec<u8>], problems: &mut Vec<Problem>) {
-    let mut seen: HashMap<(String, String, String, String), usize> = HashMap::new();
-    for (index, raw) in manifests.iter().enumerate() {
-        let identity = match identify(raw) {
-            Ok((_, identity)) => identity,
-            Err(e) => {
-                problems.push(Problem::new(format!("manifests[{index}]"), e.to_string()));
-                continue;
-            }
-        };
-        // The version is left out: v1 and v2 of a kind are one object.
-        let key = (
-            identity.group.clone(),
-            identity.kind.clone(),
-            identity.namespace.clone().unwrap_or_default(),
-            identity.name.clone(),
-        );
-        match seen.get(&key) {
-            Some(first) => problems.push(Problem::new(
-                format!("manifests[{index}] {}", identity.describe()),
-                format!(
-                    "duplicates manifests[{first}] (same group, kind, namespace and name); \
-                     each object may appear once in a work"
-                ),
-            )),
-            None => {
-                seen.insert(key, index);
-            }
-        }
-    }
-}
-
 /// The manifest config at `index`: what the agent parses (strategy, ignore
-/// paths, feedback rules) and the combinations it would silently ignore.
+/// paths, feedback rules).
 fn check_config(
     index: usize,
     config: &ManifestConfigOption,
@@ -151,59 +111,8 @@ fn check_config(
     if let Err(e) = strategy_of(Some(wire)) {
         problem(e.to_string());
     }
-    if let Some(strategy) = &config.update_strategy
-        && strategy.server_side_apply.is_some()
-        && strategy.type_ != UpdateStrategyType::ServerSideApply
-    {
-        problem(format!(
-            "updateStrategy.serverSideApply is only used with type ServerSideApply, \
-             not {:?}; set the type or remove serverSideApply",
-            strategy.type_
-        ));
-    }
-    for (rule_index, rule) in config.feedback_rules.iter().enumerate() {
-        match rule.type_ {
-            FeedbackType::JsonPaths if rule.json_paths.is_empty() => problem(format!(
-                "feedbackRules[{rule_index}]: type JSONPaths needs at least one jsonPaths entry"
-            )),
-            FeedbackType::WellKnownStatus if !rule.json_paths.is_empty() => problem(format!(
-                "feedbackRules[{rule_index}]: jsonPaths are only read with type JSONPaths, \
-                 not WellKnownStatus; use a separate JSONPaths rule"
-            )),
-            _ => {}
-        }
-    }
     for feedback in static_problems(&wire.feedback_rules) {
         problem(format!("feedbackRules: {feedback}"));
-    }
-}
-
-/// Orphaning rules only mean something under `SelectivelyOrphan`, and
-/// `SelectivelyOrphan` without rules orphans nothing.
-fn check_delete_option(work: &ManifestWork, problems: &mut Vec<Problem>) {
-    let Some(option) = &work.spec.delete_option else {
-        return;
-    };
-    let rules = option
-        .selectively_orphans
-        .as_ref()
-        .map_or(0, |s| s.orphaning_rules.len());
-    match option.propagation_policy {
-        PropagationPolicy::SelectivelyOrphan if rules == 0 => problems.push(Problem::new(
-            "deleteOption",
-            "propagationPolicy SelectivelyOrphan needs selectivelyOrphans.orphaningRules; \
-             without rules it orphans nothing (use Foreground)",
-        )),
-        policy @ (PropagationPolicy::Foreground | PropagationPolicy::Orphan) if rules > 0 => {
-            problems.push(Problem::new(
-                "deleteOption",
-                format!(
-                    "selectivelyOrphans.orphaningRules are only used with propagationPolicy \
-                     SelectivelyOrphan, not {policy:?}"
-                ),
-            ))
-        }
-        _ => {}
     }
 }
 
@@ -211,11 +120,10 @@ fn check_delete_option(work: &ManifestWork, problems: &mut Vec<Problem>) {
 mod tests {
     use super::*;
     use crate::manifest_work::{
-        DeleteOption, FeedbackRule, IgnoreCondition, IgnoreField, Manifest, ManifestWorkSpec,
-        ManifestsTemplate, NamedJsonPath, OrphaningRule, ResourceIdentifier, SelectivelyOrphan,
-        ServerSideApplyConfig, UpdateStrategy,
+        DeleteOption, FeedbackRule, FeedbackType, IgnoreCondition, IgnoreField, Manifest,
+        ManifestWorkSpec, ManifestsTemplate, NamedJsonPath, PropagationPolicy, ResourceIdentifier,
+        ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,
     };
-    use proptest::prelude::*;
     use serde::Deserialize;
     use serde_json::{Value, json};
 
@@ -304,58 +212,6 @@ mod tests {
     }
 
     #[test]
-    fn a_manifest_without_api_version_kind_or_name_is_named_by_index() {
-        let w = work(vec![
-            cm("fine"),
-            json!({"kind": "ConfigMap", "metadata": {"name": "x"}}),
-            json!({"apiVersion": "v1", "metadata": {"name": "x"}}),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "default"}}),
-        ]);
-        let problems = validate_work(&w);
-        let rendered: Vec<String> = problems.iter().map(Problem::to_string).collect();
-        assert_eq!(
-            rendered,
-            vec![
-                "manifests[1]: manifest has no apiVersion",
-                "manifests[2]: manifest has no kind",
-                "manifests[3]: manifest ConfigMap has no metadata.name",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_duplicate_manifest_names_both_positions_whatever_the_version() {
-        let w = work(vec![
-            json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
-                   "metadata": {"name": "web", "namespace": "default"}}),
-            cm("a"),
-            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                   "metadata": {"name": "web", "namespace": "default"}}),
-        ]);
-        let problem = only(validate_work(&w));
-        assert_eq!(
-            problem.subject,
-            "manifests[2] autoscaling/v2 HorizontalPodAutoscaler default/web"
-        );
-        assert!(
-            problem.message.contains("duplicates manifests[0]"),
-            "{problem}"
-        );
-    }
-
-    #[test]
-    fn same_name_in_another_namespace_or_kind_is_not_a_duplicate() {
-        let mut other_ns = cm("a");
-        other_ns["metadata"]["namespace"] = json!("other");
-        let secret = json!({"apiVersion": "v1", "kind": "Secret",
-                            "metadata": {"name": "a", "namespace": "default"}});
-        assert_eq!(
-            validate_work(&work(vec![cm("a"), other_ns, secret])),
-            vec![]
-        );
-    }
-
-    #[test]
     fn an_ignore_path_that_does_not_parse_names_the_config_and_the_path() {
         let mut w = work(vec![cm("a")]);
         w.spec.manifest_configs = vec![config(
@@ -397,27 +253,6 @@ mod tests {
     }
 
     #[test]
-    fn a_json_paths_rule_without_paths_is_refused() {
-        let mut w = work(vec![cm("a")]);
-        w.spec.manifest_configs = vec![config(None, vec![json_paths(&[])])];
-        let problem = only(validate_work(&w));
-        assert!(
-            problem.message.contains("needs at least one jsonPaths"),
-            "{problem}"
-        );
-    }
-
-    #[test]
-    fn paths_on_a_well_known_status_rule_are_refused() {
-        let mut rule = json_paths(&[("a", ".status.a")]);
-        rule.type_ = FeedbackType::WellKnownStatus;
-        let mut w = work(vec![cm("a")]);
-        w.spec.manifest_configs = vec![config(None, vec![rule])];
-        let problem = only(validate_work(&w));
-        assert!(problem.message.contains("not WellKnownStatus"), "{problem}");
-    }
-
-    #[test]
     fn a_feedback_name_used_twice_is_refused() {
         let mut w = work(vec![cm("a")]);
         w.spec.manifest_configs = vec![config(
@@ -429,65 +264,37 @@ mod tests {
     }
 
     #[test]
-    fn server_side_apply_settings_under_another_strategy_are_refused() {
-        for type_ in [
-            UpdateStrategyType::Update,
-            UpdateStrategyType::CreateOnly,
-            UpdateStrategyType::ReadOnly,
-        ] {
-            let mut w = work(vec![cm("a")]);
-            w.spec.manifest_configs = vec![config(Some(ssa(type_, &[".spec"])), vec![])];
-            let problem = only(validate_work(&w));
-            assert!(
-                problem
-                    .message
-                    .contains("only used with type ServerSideApply"),
-                "{problem}"
-            );
-        }
+    fn every_problem_is_listed_not_just_the_first() {
+        let mut w = work(vec![cm("a")]);
+        w.spec.manifest_configs = vec![
+            config(
+                Some(ssa(UpdateStrategyType::ServerSideApply, &["$.a["])),
+                vec![],
+            ),
+            config(None, vec![json_paths(&[("x", "$.b["), ("", ".c")])]),
+        ];
+        assert_eq!(validate_work(&w).len(), 3);
     }
 
+    // Duplicates, nameless manifests and strategy combinations are refused
+    // by the API server itself (CRD rules, admission policy); repeating them
+    // here would only matter while the hub runs.
     #[test]
-    fn selectively_orphan_without_rules_is_refused() {
-        let mut w = work(vec![cm("a")]);
+    fn checks_the_api_server_runs_itself_are_left_to_it() {
+        let mut w = work(vec![
+            cm("a"),
+            cm("a"),
+            json!({"apiVersion": "v1", "kind": "X"}),
+        ]);
+        w.spec.manifest_configs = vec![config(
+            Some(ssa(UpdateStrategyType::Update, &[".spec"])),
+            vec![json_paths(&[])],
+        )];
         w.spec.delete_option = Some(DeleteOption {
             propagation_policy: PropagationPolicy::SelectivelyOrphan,
             selectively_orphans: None,
         });
-        let problem = only(validate_work(&w));
-        assert_eq!(problem.subject, "deleteOption");
-        assert!(problem.message.contains("orphans nothing"), "{problem}");
-    }
-
-    #[test]
-    fn orphaning_rules_under_foreground_are_refused_and_fine_under_selectively_orphan() {
-        let rules = Some(SelectivelyOrphan {
-            orphaning_rules: vec![OrphaningRule {
-                group: String::new(),
-                resource: "configmaps".into(),
-                name: "a".into(),
-                namespace: "default".into(),
-            }],
-        });
-        let mut w = work(vec![cm("a")]);
-        w.spec.delete_option = Some(DeleteOption {
-            propagation_policy: PropagationPolicy::Foreground,
-            selectively_orphans: rules.clone(),
-        });
-        let problem = only(validate_work(&w));
-        assert!(problem.message.contains("not Foreground"), "{problem}");
-        w.spec.delete_option = Some(DeleteOption {
-            propagation_policy: PropagationPolicy::SelectivelyOrphan,
-            selectively_orphans: rules,
-        });
         assert_eq!(validate_work(&w), vec![]);
-    }
-
-    #[test]
-    fn every_problem_is_listed_not_just_the_first() {
-        let mut w = work(vec![cm("a"), cm("a"), json!({"apiVersion": "v1"})]);
-        w.spec.manifest_configs = vec![config(None, vec![json_paths(&[])])];
-        assert_eq!(validate_work(&w).len(), 3);
     }
 
     #[test]
@@ -516,25 +323,5 @@ mod tests {
             }
         }
         assert!(seen > 0, "no example works found in {}", dir.display());
-    }
-
-    proptest! {
-        // Whatever the manifests hold, validation answers (never panics), and
-        // a manifest it accepts is one the agent can identify.
-        #[test]
-        fn validation_never_panics_and_agrees_with_the_agent(
-            api_version in prop::option::of("[a-z/]{0,8}"),
-            kind in prop::option::of("[A-Za-z]{0,6}"),
-            name in prop::option::of("[a-z]{0,4}"),
-        ) {
-            let mut manifest = serde_json::Map::new();
-            if let Some(v) = &api_version { manifest.insert("apiVersion".into(), json!(v)); }
-            if let Some(k) = &kind { manifest.insert("kind".into(), json!(k)); }
-            if let Some(n) = &name { manifest.insert("metadata".into(), json!({"name": n})); }
-            let manifest = Value::Object(manifest);
-            let agent_ok = identify(&serde_json::to_vec(&manifest).expect("json")).is_ok();
-            let problems = validate_work(&work(vec![manifest]));
-            prop_assert_eq!(problems.is_empty(), agent_ok, "{:?}", problems);
-        }
     }
 }
