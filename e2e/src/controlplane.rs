@@ -160,16 +160,30 @@ impl ControlPlane {
 
     /// A client with admin rights on this control plane.
     pub async fn client(&self) -> Result<Client, StartError> {
+        self.client_impersonating(None).await
+    }
+
+    /// A client acting as `user` (in group `system:authenticated`), which has
+    /// exactly the rights RBAC grants that user: the admin impersonates it.
+    pub async fn client_as(&self, user: &str) -> Result<Client, StartError> {
+        self.client_impersonating(Some(user)).await
+    }
+
+    async fn client_impersonating(&self, user: Option<&str>) -> Result<Client, StartError> {
         let wrap = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Kubeconfig {
             name: self.name.clone(),
             source,
         };
         let kubeconfig =
             Kubeconfig::read_from(&self.info.kubeconfig).map_err(|e| wrap(e.into()))?;
-        let config =
+        let mut config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| wrap(e.into()))?;
+        if let Some(user) = user {
+            config.auth_info.impersonate = Some(user.to_string());
+            config.auth_info.impersonate_groups = Some(vec!["system:authenticated".to_string()]);
+        }
         Client::try_from(config).map_err(|e| wrap(e.into()))
     }
 

@@ -15,8 +15,12 @@ use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::server::{GrpcTls, HubListeners, run_hub};
 use ferry_hub::tls::ServingCert;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::error;
@@ -45,6 +49,52 @@ pub enum FleetError {
     /// The admission webhook could not be set up or was not enforced in time.
     #[error("hub admission webhook: {0}")]
     Admission(String),
+    /// The hub's restricted identity could not be set up.
+    #[error("granting the hub its rights: {0}")]
+    Rbac(#[source] kube::Error),
+}
+
+/// The user a hub started with `FleetOptions::hub_rules` runs as.
+pub const HUB_USER: &str = "ferry-hub-restricted";
+/// The ClusterRole holding that user's rights; tests edit its rules to take
+/// rights away and give them back.
+pub const HUB_CLUSTER_ROLE: &str = "ferry-hub-restricted";
+
+/// Grants `HUB_USER` exactly `rules`, through `HUB_CLUSTER_ROLE`.
+pub async fn grant_hub(admin: &Client, rules: &[PolicyRule]) -> Result<(), kube::Error> {
+    let role = ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(HUB_CLUSTER_ROLE.into()),
+            ..Default::default()
+        },
+        rules: Some(rules.to_vec()),
+        ..Default::default()
+    };
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(HUB_CLUSTER_ROLE.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: HUB_CLUSTER_ROLE.into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "User".into(),
+            name: HUB_USER.into(),
+            namespace: None,
+        }]),
+    };
+    let params = PatchParams::apply("ferry-e2e").force();
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(HUB_CLUSTER_ROLE, &params, &Patch::Apply(&role))
+        .await?;
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(HUB_CLUSTER_ROLE, &params, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
 }
 
 /// How to build a fleet.
@@ -77,6 +127,9 @@ pub struct FleetOptions {
     /// Longest an agent session lives on the hub before the agent must
     /// reconnect.
     pub max_session_age: Duration,
+    /// Run every hub replica as `HUB_USER` with exactly these rights (in
+    /// ClusterRole `HUB_CLUSTER_ROLE`) instead of as admin (None, the default).
+    pub hub_rules: Option<Vec<PolicyRule>>,
 }
 
 impl FleetOptions {
@@ -93,6 +146,7 @@ impl FleetOptions {
             admission: true,
             hub_replicas: 1,
             max_session_age: ferry_hub::session::SessionConfig::default().max_session_age,
+            hub_rules: None,
         }
     }
 }
@@ -182,6 +236,8 @@ pub struct Fleet {
     pub hub: ControlPlane,
     /// Admin client of the hub.
     pub hub_client: Client,
+    /// The client the hub runs as: `hub_client` unless `hub_rules` was set.
+    hub_identity: Client,
     /// URL the agents dial.
     pub hub_url: String,
     /// The spokes, in the order they were named.
@@ -205,10 +261,12 @@ struct Replica {
     run: Option<Running>,
 }
 
-/// Runs the hub; with `webhook`, also its admission webhook on the webhook's
-/// address, and returns once the hub API server enforces it.
+/// Runs the hub as `client`; with `webhook`, also its admission webhook on
+/// the webhook's address, and returns once the hub API server enforces it
+/// (checked as `admin`).
 async fn spawn_hub(
     client: Client,
+    admin: &Client,
     mut listeners: HubListeners,
     session: ferry_hub::session::SessionConfig,
     webhook: Option<&Webhook>,
@@ -227,8 +285,7 @@ async fn spawn_hub(
             error!(error = %e, "hub stopped");
         }
     });
-    if webhook.is_some() && !wait_until_enforced(&client, "default", Duration::from_secs(30)).await
-    {
+    if webhook.is_some() && !wait_until_enforced(admin, "default", Duration::from_secs(30)).await {
         task.abort();
         return Err(FleetError::Admission("not enforced within 30 s".into()));
     }
@@ -302,6 +359,15 @@ impl Fleet {
         } else {
             install_crds_without_rules(&hub_client).await?;
         }
+        let hub_identity = match &options.hub_rules {
+            Some(rules) => {
+                grant_hub(&hub_client, rules)
+                    .await
+                    .map_err(FleetError::Rbac)?;
+                hub.client_as(HUB_USER).await?
+            }
+            None => hub_client.clone(),
+        };
         let mut tokens = Vec::new();
         for name in &options.spokes {
             let token = join_cluster(&hub_client, name, 3600)
@@ -360,7 +426,8 @@ impl Fleet {
             None
         };
         let hub_run = spawn_hub(
-            hub_client.clone(),
+            hub_identity.clone(),
+            &hub_client,
             listeners,
             session.clone(),
             webhook.as_ref(),
@@ -379,7 +446,14 @@ impl Fleet {
                 probes: None,
                 admission: None,
             };
-            let run = spawn_hub(hub_client.clone(), listeners, session.clone(), None).await?;
+            let run = spawn_hub(
+                hub_identity.clone(),
+                &hub_client,
+                listeners,
+                session.clone(),
+                None,
+            )
+            .await?;
             replicas.push(Replica {
                 addr,
                 run: Some(run),
@@ -423,6 +497,7 @@ impl Fleet {
         Ok(Self {
             hub,
             hub_client,
+            hub_identity,
             hub_url,
             spokes,
             hub_addr,
@@ -545,7 +620,8 @@ impl Fleet {
             };
             self.hub_run = Some(
                 spawn_hub(
-                    self.hub_client.clone(),
+                    self.hub_identity.clone(),
+                    &self.hub_client,
                     listeners,
                     self.session.clone(),
                     self.webhook.as_ref(),

@@ -18,6 +18,8 @@ pub mod peer_budget;
 pub mod probes;
 pub mod server;
 pub mod session;
+pub mod status_delivery;
+pub mod status_from_wire;
 pub mod status_writer;
 pub mod tls;
 pub mod to_wire;

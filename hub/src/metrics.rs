@@ -9,7 +9,11 @@ use prometheus_client::registry::Registry;
 /// Label of the status-write counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
-    /// `written`, `unchanged`, `stale` or `error`.
+    /// `written`, `unchanged`, `stale` (dropped: older than the live
+    /// status, or for a work the hub does not have), `released`, `superseded`
+    /// (held back while a newer session of the cluster lives), `coalesced`
+    /// (replaced a report still waiting for a retry) or `error` (dropped:
+    /// refused for good).
     pub outcome: &'static str,
 }
 
@@ -46,6 +50,18 @@ pub struct HubMetrics {
     pub watch_errors: Family<WatchLabel, Counter>,
     /// 1 for each stored ManifestWork the hub cannot decode (and so skips).
     pub undecodable_works: Family<WorkLabel, Gauge>,
+    /// Status writes the API server accepted (work status, `Deleting`
+    /// conditions, released finalizers).
+    pub status_writes: Counter,
+    /// Reports dropped as stale: older than the live status, claiming a
+    /// generation the work never had, or for a work the hub does not have.
+    pub status_reports_stale: Counter,
+    /// Status reads or writes the API server refused or did not answer.
+    pub status_write_failures: Counter,
+    /// Retries of status writes (after backoff).
+    pub status_write_retries: Counter,
+    /// Works whose latest report waits for a retry.
+    pub status_reports_pending: Gauge,
 }
 
 impl HubMetrics {
@@ -81,6 +97,31 @@ impl HubMetrics {
             "undecodable_works",
             "Stored ManifestWorks the hub cannot decode and skips, by namespace and name",
             self.undecodable_works.clone(),
+        );
+        registry.register(
+            "status_writes",
+            "Status writes the API server accepted",
+            self.status_writes.clone(),
+        );
+        registry.register(
+            "status_reports_stale",
+            "Status reports dropped as stale",
+            self.status_reports_stale.clone(),
+        );
+        registry.register(
+            "status_write_failures",
+            "Status writes (or the reads before them) that failed",
+            self.status_write_failures.clone(),
+        );
+        registry.register(
+            "status_write_retries",
+            "Status writes retried after a failure",
+            self.status_write_retries.clone(),
+        );
+        registry.register(
+            "status_reports_pending",
+            "Works whose latest status report waits for a retry",
+            self.status_reports_pending.clone(),
         );
     }
 }

@@ -22,9 +22,10 @@ use tracing::{debug, info, warn};
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
-use crate::metrics::{HubMetrics, OutcomeLabel};
+use crate::metrics::HubMetrics;
 use crate::server::TransportLimits;
-use crate::status_writer::{StatusOutcome, StatusWriter};
+use crate::status_delivery::SessionReports;
+use crate::status_writer::StatusWriter;
 use crate::to_wire::{delete_option, work_ref, work_upsert};
 use crate::work_deletion::{WorkDeletion, awaits_release};
 use crate::work_index::WorkIndex;
@@ -470,6 +471,14 @@ impl Reader {
     ) {
         let cluster = self.cluster.clone();
         let mut recorded_seen = Instant::now();
+        // Retries of this session's reports end with it; the agent's next
+        // session sends every work's latest status again.
+        let mut reports = SessionReports::new(
+            &cluster,
+            self.status.clone(),
+            self.metrics.clone(),
+            &self.status.sessions,
+        );
         let reason = loop {
             let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
             {
@@ -492,7 +501,7 @@ impl Reader {
                 }
             }
             match message.body {
-                Some(agent_message::Body::Status(report)) => self.write(&report).await,
+                Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
                 Some(agent_message::Body::Heartbeat(_)) => {}
                 Some(agent_message::Body::Hello(_)) | None => {
                     warn!(%cluster, "unexpected message after Hello; closing the session");
@@ -508,24 +517,6 @@ impl Reader {
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
         }
-    }
-
-    async fn write(&self, report: &v1::WorkStatus) {
-        let cluster = &self.cluster;
-        let outcome = match self.status.write(cluster, report).await {
-            Ok(StatusOutcome::Written) => "written",
-            Ok(StatusOutcome::Unchanged) => "unchanged",
-            Ok(StatusOutcome::Stale) => "stale",
-            Ok(StatusOutcome::Released) => "released",
-            Err(error) => {
-                warn!(%cluster, %error, "status report not written");
-                "error"
-            }
-        };
-        self.metrics
-            .status_reports
-            .get_or_create(&OutcomeLabel { outcome })
-            .inc();
     }
 }
 

@@ -1,17 +1,19 @@
-//! Writes agent reports to the ManifestWork status subresource, only when they
-//! change something and only when they are not older than what is there.
+//! Writes one agent report to the ManifestWork status subresource, only when
+//! it changes something and never over a newer generation. Every write is a
+//! read-modify-write against the live object: the status patch carries the
+//! resourceVersion it was computed from, so a concurrent writer (another
+//! session of the same cluster, another hub replica) makes it fail with a
+//! conflict, and the report is judged again against what is there now.
 
 use std::sync::Arc;
 
 use ferry_proto::v1;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::manifest_work::{
-    Condition, FeedbackValue, FieldValue, ManifestCondition, ManifestResourceMeta,
-    ManifestResourceStatus, ManifestWork, ManifestWorkStatus, StatusFeedbackResult,
-};
+use crate::manifest_work::ManifestWork;
+use crate::status_delivery::SessionOrder;
+use crate::status_from_wire::work_status;
 use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
 
@@ -25,11 +27,35 @@ pub enum StatusOutcome {
     Written,
     /// The report matched the stored status: no write.
     Unchanged,
-    /// The report was for a work or generation the hub no longer has.
+    /// The report was for a work or generation the hub no longer has, or
+    /// older than the status already recorded.
     Stale,
     /// The agent released every object of a deleted work; the hub let the
     /// work go.
     Released,
+}
+
+impl StatusOutcome {
+    /// The metric label of this outcome.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Unchanged => "unchanged",
+            Self::Stale => "stale",
+            Self::Released => "released",
+        }
+    }
+}
+
+/// Where a write starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The hub's index: no read when the report changes nothing. A stale
+    /// copy only costs a conflict and a fresh read.
+    Index,
+    /// A fresh read of the work: for retries, and when this session wrote
+    /// the work recently enough that the index may not show it yet.
+    Live,
 }
 
 /// A report could not be written.
@@ -41,9 +67,21 @@ pub enum StatusWriteError {
         /// Cluster of the reporting agent.
         cluster: String,
     },
-    /// Updating a deleted work failed.
+    /// Updating a deleted work (its `Deleting` condition or its finalizer)
+    /// failed.
     #[error(transparent)]
     Deletion(#[from] DeletionError),
+    /// Reading the work failed.
+    #[error("reading ManifestWork {namespace}/{name}: {source}")]
+    Read {
+        /// Work namespace.
+        namespace: String,
+        /// Work name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The API server refused the status patch.
     #[error("writing status of {namespace}/{name}: {source}")]
     Patch {
@@ -55,6 +93,39 @@ pub enum StatusWriteError {
         #[source]
         source: kube::Error,
     },
+    /// The work changed under every attempt.
+    #[error("ManifestWork {namespace}/{name} changed under the status write")]
+    Conflict {
+        /// Work namespace.
+        namespace: String,
+        /// Work name.
+        name: String,
+    },
+}
+
+impl StatusWriteError {
+    /// Whether the same report may succeed later: the API server was away,
+    /// overloaded, in conflict, or refused the hub's identity (RBAC can be
+    /// fixed). A report the API server found invalid is not retried.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::MissingWorkRef { .. } => false,
+            Self::Conflict { .. } => true,
+            Self::Read { source, .. } | Self::Patch { source, .. } => is_transient_api(source),
+            Self::Deletion(DeletionError::Contended { .. }) => true,
+            Self::Deletion(DeletionError::Write { source, .. }) => is_transient_api(source),
+        }
+    }
+}
+
+/// Errors worth retrying: everything but a request the API server judged
+/// malformed, invalid or too large.
+pub fn is_transient_api(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => !matches!(status.code, 400 | 404 | 405 | 413 | 415 | 422),
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => false,
+        _ => true,
+    }
 }
 
 /// Patches ManifestWork status from agent reports.
@@ -62,6 +133,15 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    /// The order of the agent sessions whose reports this writer writes.
+    pub sessions: Arc<SessionOrder>,
+}
+
+/// What to do after judging a report against one copy of the work.
+enum Step {
+    Done(StatusOutcome),
+    /// The copy may be out of date: read the work again.
+    Reread,
 }
 
 impl StatusWriter {
@@ -71,16 +151,21 @@ impl StatusWriter {
             deletion: WorkDeletion::new(client.clone()),
             client,
             index,
+            sessions: Arc::default(),
         }
     }
 
-    /// Writes `report` from the agent of `cluster`. Reports for another cluster's
-    /// namespace, for a deleted or recreated work, or older than the stored
-    /// status are dropped as stale.
+    /// Writes `report` from the agent of `cluster`, starting from `basis`.
+    /// Reports for another cluster's namespace, for a work the hub does not
+    /// have, for a deleted or recreated work, or older than the live status
+    /// (or claiming a generation the work never had) are dropped as stale.
+    /// Fails when the API server refuses a read or write; see
+    /// [`StatusWriteError::is_transient`] for which failures may be retried.
     pub async fn write(
         &self,
         cluster: &str,
         report: &v1::WorkStatus,
+        basis: Basis,
     ) -> Result<StatusOutcome, StatusWriteError> {
         let work_ref = report
             .work
@@ -88,39 +173,120 @@ impl StatusWriter {
             .ok_or_else(|| StatusWriteError::MissingWorkRef {
                 cluster: cluster.to_string(),
             })?;
-        if work_ref.namespace != cluster {
+        if work_ref.namespace != cluster || report.generation < 0 {
             return Ok(StatusOutcome::Stale);
         }
-        let Some(work) = self.index.get(cluster, &work_ref.name).await else {
+        // Only names the hub knows for this cluster reach the API server.
+        let Some(indexed) = self.index.get(cluster, &work_ref.name).await else {
             return Ok(StatusOutcome::Stale);
         };
-        if work.uid().as_deref() != Some(work_ref.uid.as_str()) {
-            return Ok(StatusOutcome::Stale);
+        let mut work = match basis {
+            Basis::Index => indexed,
+            Basis::Live => match self.read(cluster, &work_ref.name).await? {
+                Some(live) => Arc::new(live),
+                None => return Ok(StatusOutcome::Stale),
+            },
+        };
+        let mut live = basis == Basis::Live;
+        // A copy is judged at most twice: the index's, then a fresh read; a
+        // second conflict means another writer is busy, and the caller
+        // retries with backoff.
+        loop {
+            match self.write_on(&work, report, live).await? {
+                Step::Done(outcome) => return Ok(outcome),
+                Step::Reread if !live => {
+                    live = true;
+                    work = match self.read(cluster, &work_ref.name).await? {
+                        Some(current) => Arc::new(current),
+                        None => return Ok(StatusOutcome::Stale),
+                    };
+                }
+                Step::Reread => {
+                    return Err(StatusWriteError::Conflict {
+                        namespace: cluster.to_string(),
+                        name: work_ref.name.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn read(
+        &self,
+        cluster: &str,
+        name: &str,
+    ) -> Result<Option<ManifestWork>, StatusWriteError> {
+        let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), cluster);
+        api.get_opt(name)
+            .await
+            .map_err(|source| StatusWriteError::Read {
+                namespace: cluster.to_string(),
+                name: name.to_string(),
+                source,
+            })
+    }
+
+    /// Judges `report` against `work` (live when `live`) and writes it under
+    /// `work`'s resourceVersion.
+    async fn write_on(
+        &self,
+        work: &ManifestWork,
+        report: &v1::WorkStatus,
+        live: bool,
+    ) -> Result<Step, StatusWriteError> {
+        let work_ref = report.work.as_ref();
+        if work.uid().as_deref() != work_ref.map(|w| w.uid.as_str()) {
+            return Ok(if live {
+                Step::Done(StatusOutcome::Stale)
+            } else {
+                Step::Reread
+            });
         }
         if work.metadata.deletion_timestamp.is_some() {
-            return self.write_deletion(&work, report).await;
+            return self.write_deletion(work, report).await.map(Step::Done);
         }
-        if report.gone || is_older(&work, report) {
-            return Ok(StatusOutcome::Stale);
+        if report.gone || is_older(work, report) {
+            return Ok(Step::Done(StatusOutcome::Stale));
+        }
+        // An agent cannot have applied a generation the work never had; the
+        // index may just lag behind, the live object may not.
+        if report.generation > work.metadata.generation.unwrap_or_default() {
+            return Ok(if live {
+                Step::Done(StatusOutcome::Stale)
+            } else {
+                Step::Reread
+            });
         }
         let status = work_status(report);
         if work.status.as_ref() == Some(&status) {
-            return Ok(StatusOutcome::Unchanged);
+            return Ok(Step::Done(StatusOutcome::Unchanged));
         }
-        let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), cluster);
-        let patch = serde_json::json!({ "status": status });
-        api.patch_status(
-            &work_ref.name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(|source| StatusWriteError::Patch {
-            namespace: cluster.to_string(),
-            name: work_ref.name.clone(),
-            source,
-        })?;
-        Ok(StatusOutcome::Written)
+        let name = work.name_any();
+        let namespace = work.namespace().unwrap_or_default();
+        let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), &namespace);
+        // Both fields always present, so a merge patch replaces them whole.
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": work.resource_version() },
+            "status": {
+                "conditions": status.conditions,
+                "resourceStatus": status.resource_status,
+            },
+        });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(Step::Done(StatusOutcome::Written)),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Step::Reread),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                Ok(Step::Done(StatusOutcome::Stale))
+            }
+            Err(source) => Err(StatusWriteError::Patch {
+                namespace,
+                name,
+                source,
+            }),
+        }
     }
 }
 
@@ -137,6 +303,15 @@ impl StatusWriter {
             return Ok(StatusOutcome::Released);
         }
         let Some(deleting) = report.conditions.iter().find(|c| c.r#type == DELETING) else {
+            return Ok(StatusOutcome::Stale);
+        };
+        // The same bounds and repairs as any other condition.
+        let bounded = work_status(&v1::WorkStatus {
+            generation: report.generation,
+            conditions: vec![deleting.clone()],
+            ..Default::default()
+        });
+        let Some(deleting) = bounded.conditions.first() else {
             return Ok(StatusOutcome::Stale);
         };
         let written = self
@@ -157,97 +332,61 @@ fn is_older(work: &ManifestWork, report: &v1::WorkStatus) -> bool {
         .status
         .iter()
         .flat_map(|s| &s.conditions)
-        .filter(|c| c.type_ == "Applied")
         .map(|c| c.observed_generation)
         .max()
         .unwrap_or(0);
     report.generation < recorded
 }
 
-/// The ManifestWork status an agent report describes.
-pub fn work_status(report: &v1::WorkStatus) -> ManifestWorkStatus {
-    let manifests: Vec<ManifestCondition> = report
-        .manifests
-        .iter()
-        .map(|m| {
-            let meta = m.resource_meta.clone().unwrap_or_default();
-            ManifestCondition {
-                resource_meta: ManifestResourceMeta {
-                    ordinal: meta.ordinal,
-                    group: meta.group,
-                    version: meta.version,
-                    kind: meta.kind,
-                    resource: meta.resource,
-                    name: meta.name,
-                    namespace: meta.namespace,
-                },
-                status_feedback: (!m.feedback.is_empty()).then(|| StatusFeedbackResult {
-                    values: m.feedback.iter().map(feedback_value).collect(),
-                }),
-                conditions: m.conditions.iter().map(condition).collect(),
-            }
-        })
-        .collect();
-    ManifestWorkStatus {
-        conditions: report.conditions.iter().map(condition).collect(),
-        resource_status: Some(ManifestResourceStatus { manifests }),
-    }
-}
-
-fn condition(c: &v1::Condition) -> Condition {
-    let time =
-        Timestamp::from_second(c.last_transition_unix_seconds).unwrap_or(Timestamp::UNIX_EPOCH);
-    Condition {
-        type_: c.r#type.clone(),
-        status: c.status.clone(),
-        reason: c.reason.clone(),
-        message: c.message.clone(),
-        observed_generation: c.observed_generation,
-        last_transition_time: time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    }
-}
-
-fn feedback_value(v: &v1::FeedbackValue) -> FeedbackValue {
-    let mut field_value = FieldValue {
-        type_: v.r#type.clone(),
-        ..Default::default()
-    };
-    match v.r#type.as_str() {
-        "Integer" => field_value.integer = Some(v.integer),
-        "Boolean" => field_value.boolean = Some(v.boolean),
-        "JsonRaw" => field_value.json_raw = Some(v.json_raw.clone()),
-        _ => field_value.string = Some(v.string.clone()),
-    }
-    FeedbackValue {
-        name: v.name.clone(),
-        field_value,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest_work::{Condition, ManifestWorkStatus};
+
+    fn work_at(observed: &[i64]) -> ManifestWork {
+        let mut work = ManifestWork::new("w", Default::default());
+        work.status = Some(ManifestWorkStatus {
+            conditions: observed
+                .iter()
+                .map(|g| Condition {
+                    type_: "Applied".into(),
+                    observed_generation: *g,
+                    ..Default::default()
+                })
+                .collect(),
+            resource_status: None,
+        });
+        work
+    }
+
+    fn report_at(generation: i64) -> v1::WorkStatus {
+        v1::WorkStatus {
+            generation,
+            ..Default::default()
+        }
+    }
 
     #[test]
-    fn conditions_keep_reason_message_generation_and_time() {
-        let report = v1::WorkStatus {
-            work: None,
-            generation: 4,
-            conditions: vec![v1::Condition {
-                r#type: "Applied".into(),
-                status: "False".into(),
-                reason: "UnknownKind".into(),
-                message: "no kind Gadget".into(),
-                observed_generation: 4,
-                last_transition_unix_seconds: 1_700_000_000,
-            }],
-            manifests: vec![],
-            gone: false,
+    fn a_report_older_than_any_recorded_condition_is_older() {
+        let work = work_at(&[3, 5]);
+        assert!(is_older(&work, &report_at(4)));
+        assert!(!is_older(&work, &report_at(5)));
+        assert!(!is_older(&work_at(&[]), &report_at(0)));
+    }
+
+    #[test]
+    fn forbidden_and_unavailable_are_retried_invalid_is_not() {
+        let api = |code: u16| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            }))
         };
-        let status = work_status(&report);
-        let c = &status.conditions[0];
-        assert_eq!(c.reason, "UnknownKind");
-        assert_eq!(c.observed_generation, 4);
-        assert_eq!(c.last_transition_time, "2023-11-14T22:13:20Z");
+        for code in [403, 409, 429, 500, 503] {
+            assert!(is_transient_api(&api(code)), "{code}");
+        }
+        for code in [400, 404, 413, 422] {
+            assert!(!is_transient_api(&api(code)), "{code}");
+        }
     }
 }

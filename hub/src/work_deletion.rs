@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams};
@@ -145,45 +146,55 @@ impl WorkDeletion {
 
     /// Removes the finalizer, so the API server can let the work go. Reads
     /// the work's metadata afresh (so a work whose spec does not decode goes
-    /// too) and retries when it changed in between.
+    /// too) and tries again, after a short backoff, when it changed in
+    /// between; a work already gone (or recreated) counts as released. Fails
+    /// when the API server refuses the read or the write, or the work kept
+    /// changing; the status writer retries those.
     pub async fn release(&self, work: &ManifestWork) -> Result<(), DeletionError> {
+        let conflicts = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(20))
+            .with_max_delay(Duration::from_millis(500))
+            .with_max_times(5)
+            .with_jitter();
+        (|| self.release_once(work))
+            .retry(conflicts)
+            .when(|error| matches!(error, DeletionError::Contended { .. }))
+            .await
+    }
+
+    async fn release_once(&self, work: &ManifestWork) -> Result<(), DeletionError> {
         let api = self.api(work);
         let name = work.name_any();
-        for _ in 0..5 {
-            let Some(current) = api
-                .get_metadata_opt(&name)
-                .await
-                .map_err(Self::error(work, "reading"))?
-            else {
-                return Ok(());
-            };
-            if current.uid() != work.uid()
-                || !current.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
-            {
-                return Ok(());
-            }
-            let kept: Vec<&String> = current
-                .finalizers()
-                .iter()
-                .filter(|f| *f != CLEANUP_FINALIZER)
-                .collect();
-            let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.resource_version()}});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-                Err(source) => {
-                    return Err(Self::error(work, "removing the finalizer from")(source));
-                }
-            }
+        let Some(current) = api
+            .get_metadata_opt(&name)
+            .await
+            .map_err(Self::error(work, "reading"))?
+        else {
+            return Ok(());
+        };
+        if current.uid() != work.uid()
+            || !current.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+        {
+            return Ok(());
         }
-        Err(DeletionError::Contended {
-            namespace: work.namespace().unwrap_or_default(),
-            name,
-        })
+        let kept: Vec<&String> = current
+            .finalizers()
+            .iter()
+            .filter(|f| *f != CLEANUP_FINALIZER)
+            .collect();
+        let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.resource_version()}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(DeletionError::Contended {
+                namespace: work.namespace().unwrap_or_default(),
+                name,
+            }),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(source) => Err(Self::error(work, "removing the finalizer from")(source)),
+        }
     }
 
     /// Sets the `Deleting` condition, leaving the other conditions and the
