@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_hub::crds::POLICY_FILE;
 use ferry_e2e::helm::{CHARTS, charts_dir, helm, manifest_path, read_or_empty, render};
 use ferry_e2e::image::workspace_dir;
+use ferry_hub::crds::POLICY_FILE;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope};
