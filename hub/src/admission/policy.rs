@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
     ValidatingAdmissionPolicySpec, Validation, Variable,
 };
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
 use super::SPEC_WRITTEN;
@@ -169,18 +169,7 @@ pub async fn wait_until_policy_enforced(
         },
     );
     probe.metadata.namespace = Some(namespace.into());
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let deadline = tokio::time::Instant::now() + timeout;
-    while tokio::time::Instant::now() < deadline {
-        match api.create(&params, &probe).await {
-            Err(kube::Error::Api(status)) if status.message.contains(POLICY_NAME) => return true,
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-    false
+    super::refused_by(&api, &probe, POLICY_NAME, timeout).await
 }
 
 #[cfg(test)]
