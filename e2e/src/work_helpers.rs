@@ -85,6 +85,27 @@ pub fn is_applied_at_current_generation(work: &ManifestWork) -> bool {
     })
 }
 
+/// A namespaced CRD of `group` serving `kind` (plural `plural`) at v1 with
+/// a schema that keeps any field. Two of them naming the same kind under
+/// different plurals let a test hold the agent in its wait for a CRD that
+/// never becomes Established (the second one's names conflict).
+pub fn schemaless_crd(group: &str, plural: &str, kind: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind,
+                "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
 /// A ConfigMap manifest.
 pub fn config_map(namespace: &str, name: &str, data: Value) -> Value {
     serde_json::json!({

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
-use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
+use ferry_e2e::work_helpers::{
+    APPLY_TIMEOUT, config_map, manifest_work, schemaless_crd, wait_applied,
+};
 use ferry_hub::managed_cluster::ManagedCluster;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Kubernetes' default terminationGracePeriodSeconds: how long this test
 /// waits for the exit (a deadline, not a performance assertion).
@@ -38,24 +40,6 @@ fn agent_binary() -> PathBuf {
         binary.display()
     );
     binary
-}
-
-fn crd(plural: &str, kind: &str) -> Value {
-    let group = "sigterm.ferry.test";
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind,
-                "listKind": format!("{kind}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +88,9 @@ async fn sigterm_stops_the_agent_binary_mid_pass_with_exit_zero_and_closes_its_s
     // the spoke already serves, so it is never established and the agent
     // waits for it.
     let crds = spoke.api("apiextensions.k8s.io/v1", "CustomResourceDefinition", None);
-    let blocker: DynamicObject = serde_json::from_value(crd("widgets", "Widget")).expect("crd");
+    let blocker: DynamicObject =
+        serde_json::from_value(schemaless_crd("sigterm.ferry.test", "widgets", "Widget"))
+            .expect("crd");
     crds.create(&PostParams::default(), &blocker)
         .await
         .expect("create the spoke's own CRD");
@@ -127,7 +113,7 @@ async fn sigterm_stops_the_agent_binary_mid_pass_with_exit_zero_and_closes_its_s
         .create_work(&manifest_work(
             "cluster-a",
             "stuck",
-            vec![crd("gizmos", "Widget")],
+            vec![schemaless_crd("sigterm.ferry.test", "gizmos", "Widget")],
         ))
         .await
         .expect("create the stuck work");

@@ -9,28 +9,11 @@ use std::time::Duration;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::ownership::APPLIED_WORK_API_VERSION;
 use ferry_e2e::wait::{wait_deleted, wait_until};
-use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_work};
+use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_work, schemaless_crd};
 use kube::api::{DynamicObject, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const GROUP: &str = "crash.ferry.test";
-
-fn crd(plural: &str, kind: &str) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{GROUP}")},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind,
-                "listKind": format!("{kind}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    })
-}
 
 fn is_established(crd: &DynamicObject) -> bool {
     crd.data["status"]["conditions"]
@@ -52,7 +35,8 @@ async fn a_work_deleted_while_its_agent_was_killed_mid_pass_leaves_nothing_on_th
     // A CRD of the spoke's own already serves kind Widget in the group, so
     // the work's CRD for the same kind is never established: the agent
     // creates it and then waits for it, which holds the pass open.
-    let blocker: DynamicObject = serde_json::from_value(crd("widgets", "Widget")).expect("crd");
+    let blocker: DynamicObject =
+        serde_json::from_value(schemaless_crd(GROUP, "widgets", "Widget")).expect("crd");
     crds.create(&PostParams::default(), &blocker)
         .await
         .expect("create the spoke's own CRD");
@@ -71,7 +55,7 @@ async fn a_work_deleted_while_its_agent_was_killed_mid_pass_leaves_nothing_on_th
         "crashy",
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "crash-window"}}),
-            crd("gizmos", "Widget"),
+            schemaless_crd(GROUP, "gizmos", "Widget"),
         ],
     );
     let works = fleet.create_work(&work).await.expect("create work");
