@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use tracing::error;
 
 use crate::controlplane::{ControlPlane, ControlPlaneOptions, StartError};
+use crate::hub_metrics::{MetricWaitError, STATUS_REPORTS, hub_metric, wait_metric_above};
 use crate::link::Link;
 
 /// A fleet could not be started.
@@ -523,6 +524,22 @@ impl Fleet {
         if let Some(agent) = self.spoke_mut(name).agent.take() {
             agent.stop().await;
         }
+    }
+
+    /// Stops the agent of spoke `name`, starts a fresh one, and waits until
+    /// the hub has a status report from it. A restarted agent reports a work
+    /// only after its first pass over it, so this is the signal that it has
+    /// had its chance to act (or to leave something alone).
+    pub async fn restart_agent_until_it_reports(
+        &mut self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<(), MetricWaitError> {
+        self.stop_agent(name).await;
+        let reports = hub_metric(self.hub_probes_addr, STATUS_REPORTS).await?;
+        self.start_agent(name);
+        wait_metric_above(self.hub_probes_addr, STATUS_REPORTS, reports, timeout).await?;
+        Ok(())
     }
 
     /// Kills the agent of spoke `name` at once, wherever it is in a pass, as

@@ -63,6 +63,10 @@ pub async fn scrape(addr: SocketAddr) -> Result<String, ScrapeError> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// Every status report the hub received from agents, whatever became of it
+/// (summed over its `outcome` label).
+pub const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
+
 /// Waits until the hub's `name` (summed over its label sets) exceeds
 /// `baseline`, scraping every 50 ms the way a monitoring system would; the
 /// signal tests use to know the hub saw something happen (a report from a

@@ -2,7 +2,6 @@
 //! lets a restarted agent finish a deletion (issue 4, item 8).
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::hub_metrics::{hub_metric, wait_metric_above};
 use ferry_e2e::ownership::{APPLIED_WORK_API_VERSION, hold, unhold};
 use ferry_e2e::spoke_actor::read_json;
 use ferry_e2e::wait::{wait_deleted, wait_until};
@@ -12,9 +11,6 @@ use ferry_e2e::work_helpers::{
 use ferry_hub::manifest_work::ManifestWork;
 use kube::ResourceExt;
 use serde_json::json;
-
-/// Every status report the hub received, whatever became of it.
-const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spoke_records_every_applied_object_with_its_uid() {
@@ -141,22 +137,13 @@ async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
         .await
         .expect("waiting for the held object");
 
-    fleet.stop_agent("cluster-a").await;
-    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
-        .await
-        .expect("scrape");
-    fleet.start_agent("cluster-a");
     // The new agent knows the work from the spoke's record alone. Once it has
     // reported on it (its first report comes after its first pass), the hub
     // must still be waiting for the held object instead of letting it go.
-    wait_metric_above(
-        fleet.hub_probes_addr,
-        STATUS_REPORTS,
-        reports,
-        APPLY_TIMEOUT,
-    )
-    .await
-    .expect("the restarted agent reports");
+    fleet
+        .restart_agent_until_it_reports("cluster-a", APPLY_TIMEOUT)
+        .await
+        .expect("the restarted agent reports");
     let work = works
         .get_opt("halfway")
         .await

@@ -5,7 +5,6 @@
 use ferry_agent::semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
 use ferry_agent::semantics::paths::IgnorePath;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::hub_metrics::{hub_metric, wait_metric_above};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_condition, manifest_work, set_at, ssa_config,
@@ -14,9 +13,6 @@ use ferry_e2e::work_helpers::{
 use ferry_hub::manifest_work::{IgnoreCondition, ManifestWork, WhenDeleted};
 use kube::api::{DeleteParams, DynamicObject};
 use serde_json::json;
-
-/// Every status report the hub received, whatever became of it.
-const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
 
 fn config_map(value: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -131,22 +127,12 @@ async fn an_object_deleted_on_the_spoke_stays_deleted_with_when_deleted_leave_ev
         "not recreated"
     );
     // A fresh agent re-applies the work from the hub; only the spoke's record
-    // tells it the object was deleted there.
-    fleet.stop_agent("cluster-a").await;
-    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+    // tells it the object was deleted there. Its first report comes after its
+    // first pass: by then it has decided whether to recreate the object.
+    fleet
+        .restart_agent_until_it_reports("cluster-a", APPLY_TIMEOUT)
         .await
-        .expect("scrape");
-    fleet.start_agent("cluster-a");
-    // The restarted agent's first report on the work comes after its first
-    // pass over it: by then it has decided whether to recreate the object.
-    wait_metric_above(
-        fleet.hub_probes_addr,
-        STATUS_REPORTS,
-        reports,
-        APPLY_TIMEOUT,
-    )
-    .await
-    .expect("the restarted agent reports");
+        .expect("the restarted agent reports");
     assert!(
         spoke.get_opt("hashed").await.expect("read").is_none(),
         "not recreated by a restarted agent"
