@@ -20,7 +20,8 @@ use crate::semantics::hash::{
     strip_ferry_annotations,
 };
 use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
-use crate::semantics::merge::{ListSchema, merge_patch, three_way_merge};
+use crate::semantics::list_items::ListSchema;
+use crate::semantics::merge::{merge_patch, three_way_merge};
 use crate::semantics::release::{Owner, add_references, apply_references};
 use crate::semantics::strategy::{DEFAULT_FIELD_MANAGER, Strategy, WhenDeleted};
 
