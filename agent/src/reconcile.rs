@@ -17,7 +17,7 @@ use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
-use crate::ownership_marks::{ReleaseError, adopt, release_each};
+use crate::release::{ReleaseError, adopt, release_each};
 use crate::semantics::availability::availability;
 use crate::semantics::feedback::evaluate_feedback;
 use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};

@@ -12,7 +12,7 @@ use super::hash::{
     render_field_hashes, set_annotations,
 };
 use super::list_items::conventional_merge_key;
-use super::ownership::{has_managed_fields, item_key_fields, owners};
+use super::managed_fields::{has_managed_fields, item_key_fields, owners};
 use super::paths::{IgnorePath, Pointer, Segment, get, locate, normalized, remove_pointers, set};
 
 /// When an ignored field keeps the spoke's value.

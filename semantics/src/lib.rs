@@ -11,8 +11,8 @@ pub mod hash;
 pub mod identity;
 pub mod ignore;
 pub mod list_items;
+pub mod managed_fields;
 pub mod merge;
-pub mod ownership;
 pub mod paths;
 pub mod release;
 mod status_fields;
@@ -37,6 +37,6 @@ pub use ignore::{
 pub use list_items::{
     CONVENTIONAL_MERGE_KEYS, ListKind, ListSchema, NoSchema, conventional_merge_key,
 };
+pub use managed_fields::{Ownership, owners, ownership};
 pub use merge::{merge_patch, three_way_merge};
-pub use ownership::{Ownership, owners, ownership};
 pub use paths::{IgnorePath, PathError, Pointer, Segment};
