@@ -14,11 +14,9 @@ use kube::{Api, Client, ResourceExt};
 use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
-use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
+use crate::work_deletion::{DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
-
-/// Field manager the hub writes status with.
-pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
+use ferry_semantics::contract::DELETING;
 
 /// What became of one agent report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,6 +340,7 @@ fn is_older(work: &ManifestWork, report: &v1::WorkStatus) -> bool {
 mod tests {
     use super::*;
     use crate::manifest_work::{Condition, ManifestWorkStatus};
+    use ferry_semantics::contract::APPLIED;
 
     fn work_at(observed: &[i64]) -> ManifestWork {
         let mut work = ManifestWork::new("w", Default::default());
@@ -349,7 +348,7 @@ mod tests {
             conditions: observed
                 .iter()
                 .map(|g| Condition {
-                    type_: "Applied".into(),
+                    type_: APPLIED.into(),
                     observed_generation: *g,
                     ..Default::default()
                 })

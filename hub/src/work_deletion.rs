@@ -23,14 +23,14 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, warn};
 
+use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
+
 use crate::manifest_work::{Condition, ManifestWork};
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::work_index::{WORKS_RESOURCE, watch_backoff};
 
 /// The finalizer that keeps a deleted work until its objects are released.
 pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
-/// The work condition shown while a work's objects are being released.
-pub const DELETING: &str = "Deleting";
 
 /// A finalizer or condition write failed.
 #[derive(Debug, thiserror::Error)]
@@ -229,7 +229,7 @@ impl WorkDeletion {
             reason: reason.into(),
             message: message.into(),
             observed_generation: metadata.generation.unwrap_or_default(),
-            last_transition_time: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            last_transition_time: Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string(),
         };
         let Some(updated) = with_deleting(conditions, deleting) else {
             return Ok(false);

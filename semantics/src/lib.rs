@@ -5,6 +5,7 @@
 
 pub mod availability;
 pub mod compare;
+pub mod contract;
 pub mod equality;
 pub mod feedback;
 pub mod hash;

@@ -25,6 +25,7 @@ pub mod validate;
 use std::future::Future;
 use std::time::Duration;
 
+use ferry_semantics::contract::HUB_FIELD_MANAGER;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
@@ -58,9 +59,6 @@ const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
 /// CEL condition under which the API server calls the webhook (and applies
 /// the admission policy): a CREATE, or an UPDATE that changes the spec.
 pub(crate) const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
-
-/// Field manager of the hub's writes to the webhook configuration.
-const FIELD_MANAGER: &str = "ferry-hub";
 
 /// What the API server does when it cannot reach the webhook
 /// (`--webhook-failure-policy`).
@@ -180,7 +178,7 @@ pub async fn install_webhook(
     let config = webhook_configuration(base_url, ca_pem, failure_policy);
     api.patch(
         WEBHOOK_CONFIGURATION_NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(HUB_FIELD_MANAGER).force(),
         &Patch::Apply(&config),
     )
     .await
