@@ -1,11 +1,13 @@
 //! The `ferry.v1` wire contract: messages and the `WorkDistributor` service
-//! generated from `ferry/v1/ferry.proto`.
+//! generated from `ferry/v1/ferry.proto`. The service stubs (tonic) come with
+//! the default `grpc` feature; the messages alone need only prost.
 #![forbid(unsafe_code)]
 
-/// Generated protobuf types and gRPC stubs for package `ferry.v1`.
+/// Generated protobuf types (and, with the `grpc` feature, the gRPC stubs)
+/// for package `ferry.v1`.
 #[allow(missing_docs, clippy::all)]
 pub mod v1 {
-    tonic::include_proto!("ferry.v1");
+    include!(concat!(env!("OUT_DIR"), "/ferry.v1.rs"));
 }
 
 /// The protocol version this build speaks; sent in Hello and Welcome so that
