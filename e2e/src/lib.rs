@@ -3,6 +3,7 @@
 //! ferry running against them, and watch-based waiting helpers.
 #![forbid(unsafe_code)]
 
+pub mod agent_client;
 pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;
@@ -13,5 +14,6 @@ pub mod image;
 pub mod link;
 pub mod ownership;
 pub mod spoke_actor;
+pub mod two_config_maps;
 pub mod wait;
 pub mod work_helpers;
