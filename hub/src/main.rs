@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::agent_identity::AuthOptions;
+use ferry_hub::cert_reload::{CaSource, CertSource};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
 use ferry_hub::server::{GrpcTls, HubListeners, TransportLimits, run_hub};
@@ -206,14 +207,12 @@ async fn main() -> anyhow::Result<()> {
             tcp_keepalive_seconds,
             max_connections,
         } => {
-            let read = |path: &PathBuf| {
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-            };
+            // The files are followed: a rotated certificate (cert-manager
+            // renewing the Secret) is served without a restart.
             let grpc_tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(GrpcTls {
-                    cert_pem: read(&cert)?,
-                    key_pem: read(&key)?,
-                    client_ca_pem: client_ca.as_ref().map(read).transpose()?,
+                    client_ca: client_ca.map(CaSource::File),
+                    ..GrpcTls::new(CertSource::Files { cert, key })
                 }),
                 _ if insecure_plaintext => None,
                 _ => anyhow::bail!(

@@ -432,8 +432,12 @@ impl Pusher {
                 evict: !self.seen.contains(&uid),
                 delete_option: None,
             };
+            let evict = delete.evict;
             if !self.send_delete(delete).await {
                 return false;
+            }
+            if evict {
+                self.deletion.events().evicted(&self.cluster, &uid);
             }
         }
         true
