@@ -255,9 +255,14 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
 
     // Rotation: new leaves under the same CA.
     let (grpc_b, webhook_b) = (ca.leaf("grpc B"), ca.leaf("webhook B"));
+    let rotated = std::time::Instant::now();
     write(dir.path(), "grpc", &grpc_b);
     write(dir.path(), "webhook", &webhook_b);
     wait_served(&ca.pem, grpc_addr, b"h2", &leaf_der(&grpc_b), "agent port").await;
+    println!(
+        "agent port served the rotated certificate {:?} after the files changed (polling every {RELOAD:?})",
+        rotated.elapsed()
+    );
     wait_served(
         &ca.pem,
         webhook_addr,
