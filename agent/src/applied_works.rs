@@ -27,6 +27,7 @@ use crate::semantics::release::Owner;
     group = "work.ferry.dev",
     version = "v1alpha1",
     kind = "AppliedManifestWork",
+    doc = "What the ferry agent applied on this spoke cluster for one hub ManifestWork: the objects it created, with their UIDs, so that they are garbage-collected or orphaned when the work goes away.",
     status = "AppliedManifestWorkStatus",
     category = "ferry",
     printcolumn = r#"{"name":"Work","type":"string","jsonPath":".spec.workName"}"#,

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::agent_identity::AuthOptions;
+use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
 use ferry_hub::server::{GrpcTls, HubListeners, TransportLimits, run_hub};
@@ -46,7 +47,7 @@ enum Command {
         #[arg(long, env = "FERRY_INSTALL_CRDS")]
         install_crds: bool,
         /// Serving certificate chain (PEM) of the agent port; TLS is on
-        /// unless --insecure-plaintext is given.
+        /// unless --insecure-plaintext is given. Re-read when it changes.
         #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
         tls_cert: Option<PathBuf>,
         /// Private key (PEM) of --tls-cert.
@@ -80,6 +81,12 @@ enum Command {
         /// certificate; defaults to the certificate file itself.
         #[arg(long, env = "FERRY_WEBHOOK_CA", requires = "webhook_cert")]
         webhook_ca: Option<PathBuf>,
+        /// How often the certificate files (--tls-cert, --tls-key,
+        /// --client-ca, --webhook-cert, --webhook-key) are checked for
+        /// changes; changed files are served to new connections without a
+        /// restart, unusable ones are logged and the previous certificate kept.
+        #[arg(long, env = "FERRY_CERT_RELOAD_SECONDS", default_value_t = DEFAULT_RELOAD_INTERVAL.as_secs())]
+        cert_reload_seconds: u64,
         /// Largest ManifestWork admitted, in bytes of JSON.
         #[arg(long, env = "FERRY_MAX_WORK_BYTES", default_value_t = DEFAULT_MAX_WORK_BYTES)]
         max_work_bytes: usize,
@@ -193,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
             webhook_cert,
             webhook_key,
             webhook_ca,
+            cert_reload_seconds,
             max_work_bytes,
             webhook_failure_policy,
             agent_service_account,
@@ -206,14 +214,14 @@ async fn main() -> anyhow::Result<()> {
             tcp_keepalive_seconds,
             max_connections,
         } => {
-            let read = |path: &PathBuf| {
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-            };
+            // The files are followed: a rotated certificate (cert-manager
+            // renewing the Secret) is served without a restart.
+            let reload_interval = Duration::from_secs(cert_reload_seconds.max(1));
             let grpc_tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(GrpcTls {
-                    cert_pem: read(&cert)?,
-                    key_pem: read(&key)?,
-                    client_ca_pem: client_ca.as_ref().map(read).transpose()?,
+                    client_ca: client_ca.map(CaSource::File),
+                    reload_interval,
+                    ..GrpcTls::new(CertSource::Files { cert, key })
                 }),
                 _ if insecure_plaintext => None,
                 _ => anyhow::bail!(
@@ -239,9 +247,10 @@ async fn main() -> anyhow::Result<()> {
                 admission: match (webhook_addr, webhook_url) {
                     (Some(addr), Some(url)) => {
                         let cert = match (webhook_cert, webhook_key) {
-                            (Some(cert), Some(key)) => {
-                                ServingCert::load(&cert, &key, webhook_ca.as_deref())?
-                            }
+                            (Some(cert), Some(key)) => ServingCert {
+                                reload_interval,
+                                ..ServingCert::load(&cert, &key, webhook_ca.as_deref())?
+                            },
                             _ => ServingCert::generate(&[url_host(&url)?])?,
                         };
                         Some(AdmissionOptions {

@@ -26,6 +26,24 @@ pub struct WatchLabel {
     pub watch: &'static str,
 }
 
+/// Label of the Event counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventOutcomeLabel {
+    /// `published`, `failed` (the API server refused it) or `dropped` (the
+    /// queue was full).
+    pub outcome: &'static str,
+}
+
+/// Label of the certificate-reload counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertReloadLabel {
+    /// Whose certificate: `grpc`, `grpc-client-ca` or `webhook`.
+    pub listener: &'static str,
+    /// `reloaded`, or `failed` (the changed files were unusable; the previous
+    /// certificate stays).
+    pub outcome: &'static str,
+}
+
 /// Label naming one ManifestWork.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkLabel {
@@ -62,6 +80,10 @@ pub struct HubMetrics {
     pub status_write_retries: Counter,
     /// Works whose latest report waits for a retry.
     pub status_reports_pending: Gauge,
+    /// Kubernetes Events about works, by outcome.
+    pub events: Family<EventOutcomeLabel, Counter>,
+    /// Serving certificates (and client CAs) reloaded from changed files.
+    pub certificate_reloads: Family<CertReloadLabel, Counter>,
 }
 
 impl HubMetrics {
@@ -122,6 +144,16 @@ impl HubMetrics {
             "status_reports_pending",
             "Works whose latest status report waits for a retry",
             self.status_reports_pending.clone(),
+        );
+        registry.register(
+            "events",
+            "Kubernetes Events about works, by outcome (published, failed, dropped)",
+            self.events.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Certificate files that changed, by listener and outcome (reloaded, failed)",
+            self.certificate_reloads.clone(),
         );
     }
 }

@@ -11,6 +11,7 @@ use ferry_proto::v1;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
+use crate::events::WorkEvents;
 use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
@@ -131,6 +132,7 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    events: WorkEvents,
     /// The order of the agent sessions whose reports this writer writes.
     pub sessions: Arc<SessionOrder>,
 }
@@ -143,10 +145,13 @@ enum Step {
 }
 
 impl StatusWriter {
-    /// A writer using `client` and reading current works from `index`.
-    pub fn new(client: Client, index: Arc<WorkIndex>) -> Self {
+    /// A writer using `client` and reading current works from `index`; it
+    /// publishes an Event through `events` after each write that makes a
+    /// condition transition.
+    pub fn new(client: Client, index: Arc<WorkIndex>, events: WorkEvents) -> Self {
         Self {
-            deletion: WorkDeletion::new(client.clone()),
+            deletion: WorkDeletion::new(client.clone(), events.clone()),
+            events,
             client,
             index,
             sessions: Arc::default(),
@@ -274,7 +279,13 @@ impl StatusWriter {
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(Step::Done(StatusOutcome::Written)),
+            Ok(_) => {
+                // After the write, never instead of it: `work` is the copy
+                // the write was made against, so each transition is seen by
+                // exactly one successful write.
+                self.events.status_written(work, &status);
+                Ok(Step::Done(StatusOutcome::Written))
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Step::Reread),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 Ok(Step::Done(StatusOutcome::Stale))

@@ -35,6 +35,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::cert_reload::CertReloads;
 use crate::manifest_work::{
     FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, NamedJsonPath, ResourceIdentifier,
@@ -193,9 +194,11 @@ pub async fn install_webhook(
 pub async fn serve(
     client: kube::Client,
     options: AdmissionOptions,
+    reloads: CertReloads,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AdmissionError> {
-    let tls = options.cert.server_config()?;
+    // Follows the certificate files, counting reloads in `reloads`.
+    let tls = options.cert.server_config(reloads).await?;
     // Accepting starts here, so the webhook answers as soon as the API server
     // learns of it below.
     let listener = TlsListener::new(options.listener, tls).map_err(AdmissionError::Listener)?;
