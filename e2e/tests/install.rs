@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 use ferry_e2e::audit::{Request, requests_by};
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_e2e::helm::render;
+use ferry_e2e::helm::{charts_dir, helm, render};
 use ferry_e2e::local_pod::{
     LocalContainer, local_container, non_loopback_ipv4, service_account_kubeconfig,
     workspace_binary,
@@ -746,8 +746,161 @@ async fn the_hub_roles_grant_no_wildcards_and_every_grant_is_used_by_the_core_pa
             )
         })
         .collect();
+    for (group, resource, verb, _) in AGENT_RARELY_USED {
+        assert!(
+            fixed
+                .iter()
+                .chain(&wide)
+                .any(|g| g.group == *group && g.resource == *resource && g.verb == *verb),
+            "AGENT_RARELY_USED names {verb} {group}/{resource}, which the agent is not granted"
+        );
+    }
     assert!(
         agent_unused.is_empty(),
         "the agent's role grants what the core path never used: {agent_unused:#?}\nthe agent's requests: {agent_seen:#?}"
     );
+}
+
+/// Grants that only `installCRDs=true` adds and that a hub installing its
+/// CRDs into an API server without them does not use, each with the path
+/// that does.
+const INSTALL_CRDS_RARELY_USED: &[(&str, &str, &str, &str)] = &[
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        "create",
+        "the chart installs the admission policy itself (a template), so the hub's apply \
+         only creates it when someone deleted it (hub/src/admission/policy.rs install_policy)",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        "create",
+        "as for the policy: the chart installs the binding, the hub recreates a deleted one",
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_install_crds_the_hub_installs_its_crds_with_the_charts_permissions_and_uses_each_added_grant()
+ {
+    let hub = ControlPlane::start("hub-install-crds", ControlPlaneOptions { audit: true })
+        .await
+        .expect("control plane starts");
+    let admin = hub.client().await.expect("admin client");
+    // As `helm install --skip-crds --set installCRDs=true`: the hub is the
+    // one to create its CRDs.
+    let chart = charts_dir().join("ferry-hub");
+    let rendered = blocking(move || {
+        helm(&[
+            "template",
+            "ferry-hub",
+            &chart.to_string_lossy(),
+            "--namespace",
+            HUB_NAMESPACE,
+            "--set",
+            "installCRDs=true",
+        ])
+    })
+    .await
+    .expect("render the hub chart with installCRDs");
+    let docs = documents(&rendered);
+    assert!(
+        of_kind(&docs, &["CustomResourceDefinition"]).is_empty(),
+        "helm template without --include-crds renders no CRD"
+    );
+    install(&admin, HUB_NAMESPACE, &docs).await;
+    let cert = ServingCert::generate(&["127.0.0.1".into()]).expect("hub certificate");
+    put_secret(
+        &admin,
+        HUB_NAMESPACE,
+        HUB_TLS_SECRET,
+        &[
+            ("tls.crt", &cert.chain_pem),
+            ("tls.key", &cert.key_pem),
+            ("ca.crt", &cert.ca_pem),
+        ],
+    )
+    .await;
+    let dir = tempfile::Builder::new()
+        .prefix("ferry-install-crds-")
+        .tempdir()
+        .expect("test dir");
+    let mut container = local_container(
+        &admin,
+        HUB_NAMESPACE,
+        of_kind(&docs, &["Deployment"])[0],
+        dir.path(),
+    )
+    .await
+    .expect("the hub's container");
+    assert!(container.args.iter().any(|a| a == "--install-crds"));
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    for flag in ["--grpc-addr=", "--probe-addr=", "--webhook-addr="] {
+        assert!(container.set_arg(flag, &format!("127.0.0.1:{}", free_port(loopback))));
+    }
+    let kubeconfig = dir.path().join("kubeconfig");
+    let config = service_account_kubeconfig(&hub, &admin, HUB_NAMESPACE, "ferry-hub")
+        .await
+        .expect("hub token");
+    std::fs::write(&kubeconfig, config).expect("hub kubeconfig");
+    let mut process = Process::start(&container, "FERRY_HUB_BIN", &kubeconfig, dir.path());
+
+    // The hub installs its CRDs, then serves: its webhook is registered
+    // after the CRDs are Established and the policy is applied.
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    wait_until(
+        &configs,
+        WEBHOOK_CONFIGURATION_NAME,
+        "webhook registered",
+        APPLY_TIMEOUT,
+        |_| true,
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "the hub did not get past its CRDs: {e}\n{}",
+            process.alive()
+        )
+    });
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for name in [
+        "manifestworks.work.ferry.dev",
+        "managedclusters.work.ferry.dev",
+    ] {
+        assert!(
+            crds.get_opt(name).await.expect("read CRDs").is_some(),
+            "{name} was not installed"
+        );
+    }
+    process.alive();
+    let requests = requests_by(&hub.info.audit_log, HUB_USER);
+    drop(process);
+    hub.stop().await;
+
+    let refused: Vec<&Request> = requests.iter().filter(|r| r.code == 403).collect();
+    assert!(refused.is_empty(), "the hub was refused: {refused:#?}");
+    let default_docs = documents(
+        &blocking(|| render("ferry-hub", HUB_NAMESPACE))
+            .await
+            .expect("render the hub chart"),
+    );
+    let default_grants = grants(&rules(&default_docs));
+    let added: Vec<Grant> = grants(&rules(&docs))
+        .into_iter()
+        .filter(|g| !default_grants.contains(g))
+        .collect();
+    assert!(!added.is_empty(), "installCRDs adds no rule");
+    let unused_added = unused(&added, &requests, INSTALL_CRDS_RARELY_USED);
+    assert!(
+        unused_added.is_empty(),
+        "installCRDs grants what --install-crds never used: {unused_added:#?}\nthe hub's requests: {requests:#?}"
+    );
+    for (group, resource, verb, _) in INSTALL_CRDS_RARELY_USED {
+        assert!(
+            added
+                .iter()
+                .any(|g| g.group == *group && g.resource == *resource && g.verb == *verb),
+            "INSTALL_CRDS_RARELY_USED names {verb} {group}/{resource}, which installCRDs does not add"
+        );
+    }
 }

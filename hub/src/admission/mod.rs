@@ -173,7 +173,8 @@ pub fn webhook_configuration(
 
 /// Server-side applies [`webhook_configuration`]. Fails when the API server
 /// refuses it (typically RBAC: the hub needs `patch` on
-/// `validatingwebhookconfigurations`).
+/// `validatingwebhookconfigurations`, and `create` too when the apply creates
+/// the configuration, which the API server checks as a create).
 pub async fn install_webhook(
     client: &kube::Client,
     target: &WebhookTarget,
