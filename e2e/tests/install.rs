@@ -7,9 +7,11 @@
 //! a Service reference refuses an invalid work (the hub API server reaches it
 //! through the Service's EndpointSlice), a work is applied with status and
 //! feedback back, clusters show as connected, a deleted work is collected on
-//! the spoke, and a second cluster joined by an admin is served. The API
+//! the spoke, and a second cluster joined by an admin is served (its agent in
+//! the chart's restricted mode, `rbac.restricted=true`). The API
 //! servers' audit logs of that run then show that every grant of the hub's
-//! roles (and the agent's fixed rules) was used, and nothing was refused.
+//! roles (and the agent's fixed rules) was used, and nothing was refused. A
+//! third test does the same for the rules `installCRDs=true` adds.
 //!
 //! Needs the binaries built next to the test (`cargo build -p ferry-hub -p
 //! ferry-agent`, or `FERRY_HUB_BIN`/`FERRY_AGENT_BIN`) and an IPv4 address
@@ -64,6 +66,7 @@ const AGENT_HUB_SECRET: &str = "ferry-agent-hub";
 struct Record {
     hub_requests: Vec<Request>,
     agent_requests: Vec<Request>,
+    restricted_agent_requests: Vec<Request>,
     hub_rules: Vec<Value>,
     agent_rules: Vec<Value>,
 }
@@ -308,24 +311,22 @@ fn work_with_feedback(cluster: &str, name: &str) -> ManifestWork {
     work
 }
 
-async fn wait_connected(clusters: &Api<ManagedCluster>, name: &str) {
-    wait_until(
-        clusters,
-        name,
-        "ManagedCluster connected",
-        APPLY_TIMEOUT,
-        |c| c.status.as_ref().is_some_and(|s| s.connected),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{name} never shows connected: {e}"));
+async fn wait_connected(clusters: &Api<ManagedCluster>, name: &str, agent: &mut Process) {
+    let connected = |c: &ManagedCluster| c.status.as_ref().is_some_and(|s| s.connected);
+    if let Err(e) = wait_until(clusters, name, "connected", APPLY_TIMEOUT, connected).await {
+        panic!(
+            "{name} never shows connected: {e}\nits agent:\n{}",
+            agent.alive()
+        );
+    }
 }
 
 async fn core_path() -> Record {
     let audited = ControlPlaneOptions { audit: true };
     let (hub, spoke_a, spoke_b) = tokio::try_join!(
         ControlPlane::start("hub-install", audited.clone()),
-        ControlPlane::start("spoke-install-a", audited),
-        ControlPlane::start("spoke-install-b", ControlPlaneOptions::default()),
+        ControlPlane::start("spoke-install-a", audited.clone()),
+        ControlPlane::start("spoke-install-b", audited),
     )
     .expect("control planes start");
     let hub_docs = documents(
@@ -338,13 +339,30 @@ async fn core_path() -> Record {
             .await
             .expect("render the agent chart"),
     );
+    // The second spoke's agent runs in the chart's restricted mode (only
+    // the default rbac.allowedResources, no `*`).
+    let restricted_docs = documents(
+        &blocking(|| {
+            helm(&[
+                "template",
+                "ferry-agent",
+                &charts_dir().join("ferry-agent").to_string_lossy(),
+                "--namespace",
+                AGENT_NAMESPACE,
+                "--set",
+                "rbac.restricted=true",
+            ])
+        })
+        .await
+        .expect("render the restricted agent chart"),
+    );
     let hub_admin = hub.client().await.expect("hub admin client");
     install(&hub_admin, HUB_NAMESPACE, &hub_docs).await;
-    for spoke in [&spoke_a, &spoke_b] {
+    for (spoke, docs) in [(&spoke_a, &agent_docs), (&spoke_b, &restricted_docs)] {
         install(
             &spoke.client().await.expect("spoke admin client"),
             AGENT_NAMESPACE,
-            &agent_docs,
+            docs,
         )
         .await;
     }
@@ -480,7 +498,7 @@ async fn core_path() -> Record {
     // A work is applied, with status and feedback back on the hub, and the
     // cluster shows as connected.
     let clusters: Api<ManagedCluster> = Api::all(hub_admin.clone());
-    wait_connected(&clusters, "spoke-install-a").await;
+    wait_connected(&clusters, "spoke-install-a", &mut agent_a).await;
     works
         .create(
             &PostParams::default(),
@@ -528,7 +546,8 @@ async fn core_path() -> Record {
         .await
         .unwrap_or_else(|e| panic!("{e}\nagent:\n{}", agent_a.alive()));
 
-    // A second cluster joined by an admin is served by the same hub.
+    // A second cluster joined by an admin is served by the same hub; its
+    // agent, restricted to the chart's allowed kinds, applies a ConfigMap.
     let token_b = join_cluster(&hub_admin, "spoke-install-b", 3600)
         .await
         .expect("join spoke-install-b");
@@ -538,11 +557,11 @@ async fn core_path() -> Record {
         &cert.ca_pem,
         &token_b,
         "spoke-install-b",
-        of_kind(&agent_docs, &["Deployment"])[0],
+        of_kind(&restricted_docs, &["Deployment"])[0],
         dir.path(),
     )
     .await;
-    wait_connected(&clusters, "spoke-install-b").await;
+    wait_connected(&clusters, "spoke-install-b", &mut agent_b).await;
     let works_b: Api<ManifestWork> = Api::namespaced(hub_admin.clone(), "spoke-install-b");
     works_b
         .create(
@@ -578,6 +597,7 @@ async fn core_path() -> Record {
     let record = Record {
         hub_requests: requests_by(&hub.info.audit_log, HUB_USER),
         agent_requests: requests_by(&spoke_a.info.audit_log, AGENT_USER),
+        restricted_agent_requests: requests_by(&spoke_b.info.audit_log, AGENT_USER),
         hub_rules: rules(&hub_docs),
         agent_rules: rules(&agent_docs),
     };
@@ -602,6 +622,7 @@ async fn with_exactly_the_charts_permissions_hub_and_agents_serve_the_core_path(
     for (user, requests) in [
         (HUB_USER, &record.hub_requests),
         (AGENT_USER, &record.agent_requests),
+        (AGENT_USER, &record.restricted_agent_requests),
     ] {
         assert!(!requests.is_empty(), "no request of {user} was audited");
         let refused: Vec<&Request> = requests.iter().filter(|r| r.code == 403).collect();
