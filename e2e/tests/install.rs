@@ -484,8 +484,20 @@ async fn core_path() -> Record {
         hub_process.alive()
     );
     let works: Api<ManifestWork> = Api::namespaced(hub_admin.clone(), "spoke-install-a");
-    let mut invalid = work_with_feedback("spoke-install-a", "invalid");
-    invalid.spec.manifest_configs[0].feedback_rules[0].json_paths[0].path = "$.data[?(@.x==".into();
+    // Only the webhook checks JSONPath grammar (the CRD's rules and the
+    // admission policy cannot), and it fails open: a refusal is its answer.
+    let invalid: ManifestWork = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWork",
+        "metadata": {"name": "invalid", "namespace": "spoke-install-a"},
+        "spec": {
+            "workload": {"manifests": [config_map("default", "invalid", json!({"a": "1"}))]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "", "resource": "configmaps",
+                                       "namespace": "default", "name": "invalid"},
+                "updateStrategy": {"type": "ServerSideApply", "serverSideApply": {"ignoreFields": [
+                    {"condition": "OnSpokePresent", "jsonPaths": ["$.data[?(@.x=="]}]}}}]}
+    }))
+    .expect("a ManifestWork");
     match works.create(&PostParams::default(), &invalid).await {
         Err(kube::Error::Api(status)) => assert!(
             status.message.contains(WEBHOOK_NAME) && status.message.contains("JSONPath"),
@@ -720,6 +732,17 @@ async fn the_hub_roles_grant_no_wildcards_and_every_grant_is_used_by_the_core_pa
         .collect();
     assert!(wild.is_empty(), "wildcards in the hub's roles: {wild:#?}");
     let hub_unused = unused(&hub, &record.hub_requests, HUB_RARELY_USED);
+    // The figures: what the hub asked its API server for during the core path.
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for r in &record.hub_requests {
+        *counts
+            .entry(format!("{} {}/{}", r.verb, r.group, r.resource))
+            .or_default() += 1;
+    }
+    eprintln!(
+        "hub requests during the core path ({} in all): {counts:#?}",
+        record.hub_requests.len()
+    );
     let seen: BTreeSet<String> = record
         .hub_requests
         .iter()
