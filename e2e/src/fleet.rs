@@ -8,7 +8,7 @@ use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
 use ferry_hub::admission::policy::wait_until_policy_enforced;
 use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget, wait_until_enforced,
 };
 use ferry_hub::cert_reload::{CaSource, CertSource};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
@@ -733,7 +733,7 @@ impl Webhook {
             listener: tokio::net::TcpListener::bind(self.addr)
                 .await
                 .map_err(FleetError::Bind)?,
-            url: format!("https://{}", self.addr),
+            target: WebhookTarget::Url(format!("https://{}", self.addr)),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
             failure_policy: FailurePolicy::default(),

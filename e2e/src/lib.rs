@@ -12,6 +12,7 @@ pub mod helm;
 pub mod hub_metrics;
 pub mod image;
 pub mod link;
+pub mod local_pod;
 pub mod ownership;
 pub mod spoke_actor;
 pub mod two_config_maps;

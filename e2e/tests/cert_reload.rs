@@ -12,7 +12,9 @@ use std::time::Duration;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::work_helpers::{config_map, manifest_work};
-use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::admission::{
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget,
+};
 use ferry_hub::cert_reload::CertSource;
 use ferry_hub::crds::install_crds;
 use ferry_hub::join::join_cluster;
@@ -197,7 +199,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
         probes: Some(probes),
         admission: Some(AdmissionOptions {
             listener: webhook,
-            url: format!("https://{webhook_addr}"),
+            target: WebhookTarget::Url(format!("https://{webhook_addr}")),
             cert: webhook_cert,
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
             failure_policy: FailurePolicy::default(),

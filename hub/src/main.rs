@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use clap::{ArgGroup, Parser, Subcommand};
+use ferry_hub::admission::{
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, ServiceRef, WebhookTarget,
+};
 use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
@@ -33,6 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve agents (uses the ambient kubeconfig or in-cluster config).
+    #[command(group(ArgGroup::new("webhook_target").args(["webhook_url", "webhook_service"])))]
     Serve {
         /// Address agents connect to.
         #[arg(long, env = "FERRY_GRPC_ADDR", default_value = "0.0.0.0:8443")]
@@ -64,14 +67,21 @@ enum Command {
         /// Address of the ManifestWork admission webhook (HTTPS). With it,
         /// the hub registers a ValidatingWebhookConfiguration so invalid
         /// works are refused when written.
-        #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_url")]
+        /// Needs --webhook-url or --webhook-service.
+        #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_target")]
         webhook_addr: Option<SocketAddr>,
         /// Base URL at which the hub API server reaches the webhook, e.g.
-        /// https://ferry-hub.ferry.svc:9443.
+        /// https://hub.example:9443 (a hub outside the hub cluster).
         #[arg(long, env = "FERRY_WEBHOOK_URL", requires = "webhook_addr")]
         webhook_url: Option<String>,
+        /// The Service of the hub cluster in front of the webhook, as
+        /// NAMESPACE/NAME[:PORT] (port of the Service, default 443): the
+        /// registration names the Service, and the certificate must be valid
+        /// for NAME.NAMESPACE.svc.
+        #[arg(long, env = "FERRY_WEBHOOK_SERVICE", requires = "webhook_addr")]
+        webhook_service: Option<ServiceRef>,
         /// PEM certificate chain of the webhook; a certificate for the URL's
-        /// host is generated at start when absent.
+        /// host (or the Service's DNS name) is generated at start when absent.
         #[arg(long, env = "FERRY_WEBHOOK_CERT", requires = "webhook_key")]
         webhook_cert: Option<PathBuf>,
         /// PEM private key of the webhook certificate.
@@ -197,6 +207,7 @@ async fn main() -> anyhow::Result<()> {
             insecure_plaintext,
             webhook_addr,
             webhook_url,
+            webhook_service,
             webhook_cert,
             webhook_key,
             webhook_ca,
@@ -244,20 +255,23 @@ async fn main() -> anyhow::Result<()> {
                         .await
                         .with_context(|| format!("binding {probe_addr}"))?,
                 ),
-                admission: match (webhook_addr, webhook_url) {
-                    (Some(addr), Some(url)) => {
+                admission: match (webhook_addr, webhook_target(webhook_url, webhook_service)) {
+                    (Some(addr), Some(target)) => {
                         let cert = match (webhook_cert, webhook_key) {
                             (Some(cert), Some(key)) => ServingCert {
                                 reload_interval,
                                 ..ServingCert::load(&cert, &key, webhook_ca.as_deref())?
                             },
-                            _ => ServingCert::generate(&[url_host(&url)?])?,
+                            _ => ServingCert::generate(&[match &target {
+                                WebhookTarget::Url(url) => url_host(url)?,
+                                WebhookTarget::Service(service) => service.dns_name(),
+                            }])?,
                         };
                         Some(AdmissionOptions {
                             listener: TcpListener::bind(addr)
                                 .await
                                 .with_context(|| format!("binding {addr}"))?,
-                            url,
+                            target,
                             cert,
                             max_work_bytes,
                             failure_policy: webhook_failure_policy,
@@ -324,6 +338,13 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The webhook's target from --webhook-url or --webhook-service (clap lets
+/// at most one through).
+fn webhook_target(url: Option<String>, service: Option<ServiceRef>) -> Option<WebhookTarget> {
+    url.map(WebhookTarget::Url)
+        .or(service.map(WebhookTarget::Service))
+}
+
 /// The host of an https URL, for the generated certificate's name.
 fn url_host(url: &str) -> anyhow::Result<String> {
     let uri: http::Uri = url
@@ -373,4 +394,68 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<Cli, clap::Error> {
+        let base = ["ferry-hub", "serve", "--insecure-plaintext"];
+        Cli::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn the_webhook_is_registered_by_service_reference() {
+        let cli = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/ferry-hub-webhook",
+        ])
+        .expect("parses");
+        let Command::Serve {
+            webhook_url,
+            webhook_service,
+            ..
+        } = cli.command
+        else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            webhook_target(webhook_url, webhook_service),
+            Some(WebhookTarget::Service(ServiceRef {
+                namespace: "ferry".into(),
+                name: "ferry-hub-webhook".into(),
+                port: 443,
+            }))
+        );
+    }
+
+    #[test]
+    fn the_webhook_needs_exactly_one_target_and_an_address() {
+        let both = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/hook",
+            "--webhook-url=https://h:9443",
+        ]);
+        assert_eq!(
+            both.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ArgumentConflict)
+        );
+        let neither = serve(&["--webhook-addr=0.0.0.0:9443"]);
+        assert_eq!(
+            neither.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let no_addr = serve(&["--webhook-service=ferry/hook"]);
+        assert_eq!(
+            no_addr.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let malformed = serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-service=hook"]);
+        assert_eq!(
+            malformed.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ValueValidation)
+        );
+        assert!(serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-url=https://h"]).is_ok());
+    }
 }
