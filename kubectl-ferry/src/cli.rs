@@ -54,6 +54,10 @@ pub struct GlobalArgs {
         default_value_t = OutputFormat::Table
     )]
     pub output: OutputFormat,
+    /// Keep metadata.managedFields in -o json|yaml output (hidden by default,
+    /// as kubectl does).
+    #[arg(long, global = true, default_value_t = false)]
+    pub show_managed_fields: bool,
 }
 
 /// How results are printed.

@@ -32,9 +32,31 @@ pub fn serialize<T: Serialize>(value: &T, format: OutputFormat) -> Result<String
     }
 }
 
+/// Removes `metadata.managedFields` from `object`, as kubectl hides them
+/// unless asked (`--show-managed-fields`): they are long and rarely read.
+pub fn hide_managed_fields(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn managed_fields_are_hidden_and_nothing_else() {
+        let mut object = json!({"metadata": {"name": "w", "managedFields": [{"manager": "x"}]},
+                                "spec": {"managedFields": 1}});
+        hide_managed_fields(&mut object);
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "w"}, "spec": {"managedFields": 1}})
+        );
+        let mut odd = json!("not an object");
+        hide_managed_fields(&mut odd);
+        assert_eq!(odd, json!("not an object"));
+    }
 
     #[test]
     fn lists_round_trip_through_json_and_yaml() {

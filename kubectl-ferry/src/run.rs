@@ -1,7 +1,7 @@
 //! One command from parsed arguments to the text to print.
 
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat};
 use crate::client::connect;
@@ -10,7 +10,7 @@ use crate::describe::describe_work;
 use crate::error::CliError;
 use crate::events::recent;
 use crate::fetch::{get_work, list_clusters, list_works, work_events};
-use crate::output::{list, serialize};
+use crate::output::{hide_managed_fields, list, serialize};
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
 
@@ -20,15 +20,24 @@ use crate::work_rows::works_table;
 /// connection is made.
 pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
     let format = cli.global.output;
+    let shown = |mut object: Value| {
+        if !cli.global.show_managed_fields {
+            hide_managed_fields(&mut object);
+        }
+        object
+    };
     match &cli.command {
         Command::Get(GetCommand::Clusters) => {
             let connection = connect(&cli.global).await?;
             let clusters = list_clusters(&connection.client).await?;
             let works = list_works(&connection.client, None).await?;
-            let records = cluster_records(&clusters, &works);
+            let mut records = cluster_records(&clusters, &works);
             match format {
                 OutputFormat::Table => Ok(with_newline(clusters_table(&records, now))),
                 _ => {
+                    for record in &mut records {
+                        record.managed_cluster = shown(std::mem::take(&mut record.managed_cluster));
+                    }
                     let items = records
                         .iter()
                         .map(serde_json::to_value)
@@ -57,7 +66,10 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     None => "No works found.\n".to_string(),
                 }),
                 OutputFormat::Table => Ok(with_newline(works_table(&works, now))),
-                _ => serialize(&list(works.into_iter().map(|w| w.raw).collect()), format),
+                _ => serialize(
+                    &list(works.into_iter().map(|w| shown(w.raw)).collect()),
+                    format,
+                ),
             }
         }
         Command::Describe(DescribeCommand::Work { work }) => {
@@ -75,9 +87,17 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     Ok(describe_work(&entry, &view, now))
                 }
                 _ => {
+                    let work = shown(entry.raw);
                     let record = match events {
-                        Ok(events) => json!({"work": entry.raw, "events": events}),
-                        Err(error) => json!({"work": entry.raw, "eventsError": error}),
+                        Ok(events) => {
+                            let events = events
+                                .iter()
+                                .map(|e| serde_json::to_value(e).map(&shown))
+                                .collect::<Result<Vec<_>, _>>()
+                                .map_err(|e| CliError::Print(e.to_string()))?;
+                            json!({"work": work, "events": events})
+                        }
+                        Err(error) => json!({"work": work, "eventsError": error}),
                     };
                     serialize(&record, format)
                 }
