@@ -2,7 +2,8 @@
 //! read it: the cluster connected with its agent's version and its failing
 //! work, every work with its state, a failing manifest's reason and the
 //! Events about the work, the same objects as JSON/YAML, and clear errors
-//! for a missing work and a refused request (issue 10, item 6).
+//! for a missing work, a refused request and a cluster that is not a hub
+//! (issue 10, item 6).
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -392,6 +393,19 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     assert!(
         stderr.starts_with("error: the API server refused to list managedclusters")
             && stderr.contains("Unauthorized, HTTP 401"),
+        "{stderr}"
+    );
+
+    // A cluster that is not a hub: the spoke serves no ferry hub resources.
+    let spoke_kubeconfig = &fleet.spoke("cluster-a").control_plane.info.kubeconfig;
+    let stderr = failure(
+        &kubectl_ferry(&binary, spoke_kubeconfig, &["get", "works", "-A"]).await,
+        "get works on a spoke",
+    );
+    assert!(
+        stderr.starts_with(
+            "error: the API server does not serve manifestworks.work.ferry.dev: is this the hub cluster's kubeconfig"
+        ),
         "{stderr}"
     );
 
