@@ -301,7 +301,9 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     );
     assert!(out.contains("Feedback:"), "{out}");
     row(&out, &["color", "blue"]);
-    assert!(out.contains("Events:\n  <none>"), "{out}");
+    // (Its events, if the hub records any, are not checked: this test's own
+    // Event is on the broken work.)
+    assert!(out.contains("\nEvents:\n"), "{out}");
 
     // -o json holds the works as stored; -o yaml the cluster records.
     let out = success(
