@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::image::workspace_dir;
+use ferry_e2e::local_pod::workspace_binary;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, wait_applied,
@@ -26,39 +26,11 @@ use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-/// The kubectl-ferry binary: `KUBECTL_FERRY_BIN`, or built now by cargo
-/// (a no-op when it is fresh) so the test never runs a stale one.
-async fn kubectl_ferry_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("KUBECTL_FERRY_BIN") {
-        return PathBuf::from(path);
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = tokio::process::Command::new(&cargo)
-        .args([
-            "build",
-            "-p",
-            "kubectl-ferry",
-            "--bin",
-            "kubectl-ferry",
-            "--message-format=json",
-        ])
-        .current_dir(workspace_dir())
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "cargo build -p kubectl-ferry: {}",
-        output.status
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["target"]["name"] == "kubectl-ferry")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reports the kubectl-ferry executable")
+/// The kubectl-ferry binary: `KUBECTL_FERRY_BIN`, or the one `cargo test
+/// --workspace` built next to this test (kubectl-ferry has CLI tests, so
+/// cargo builds its binary).
+fn kubectl_ferry_binary() -> PathBuf {
+    workspace_binary("kubectl-ferry", "KUBECTL_FERRY_BIN")
 }
 
 /// Runs the plugin with `kubeconfig` and `args`, as `kubectl ferry` would.
@@ -108,7 +80,7 @@ fn row<'a>(table: &'a str, keys: &[&str]) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_real_fleet() {
-    let binary = kubectl_ferry_binary().await;
+    let binary = kubectl_ferry_binary();
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");

@@ -156,7 +156,7 @@ fn dash_if_empty(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::work_summary::tests::{condition, manifest, work_with};
-    use ferry_agent::conditions::APPLIED;
+    use ferry_semantics::contract::APPLIED;
     use serde_json::json;
 
     fn now() -> Timestamp {

@@ -217,8 +217,8 @@ mod tests {
     use super::*;
     use crate::events::event_line;
     use crate::work_summary::tests::{condition, manifest, work_with};
-    use ferry_agent::conditions::APPLIED;
     use ferry_hub::manifest_work::{FeedbackValue, Manifest, StatusFeedbackResult};
+    use ferry_semantics::contract::APPLIED;
     use k8s_openapi::api::core::v1::Event;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;

@@ -1,7 +1,7 @@
 //! `get works`: one row per ManifestWork.
 
-use ferry_agent::conditions::{APPLIED, AVAILABLE};
 use ferry_hub::manifest_work::ManifestWork;
+use ferry_semantics::contract::{APPLIED, AVAILABLE};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use ferry_agent::conditions::{APPLIED, AVAILABLE};
 use ferry_hub::manifest_work::{Condition, ManifestWork};
+use ferry_semantics::contract::{APPLIED, AVAILABLE};
 use serde::Serialize;
 
 /// The `status` of a condition that reports a failure.
