@@ -21,6 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, warn};
 
+use crate::metrics::AgentMetrics;
+
 /// One object a work manages, as the drift watch needs to find it.
 #[derive(Clone)]
 pub struct ManagedObject {
@@ -68,15 +70,19 @@ struct KindWatch {
 }
 
 /// The agent's shared drift watches.
-#[derive(Default)]
 pub struct DriftWatches {
     kinds: Mutex<HashMap<String, KindWatch>>,
+    /// Counts the watches open, by kind.
+    metrics: Arc<AgentMetrics>,
 }
 
 impl DriftWatches {
-    /// No watches yet.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// No watches yet; those opened later are counted in `metrics`.
+    pub fn new(metrics: Arc<AgentMetrics>) -> Arc<Self> {
+        Arc::new(Self {
+            kinds: Mutex::default(),
+            metrics,
+        })
     }
 
     /// How many kinds are watched (one connection each, unless a kind fell
@@ -96,6 +102,7 @@ impl DriftWatches {
                 object.kind.clone(),
                 subscribers.clone(),
                 namespaces_rx,
+                self.metrics.clone(),
             ));
             KindWatch {
                 subscribers,
@@ -208,9 +215,13 @@ async fn watch_kind(
     kind: String,
     subscribers: Subscribers,
     mut namespaces: watch::Receiver<BTreeSet<String>>,
+    metrics: Arc<AgentMetrics>,
 ) {
     let all: MetaApi = Api::all_with(client.clone(), &resource);
-    if watch_scope(all, &kind, None, &subscribers).await == Ended::Forbidden {
+    let open = metrics.watch_open(&kind);
+    let ended = watch_scope(all, &kind, None, &subscribers).await;
+    drop(open);
+    if ended == Ended::Forbidden {
         warn!(%kind, "cannot watch this kind cluster-wide; watching each namespace instead");
     } else {
         return;
@@ -225,7 +236,10 @@ async fn watch_kind(
             }
             let api: MetaApi = Api::namespaced_with(client.clone(), &ns, &resource);
             let (kind, subscribers, scope) = (kind.clone(), subscribers.clone(), ns.clone());
+            let open = metrics.watch_open(&kind);
             let task = tokio::spawn(async move {
+                // Counted while the task lives, aborted or not.
+                let _open = open;
                 let _ = watch_scope(api, &kind, Some(&scope), &subscribers).await;
             });
             running.insert(ns, AbortOnDropHandle::new(task));
