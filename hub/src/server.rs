@@ -136,7 +136,11 @@ pub async fn run_hub(
     metrics.register(&mut registry);
     let registry = Arc::new(registry);
 
-    let status = Arc::new(StatusWriter::new(client.clone(), index.clone()));
+    let status = Arc::new(StatusWriter::new(
+        client.clone(),
+        index.clone(),
+        metrics.status_write_seconds.clone(),
+    ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -154,10 +158,10 @@ pub async fn run_hub(
         session.heartbeat_interval * 5,
         stopped(stop_rx.clone()),
     );
-    let auth = Arc::new(AgentAuthenticator::new(
-        client.clone(),
-        session.auth.clone(),
-    ));
+    let auth = Arc::new(
+        AgentAuthenticator::new(client.clone(), session.auth.clone())
+            .with_review_latency(metrics.token_review_seconds.clone()),
+    );
     let limits = session.transport.clone();
     // Sessions end by their maximum age and agents dial a new connection;
     // a connection older than that (plus slack) holds no agent session, only
@@ -222,11 +226,17 @@ pub async fn run_hub(
         }
     };
     let admission_client = client.clone();
+    let review_seconds = metrics.webhook_review_seconds.clone();
     let admission = async {
         match listeners.admission {
-            Some(options) => admission::serve(admission_client, options, stopped(stop_rx.clone()))
-                .await
-                .map_err(HubError::from),
+            Some(options) => admission::serve(
+                admission_client,
+                options,
+                review_seconds,
+                stopped(stop_rx.clone()),
+            )
+            .await
+            .map_err(HubError::from),
             None => Ok(()),
         }
     };

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
-use crate::metrics::HubMetrics;
+use crate::metrics::{HubMetrics, RefusalReason};
 use crate::server::TransportLimits;
 use crate::status_delivery::SessionReports;
 use crate::status_writer::StatusWriter;
@@ -103,6 +103,7 @@ impl WorkDistributor for Distributor {
             Ok(cluster) => cluster,
             Err(refusal) => {
                 log_refusal(peer, &refusal);
+                self.metrics.refused(RefusalReason::from(&refusal));
                 return Err(refusal.to_status());
             }
         };
@@ -110,38 +111,56 @@ impl WorkDistributor for Distributor {
             .map_err(|refusal| refusal.to_status())?
             .to_string();
         let mut inbound = request.into_inner();
+        let refuse = |reason: RefusalReason, status: Status| {
+            self.metrics.refused(reason);
+            status
+        };
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()))
+                let status = Status::deadline_exceeded(format!(
+                    "no Hello within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                ));
+                refuse(RefusalReason::BadHello, status)
             })?;
-        let hello = match first? {
+        let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
             Some(v1::AgentMessage {
                 body: Some(agent_message::Body::Hello(hello)),
             }) => hello,
             _ => {
-                return Err(Status::invalid_argument(
-                    "the first message must be a Hello",
+                return Err(refuse(
+                    RefusalReason::BadHello,
+                    Status::invalid_argument("the first message must be a Hello"),
                 ));
             }
         };
         if hello.protocol_version != PROTOCOL_VERSION {
-            return Err(Status::failed_precondition(format!(
-                "agent speaks protocol {}, this hub speaks {PROTOCOL_VERSION}",
-                hello.protocol_version
-            )));
+            return Err(refuse(
+                RefusalReason::ProtocolVersion,
+                Status::failed_precondition(format!(
+                    "agent speaks protocol {}, this hub speaks {PROTOCOL_VERSION}",
+                    hello.protocol_version
+                )),
+            ));
         }
         if hello.cluster_name.is_empty() {
-            return Err(Status::invalid_argument("Hello names no cluster"));
+            return Err(refuse(
+                RefusalReason::BadHello,
+                Status::invalid_argument("Hello names no cluster"),
+            ));
         }
         // The name in Hello is only compared, never echoed: the token says
         // which cluster this is.
         if hello.cluster_name != cluster {
             warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
-            return Err(AuthError::WrongCluster {
-                authenticated: cluster,
-            }
-            .to_status());
+            return Err(refuse(
+                RefusalReason::WrongCluster,
+                AuthError::WrongCluster {
+                    authenticated: cluster,
+                }
+                .to_status(),
+            ));
         }
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());

@@ -5,11 +5,14 @@
 //! session of the same cluster, another hub replica) makes it fail with a
 //! conflict, and the report is judged again against what is there now.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ferry_proto::v1;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use prometheus_client::metrics::histogram::Histogram;
 
 use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
@@ -135,6 +138,8 @@ pub struct StatusWriter {
     deletion: WorkDeletion,
     /// The order of the agent sessions whose reports this writer writes.
     pub sessions: Arc<SessionOrder>,
+    /// Seconds each write request takes.
+    write_seconds: Histogram,
 }
 
 /// What to do after judging a report against one copy of the work.
@@ -145,14 +150,24 @@ enum Step {
 }
 
 impl StatusWriter {
-    /// A writer using `client` and reading current works from `index`.
-    pub fn new(client: Client, index: Arc<WorkIndex>) -> Self {
+    /// A writer using `client`, reading current works from `index`, and
+    /// timing each write request in `write_seconds`.
+    pub fn new(client: Client, index: Arc<WorkIndex>, write_seconds: Histogram) -> Self {
         Self {
             deletion: WorkDeletion::new(client.clone()),
             client,
             index,
             sessions: Arc::default(),
+            write_seconds,
         }
+    }
+
+    /// Runs one write request, timing it whatever its result.
+    async fn timed<T>(&self, request: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = request.await;
+        self.write_seconds.observe(started.elapsed().as_secs_f64());
+        result
     }
 
     /// Writes `report` from the agent of `cluster`, starting from `basis`.
@@ -272,8 +287,8 @@ impl StatusWriter {
                 "resourceStatus": status.resource_status,
             },
         });
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        match self
+            .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
             .await
         {
             Ok(_) => Ok(Step::Done(StatusOutcome::Written)),
@@ -299,7 +314,7 @@ impl StatusWriter {
         report: &v1::WorkStatus,
     ) -> Result<StatusOutcome, StatusWriteError> {
         if report.gone {
-            self.deletion.release(work).await?;
+            self.timed(self.deletion.release(work)).await?;
             return Ok(StatusOutcome::Released);
         }
         let Some(deleting) = report.conditions.iter().find(|c| c.r#type == DELETING) else {
@@ -315,8 +330,10 @@ impl StatusWriter {
             return Ok(StatusOutcome::Stale);
         };
         let written = self
-            .deletion
-            .set_deleting(work, &deleting.reason, &deleting.message)
+            .timed(
+                self.deletion
+                    .set_deleting(work, &deleting.reason, &deleting.message),
+            )
             .await?;
         Ok(if written {
             StatusOutcome::Written
