@@ -3,6 +3,7 @@
 //! ferry running against them, and watch-based waiting helpers.
 #![forbid(unsafe_code)]
 
+pub mod agent_process;
 pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;
