@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, warn};
 
-use crate::metrics::AgentMetrics;
+use crate::metrics::{AgentMetrics, WatchOpen};
 
 /// One object a work manages, as the drift watch needs to find it.
 #[derive(Clone)]
@@ -96,7 +96,10 @@ impl DriftWatches {
         let kind = kinds.entry(object.kind.clone()).or_insert_with(|| {
             let subscribers: Subscribers = Arc::default();
             let (namespaces, namespaces_rx) = watch::channel(BTreeSet::new());
+            // Counted from the moment the work relies on it.
+            let open = self.metrics.watch_open(&object.kind);
             let task = tokio::spawn(watch_kind(
+                open,
                 object.client.clone(),
                 object.resource.clone(),
                 object.kind.clone(),
@@ -207,9 +210,11 @@ fn is_forbidden(error: &watcher::Error) -> bool {
     }
 }
 
-/// Watches one kind cluster-wide; on 403 falls back to one watch per
-/// namespace in `namespaces`, kept in step with it.
+/// Watches one kind cluster-wide (counted by `open` while it lasts); on 403
+/// falls back to one watch per namespace in `namespaces`, kept in step with
+/// it.
 async fn watch_kind(
+    open: WatchOpen,
     client: Client,
     resource: ApiResource,
     kind: String,
@@ -218,7 +223,6 @@ async fn watch_kind(
     metrics: Arc<AgentMetrics>,
 ) {
     let all: MetaApi = Api::all_with(client.clone(), &resource);
-    let open = metrics.watch_open(&kind);
     let ended = watch_scope(all, &kind, None, &subscribers).await;
     drop(open);
     if ended == Ended::Forbidden {

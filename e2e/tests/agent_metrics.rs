@@ -56,6 +56,11 @@ async fn agent_metrics_count_applies_drift_corrections_watches_session_and_repor
         .await
         .expect("the create is counted under its kind");
     let text = scrape(metrics).await.expect("scrape the agent");
+    println!(
+        "agent /metrics after one work: {} bytes, {} samples",
+        text.len(),
+        text.lines().filter(|l| !l.starts_with('#')).count()
+    );
     let value = |selector: &str| sum_of(&text, selector);
     assert!(
         text.contains(&format!(
@@ -158,6 +163,18 @@ async fn hub_times_status_writes_token_reviews_and_webhook_reviews_and_counts_re
         )),
         "build info:\n{text}"
     );
+    for histogram in [
+        "ferry_hub_status_write_duration_seconds",
+        "ferry_hub_token_review_duration_seconds",
+        "ferry_hub_webhook_review_duration_seconds",
+    ] {
+        let count = sum_of(&text, &format!("{histogram}_count"));
+        let sum = sum_of(&text, &format!("{histogram}_sum"));
+        println!(
+            "{histogram}: {count} observed, mean {:.2} ms",
+            1000.0 * sum / count.max(1.0)
+        );
+    }
     let unauthenticated = "ferry_hub_agent_refusals_total{reason=\"unauthenticated\"}";
     assert_eq!(sum_of(&text, unauthenticated), 0.0, "{text}");
 
