@@ -214,30 +214,40 @@ impl WorkDistributor for Distributor {
         let (end_tx, end_rx) = oneshot::channel::<Status>();
         let liveness = self.liveness.clone();
         tokio::spawn(async move {
+            // Held outside the select so that it is dropped only once the
+            // end is queued: the stream below ends when the pusher does.
+            let mut reading = Box::pin(reader.read_reports(inbound, inbound_done));
             tokio::select! {
                 biased;
                 end = lifetime.expire() => {
                     let reason = end.message().to_string();
                     info!(%cluster, %reason, "ending the agent session");
+                    let _ = end_tx.send(end);
                     // Dropping the reader stops the pusher too, so nothing
                     // more is delivered or written for this session.
-                    let _ = end_tx.send(end);
+                    drop(reading);
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
-                () = reader.read_reports(inbound, inbound_done) => {}
+                () = &mut reading => {}
             }
         });
         // The end of the session, when the hub decides it, goes out before
         // anything still queued: a revoked agent gets nothing more.
         let ended = futures::stream::once(end_rx)
-            .filter_map(|end| futures::future::ready(end.ok().map(Err)));
-        let messages = futures::stream::select_with_strategy(
-            ended,
-            ReceiverStream::new(outbound_rx),
-            |_: &mut ()| PollNext::Left,
-        );
+            .filter_map(|end| futures::future::ready(end.ok().map(|end| Some(Err(end)))));
+        // The stream ends as soon as the pusher is done (the hub stopping,
+        // the agent gone): a merged stream would wait for `ended` too, which
+        // only the agent's side ends, so agents of a stopping hub would learn
+        // of it only from its silence.
+        let pushed = ReceiverStream::new(outbound_rx)
+            .map(Some)
+            .chain(futures::stream::once(futures::future::ready(None)));
+        let messages =
+            futures::stream::select_with_strategy(ended, pushed, |_: &mut ()| PollNext::Left)
+                .take_while(|message| futures::future::ready(message.is_some()))
+                .filter_map(futures::future::ready);
         Ok(Response::new(Box::pin(messages)))
     }
 }
