@@ -41,8 +41,9 @@ struct Cli {
     /// Address of /healthz, /readyz and /metrics.
     #[arg(long, env = "FERRY_PROBE_ADDR", default_value = "0.0.0.0:8081")]
     probe_addr: SocketAddr,
-    /// Seconds between checks that the spoke API server answers (a
-    /// SelfSubjectReview); /readyz fails once three in a row went unanswered.
+    /// Seconds between checks that the spoke API server answers the agent
+    /// (GET /version with its credentials); /readyz fails once three in a
+    /// row went unanswered.
     #[arg(long, env = "FERRY_SPOKE_CHECK_SECONDS", default_value_t = DEFAULT_SPOKE_CHECK_INTERVAL.as_secs())]
     spoke_check_seconds: u64,
     /// Seconds between heartbeats to the hub.

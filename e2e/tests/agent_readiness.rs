@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ferry_e2e::agent_process::AgentProcess;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::hub_metrics::{hub_metric, wait_metric_above};
 
 /// How long readiness may take to follow the hub or spoke (a deadline for a
 /// signal, not a performance assertion): the agent redials with backoff.
@@ -58,6 +59,23 @@ async fn readyz_is_ok_only_while_the_hub_session_is_up_and_the_spoke_answers() {
     println!(
         "/readyz 503 {:?} after the hub was stopped: {why}",
         stopped.elapsed()
+    );
+    // The stopping hub ended the session itself: the agent did not have to
+    // wait for three missed heartbeats to notice.
+    wait_metric_above(
+        agent.probe_addr,
+        "ferry_agent_hub_sessions_ended_total",
+        0.0,
+        READY_TIMEOUT,
+    )
+    .await
+    .expect("the session's end is counted");
+    let silent = "ferry_agent_hub_sessions_ended_total{reason=\"hub_silent\"}";
+    assert_eq!(
+        hub_metric(agent.probe_addr, silent).await.expect("scrape"),
+        0.0,
+        "the hub closed the session when it stopped; log:\n{}",
+        log()
     );
     fleet.start_hub().await.expect("hub starts again");
     agent
