@@ -14,16 +14,18 @@ use tracing::{debug, warn};
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
-use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
+use crate::conditions::condition;
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
-use crate::ownership_marks::{ReleaseError, adopt, release_each};
-use crate::semantics::feedback::{availability, evaluate_feedback};
+use crate::release::{ReleaseError, adopt, release_each};
+use crate::semantics::availability::availability;
+use crate::semantics::feedback::evaluate_feedback;
 use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
 use crate::semantics::strategy::{Strategy, StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, FEEDBACK_SYNCED};
 
 /// The outcome of one pass over a work.
 pub struct Reconciled {

@@ -19,12 +19,13 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use crate::conditions::{DELETING, carry_work_transition_times, condition};
+use crate::conditions::{carry_work_transition_times, condition};
 use crate::deletion::{Progress, release_work};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
+use ferry_semantics::contract::DELETING;
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(60);

@@ -124,6 +124,24 @@ pub struct WatchLabel {
     pub watch: &'static str,
 }
 
+/// Label of the Event counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventOutcomeLabel {
+    /// `published`, `failed` (the API server refused it) or `dropped` (the
+    /// queue was full).
+    pub outcome: &'static str,
+}
+
+/// Label of the certificate-reload counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertReloadLabel {
+    /// Whose certificate: `grpc`, `grpc-client-ca` or `webhook`.
+    pub listener: &'static str,
+    /// `reloaded`, or `failed` (the changed files were unusable; the previous
+    /// certificate stays).
+    pub outcome: &'static str,
+}
+
 /// Label naming one ManifestWork.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkLabel {
@@ -168,6 +186,10 @@ pub struct HubMetrics {
     pub webhook_review_seconds: Histogram,
     /// Agent streams refused, by reason.
     pub agent_refusals: Family<RefusalLabel, Counter>,
+    /// Kubernetes Events about works, by outcome.
+    pub events: Family<EventOutcomeLabel, Counter>,
+    /// Serving certificates (and client CAs) reloaded from changed files.
+    pub certificate_reloads: Family<CertReloadLabel, Counter>,
 }
 
 impl Default for HubMetrics {
@@ -188,6 +210,8 @@ impl Default for HubMetrics {
             token_review_seconds: latency_histogram(),
             webhook_review_seconds: latency_histogram(),
             agent_refusals: Family::default(),
+            events: Family::default(),
+            certificate_reloads: Family::default(),
         }
     }
 }
@@ -257,6 +281,16 @@ impl HubMetrics {
             "status_reports_pending",
             "Works whose latest status report waits for a retry",
             self.status_reports_pending.clone(),
+        );
+        registry.register(
+            "events",
+            "Kubernetes Events about works, by outcome (published, failed, dropped)",
+            self.events.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Certificate files that changed, by listener and outcome (reloaded, failed)",
+            self.certificate_reloads.clone(),
         );
         registry.register(
             "status_write_duration_seconds",

@@ -14,14 +14,13 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::events::WorkEvents;
 use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
-use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
+use crate::work_deletion::{DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
-
-/// Field manager the hub writes status with.
-pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
+use ferry_semantics::contract::DELETING;
 
 /// What became of one agent report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +135,7 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    events: WorkEvents,
     /// The order of the agent sessions whose reports this writer writes.
     pub sessions: Arc<SessionOrder>,
     /// Seconds each write request takes.
@@ -150,11 +150,19 @@ enum Step {
 }
 
 impl StatusWriter {
-    /// A writer using `client`, reading current works from `index`, and
-    /// timing each write request in `write_seconds`.
-    pub fn new(client: Client, index: Arc<WorkIndex>, write_seconds: Histogram) -> Self {
+    /// A writer using `client` and reading current works from `index`; it
+    /// publishes an Event through `events` after each write that makes a
+    /// condition transition, and times each write request in
+    /// `write_seconds`.
+    pub fn new(
+        client: Client,
+        index: Arc<WorkIndex>,
+        events: WorkEvents,
+        write_seconds: Histogram,
+    ) -> Self {
         Self {
-            deletion: WorkDeletion::new(client.clone()),
+            deletion: WorkDeletion::new(client.clone(), events.clone()),
+            events,
             client,
             index,
             sessions: Arc::default(),
@@ -291,7 +299,13 @@ impl StatusWriter {
             .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
             .await
         {
-            Ok(_) => Ok(Step::Done(StatusOutcome::Written)),
+            Ok(_) => {
+                // After the write, never instead of it: `work` is the copy
+                // the write was made against, so each transition is seen by
+                // exactly one successful write.
+                self.events.status_written(work, &status);
+                Ok(Step::Done(StatusOutcome::Written))
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Step::Reread),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 Ok(Step::Done(StatusOutcome::Stale))
@@ -359,6 +373,7 @@ fn is_older(work: &ManifestWork, report: &v1::WorkStatus) -> bool {
 mod tests {
     use super::*;
     use crate::manifest_work::{Condition, ManifestWorkStatus};
+    use ferry_semantics::contract::APPLIED;
 
     fn work_at(observed: &[i64]) -> ManifestWork {
         let mut work = ManifestWork::new("w", Default::default());
@@ -366,7 +381,7 @@ mod tests {
             conditions: observed
                 .iter()
                 .map(|g| Condition {
-                    type_: "Applied".into(),
+                    type_: APPLIED.into(),
                     observed_generation: *g,
                     ..Default::default()
                 })
