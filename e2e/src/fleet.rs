@@ -487,6 +487,7 @@ impl Fleet {
                 eviction_grace: options.eviction_grace,
                 // Under the harness's own 10 s limit for a graceful stop.
                 shutdown_grace: Duration::from_secs(5),
+                ..AgentOptions::default()
             };
             let mut spoke = Spoke {
                 name: control_plane.name.clone(),

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent_client;
+pub mod agent_process;
 pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;

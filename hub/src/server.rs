@@ -180,6 +180,7 @@ pub async fn run_hub(
         client.clone(),
         index.clone(),
         events.clone(),
+        metrics.status_write_seconds.clone(),
     ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -198,10 +199,10 @@ pub async fn run_hub(
         session.heartbeat_interval * 5,
         stopped(stop_rx.clone()),
     );
-    let auth = Arc::new(AgentAuthenticator::new(
-        client.clone(),
-        session.auth.clone(),
-    ));
+    let auth = Arc::new(
+        AgentAuthenticator::new(client.clone(), session.auth.clone())
+            .with_review_latency(metrics.token_review_seconds.clone()),
+    );
     let limits = session.transport.clone();
     // Sessions end by their maximum age and agents dial a new connection;
     // a connection older than that (plus slack) holds no agent session, only
@@ -273,12 +274,14 @@ pub async fn run_hub(
         }
     };
     let admission_client = client.clone();
+    let review_seconds = metrics.webhook_review_seconds.clone();
     let admission = async {
         match listeners.admission {
             Some(options) => admission::serve(
                 admission_client,
                 options,
                 metrics.certificate_reloads.clone(),
+                review_seconds,
                 stopped(stop_rx.clone()),
             )
             .await

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::ClusterLiveness;
 use crate::manifest_work::ManifestWork;
-use crate::metrics::HubMetrics;
+use crate::metrics::{HubMetrics, RefusalReason};
 use crate::server::TransportLimits;
 use crate::status_delivery::SessionReports;
 use crate::status_writer::StatusWriter;
@@ -161,6 +161,7 @@ impl WorkDistributor for Distributor {
             Ok(cluster) => cluster,
             Err(refusal) => {
                 log_refusal(peer, &refusal);
+                self.metrics.refused(RefusalReason::from(&refusal));
                 return Err(refusal.to_status());
             }
         };
@@ -168,36 +169,51 @@ impl WorkDistributor for Distributor {
             .map_err(|refusal| refusal.to_status())?
             .to_string();
         let mut inbound = request.into_inner();
+        let refuse = |reason: RefusalReason, status: Status| {
+            self.metrics.refused(reason);
+            status
+        };
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()))
+                let status = Status::deadline_exceeded(format!(
+                    "no Hello within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                ));
+                refuse(RefusalReason::BadHello, status)
             })?;
-        let hello = match first? {
+        let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
             Some(v1::AgentMessage {
                 body: Some(agent_message::Body::Hello(hello)),
             }) => hello,
             _ => {
-                return Err(Status::invalid_argument(
-                    "the first message must be a Hello",
+                return Err(refuse(
+                    RefusalReason::BadHello,
+                    Status::invalid_argument("the first message must be a Hello"),
                 ));
             }
         };
         if let Err(skew) = check_agent_protocol(hello.protocol_version) {
             warn!(%cluster, ?peer, agent_version = %hello.agent_version, %skew, "agent refused");
-            return Err(skew.to_status());
+            return Err(refuse(RefusalReason::ProtocolVersion, skew.to_status()));
         }
         if hello.cluster_name.is_empty() {
-            return Err(Status::invalid_argument("Hello names no cluster"));
+            return Err(refuse(
+                RefusalReason::BadHello,
+                Status::invalid_argument("Hello names no cluster"),
+            ));
         }
         // The name in Hello is only compared, never echoed: the token says
         // which cluster this is.
         if hello.cluster_name != cluster {
             warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
-            return Err(AuthError::WrongCluster {
-                authenticated: cluster,
-            }
-            .to_status());
+            return Err(refuse(
+                RefusalReason::WrongCluster,
+                AuthError::WrongCluster {
+                    authenticated: cluster,
+                }
+                .to_status(),
+            ));
         }
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
@@ -251,30 +267,40 @@ impl WorkDistributor for Distributor {
         let (end_tx, end_rx) = oneshot::channel::<Status>();
         let liveness = self.liveness.clone();
         tokio::spawn(async move {
+            // Held outside the select so that it is dropped only once the
+            // end is queued: the stream below ends when the pusher does.
+            let mut reading = Box::pin(reader.read_reports(inbound, inbound_done));
             tokio::select! {
                 biased;
                 end = lifetime.expire() => {
                     let reason = end.message().to_string();
                     info!(%cluster, %reason, "ending the agent session");
+                    let _ = end_tx.send(end);
                     // Dropping the reader stops the pusher too, so nothing
                     // more is delivered or written for this session.
-                    let _ = end_tx.send(end);
+                    drop(reading);
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
-                () = reader.read_reports(inbound, inbound_done) => {}
+                () = &mut reading => {}
             }
         });
         // The end of the session, when the hub decides it, goes out before
         // anything still queued: a revoked agent gets nothing more.
         let ended = futures::stream::once(end_rx)
-            .filter_map(|end| futures::future::ready(end.ok().map(Err)));
-        let messages = futures::stream::select_with_strategy(
-            ended,
-            ReceiverStream::new(outbound_rx),
-            |_: &mut ()| PollNext::Left,
-        );
+            .filter_map(|end| futures::future::ready(end.ok().map(|end| Some(Err(end)))));
+        // The stream ends as soon as the pusher is done (the hub stopping,
+        // the agent gone): a merged stream would wait for `ended` too, which
+        // only the agent's side ends, so agents of a stopping hub would learn
+        // of it only from its silence.
+        let pushed = ReceiverStream::new(outbound_rx)
+            .map(Some)
+            .chain(futures::stream::once(futures::future::ready(None)));
+        let messages =
+            futures::stream::select_with_strategy(ended, pushed, |_: &mut ()| PollNext::Left)
+                .take_while(|message| futures::future::ready(message.is_some()))
+                .filter_map(futures::future::ready);
         Ok(Response::new(Box::pin(messages)))
     }
 }

@@ -5,11 +5,14 @@
 //! session of the same cluster, another hub replica) makes it fail with a
 //! conflict, and the report is judged again against what is there now.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ferry_proto::v1;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use prometheus_client::metrics::histogram::Histogram;
 
 use crate::events::WorkEvents;
 use crate::manifest_work::ManifestWork;
@@ -135,6 +138,8 @@ pub struct StatusWriter {
     events: WorkEvents,
     /// The order of the agent sessions whose reports this writer writes.
     pub sessions: Arc<SessionOrder>,
+    /// Seconds each write request takes.
+    write_seconds: Histogram,
 }
 
 /// What to do after judging a report against one copy of the work.
@@ -147,15 +152,30 @@ enum Step {
 impl StatusWriter {
     /// A writer using `client` and reading current works from `index`; it
     /// publishes an Event through `events` after each write that makes a
-    /// condition transition.
-    pub fn new(client: Client, index: Arc<WorkIndex>, events: WorkEvents) -> Self {
+    /// condition transition, and times each write request in
+    /// `write_seconds`.
+    pub fn new(
+        client: Client,
+        index: Arc<WorkIndex>,
+        events: WorkEvents,
+        write_seconds: Histogram,
+    ) -> Self {
         Self {
             deletion: WorkDeletion::new(client.clone(), events.clone()),
             events,
             client,
             index,
             sessions: Arc::default(),
+            write_seconds,
         }
+    }
+
+    /// Runs one write request, timing it whatever its result.
+    async fn timed<T>(&self, request: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = request.await;
+        self.write_seconds.observe(started.elapsed().as_secs_f64());
+        result
     }
 
     /// Writes `report` from the agent of `cluster`, starting from `basis`.
@@ -275,8 +295,8 @@ impl StatusWriter {
                 "resourceStatus": status.resource_status,
             },
         });
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        match self
+            .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
             .await
         {
             Ok(_) => {
@@ -308,7 +328,7 @@ impl StatusWriter {
         report: &v1::WorkStatus,
     ) -> Result<StatusOutcome, StatusWriteError> {
         if report.gone {
-            self.deletion.release(work).await?;
+            self.timed(self.deletion.release(work)).await?;
             return Ok(StatusOutcome::Released);
         }
         let Some(deleting) = report.conditions.iter().find(|c| c.r#type == DELETING) else {
@@ -324,8 +344,10 @@ impl StatusWriter {
             return Ok(StatusOutcome::Stale);
         };
         let written = self
-            .deletion
-            .set_deleting(work, &deleting.reason, &deleting.message)
+            .timed(
+                self.deletion
+                    .set_deleting(work, &deleting.reason, &deleting.message),
+            )
             .await?;
         Ok(if written {
             StatusOutcome::Written

@@ -36,6 +36,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     WebhookClientConfig,
 };
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -193,13 +194,15 @@ pub async fn install_webhook(
     Ok(())
 }
 
-/// Serves reviews on `options.listener` and installs the webhook
-/// configuration pointing at it, until `shutdown` completes. Fails when the
-/// certificate is unusable, the configuration is refused, or serving fails.
+/// Serves reviews on `options.listener`, timing each in `review_seconds`,
+/// and installs the webhook configuration pointing at it, until `shutdown`
+/// completes. Fails when the certificate is unusable, the configuration is
+/// refused, or serving fails.
 pub async fn serve(
     client: kube::Client,
     options: AdmissionOptions,
     reloads: CertReloads,
+    review_seconds: Histogram,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AdmissionError> {
     // Follows the certificate files, counting reloads in `reloads`.
@@ -215,10 +218,13 @@ pub async fn serve(
         options.failure_policy,
     )
     .await?;
-    axum::serve(listener, review::router(options.max_work_bytes))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(AdmissionError::Serve)
+    axum::serve(
+        listener,
+        review::router(options.max_work_bytes, review_seconds),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .map_err(AdmissionError::Serve)
 }
 
 fn listener_addr(listener: &TlsListener) -> Option<std::net::SocketAddr> {
