@@ -14,20 +14,22 @@ use ferry_agent::{AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry, run_age
     name = "ferry-agent",
     version,
     about = "The ferry agent",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    // `crds` needs none of the flags running an agent requires.
+    subcommand_negates_reqs = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Hub gRPC URL.
-    #[arg(long, env = "FERRY_HUB_URL")]
+    #[arg(long, env = "FERRY_HUB_URL", required = true)]
     hub_url: Option<String>,
     /// This cluster's name (its namespace on the hub).
-    #[arg(long, env = "FERRY_CLUSTER_NAME")]
+    #[arg(long, env = "FERRY_CLUSTER_NAME", required = true)]
     cluster_name: Option<String>,
     /// File holding the ServiceAccount token the agent presents to the hub
     /// (written by `ferry-hub join`); re-read on every connection.
-    #[arg(long, env = "FERRY_TOKEN_FILE")]
+    #[arg(long, env = "FERRY_TOKEN_FILE", required = true)]
     token_file: Option<std::path::PathBuf>,
     /// CA (PEM) of the hub's serving certificate, for an https hub URL.
     #[arg(long, env = "FERRY_HUB_CA")]
@@ -89,12 +91,12 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let hub_url = cli
-        .hub_url
-        .context("--hub-url (or FERRY_HUB_URL) is required")?;
-    let cluster_name = cli
-        .cluster_name
-        .context("--cluster-name (or FERRY_CLUSTER_NAME) is required")?;
+    // clap requires these unless a subcommand ran, which returned above.
+    let (Some(hub_url), Some(cluster_name), Some(token_file)) =
+        (cli.hub_url, cli.cluster_name, cli.token_file)
+    else {
+        anyhow::bail!("--hub-url, --cluster-name and --token-file are required");
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
@@ -103,9 +105,6 @@ async fn main() -> anyhow::Result<()> {
     } else {
         builder.init();
     }
-    let token_file = cli
-        .token_file
-        .context("--token-file (or FERRY_TOKEN_FILE) is required: `ferry-hub join` writes it")?;
     let read = |path: &std::path::PathBuf| {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
     };

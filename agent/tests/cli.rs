@@ -41,3 +41,18 @@ fn the_shutdown_grace_is_a_flag_with_an_environment_variable() {
         "--help lists the shutdown grace flag:\n{text}"
     );
 }
+
+#[test]
+fn running_without_the_required_flags_is_refused_naming_them() {
+    let output = Command::new(AGENT)
+        .env_remove("FERRY_HUB_URL")
+        .env_remove("FERRY_CLUSTER_NAME")
+        .env_remove("FERRY_TOKEN_FILE")
+        .output()
+        .expect("run ferry-agent");
+    assert!(!output.status.success(), "refused");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for flag in ["--hub-url", "--cluster-name", "--token-file"] {
+        assert!(stderr.contains(flag), "the error names {flag}:\n{stderr}");
+    }
+}
