@@ -17,8 +17,8 @@ use serde_json::json;
 
 use ferry_semantics::contract::{AGENT_FIELD_MANAGER, KUBE_TIME_FORMAT};
 
-use crate::semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
-use crate::semantics::release::Owner;
+use ferry_semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
+use ferry_semantics::release::Owner;
 
 /// Which hub work an AppliedManifestWork records, and how its objects are to
 /// be released.
@@ -127,7 +127,7 @@ impl AppliedResource {
 
     /// `apiVersion` the object was applied with.
     pub fn api_version(&self) -> String {
-        crate::semantics::identity::api_version_of(&self.group, &self.version)
+        ferry_semantics::identity::api_version_of(&self.group, &self.version)
     }
 
     /// Short human form, e.g. `ConfigMap default/a`.

@@ -13,18 +13,18 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
 
-use crate::semantics::ManifestIdentity;
-use crate::semantics::compare::is_subset;
-use crate::semantics::contract::AGENT_FIELD_MANAGER;
-use crate::semantics::hash::{
+use ferry_semantics::ManifestIdentity;
+use ferry_semantics::compare::is_subset;
+use ferry_semantics::contract::AGENT_FIELD_MANAGER;
+use ferry_semantics::hash::{
     LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json, object_hash, set_annotations,
     strip_ferry_annotations,
 };
-use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
-use crate::semantics::list_items::ListSchema;
-use crate::semantics::merge::{merge_patch, three_way_merge};
-use crate::semantics::release::{Owner, add_references, apply_references};
-use crate::semantics::strategy::{Strategy, WhenDeleted};
+use ferry_semantics::ignore::{SsaInput, plan_server_side_apply};
+use ferry_semantics::list_items::ListSchema;
+use ferry_semantics::merge::{merge_patch, three_way_merge};
+use ferry_semantics::release::{Owner, add_references, apply_references};
+use ferry_semantics::strategy::{Strategy, WhenDeleted};
 
 /// How long to wait for a CRD from the same work to be served before the
 /// resources that depend on it are tried.

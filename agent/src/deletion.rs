@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::applied_works::{AppliedWorks, AppliedWorksError};
 use crate::drift::ManagedObject;
 use crate::release::{Remaining, recorded_resource, release_each};
-use crate::semantics::release::DeletePolicy;
+use ferry_semantics::release::DeletePolicy;
 
 /// Where a work's deletion stands after one pass.
 pub enum Progress {

@@ -20,12 +20,12 @@ use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt, release_each};
-use crate::semantics::availability::availability;
-use crate::semantics::feedback::evaluate_feedback;
-use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
-use crate::semantics::strategy::{Strategy, StrategyError, strategy_of};
-use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
+use ferry_semantics::availability::availability;
 use ferry_semantics::contract::{APPLIED, AVAILABLE, FEEDBACK_SYNCED};
+use ferry_semantics::feedback::evaluate_feedback;
+use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
+use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
+use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
 /// The outcome of one pass over a work.
 pub struct Reconciled {

@@ -12,7 +12,7 @@ use kube::api::{
 use serde_json::Value;
 
 use crate::applied_works::AppliedResource;
-use crate::semantics::release::{
+use ferry_semantics::release::{
     DeletePolicy, Disposition, Owner, adopt_patch, is_owned_by, other_ferry_owners, release_patch,
 };
 

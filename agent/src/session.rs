@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use ferry_proto::{CLUSTER_METADATA, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
-use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
@@ -223,7 +223,12 @@ pub async fn run_session(
     board: Arc<StatusBoard>,
     telemetry: &Telemetry,
 ) {
-    let mut backoff = MIN_BACKOFF;
+    let reconnect = ExponentialBuilder::default()
+        .with_min_delay(MIN_BACKOFF)
+        .with_max_delay(MAX_BACKOFF)
+        .with_jitter()
+        .without_max_times();
+    let mut delays = reconnect.build();
     loop {
         let mut welcomed = false;
         let ended = connect_once(&config, &works, &board, telemetry, &mut welcomed).await;
@@ -244,12 +249,11 @@ pub async fn run_session(
         telemetry
             .readiness
             .hub_disconnected(Some(error.to_string()));
+        // A session that got as far as Welcome starts the backoff afresh.
         if welcomed {
-            backoff = MIN_BACKOFF;
+            delays = reconnect.build();
         }
-        let jitter = rand::rng().random_range(0.5..1.0);
-        tokio::time::sleep(backoff.mul_f64(jitter)).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(delays.next().unwrap_or(MAX_BACKOFF)).await;
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use ferry_proto::v1;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Mutex, Notify, watch};
@@ -251,7 +252,11 @@ impl WorkManager {
 async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: Arc<Shared>) {
     let drifted = Arc::new(Notify::new());
     let mut drift = DriftWatch::new(shared.drift.clone(), drifted.clone());
-    let mut backoff = FIRST_RETRY;
+    let retry = ExponentialBuilder::default()
+        .with_min_delay(FIRST_RETRY)
+        .with_max_delay(MAX_RETRY)
+        .without_max_times();
+    let mut delays = retry.build();
     let mut generation = 0;
     // The generation the last pass fully applied, and whether this pass was
     // woken by the spoke (a drift watch, or the resync after a settled
@@ -311,12 +316,10 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
             },
         };
         let wait = if settled {
-            backoff = FIRST_RETRY;
+            delays = retry.build();
             shared.resync
         } else {
-            let wait = backoff;
-            backoff = (backoff * 2).min(MAX_RETRY);
-            wait
+            delays.next().unwrap_or(MAX_RETRY)
         };
         spoke_woke = tokio::select! {
             changed = desired.changed() => {

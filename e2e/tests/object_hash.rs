@@ -2,8 +2,6 @@
 //! deleted on the spoke: recreated with the current spec by default, left
 //! deleted with `whenDeleted: Leave`.
 
-use ferry_agent::semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
-use ferry_agent::semantics::paths::IgnorePath;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
@@ -11,6 +9,8 @@ use ferry_e2e::work_helpers::{
     wait_applied,
 };
 use ferry_hub::manifest_work::{IgnoreCondition, ManifestWork, WhenDeleted};
+use ferry_semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
+use ferry_semantics::paths::IgnorePath;
 use kube::api::{DeleteParams, DynamicObject};
 use serde_json::json;
 

@@ -6,12 +6,12 @@
 //! falls back to server-side apply. The per-row merge tables are unit tests in
 //! `agent/src/semantics/merge.rs`.
 
-use ferry_agent::semantics::hash::LAST_APPLIED_ANNOTATION;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::work_helpers::{
     edit_and_wait, manifest_condition, manifest_work, set_at, wait_applied,
 };
+use ferry_semantics::hash::LAST_APPLIED_ANNOTATION;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
