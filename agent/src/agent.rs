@@ -17,7 +17,7 @@ use crate::reconcile::Reconciler;
 use crate::session::{SessionConfig, run_session};
 use crate::status_board::StatusBoard;
 use crate::telemetry::Telemetry;
-use crate::works::WorkManager;
+use crate::work_workers::WorkManager;
 
 /// Tunables of the agent beyond its hub session.
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod deletion;
 pub mod discovery;
 pub mod drift;
+mod garbage_collection;
 pub mod list_schema;
 pub mod metrics;
 pub mod probes;
@@ -18,7 +19,7 @@ pub mod release;
 pub mod session;
 pub mod status_board;
 pub mod telemetry;
-pub mod works;
+pub mod work_workers;
 
 pub use agent::{AgentOptions, run_agent};
 pub use telemetry::{DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry};

@@ -10,19 +10,20 @@ use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
-use crate::conditions::condition;
+use crate::conditions::{
+    Observed, condition, observe, work_applied_condition, work_available_condition,
+};
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
+use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
-use crate::release::{ReleaseError, adopt, release_each};
-use ferry_semantics::availability::availability;
-use ferry_semantics::contract::{APPLIED, AVAILABLE, FEEDBACK_SYNCED};
-use ferry_semantics::feedback::evaluate_feedback;
+use crate::release::{ReleaseError, adopt};
+use ferry_semantics::contract::APPLIED;
 use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
@@ -95,27 +96,6 @@ fn always_writes(strategy: &Strategy) -> bool {
         strategy,
         Strategy::Update | Strategy::ServerSideApply { .. }
     )
-}
-
-/// A manifest that failed after it was identified still claims the object
-/// it names, so a failing apply never garbage-collects its own object.
-struct Claim {
-    group: String,
-    kind: String,
-    namespace: Option<String>,
-    name: String,
-}
-
-impl Claim {
-    fn covers(&self, resource: &AppliedResource) -> bool {
-        self.group == resource.group
-            && self.kind == resource.kind
-            && self.name == resource.name
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|ns| *ns == resource.namespace)
-    }
 }
 
 /// Why one manifest is not applied.
@@ -323,9 +303,20 @@ impl Reconciler {
         let mut managed = Vec::new();
         let mut written = Vec::new();
         if let Ok(record) = &mut record {
-            retry |= self
-                .collect_garbage(record, &claims, all_identified, &policy)
-                .await;
+            let pass = PassObjects {
+                owner: &record.owner,
+                stored: &record.stored,
+                recorded: &record.recorded,
+            };
+            retry |= collect_garbage(
+                &self.client,
+                &self.applied,
+                &pass,
+                &claims,
+                all_identified,
+                &policy,
+            )
+            .await;
             managed = std::mem::take(&mut record.managed);
             written = std::mem::take(&mut record.written);
         }
@@ -344,50 +335,6 @@ impl Reconciler {
             managed,
             written,
         }
-    }
-
-    /// Releases the objects recorded before this pass that no manifest names
-    /// any more, and records what the work holds now. Returns whether
-    /// something is left to retry. When a manifest could not even be parsed,
-    /// nothing is released: it might name any recorded object.
-    async fn collect_garbage(
-        &self,
-        record: &mut PassRecord,
-        claims: &[Claim],
-        all_identified: bool,
-        policy: &DeletePolicy,
-    ) -> bool {
-        let mut holding = record.recorded.clone();
-        let mut unlisted = Vec::new();
-        // What the record holds now: the intents of objects that failed to
-        // apply stay (their manifests claim them), the others are released
-        // only if this work created them.
-        for old in &record.stored {
-            if holding.iter().any(|r| r.same_object(old)) {
-                continue;
-            }
-            if !all_identified || claims.iter().any(|c| c.covers(old)) {
-                holding.push(old.clone());
-            } else {
-                unlisted.push(old.clone());
-            }
-        }
-        let left = release_each(&self.client, &unlisted, &record.owner, policy).await;
-        for blocker in &left.blockers {
-            debug!(%blocker, "an object the work no longer lists is not released yet");
-        }
-        let mut retry = !left.kept.is_empty();
-        holding.extend(left.kept);
-        if !same_set(&holding, &record.stored)
-            && let Err(error) = self
-                .applied
-                .set_resources(&record.owner.name, &holding)
-                .await
-        {
-            warn!(%error, "could not record the applied objects");
-            retry = true;
-        }
-        retry
     }
 
     async fn apply_one(
@@ -644,119 +591,9 @@ impl Reconciler {
     }
 }
 
-fn same_set(a: &[AppliedResource], b: &[AppliedResource]) -> bool {
-    a.len() == b.len() && a.iter().all(|x| b.contains(x))
-}
-
 /// A manifest that was applied (or observed), with what its status says.
 struct Report {
     reason: &'static str,
     message: String,
     observed: Option<Observed>,
-}
-
-/// The object as it is on the spoke after applying, and the feedback rules
-/// its manifest config asks for.
-struct Observed {
-    object: Value,
-    rules: Vec<v1::FeedbackRule>,
-}
-
-/// The `Available` and `StatusFeedbackSynced` conditions and the feedback
-/// values of one applied manifest.
-fn observe(
-    meta: &v1::ResourceMeta,
-    observed: &Observed,
-    generation: i64,
-) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
-    let (available, reason, message) = availability(&meta.group, &meta.kind, &observed.object);
-    let mut conditions = vec![condition(AVAILABLE, available, reason, message, generation)];
-    if observed.rules.is_empty() {
-        return (conditions, vec![]);
-    }
-    let outcome = evaluate_feedback((&meta.group, &meta.kind), &observed.object, &observed.rules);
-    let synced = if outcome.problems.is_empty() {
-        condition(
-            FEEDBACK_SYNCED,
-            true,
-            "StatusFeedbackSynced",
-            format!("{} status values reported", outcome.values.len()),
-            generation,
-        )
-    } else {
-        let problems: Vec<String> = outcome.problems.iter().map(ToString::to_string).collect();
-        condition(
-            FEEDBACK_SYNCED,
-            false,
-            "StatusFeedbackIncomplete",
-            problems.join("; "),
-            generation,
-        )
-    };
-    conditions.push(synced);
-    (conditions, outcome.values)
-}
-
-fn work_available_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
-    let summary = Summary {
-        type_: AVAILABLE,
-        noun: "resources",
-        state: "available",
-        true_reason: "ResourcesAvailable",
-        false_reason: "ResourcesNotAvailable",
-    };
-    summary.of(manifests, generation)
-}
-
-fn work_applied_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
-    let summary = Summary {
-        type_: APPLIED,
-        noun: "manifests",
-        state: "applied",
-        true_reason: "AppliedManifestWorkComplete",
-        false_reason: "AppliedManifestWorkFailed",
-    };
-    summary.of(manifests, generation)
-}
-
-/// A work condition that is True when one manifest condition is True for
-/// every manifest, and otherwise names the manifests that lag and why.
-struct Summary {
-    type_: &'static str,
-    noun: &'static str,
-    state: &'static str,
-    true_reason: &'static str,
-    false_reason: &'static str,
-}
-
-impl Summary {
-    fn of(&self, manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
-        let lagging: Vec<String> = manifests
-            .iter()
-            .filter_map(|m| {
-                let c = m.conditions.iter().find(|c| c.r#type == self.type_);
-                if c.is_some_and(|c| c.status == "True") {
-                    return None;
-                }
-                let meta = m.resource_meta.clone().unwrap_or_default();
-                let name = format!("#{} {} {}", meta.ordinal, meta.kind, meta.name);
-                Some(match c {
-                    Some(c) => format!("{name}: {}", c.reason),
-                    None => name,
-                })
-            })
-            .collect();
-        let (total, noun, state) = (manifests.len(), self.noun, self.state);
-        if lagging.is_empty() {
-            let message = format!("All {total} {noun} are {state}");
-            condition(self.type_, true, self.true_reason, message, generation)
-        } else {
-            let message = format!(
-                "{} of {total} {noun} are not {state}: {}",
-                lagging.len(),
-                lagging.join("; ")
-            );
-            condition(self.type_, false, self.false_reason, message, generation)
-        }
-    }
 }

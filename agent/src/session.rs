@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use crate::Telemetry;
 use crate::metrics::ReasonLabel;
 use crate::status_board::StatusBoard;
-use crate::works::WorkManager;
+use crate::work_workers::WorkManager;
 
 const OUTBOUND_QUEUE: usize = 32;
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
