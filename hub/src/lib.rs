@@ -28,3 +28,5 @@ pub mod tls;
 pub mod to_wire;
 pub mod work_deletion;
 pub mod work_index;
+
+pub use server::{GrpcTls, HubError, HubListeners, TransportLimits, run_hub};

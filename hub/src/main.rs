@@ -15,9 +15,9 @@ use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
-use ferry_hub::server::{GrpcTls, HubListeners, TransportLimits, run_hub};
 use ferry_hub::session::SessionConfig;
 use ferry_hub::tls::ServingCert;
+use ferry_hub::{GrpcTls, HubListeners, TransportLimits, run_hub};
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
