@@ -140,6 +140,34 @@ impl ClusterLiveness {
         self.mark_disconnected(&current, reason).await
     }
 
+    /// An agent of `cluster` was refused for `reason` before any session
+    /// opened: the reason is recorded as `disconnectReason`, written only
+    /// when it differs from the recorded one, so an agent retrying costs one
+    /// read per attempt and no writes.
+    pub async fn refused(&self, cluster: &str, reason: &str) -> Result<(), LivenessError> {
+        let current = self
+            .api
+            .get_opt(cluster)
+            .await
+            .map_err(|source| LivenessError::Write {
+                action: "reading",
+                cluster: cluster.to_string(),
+                source,
+            })?;
+        let recorded = current
+            .and_then(|c| c.status)
+            .and_then(|s| s.disconnect_reason);
+        if recorded.as_deref() == Some(reason) {
+            return Ok(());
+        }
+        self.patch_status(
+            cluster,
+            "recording the refusal of",
+            json!({ "disconnectReason": reason }),
+        )
+        .await
+    }
+
     async fn mark_disconnected(
         &self,
         cluster: &ManagedCluster,

@@ -103,6 +103,18 @@ impl WorkDistributor for Distributor {
             Ok(cluster) => cluster,
             Err(refusal) => {
                 log_refusal(peer, &refusal);
+                // A cluster the hub does not accept is told why on its
+                // ManagedCluster too, where whoever can accept it looks.
+                if let AuthError::NotAccepted(cluster) = &refusal {
+                    let liveness = self.liveness.clone();
+                    let cluster = cluster.clone();
+                    let reason = refusal.to_string();
+                    tokio::spawn(async move {
+                        if let Err(error) = liveness.refused(&cluster, &reason).await {
+                            warn!(%cluster, %error, "cannot record why the agent was refused");
+                        }
+                    });
+                }
                 return Err(refusal.to_status());
             }
         };
@@ -236,6 +248,7 @@ fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
         AuthError::NotAgent { .. }
         | AuthError::WrongCluster { .. }
         | AuthError::NotJoined(_)
+        | AuthError::NotAccepted(_)
         | AuthError::Review(_) => warn!(?peer, %refusal, "agent refused"),
     }
 }
@@ -282,6 +295,13 @@ impl Lifetime {
                     // the next interval tries again.
                     Err(AuthError::Review(error)) => {
                         warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
+                    }
+                    // Un-accepting the cluster ends its session with the
+                    // same code a new connection would get.
+                    Err(refusal @ AuthError::NotAccepted(_)) => {
+                        return Status::permission_denied(format!(
+                            "the hub no longer serves this cluster: {refusal}"
+                        ));
                     }
                     Err(refusal) => {
                         return Status::unauthenticated(format!(
