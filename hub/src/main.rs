@@ -129,12 +129,12 @@ enum Command {
         #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
         tcp_keepalive_seconds: u64,
     },
-    /// Join a cluster. With --spoke-kubeconfig, both sides at once: on the
-    /// hub its namespace, agent ServiceAccount and ManagedCluster; on the
-    /// spoke the agent's namespace, its hub Secret (token, CA, hub URL,
-    /// cluster name) and the agent. With --output, the spoke side is written
-    /// as files instead. With neither, only the hub side, and a token file.
-    /// Idempotent; prints one line per object.
+    /// Join a cluster. With --spoke-kubeconfig (or --spoke-context), both
+    /// sides at once: on the hub its namespace, agent ServiceAccount and
+    /// ManagedCluster; on the spoke the agent's namespace, its hub Secret
+    /// (token, CA, hub URL, cluster name) and the agent. With --output, the
+    /// spoke side is written as files instead. With neither, only the hub
+    /// side, and a token file. Idempotent; prints one line per object.
     Join {
         /// The cluster's name (its namespace on the hub).
         #[arg(long)]
@@ -153,11 +153,13 @@ enum Command {
         /// Context of --hub-kubeconfig (default: its current context).
         #[arg(long)]
         hub_context: Option<String>,
-        /// Kubeconfig of the spoke: install the agent there.
+        /// Kubeconfig of the spoke: install the agent there (its current
+        /// context unless --spoke-context).
         #[arg(long, conflicts_with = "output")]
         spoke_kubeconfig: Option<PathBuf>,
-        /// Context of --spoke-kubeconfig (default: its current context).
-        #[arg(long, requires = "spoke_kubeconfig")]
+        /// Context of the spoke in --spoke-kubeconfig, or in the default
+        /// kubeconfig when that is not given: install the agent there.
+        #[arg(long, conflicts_with = "output")]
         spoke_context: Option<String>,
         /// Write the spoke side (agent manifests, hub Secret, chart values)
         /// into this directory for GitOps instead of applying it.
@@ -348,7 +350,8 @@ async fn main() -> anyhow::Result<()> {
             agent_service_account,
         } => {
             let hub = client_from(hub_kubeconfig.as_deref(), hub_context).await?;
-            if spoke_kubeconfig.is_none() && output.is_none() {
+            let to_spoke = spoke_kubeconfig.is_some() || spoke_context.is_some();
+            if !to_spoke && output.is_none() {
                 return join_hub_only(
                     &hub,
                     &cluster,
@@ -378,14 +381,17 @@ async fn main() -> anyhow::Result<()> {
                 rotate_token,
                 accept: !pending,
             };
-            let spoke = match &spoke_kubeconfig {
-                Some(path) => Some(client_from(Some(path), spoke_context).await?),
-                None => None,
+            let spoke = if to_spoke {
+                Some(client_from(spoke_kubeconfig.as_deref(), spoke_context).await?)
+            } else {
+                None
             };
             let target = match (&spoke, &output) {
                 (Some(spoke), _) => SpokeTarget::Cluster(spoke),
                 (None, Some(dir)) => SpokeTarget::Bundle(dir),
-                (None, None) => anyhow::bail!("give --spoke-kubeconfig or --output"),
+                (None, None) => {
+                    anyhow::bail!("give --spoke-kubeconfig, --spoke-context or --output")
+                }
             };
             let report = join_both_sides(&hub, target, &options).await?;
             for applied in &report.applied {
