@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod helm;
 pub mod hub_metrics;
 pub mod image;
+pub mod joined_agent;
 pub mod link;
 pub mod ownership;
 pub mod spoke_actor;
