@@ -375,6 +375,19 @@ pub async fn revoke_tokens_except(
     Ok(done)
 }
 
+/// The expiry (seconds since the Unix epoch) a ServiceAccount token states
+/// in its `exp` claim, read without checking the signature (the API server
+/// checks that); None when the token is not a JWT with such a claim.
+pub fn token_expiry(token: &str) -> Option<i64> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&claims).ok()?;
+    claims["exp"].as_i64()
+}
+
 /// Whether the hub still takes `token` as the agent token of cluster `name`
 /// (a TokenReview for ferry's audience, as the hub itself does): Ok(None)
 /// when it does, Ok(Some(why)) when not. Fails when the review cannot be
@@ -408,4 +421,36 @@ pub async fn token_refusal(
             Err(refusal) => Some(refusal.to_string()),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn jwt(claims: &str) -> String {
+        let encode = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!(
+            "{}.{}.signature",
+            encode(r#"{"alg":"RS256"}"#),
+            encode(claims)
+        )
+    }
+
+    #[test]
+    fn a_tokens_expiry_is_read_from_its_claims() {
+        assert_eq!(
+            token_expiry(&jwt(r#"{"exp":1795000000,"sub":"x"}"#)),
+            Some(1795000000)
+        );
+        assert_eq!(token_expiry(&jwt(r#"{"sub":"x"}"#)), None);
+        assert_eq!(token_expiry("not a jwt"), None);
+        assert_eq!(token_expiry("a.%%%.c"), None);
+    }
+
+    #[test]
+    fn changes_read_as_kubectl_says_them() {
+        let applied = Applied::hub("namespace/a".into(), Change::Unchanged);
+        assert_eq!(applied.to_string(), "hub: namespace/a unchanged");
+    }
 }

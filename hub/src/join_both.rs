@@ -10,7 +10,7 @@ use kube::Client;
 
 use crate::join::{
     Applied, JoinError, is_accepted, mint_bound_token, prepare_hub, revoke_tokens_except,
-    token_refusal,
+    token_expiry, token_refusal,
 };
 use crate::join_bundle::{BundleError, HubAccess, spoke_objects, write_bundle};
 use crate::join_spoke::{SpokeJoinError, apply_objects, read_hub_access};
@@ -104,13 +104,21 @@ pub async fn join_both_sides(
         Some(_) if options.rotate_token => None,
         Some(current) => {
             match token_refusal(hub, cluster, &options.service_account, &current.token).await? {
-                None => Some(current.token),
                 Some(why) => {
                     report.notes.push(format!(
                         "the hub no longer takes the spoke's token ({why}): a new one is minted"
                     ));
                     None
                 }
+                None => match expires_soon(&current.token, options.token_seconds) {
+                    Some(left) => {
+                        report.notes.push(format!(
+                            "the spoke's token expires in {left} s: a new one is minted"
+                        ));
+                        None
+                    }
+                    None => Some(current.token),
+                },
             }
         }
         None => None,
@@ -160,4 +168,42 @@ pub async fn join_both_sides(
         ));
     }
     Ok(report)
+}
+
+/// The seconds left to `token` when less than a third of the lifetime a new
+/// one would get: running join again then renews it, so a fleet joined once
+/// does not lose its agents a year later.
+fn expires_soon(token: &str, token_seconds: i64) -> Option<i64> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default();
+    let left = token_expiry(token)? - now;
+    (left < token_seconds / 3).then_some(left.max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn expiring_in(seconds: i64) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        let claims = format!(r#"{{"exp":{}}}"#, now as i64 + seconds);
+        let encode = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!("{}.{}.sig", encode("{}"), encode(&claims))
+    }
+
+    #[test]
+    fn a_token_past_two_thirds_of_its_life_is_renewed() {
+        let year = 365 * 24 * 3600;
+        assert_eq!(expires_soon(&expiring_in(year), year), None);
+        assert_eq!(expires_soon(&expiring_in(year / 2), year), None);
+        assert!(expires_soon(&expiring_in(year / 4), year).is_some());
+        assert_eq!(expires_soon(&expiring_in(-10), year), Some(0));
+        assert_eq!(expires_soon("opaque", year), None, "no claim: kept");
+    }
 }

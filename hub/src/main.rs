@@ -179,8 +179,8 @@ enum Command {
         /// Hub-only mode: directory the token (and CA) are written to.
         #[arg(long, default_value = ".")]
         out: PathBuf,
-        /// Lifetime of the agent's token; join again with --rotate-token to
-        /// replace it.
+        /// Lifetime of a new agent token. Joining again renews a token past
+        /// two thirds of its life; --rotate-token replaces it at once.
         #[arg(long, default_value_t = 365 * 24 * 3600)]
         token_seconds: i64,
         /// The ServiceAccount the agent authenticates as (the hub's
