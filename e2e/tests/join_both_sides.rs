@@ -379,7 +379,9 @@ async fn the_join_command_prints_one_line_per_object_and_unchanged_when_run_agai
     .map(|a| a.to_string())
     .collect();
 
+    let started = std::time::Instant::now();
     let first = run_join(&binary, &args).await;
+    let first_took = started.elapsed();
     for expected in [
         "hub: managedcluster/cluster-a created",
         "spoke: secret/ferry-agent-hub -n ferry-agent created",
@@ -390,7 +392,15 @@ async fn the_join_command_prints_one_line_per_object_and_unchanged_when_run_agai
             "{expected} in {first:#?}"
         );
     }
+    let started = std::time::Instant::now();
     let second = run_join(&binary, &args).await;
+    // A figure for the README, not a limit.
+    println!(
+        "ferry-hub join: first run {} ms ({} lines), second run {} ms",
+        first_took.as_millis(),
+        first.len(),
+        started.elapsed().as_millis()
+    );
     let objects: Vec<&String> = second
         .iter()
         .filter(|l| l.starts_with("hub: ") || l.starts_with("spoke: "))

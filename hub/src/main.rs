@@ -150,7 +150,8 @@ enum Command {
         /// in-cluster).
         #[arg(long, env = "FERRY_HUB_KUBECONFIG")]
         hub_kubeconfig: Option<PathBuf>,
-        /// Context of --hub-kubeconfig (default: its current context).
+        /// Context of the hub in --hub-kubeconfig, or in the default
+        /// kubeconfig when that is not given (default: the current one).
         #[arg(long)]
         hub_context: Option<String>,
         /// Kubeconfig of the spoke: install the agent there (its current
