@@ -4,12 +4,15 @@
 //! silent without its session ending (a crashed replica, a dead network), so
 //! status stays right whichever replica fails.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use crate::managed_cluster::ManagedCluster;
@@ -44,10 +47,18 @@ pub fn is_silent(status_last_seen: &str, now: Timestamp, limit: Duration) -> boo
     now.duration_since(seen) > limit
 }
 
+/// Clusters whose ManagedCluster does not accept their agent, as of the
+/// latest sweep.
+pub type NotAccepted = Arc<BTreeSet<String>>;
+
 /// Writes ManagedCluster liveness.
 #[derive(Clone)]
 pub struct ClusterLiveness {
     api: Api<ManagedCluster>,
+    /// Filled by each sweep, which lists every ManagedCluster anyway: live
+    /// sessions of a cluster that turns up here have their token reviewed
+    /// at once instead of at the next review interval.
+    not_accepted: watch::Sender<NotAccepted>,
 }
 
 impl ClusterLiveness {
@@ -55,7 +66,14 @@ impl ClusterLiveness {
     pub fn new(client: Client) -> Self {
         Self {
             api: Api::all(client),
+            not_accepted: watch::Sender::new(NotAccepted::default()),
         }
+    }
+
+    /// The clusters not accepted as of the latest sweep; each sweep marks
+    /// it changed.
+    pub fn not_accepted(&self) -> watch::Receiver<NotAccepted> {
+        self.not_accepted.subscribe()
     }
 
     async fn patch_status(
@@ -198,7 +216,7 @@ impl ClusterLiveness {
     }
 
     /// Marks every connected cluster not heard from within `limit` as
-    /// disconnected.
+    /// disconnected, and publishes the clusters not accepted.
     pub async fn sweep(&self, limit: Duration) -> Result<usize, LivenessError> {
         let clusters =
             self.api
@@ -209,6 +227,16 @@ impl ClusterLiveness {
                     cluster: "*".into(),
                     source,
                 })?;
+        let not_accepted: BTreeSet<String> = clusters
+            .items
+            .iter()
+            .filter(|c| !c.spec.hub_accepts_client)
+            .map(|c| c.name_any())
+            .collect();
+        // Sent on every sweep, changed or not: a cluster accepted and denied
+        // again between two sweeps leaves the set as it was, yet its new
+        // session must end.
+        self.not_accepted.send_replace(Arc::new(not_accepted));
         let now = Timestamp::now();
         let mut marked = 0;
         for cluster in clusters.items {
