@@ -158,6 +158,7 @@ async fn a_cluster_the_hub_does_not_accept_is_refused_until_accepted_and_cut_off
         .expect("the accepted agent applies works");
 
     // Denied again: the live session ends, and the agent stays out.
+    let denied_at = std::time::Instant::now();
     set_accepted(&fleet.hub_client, CLUSTER, false)
         .await
         .expect("deny");
@@ -177,6 +178,11 @@ async fn a_cluster_the_hub_does_not_accept_is_refused_until_accepted_and_cut_off
     )
     .await
     .expect("un-accepting ends the session");
+    // A figure for the README, not a limit.
+    println!(
+        "accept gate: a denied cluster's session ended {} ms after the deny (sweep every 5 s)",
+        denied_at.elapsed().as_millis()
+    );
     let answer = hello(&fleet, &token).await;
     assert!(refused_as_not_accepted(&answer), "{answer:?}");
 
