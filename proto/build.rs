@@ -4,9 +4,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "ferry/v1/ferry.proto";
     println!("cargo:rerun-if-changed={proto}");
     let descriptors = protox::compile([proto], ["."])?;
+    // Stubs only with the `grpc` feature, so a build without it needs no tonic.
+    let grpc = std::env::var_os("CARGO_FEATURE_GRPC").is_some();
     tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
+        .build_client(grpc)
+        .build_server(grpc)
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -15,11 +15,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use ferry_semantics::contract::{AGENT_FIELD_MANAGER, KUBE_TIME_FORMAT};
+
 use crate::semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
 use crate::semantics::release::Owner;
-
-/// Field manager of the agent's own bookkeeping writes.
-const RECORD_MANAGER: &str = "ferry-agent";
 
 /// Which hub work an AppliedManifestWork records, and how its objects are to
 /// be released.
@@ -28,6 +27,7 @@ const RECORD_MANAGER: &str = "ferry-agent";
     group = "work.ferry.dev",
     version = "v1alpha1",
     kind = "AppliedManifestWork",
+    doc = "What the ferry agent applied on this spoke cluster for one hub ManifestWork: the objects it created, with their UIDs, so that they are garbage-collected or orphaned when the work goes away.",
     status = "AppliedManifestWorkStatus",
     category = "ferry",
     printcolumn = r#"{"name":"Work","type":"string","jsonPath":".spec.workName"}"#,
@@ -280,7 +280,7 @@ impl AppliedWorks {
             .and_then(|l| l.annotations().get(OBJECT_HASH_ANNOTATION))
             .is_some_and(|h| *h == hash);
         if !current {
-            let params = PatchParams::apply(RECORD_MANAGER).force();
+            let params = PatchParams::apply(AGENT_FIELD_MANAGER).force();
             crds.patch(&name, &params, &Patch::Apply(&crd))
                 .await
                 .map_err(AppliedWorksError::InstallCrd)?;
@@ -422,7 +422,7 @@ impl AppliedWorks {
                 .map_err(|_| AppliedWorksError::BadTime { name, value: text });
         }
         let now = Timestamp::now();
-        let patch = json!({ "status": { "evictionStartTime": now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string() } });
+        let patch = json!({ "status": { "evictionStartTime": now.strftime(KUBE_TIME_FORMAT).to_string() } });
         self.api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await

@@ -15,14 +15,16 @@ use serde_json::Value;
 
 use crate::semantics::ManifestIdentity;
 use crate::semantics::compare::is_subset;
+use crate::semantics::contract::AGENT_FIELD_MANAGER;
 use crate::semantics::hash::{
     LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json, object_hash, set_annotations,
     strip_ferry_annotations,
 };
 use crate::semantics::ignore::{SsaInput, plan_server_side_apply};
-use crate::semantics::merge::{ListSchema, merge_patch, three_way_merge};
+use crate::semantics::list_items::ListSchema;
+use crate::semantics::merge::{merge_patch, three_way_merge};
 use crate::semantics::release::{Owner, add_references, apply_references};
-use crate::semantics::strategy::{DEFAULT_FIELD_MANAGER, Strategy, WhenDeleted};
+use crate::semantics::strategy::{Strategy, WhenDeleted};
 
 /// How long to wait for a CRD from the same work to be served before the
 /// resources that depend on it are tried.
@@ -309,7 +311,7 @@ async fn update(
             write,
             live_json,
             &body,
-            DEFAULT_FIELD_MANAGER,
+            AGENT_FIELD_MANAGER,
             false,
             vec![note],
             what,
@@ -349,7 +351,7 @@ async fn update(
         }
     }
     let params = PatchParams {
-        field_manager: Some(DEFAULT_FIELD_MANAGER.into()),
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
         ..Default::default()
     };
     let written = write

@@ -5,16 +5,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_proto::v1;
 
-/// Condition type: the manifest or work was written to the spoke.
-pub const APPLIED: &str = "Applied";
-/// Condition type: the applied resource (or every resource of a work) is available.
-pub const AVAILABLE: &str = "Available";
-/// Condition type: the work is being deleted and some of its objects are
-/// still on the cluster.
-pub const DELETING: &str = "Deleting";
-/// Condition type: the manifest's status feedback rules were all evaluated.
-pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
-
 /// A condition of `type_` at `generation`, stamped now.
 pub fn condition(
     type_: &str,
@@ -71,6 +61,7 @@ fn now_seconds() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_semantics::contract::APPLIED;
 
     #[test]
     fn an_unchanged_status_keeps_its_transition_time() {

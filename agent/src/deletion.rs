@@ -9,7 +9,7 @@ use kube::ResourceExt;
 
 use crate::applied_works::{AppliedWorks, AppliedWorksError};
 use crate::drift::ManagedObject;
-use crate::ownership_marks::{Remaining, recorded_resource, release_each};
+use crate::release::{Remaining, recorded_resource, release_each};
 use crate::semantics::release::DeletePolicy;
 
 /// Where a work's deletion stands after one pass.

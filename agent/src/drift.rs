@@ -21,6 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, warn};
 
+use crate::metrics::{AgentMetrics, WatchOpen};
+
 /// One object a work manages, as the drift watch needs to find it.
 #[derive(Clone)]
 pub struct ManagedObject {
@@ -68,15 +70,19 @@ struct KindWatch {
 }
 
 /// The agent's shared drift watches.
-#[derive(Default)]
 pub struct DriftWatches {
     kinds: Mutex<HashMap<String, KindWatch>>,
+    /// Counts the watches open, by kind.
+    metrics: Arc<AgentMetrics>,
 }
 
 impl DriftWatches {
-    /// No watches yet.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// No watches yet; those opened later are counted in `metrics`.
+    pub fn new(metrics: Arc<AgentMetrics>) -> Arc<Self> {
+        Arc::new(Self {
+            kinds: Mutex::default(),
+            metrics,
+        })
     }
 
     /// How many kinds are watched (one connection each, unless a kind fell
@@ -90,12 +96,16 @@ impl DriftWatches {
         let kind = kinds.entry(object.kind.clone()).or_insert_with(|| {
             let subscribers: Subscribers = Arc::default();
             let (namespaces, namespaces_rx) = watch::channel(BTreeSet::new());
+            // Counted from the moment the work relies on it.
+            let open = self.metrics.watch_open(&object.kind);
             let task = tokio::spawn(watch_kind(
+                open,
                 object.client.clone(),
                 object.resource.clone(),
                 object.kind.clone(),
                 subscribers.clone(),
                 namespaces_rx,
+                self.metrics.clone(),
             ));
             KindWatch {
                 subscribers,
@@ -200,17 +210,22 @@ fn is_forbidden(error: &watcher::Error) -> bool {
     }
 }
 
-/// Watches one kind cluster-wide; on 403 falls back to one watch per
-/// namespace in `namespaces`, kept in step with it.
+/// Watches one kind cluster-wide (counted by `open` while it lasts); on 403
+/// falls back to one watch per namespace in `namespaces`, kept in step with
+/// it.
 async fn watch_kind(
+    open: WatchOpen,
     client: Client,
     resource: ApiResource,
     kind: String,
     subscribers: Subscribers,
     mut namespaces: watch::Receiver<BTreeSet<String>>,
+    metrics: Arc<AgentMetrics>,
 ) {
     let all: MetaApi = Api::all_with(client.clone(), &resource);
-    if watch_scope(all, &kind, None, &subscribers).await == Ended::Forbidden {
+    let ended = watch_scope(all, &kind, None, &subscribers).await;
+    drop(open);
+    if ended == Ended::Forbidden {
         warn!(%kind, "cannot watch this kind cluster-wide; watching each namespace instead");
     } else {
         return;
@@ -225,7 +240,10 @@ async fn watch_kind(
             }
             let api: MetaApi = Api::namespaced_with(client.clone(), &ns, &resource);
             let (kind, subscribers, scope) = (kind.clone(), subscribers.clone(), ns.clone());
+            let open = metrics.watch_open(&kind);
             let task = tokio::spawn(async move {
+                // Counted while the task lives, aborted or not.
+                let _open = open;
                 let _ = watch_scope(api, &kind, Some(&scope), &subscribers).await;
             });
             running.insert(ns, AbortOnDropHandle::new(task));

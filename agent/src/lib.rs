@@ -9,9 +9,11 @@ pub mod deletion;
 pub mod discovery;
 pub mod drift;
 pub mod list_schema;
-pub mod ownership_marks;
+pub mod metrics;
 pub mod probes;
+pub mod readiness;
 pub mod reconcile;
+pub mod release;
 pub mod session;
 pub mod status_board;
 pub mod works;
@@ -26,10 +28,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
+use prometheus_client::registry::Registry;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::applied_works::AppliedWorks;
 use crate::discovery::KindResolver;
 use crate::list_schema::ListSchemas;
+use crate::metrics::AgentMetrics;
+use crate::readiness::Readiness;
 use crate::reconcile::Reconciler;
 use crate::session::{SessionConfig, run_session};
 use crate::status_board::StatusBoard;
@@ -47,7 +53,46 @@ pub struct AgentOptions {
     /// At shutdown, how long passes in flight may run on before they are
     /// abandoned (kept well under Kubernetes' default 30 s grace period).
     pub shutdown_grace: Duration,
+    /// The metrics and readiness this agent keeps up to date.
+    pub telemetry: Telemetry,
 }
+
+/// What the agent tells its probes and Prometheus: metrics, and whether it
+/// is ready. Cheap to clone; clones share everything.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    /// The agent's metrics.
+    pub metrics: Arc<AgentMetrics>,
+    /// Whether the agent has a hub session and spoke access.
+    pub readiness: Readiness,
+}
+
+impl Telemetry {
+    /// Fresh metrics, not ready; the spoke API server is checked every
+    /// `spoke_check_interval` while the agent runs.
+    pub fn new(spoke_check_interval: Duration) -> Self {
+        Self {
+            metrics: Arc::new(AgentMetrics::default()),
+            readiness: Readiness::new(spoke_check_interval),
+        }
+    }
+
+    /// A registry holding every agent metric, for `/metrics`.
+    pub fn registry(&self) -> Registry {
+        let mut registry = Registry::default();
+        self.metrics.register(&mut registry);
+        registry
+    }
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self::new(DEFAULT_SPOKE_CHECK_INTERVAL)
+    }
+}
+
+/// How often the spoke API server is checked for readiness by default.
+pub const DEFAULT_SPOKE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Default for AgentOptions {
     fn default() -> Self {
@@ -55,6 +100,7 @@ impl Default for AgentOptions {
             resync_interval: Duration::from_secs(600),
             eviction_grace: Duration::from_secs(3600),
             shutdown_grace: Duration::from_secs(10),
+            telemetry: Telemetry::default(),
         }
     }
 }
@@ -70,6 +116,11 @@ pub async fn run_agent(
     options: AgentOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    let telemetry = options.telemetry.clone();
+    // Checked for as long as the agent runs, session or not.
+    let _spoke_check = AbortOnDropHandle::new(tokio::spawn(
+        telemetry.readiness.clone().check_spoke(client.clone()),
+    ));
     let resolver = Arc::new(KindResolver::new(client.clone()));
     let schemas = Arc::new(ListSchemas::new(client.clone()));
     let applied = AppliedWorks::new(client.clone(), &config.cluster_name);
@@ -78,6 +129,7 @@ pub async fn run_agent(
         resolver,
         schemas,
         applied.clone(),
+        telemetry.metrics.clone(),
     ));
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(
@@ -85,10 +137,11 @@ pub async fn run_agent(
         board.clone(),
         options.resync_interval,
         options.eviction_grace,
+        telemetry.metrics.clone(),
     ));
     let run = async {
         prepare_spoke(&client, &applied, &works).await;
-        run_session(config, works.clone(), board).await;
+        run_session(config, works.clone(), board, &telemetry).await;
     };
     let mut run = std::pin::pin!(run);
     tokio::select! {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::RwLock;
 use tracing::debug;
 
-use crate::semantics::merge::{ListKind, ListSchema};
+use crate::semantics::list_items::{ListKind, ListSchema};
 
 /// Schemas nest through `$ref`, and some are recursive (a CRD's
 /// JSONSchemaProps refers to itself from several fields). The walk never

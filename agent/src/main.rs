@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ferry_agent::session::{ClientTls, SessionConfig, TokenSource};
-use ferry_agent::{AgentOptions, run_agent};
+use ferry_agent::{AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry, run_agent};
 
 #[derive(Parser)]
 #[command(
@@ -38,9 +38,14 @@ struct Cli {
     /// Private key (PEM) of --client-cert.
     #[arg(long, env = "FERRY_CLIENT_KEY", requires = "client_cert")]
     client_key: Option<std::path::PathBuf>,
-    /// Address of /healthz and /readyz.
+    /// Address of /healthz, /readyz and /metrics.
     #[arg(long, env = "FERRY_PROBE_ADDR", default_value = "0.0.0.0:8081")]
     probe_addr: SocketAddr,
+    /// Seconds between checks that the spoke API server answers the agent
+    /// (GET /version with its credentials); /readyz fails once three in a
+    /// row went unanswered.
+    #[arg(long, env = "FERRY_SPOKE_CHECK_SECONDS", default_value_t = DEFAULT_SPOKE_CHECK_INTERVAL.as_secs())]
+    spoke_check_seconds: u64,
     /// Seconds between heartbeats to the hub.
     #[arg(long, env = "FERRY_HEARTBEAT_SECONDS", default_value_t = 10)]
     heartbeat_seconds: u64,
@@ -123,7 +128,12 @@ async fn main() -> anyhow::Result<()> {
     let probes = tokio::net::TcpListener::bind(cli.probe_addr)
         .await
         .with_context(|| format!("binding {}", cli.probe_addr))?;
-    tokio::spawn(async move { axum::serve(probes, ferry_agent::probes::router()).await });
+    let telemetry = Telemetry::new(Duration::from_secs(cli.spoke_check_seconds.max(1)));
+    let router = ferry_agent::probes::router(
+        telemetry.readiness.clone(),
+        std::sync::Arc::new(telemetry.registry()),
+    );
+    tokio::spawn(async move { axum::serve(probes, router).await });
     let config = SessionConfig {
         hub_url,
         cluster_name,
@@ -135,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
         resync_interval: Duration::from_secs(cli.resync_seconds.max(1)),
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
+        telemetry,
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

@@ -2,6 +2,7 @@
 //! `WorkStatus` for the hub.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use ferry_proto::v1;
 use kube::Client;
@@ -13,15 +14,18 @@ use tracing::{debug, warn};
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
-use crate::conditions::{APPLIED, AVAILABLE, FEEDBACK_SYNCED, condition};
+use crate::conditions::condition;
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
 use crate::list_schema::ListSchemas;
-use crate::ownership_marks::{ReleaseError, adopt, release_each};
-use crate::semantics::feedback::{availability, evaluate_feedback};
+use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
+use crate::release::{ReleaseError, adopt, release_each};
+use crate::semantics::availability::availability;
+use crate::semantics::feedback::evaluate_feedback;
 use crate::semantics::release::{DeletePolicy, Owner, is_owned_by};
 use crate::semantics::strategy::{Strategy, StrategyError, strategy_of};
 use crate::semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, FEEDBACK_SYNCED};
 
 /// The outcome of one pass over a work.
 pub struct Reconciled {
@@ -31,6 +35,9 @@ pub struct Reconciled {
     pub retry: bool,
     /// The objects to watch for drift.
     pub managed: Vec<ManagedObject>,
+    /// The kind (`apiVersion/kind`) of each object this pass created or
+    /// changed on the spoke.
+    pub written: Vec<String>,
 }
 
 /// One pass's view of the work's record on the spoke: the objects recorded
@@ -43,6 +50,7 @@ struct PassRecord {
     stored: Vec<AppliedResource>,
     recorded: Vec<AppliedResource>,
     managed: Vec<ManagedObject>,
+    written: Vec<String>,
 }
 
 impl PassRecord {
@@ -162,21 +170,25 @@ pub struct Reconciler {
     resolver: Arc<KindResolver>,
     schemas: Arc<ListSchemas>,
     applied: AppliedWorks,
+    metrics: Arc<AgentMetrics>,
 }
 
 impl Reconciler {
-    /// A reconciler writing with `client` and recording in `applied`.
+    /// A reconciler writing with `client`, recording in `applied` and
+    /// counting applies in `metrics`.
     pub fn new(
         client: Client,
         resolver: Arc<KindResolver>,
         schemas: Arc<ListSchemas>,
         applied: AppliedWorks,
+        metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
             client,
             resolver,
             schemas,
             applied,
+            metrics,
         }
     }
 
@@ -214,6 +226,7 @@ impl Reconciler {
                     stored: r.resources(),
                     recorded: Vec::new(),
                     managed: Vec::new(),
+                    written: Vec::new(),
                 })
             });
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
@@ -308,11 +321,13 @@ impl Reconciler {
         let all_identified = parsed.iter().all(Result::is_ok);
         let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
         let mut managed = Vec::new();
+        let mut written = Vec::new();
         if let Ok(record) = &mut record {
             retry |= self
                 .collect_garbage(record, &claims, all_identified, &policy)
                 .await;
             managed = std::mem::take(&mut record.managed);
+            written = std::mem::take(&mut record.written);
         }
         let manifests: Vec<v1::ManifestStatus> = manifests.into_iter().flatten().collect();
         let work_applied = work_applied_condition(&manifests, generation);
@@ -327,6 +342,7 @@ impl Reconciler {
             },
             retry,
             managed,
+            written,
         }
     }
 
@@ -440,7 +456,21 @@ impl Reconciler {
             schema: schema.as_ref(),
             owner: &record.owner,
         };
-        let outcome = match apply_manifest(&write).await {
+        // Only kinds the spoke serves get here: the label stays bounded.
+        let kind = format!("{}/{}", identity.api_version(), identity.kind);
+        let started = Instant::now();
+        let applied = apply_manifest(&write).await;
+        let label = match &applied {
+            Ok(outcome) => apply_outcome(&outcome.applied),
+            Err(error) => apply_failure(error),
+        };
+        self.metrics.observe_apply(&kind, label, started);
+        if let Ok(outcome) = &applied
+            && wrote(&outcome.applied)
+        {
+            record.written.push(kind);
+        }
+        let outcome = match applied {
             Err(ApplyError::KindNotServed { .. }) => {
                 // Cached discovery is stale; look the kind up again next time.
                 self.resolver.forget(&gvk).await;

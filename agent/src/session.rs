@@ -17,6 +17,8 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tracing::{info, warn};
 
+use crate::Telemetry;
+use crate::metrics::ReasonLabel;
 use crate::status_board::StatusBoard;
 use crate::works::WorkManager;
 
@@ -148,15 +150,100 @@ pub enum SessionError {
     Silent(Duration),
 }
 
-/// Keeps a session with the hub open for as long as the returned future runs.
-pub async fn run_session(config: SessionConfig, works: Arc<WorkManager>, board: Arc<StatusBoard>) {
+impl SessionError {
+    /// The `reason` label of this error in the session metrics: a closed
+    /// set (gRPC codes by name for what the hub answered).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SessionError::BadUrl { .. }
+            | SessionError::BadToken
+            | SessionError::BadClusterName
+            | SessionError::Tls { .. } => "config",
+            SessionError::Token { .. } => "token_unreadable",
+            SessionError::Connect { .. } => "connect",
+            SessionError::Stream(status) => code_label(status.code()),
+            SessionError::Closed => "hub_closed",
+            SessionError::Silent(_) => "hub_silent",
+        }
+    }
+}
+
+/// A gRPC code as a label value.
+fn code_label(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "ok",
+        Code::Cancelled => "cancelled",
+        Code::Unknown => "unknown",
+        Code::InvalidArgument => "invalid_argument",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::NotFound => "not_found",
+        Code::AlreadyExists => "already_exists",
+        Code::PermissionDenied => "permission_denied",
+        Code::ResourceExhausted => "resource_exhausted",
+        Code::FailedPrecondition => "failed_precondition",
+        Code::Aborted => "aborted",
+        Code::OutOfRange => "out_of_range",
+        Code::Unimplemented => "unimplemented",
+        Code::Internal => "internal",
+        Code::Unavailable => "unavailable",
+        Code::DataLoss => "data_loss",
+        Code::Unauthenticated => "unauthenticated",
+    }
+}
+
+/// An established session, as metrics and readiness see it: connected
+/// while this lives, however the session ends (an error, or the agent
+/// dropping it at shutdown).
+struct Established<'a> {
+    telemetry: &'a Telemetry,
+}
+
+impl<'a> Established<'a> {
+    fn new(telemetry: &'a Telemetry) -> Self {
+        telemetry.metrics.sessions_started.inc();
+        telemetry.metrics.hub_connected.set(1);
+        telemetry.readiness.hub_connected();
+        Self { telemetry }
+    }
+}
+
+impl Drop for Established<'_> {
+    fn drop(&mut self) {
+        self.telemetry.metrics.hub_connected.set(0);
+        self.telemetry.readiness.hub_disconnected(None);
+    }
+}
+
+/// Keeps a session with the hub open for as long as the returned future
+/// runs, keeping `telemetry` up to date.
+pub async fn run_session(
+    config: SessionConfig,
+    works: Arc<WorkManager>,
+    board: Arc<StatusBoard>,
+    telemetry: &Telemetry,
+) {
     let mut backoff = MIN_BACKOFF;
     loop {
         let mut welcomed = false;
-        match connect_once(&config, &works, &board, &mut welcomed).await {
-            Ok(()) => {}
-            Err(error) => warn!(hub = %config.hub_url, %error, "hub session ended"),
+        let ended = connect_once(&config, &works, &board, telemetry, &mut welcomed).await;
+        let error = ended.err().unwrap_or(SessionError::Closed);
+        warn!(hub = %config.hub_url, %error, "hub session ended");
+        let label = ReasonLabel {
+            reason: error.reason(),
+        };
+        if welcomed {
+            telemetry.metrics.sessions_ended.get_or_create(&label).inc();
+        } else {
+            telemetry
+                .metrics
+                .connect_failures
+                .get_or_create(&label)
+                .inc();
         }
+        telemetry
+            .readiness
+            .hub_disconnected(Some(error.to_string()));
         if welcomed {
             backoff = MIN_BACKOFF;
         }
@@ -170,6 +257,7 @@ async fn connect_once(
     config: &SessionConfig,
     works: &WorkManager,
     board: &Arc<StatusBoard>,
+    telemetry: &Telemetry,
     welcomed: &mut bool,
 ) -> Result<(), SessionError> {
     let endpoint =
@@ -247,7 +335,9 @@ async fn connect_once(
         outbound,
         board.clone(),
         config.heartbeat_interval,
+        telemetry.clone(),
     )));
+    let mut established = None;
     // The hub heartbeats; three missed intervals mean the connection is dead
     // even if TCP has not noticed, so the agent dials again.
     let mut silence_limit = config.heartbeat_interval * 3;
@@ -261,6 +351,9 @@ async fn connect_once(
         match message.body {
             Some(hub_message::Body::Welcome(welcome)) => {
                 *welcomed = true;
+                if established.is_none() {
+                    established = Some(Established::new(telemetry));
+                }
                 let interval =
                     Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
                 silence_limit = interval * 3;
@@ -280,7 +373,9 @@ async fn send_reports(
     outbound: mpsc::Sender<v1::AgentMessage>,
     board: Arc<StatusBoard>,
     heartbeat: Duration,
+    telemetry: Telemetry,
 ) {
+    let metrics = &telemetry.metrics;
     let mut published = board.subscribe();
     published.mark_changed();
     let mut ticker = tokio::time::interval(heartbeat);
@@ -295,8 +390,10 @@ async fn send_reports(
                     let message = v1::AgentMessage { body: Some(agent_message::Body::Status(status.clone())) };
                     if outbound.send(message).await.is_err() {
                         board.requeue(&unsent[i..]).await;
+                        metrics.status_reports_requeued.inc_by((unsent.len() - i) as u64);
                         return;
                     }
+                    metrics.status_reports_sent.inc();
                 }
             }
             _ = ticker.tick() => {

@@ -19,11 +19,13 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use crate::conditions::{DELETING, carry_work_transition_times, condition};
+use crate::conditions::{carry_work_transition_times, condition};
 use crate::deletion::{Progress, release_work};
 use crate::drift::{DriftWatch, DriftWatches};
+use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
+use ferry_semantics::contract::DELETING;
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -64,6 +66,7 @@ struct Shared {
     resync: Duration,
     eviction_grace: Duration,
     drift: Arc<DriftWatches>,
+    metrics: Arc<AgentMetrics>,
 }
 
 /// The works this agent holds.
@@ -79,13 +82,15 @@ pub struct WorkManager {
 
 impl WorkManager {
     /// A manager applying with `reconciler`, reporting into `board`,
-    /// re-checking every work at least every `resync`, and evicting works the
-    /// hub does not have `eviction_grace` after it first said so.
+    /// re-checking every work at least every `resync`, evicting works the
+    /// hub does not have `eviction_grace` after it first said so, and
+    /// counting drift watches and corrections in `metrics`.
     pub fn new(
         reconciler: Arc<Reconciler>,
         board: Arc<StatusBoard>,
         resync: Duration,
         eviction_grace: Duration,
+        metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -93,7 +98,8 @@ impl WorkManager {
                 board,
                 resync,
                 eviction_grace,
-                drift: DriftWatches::new(),
+                drift: DriftWatches::new(metrics.clone()),
+                metrics,
             }),
             workers: Mutex::new(HashMap::new()),
             recorded: Mutex::new(HashSet::new()),
@@ -247,12 +253,23 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
     let mut drift = DriftWatch::new(shared.drift.clone(), drifted.clone());
     let mut backoff = FIRST_RETRY;
     let mut generation = 0;
+    // The generation the last pass fully applied, and whether this pass was
+    // woken by the spoke (a drift watch, or the resync after a settled
+    // pass): what it writes then corrects drift.
+    let mut settled_generation = None;
+    let mut spoke_woke = false;
     loop {
         let wish = desired.borrow_and_update().clone();
+        if !matches!(wish, Desired::Apply(_)) {
+            settled_generation = None;
+        }
         let settled = match wish {
             Desired::Apply(upsert) => {
                 generation = upsert.generation;
-                apply(&uid, &upsert, &shared, &mut drift).await
+                let correcting = spoke_woke && settled_generation == Some(generation);
+                let settled = apply(&uid, &upsert, &shared, &mut drift, correcting).await;
+                settled_generation = settled.then_some(generation);
+                settled
             }
             Desired::Delete { work, option } => {
                 match release(&uid, option.as_ref(), &shared, &mut drift).await {
@@ -284,6 +301,7 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                         changed = desired.changed() => if changed.is_err() { return },
                         () = tokio::time::sleep(wait) => {}
                     }
+                    spoke_woke = false;
                     continue;
                 }
                 Err(error) => {
@@ -300,22 +318,43 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
             backoff = (backoff * 2).min(MAX_RETRY);
             wait
         };
-        tokio::select! {
-            changed = desired.changed() => if changed.is_err() { return },
-            () = drifted.notified() => debug!(%uid, "managed object changed on the spoke"),
-            () = tokio::time::sleep(wait) => {}
-        }
+        spoke_woke = tokio::select! {
+            changed = desired.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                false
+            }
+            () = drifted.notified() => {
+                debug!(%uid, "managed object changed on the spoke");
+                true
+            }
+            // After a settled pass the wait is the resync.
+            () = tokio::time::sleep(wait) => settled,
+        };
     }
 }
 
-/// One apply pass; true when nothing needs a retry.
+/// One apply pass; true when nothing needs a retry. With `correcting`, the
+/// work was fully applied before and the spoke woke this pass, so every
+/// object it writes is a drift correction.
 async fn apply(
     uid: &str,
     upsert: &v1::WorkUpsert,
     shared: &Shared,
     drift: &mut DriftWatch,
+    correcting: bool,
 ) -> bool {
     let result = shared.reconciler.reconcile(upsert).await;
+    if correcting {
+        for kind in &result.written {
+            shared
+                .metrics
+                .drift_corrections
+                .get_or_create(&KindLabel { kind: kind.clone() })
+                .inc();
+        }
+    }
     drift.track(&result.managed).await;
     publish(uid, result.status, shared).await;
     if result.retry {

@@ -14,7 +14,10 @@ import (
 	apiserveroptions "k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
 
-// auditPolicy records each write once (at ResponseComplete: RequestReceived
+// auditPolicy records every request of a ServiceAccount (reads, watches
+// and writes: the install test proves from them that each rule of the
+// charts' roles is used by ferry running with the charts' tokens), each
+// write once (at ResponseComplete: RequestReceived
 // is omitted so one request is one line), which is what tests need to count
 // writes, and the admin identity's reads of single objects, which show that
 // an agent running as that identity really re-checked them (a pass happened)
@@ -23,6 +26,8 @@ const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: Metadata
@@ -47,6 +52,10 @@ func startAPIServer(ctx context.Context, o *options, creds *credentials, ln net.
 		// other apiservers to coordinate with.
 		"--endpoint-reconciler-type=none",
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// No kube-proxy routes ClusterIPs here: the API server resolves a
+		// Service to its EndpointSlices' addresses instead, for webhooks
+		// registered by a service reference (and aggregated APIs).
+		"--enable-aggregator-routing=true",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--api-audiences=https://kubernetes.default.svc",
 		"--service-account-key-file=" + creds.saPubFile,

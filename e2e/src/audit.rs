@@ -50,3 +50,48 @@ pub fn count_reads(audit_log: &str, uri: &str) -> usize {
         })
         .count()
 }
+
+/// One request as the audit log records it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Request {
+    /// The RBAC verb (`get`, `list`, `watch`, `create`, `patch`, ...).
+    pub verb: String,
+    /// The API group, empty for the core group.
+    pub group: String,
+    /// The resource, with its subresource as `resource/subresource`.
+    pub resource: String,
+    /// The object's name, empty for collections.
+    pub name: String,
+    /// The HTTP status answered (0 while a watch is still open).
+    pub code: u16,
+}
+
+/// Every request `username` made (e.g.
+/// `system:serviceaccount:ferry:ferry-hub`), as the audit log at `audit_log`
+/// recorded them; a watch appears when it started. Empty when the log is
+/// absent.
+pub fn requests_by(audit_log: &str, username: &str) -> Vec<Request> {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["user"]["username"] == username)
+        .filter_map(|event| {
+            let object = &event["objectRef"];
+            let resource = object["resource"].as_str()?;
+            let resource = match object["subresource"].as_str() {
+                Some(sub) => format!("{resource}/{sub}"),
+                None => resource.to_string(),
+            };
+            Some(Request {
+                verb: event["verb"].as_str()?.to_string(),
+                group: object["apiGroup"].as_str().unwrap_or_default().to_string(),
+                resource,
+                name: object["name"].as_str().unwrap_or_default().to_string(),
+                code: event["responseStatus"]["code"]
+                    .as_u64()
+                    .and_then(|c| u16::try_from(c).ok())
+                    .unwrap_or(0),
+            })
+        })
+        .collect()
+}

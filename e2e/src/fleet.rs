@@ -8,8 +8,9 @@ use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
 use ferry_hub::admission::policy::wait_until_policy_enforced;
 use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget, wait_until_enforced,
 };
+use ferry_hub::cert_reload::{CaSource, CertSource};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::join::{JoinError, join_cluster};
 use ferry_hub::manifest_work::ManifestWork;
@@ -394,9 +395,13 @@ impl Fleet {
             None
         };
         let grpc_tls = options.tls.then(|| GrpcTls {
-            cert_pem: serving.chain_pem.clone(),
-            key_pem: serving.key_pem.clone(),
-            client_ca_pem: client_cert.as_ref().map(|c| c.ca_pem.clone()),
+            client_ca: client_cert
+                .as_ref()
+                .map(|c| CaSource::Pem(c.ca_pem.clone())),
+            ..GrpcTls::new(CertSource::Pem {
+                chain: serving.chain_pem.clone(),
+                key: serving.key_pem.clone(),
+            })
         });
         let agent_tls = options.tls.then(|| ClientTls {
             ca_pem: serving.ca_pem.clone(),
@@ -491,6 +496,7 @@ impl Fleet {
                 eviction_grace: options.eviction_grace,
                 // Under the harness's own 10 s limit for a graceful stop.
                 shutdown_grace: Duration::from_secs(5),
+                ..AgentOptions::default()
             };
             let mut spoke = Spoke {
                 name: control_plane.name.clone(),
@@ -737,7 +743,7 @@ impl Webhook {
             listener: tokio::net::TcpListener::bind(self.addr)
                 .await
                 .map_err(FleetError::Bind)?,
-            url: format!("https://{}", self.addr),
+            target: WebhookTarget::Url(format!("https://{}", self.addr)),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
             failure_policy: FailurePolicy::default(),

@@ -1,6 +1,7 @@
-//! Reads the hub's Prometheus `/metrics` the way a monitoring system would,
-//! so tests count what the hub did (messages sent, reports written) without
-//! reaching into its memory.
+//! Reads a hub's or an agent's Prometheus `/metrics` (and other plain HTTP
+//! endpoints such as `/readyz`) the way a monitoring system would, so tests
+//! count what the hub or agent did (messages sent, reports written, applies)
+//! without reaching into its memory.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,28 +24,45 @@ pub enum ScrapeError {
     },
 }
 
-/// The sum of every sample of metric `name` (over all label sets) in a
-/// Prometheus text exposition; 0 when there is none.
-pub fn sum_of(exposition: &str, name: &str) -> f64 {
+/// The sum of every sample of `selector` in a Prometheus text exposition; 0
+/// when there is none. `selector` is a metric name, summed over all its label
+/// sets, optionally followed by labels the samples must carry:
+/// `ferry_agent_applies_total{kind="v1/ConfigMap",outcome="created"}`.
+pub fn sum_of(exposition: &str, selector: &str) -> f64 {
+    let (name, wanted) = match selector.split_once('{') {
+        Some((name, labels)) => (name, labels.trim_end_matches('}')),
+        None => (selector, ""),
+    };
+    let wanted: Vec<&str> = wanted.split(',').filter(|l| !l.is_empty()).collect();
     exposition
         .lines()
         .filter(|line| !line.starts_with('#'))
         .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;
-            let metric = series.split('{').next()?;
-            (metric == name).then(|| value.parse::<f64>().ok())?
+            let (metric, labels) = match series.split_once('{') {
+                Some((metric, labels)) => (metric, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let carried: Vec<&str> = labels.split(',').collect();
+            let matches = metric == name && wanted.iter().all(|w| carried.contains(w));
+            matches.then(|| value.parse::<f64>().ok())?
         })
         .sum()
 }
 
-/// Scrapes `http://{addr}/metrics` and returns metric `name` summed over labels.
-pub async fn hub_metric(addr: SocketAddr, name: &str) -> Result<f64, ScrapeError> {
-    Ok(sum_of(&scrape(addr).await?, name))
+/// Scrapes `http://{addr}/metrics` and returns `selector` (see [`sum_of`]).
+pub async fn hub_metric(addr: SocketAddr, selector: &str) -> Result<f64, ScrapeError> {
+    Ok(sum_of(&scrape(addr).await?, selector))
 }
 
 /// Scrapes `http://{addr}/metrics` and returns the whole text exposition.
 pub async fn scrape(addr: SocketAddr) -> Result<String, ScrapeError> {
-    let url = format!("http://{addr}/metrics");
+    Ok(get(addr, "/metrics").await?.1)
+}
+
+/// GETs `http://{addr}{path}`: the status code and the body as text.
+pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), ScrapeError> {
+    let url = format!("http://{addr}{path}");
     let failed = |message: String| ScrapeError::Request {
         url: url.clone(),
         message,
@@ -54,23 +72,25 @@ pub async fn scrape(addr: SocketAddr) -> Result<String, ScrapeError> {
         .map_err(|e: http::uri::InvalidUri| failed(e.to_string()))?;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let response = client.get(uri).await.map_err(|e| failed(e.to_string()))?;
+    let status = response.status().as_u16();
     let body = response
         .into_body()
         .collect()
         .await
         .map_err(|e| failed(e.to_string()))?
         .to_bytes();
-    Ok(String::from_utf8_lossy(&body).into_owned())
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// Every status report the hub received from agents, whatever became of it
 /// (summed over its `outcome` label).
 pub const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
 
-/// Waits until the hub's `name` (summed over its label sets) exceeds
-/// `baseline`, scraping every 50 ms the way a monitoring system would; the
-/// signal tests use to know the hub saw something happen (a report from a
-/// restarted agent, a message sent). Fails with the last value on timeout.
+/// Waits until `name` at `addr` (a hub's or an agent's; a [`sum_of`]
+/// selector) exceeds `baseline`, scraping every 50 ms the way a monitoring
+/// system would; the signal tests use to know the hub or agent saw something
+/// happen (a report from a restarted agent, a message sent). Fails with the
+/// last value on timeout.
 pub async fn wait_metric_above(
     addr: SocketAddr,
     name: &str,
@@ -125,5 +145,29 @@ mod tests {
         assert_eq!(sum_of(text, "ferry_hub_status_reports_total"), 5.0);
         assert_eq!(sum_of(text, "ferry_hub_work_upserts_sent_total"), 7.0);
         assert_eq!(sum_of(text, "ferry_hub_work_upserts_sent"), 0.0);
+    }
+
+    #[test]
+    fn a_selector_with_labels_sums_only_the_samples_carrying_them() {
+        let text = "ferry_agent_applies_total{kind=\"v1/ConfigMap\",outcome=\"created\"} 2\nferry_agent_applies_total{kind=\"v1/ConfigMap\",outcome=\"updated\"} 1\nferry_agent_applies_total{kind=\"apps/v1/Deployment\",outcome=\"created\"} 4\n";
+        assert_eq!(
+            sum_of(text, "ferry_agent_applies_total{kind=\"v1/ConfigMap\"}"),
+            3.0
+        );
+        assert_eq!(
+            sum_of(
+                text,
+                "ferry_agent_applies_total{kind=\"v1/ConfigMap\",outcome=\"updated\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            sum_of(text, "ferry_agent_applies_total{outcome=\"created\"}"),
+            6.0
+        );
+        assert_eq!(
+            sum_of(text, "ferry_agent_applies_total{kind=\"v1/Secret\"}"),
+            0.0
+        );
     }
 }

@@ -3,6 +3,8 @@
 //! ferry running against them, and watch-based waiting helpers.
 #![forbid(unsafe_code)]
 
+pub mod agent_client;
+pub mod agent_process;
 pub mod audit;
 pub mod controlplane;
 pub mod controlplane_build;
@@ -12,7 +14,9 @@ pub mod hub_metrics;
 pub mod image;
 pub mod joined_agent;
 pub mod link;
+pub mod local_pod;
 pub mod ownership;
 pub mod spoke_actor;
+pub mod two_config_maps;
 pub mod wait;
 pub mod work_helpers;

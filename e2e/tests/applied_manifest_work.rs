@@ -4,6 +4,7 @@
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::ownership::{APPLIED_WORK_API_VERSION, hold, unhold};
 use ferry_e2e::spoke_actor::read_json;
+use ferry_e2e::two_config_maps::{CLUSTER, TwoConfigMaps};
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
@@ -14,21 +15,13 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spoke_records_every_applied_object_with_its_uid() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
-    let spoke = fleet.spoke("cluster-a");
-    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
-    let work = manifest_work(
-        "cluster-a",
-        "recorded",
-        vec![
-            config_map("default", "one", json!({"k": "v"})),
-            config_map("default", "two", json!({"k": "v"})),
-        ],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    let applied = wait_applied(&works, "recorded").await.expect("applied");
+    let TwoConfigMaps {
+        fleet,
+        config_maps,
+        applied,
+        ..
+    } = TwoConfigMaps::start("recorded", "one", "two").await;
+    let spoke = fleet.spoke(CLUSTER);
     let uid = applied.uid().expect("work uid");
 
     let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
@@ -106,22 +99,12 @@ async fn an_agent_that_was_down_when_its_work_was_deleted_deletes_the_objects_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
-    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
-    let config_maps = fleet
-        .spoke("cluster-a")
-        .api("v1", "ConfigMap", Some("default"));
-    let work = manifest_work(
-        "cluster-a",
-        "halfway",
-        vec![
-            config_map("default", "held", json!({"k": "v"})),
-            config_map("default", "free", json!({"k": "v"})),
-        ],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    wait_applied(&works, "halfway").await.expect("applied");
+    let TwoConfigMaps {
+        mut fleet,
+        works,
+        config_maps,
+        ..
+    } = TwoConfigMaps::start("halfway", "held", "free").await;
     hold(&config_maps, "held").await.expect("hold");
     works
         .delete("halfway", &Default::default())

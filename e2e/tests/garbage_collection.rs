@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::ownership::ferry_owners;
 use ferry_e2e::spoke_actor::read_json;
+use ferry_e2e::two_config_maps::TwoConfigMaps;
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, edit_manifests, is_applied_at_current_generation,
@@ -18,22 +19,12 @@ use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_removed_from_a_work_is_deleted_from_the_spoke() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
-    let config_maps = fleet
-        .spoke("cluster-a")
-        .api("v1", "ConfigMap", Some("default"));
-    let work = manifest_work(
-        "cluster-a",
-        "pair",
-        vec![
-            config_map("default", "stays", json!({"k": "v"})),
-            config_map("default", "goes", json!({"k": "v"})),
-        ],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    wait_applied(&works, "pair").await.expect("applied");
+    let TwoConfigMaps {
+        fleet,
+        works,
+        config_maps,
+        ..
+    } = TwoConfigMaps::start("pair", "stays", "goes").await;
     assert!(config_maps.get_opt("goes").await.expect("read").is_some());
 
     edit_and_wait(&works, "pair", |manifests| {
@@ -51,22 +42,12 @@ async fn a_manifest_removed_from_a_work_is_deleted_from_the_spoke() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_recreated_by_someone_else_under_the_same_name_is_not_deleted() {
-    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
-    let config_maps = fleet
-        .spoke("cluster-a")
-        .api("v1", "ConfigMap", Some("default"));
-    let work = manifest_work(
-        "cluster-a",
-        "pair",
-        vec![
-            config_map("default", "stays", json!({"k": "v"})),
-            config_map("default", "taken", json!({"k": "v"})),
-        ],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    wait_applied(&works, "pair").await.expect("applied");
+    let TwoConfigMaps {
+        mut fleet,
+        works,
+        config_maps,
+        ..
+    } = TwoConfigMaps::start("pair", "stays", "taken").await;
 
     // While the agent is away, someone replaces the object with their own and
     // the work drops it: the record's UID no longer matches.

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::join::join_cluster;
-use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message};
 use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use http_body_util::{BodyExt, Full};
@@ -16,7 +16,6 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
-use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 
 fn hello(cluster: &str, protocol_version: u32) -> v1::AgentMessage {
@@ -42,14 +41,7 @@ async fn answer(
     for message in messages {
         tx.send(message).await.expect("queue");
     }
-    let bearer: MetadataValue<Ascii> = format!("Bearer {token}").parse().expect("ascii token");
-    let authorize = move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", bearer.clone());
-        Ok(request)
-    };
-    let mut client = WorkDistributorClient::with_interceptor(channel, authorize)
+    let mut client = agent_client(channel, Some(token))
         .max_encoding_message_size(usize::MAX)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let mut inbound = client

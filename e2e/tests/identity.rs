@@ -4,13 +4,13 @@
 //! joined cluster, with ferry's audience, is an agent, and a live session
 //! ends when its token is revoked (issue 9, items 3 and 4).
 
+use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::agent_identity::AGENT_TOKEN_AUDIENCE;
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster};
 use ferry_hub::tls::ServingCert;
 use ferry_proto::PROTOCOL_VERSION;
-use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -18,7 +18,6 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
-use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 async fn trusted_channel(fleet: &Fleet) -> Channel {
@@ -52,20 +51,7 @@ async fn open_session(
     token: Option<&str>,
     cluster: &str,
 ) -> Result<Session, tonic::Status> {
-    let header = token.map(|t| {
-        format!("Bearer {t}")
-            .parse::<MetadataValue<_>>()
-            .expect("ascii token")
-    });
-    let mut client =
-        WorkDistributorClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
-            if let Some(header) = &header {
-                request
-                    .metadata_mut()
-                    .insert("authorization", header.clone());
-            }
-            Ok(request)
-        });
+    let mut client = agent_client(channel, token);
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(v1::AgentMessage {
         body: Some(agent_message::Body::Hello(v1::Hello {

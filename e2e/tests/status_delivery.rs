@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
 use ferry_e2e::hub_metrics::hub_metric;
 use ferry_e2e::link::LinkState;
@@ -21,7 +22,6 @@ use ferry_hub::join::join_cluster;
 use ferry_hub::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateStrategyType};
 use ferry_hub::work_deletion::CLEANUP_FINALIZER;
 use ferry_proto::PROTOCOL_VERSION;
-use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -31,7 +31,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 
 const CLUSTER: &str = "cluster-a";
@@ -284,14 +283,7 @@ async fn raw_session(
         .await
         .expect("queue report");
     }
-    let bearer: MetadataValue<Ascii> = format!("Bearer {token}").parse().expect("ascii token");
-    let authorize = move |mut request: tonic::Request<()>| {
-        request
-            .metadata_mut()
-            .insert("authorization", bearer.clone());
-        Ok(request)
-    };
-    let mut client = WorkDistributorClient::with_interceptor(channel, authorize);
+    let mut client = agent_client(channel, Some(token));
     let mut inbound = client
         .sync(ReceiverStream::new(rx))
         .await

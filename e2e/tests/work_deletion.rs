@@ -7,6 +7,7 @@ use ferry_e2e::ownership::{
     APPLIED_WORK_API_VERSION, HOLD_FINALIZER, ferry_owners, has_ferry_annotations, hold, unhold,
 };
 use ferry_e2e::spoke_actor::read_json;
+use ferry_e2e::two_config_maps::{CLUSTER, TwoConfigMaps};
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
@@ -19,25 +20,14 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_deletion_keeps_the_work_deleting_until_the_spoke_objects_are_gone() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
-    let spoke = fleet.spoke("cluster-a");
-    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
-    let work = manifest_work(
-        "cluster-a",
-        "app",
-        vec![
-            config_map("default", "held", json!({"k": "v"})),
-            config_map("default", "free", json!({"k": "v"})),
-        ],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    let uid = wait_applied(&works, "app")
-        .await
-        .expect("applied")
-        .uid()
-        .expect("uid");
+    let TwoConfigMaps {
+        fleet,
+        works,
+        config_maps,
+        applied,
+    } = TwoConfigMaps::start("app", "held", "free").await;
+    let spoke = fleet.spoke(CLUSTER);
+    let uid = applied.uid().expect("uid");
     hold(&config_maps, "held").await.expect("hold");
 
     works

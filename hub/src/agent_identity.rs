@@ -22,6 +22,7 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenRe
 use kube::Client;
 use kube::api::{Api, PostParams};
 use moka::future::Cache;
+use prometheus_client::metrics::histogram::Histogram;
 use sha2::{Digest, Sha256};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -234,6 +235,8 @@ pub struct AgentAuthenticator {
     /// Token hash to why it was refused.
     refused: Cache<[u8; 32], AuthError>,
     budget: PeerBudget,
+    /// Seconds each TokenReview takes.
+    review_seconds: Histogram,
 }
 
 impl AgentAuthenticator {
@@ -252,7 +255,14 @@ impl AgentAuthenticator {
                 .build(),
             budget: PeerBudget::per_minute(options.peer_reviews_per_minute),
             options,
+            review_seconds: crate::metrics::latency_histogram(),
         }
+    }
+
+    /// Times every TokenReview in `histogram` (seconds).
+    pub fn with_review_latency(mut self, histogram: Histogram) -> Self {
+        self.review_seconds = histogram;
+        self
     }
 
     /// How often a live session's token is reviewed again.
@@ -326,13 +336,16 @@ impl AgentAuthenticator {
             },
             ..Default::default()
         };
+        let started = std::time::Instant::now();
         let reviewed = tokio::time::timeout(
             REVIEW_TIMEOUT,
             self.reviews.create(&PostParams::default(), &review),
         )
-        .await
-        .map_err(|_| AuthError::Review(format!("no answer within {REVIEW_TIMEOUT:?}")))?
-        .map_err(|e| AuthError::Review(e.to_string()))?;
+        .await;
+        self.review_seconds.observe(started.elapsed().as_secs_f64());
+        let reviewed = reviewed
+            .map_err(|_| AuthError::Review(format!("no answer within {REVIEW_TIMEOUT:?}")))?
+            .map_err(|e| AuthError::Review(e.to_string()))?;
         let cluster = agent_cluster(
             &reviewed.status.unwrap_or_default(),
             &self.options.service_account,

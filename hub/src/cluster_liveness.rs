@@ -15,6 +15,8 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use ferry_semantics::contract::KUBE_TIME_FORMAT;
+
 use crate::managed_cluster::ManagedCluster;
 
 /// A liveness write failed; sessions go on regardless.
@@ -34,7 +36,7 @@ pub enum LivenessError {
 }
 
 fn now_text() -> String {
-    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string()
 }
 
 /// Whether a cluster marked connected was last seen longer than `limit` ago

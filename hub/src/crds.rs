@@ -83,7 +83,7 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError>
     use kube::runtime::wait::{await_condition, conditions};
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply("ferry-hub").force();
+    let params = PatchParams::apply(ferry_semantics::contract::HUB_FIELD_MANAGER).force();
     for (_, crd) in hub_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd))

@@ -6,10 +6,13 @@
 pub mod admission;
 pub mod agent_identity;
 pub mod cel_rules;
+pub mod cert_reload;
 pub mod cluster_liveness;
 pub mod cluster_name;
 pub mod connection_limit;
 pub mod crds;
+pub mod events;
+pub mod grpc_tls;
 pub mod join;
 pub mod join_accept;
 pub mod join_both;

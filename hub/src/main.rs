@@ -7,9 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use ferry_hub::admission::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use clap::{ArgGroup, Parser, Subcommand};
+use ferry_hub::admission::{
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, ServiceRef, WebhookTarget,
+};
 use ferry_hub::agent_identity::AuthOptions;
+use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
 use ferry_hub::join_accept::set_accepted;
@@ -35,6 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve agents (uses the ambient kubeconfig or in-cluster config).
+    #[command(group(ArgGroup::new("webhook_target").args(["webhook_url", "webhook_service"])))]
     Serve {
         /// Address agents connect to.
         #[arg(long, env = "FERRY_GRPC_ADDR", default_value = "0.0.0.0:8443")]
@@ -49,7 +53,7 @@ enum Command {
         #[arg(long, env = "FERRY_INSTALL_CRDS")]
         install_crds: bool,
         /// Serving certificate chain (PEM) of the agent port; TLS is on
-        /// unless --insecure-plaintext is given.
+        /// unless --insecure-plaintext is given. Re-read when it changes.
         #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
         tls_cert: Option<PathBuf>,
         /// Private key (PEM) of --tls-cert.
@@ -66,14 +70,21 @@ enum Command {
         /// Address of the ManifestWork admission webhook (HTTPS). With it,
         /// the hub registers a ValidatingWebhookConfiguration so invalid
         /// works are refused when written.
-        #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_url")]
+        /// Needs --webhook-url or --webhook-service.
+        #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_target")]
         webhook_addr: Option<SocketAddr>,
         /// Base URL at which the hub API server reaches the webhook, e.g.
-        /// https://ferry-hub.ferry.svc:9443.
+        /// https://hub.example:9443 (a hub outside the hub cluster).
         #[arg(long, env = "FERRY_WEBHOOK_URL", requires = "webhook_addr")]
         webhook_url: Option<String>,
+        /// The Service of the hub cluster in front of the webhook, as
+        /// NAMESPACE/NAME[:PORT] (port of the Service, default 443): the
+        /// registration names the Service, and the certificate must be valid
+        /// for NAME.NAMESPACE.svc.
+        #[arg(long, env = "FERRY_WEBHOOK_SERVICE", requires = "webhook_addr")]
+        webhook_service: Option<ServiceRef>,
         /// PEM certificate chain of the webhook; a certificate for the URL's
-        /// host is generated at start when absent.
+        /// host (or the Service's DNS name) is generated at start when absent.
         #[arg(long, env = "FERRY_WEBHOOK_CERT", requires = "webhook_key")]
         webhook_cert: Option<PathBuf>,
         /// PEM private key of the webhook certificate.
@@ -83,6 +94,12 @@ enum Command {
         /// certificate; defaults to the certificate file itself.
         #[arg(long, env = "FERRY_WEBHOOK_CA", requires = "webhook_cert")]
         webhook_ca: Option<PathBuf>,
+        /// How often the certificate files (--tls-cert, --tls-key,
+        /// --client-ca, --webhook-cert, --webhook-key) are checked for
+        /// changes; changed files are served to new connections without a
+        /// restart, unusable ones are logged and the previous certificate kept.
+        #[arg(long, env = "FERRY_CERT_RELOAD_SECONDS", default_value_t = DEFAULT_RELOAD_INTERVAL.as_secs())]
+        cert_reload_seconds: u64,
         /// Largest ManifestWork admitted, in bytes of JSON.
         #[arg(long, env = "FERRY_MAX_WORK_BYTES", default_value_t = DEFAULT_MAX_WORK_BYTES)]
         max_work_bytes: usize,
@@ -245,9 +262,11 @@ async fn main() -> anyhow::Result<()> {
             insecure_plaintext,
             webhook_addr,
             webhook_url,
+            webhook_service,
             webhook_cert,
             webhook_key,
             webhook_ca,
+            cert_reload_seconds,
             max_work_bytes,
             webhook_failure_policy,
             agent_service_account,
@@ -261,14 +280,14 @@ async fn main() -> anyhow::Result<()> {
             tcp_keepalive_seconds,
             max_connections,
         } => {
-            let read = |path: &PathBuf| {
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
-            };
+            // The files are followed: a rotated certificate (cert-manager
+            // renewing the Secret) is served without a restart.
+            let reload_interval = Duration::from_secs(cert_reload_seconds.max(1));
             let grpc_tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(GrpcTls {
-                    cert_pem: read(&cert)?,
-                    key_pem: read(&key)?,
-                    client_ca_pem: client_ca.as_ref().map(read).transpose()?,
+                    client_ca: client_ca.map(CaSource::File),
+                    reload_interval,
+                    ..GrpcTls::new(CertSource::Files { cert, key })
                 }),
                 _ if insecure_plaintext => None,
                 _ => anyhow::bail!(
@@ -291,19 +310,23 @@ async fn main() -> anyhow::Result<()> {
                         .await
                         .with_context(|| format!("binding {probe_addr}"))?,
                 ),
-                admission: match (webhook_addr, webhook_url) {
-                    (Some(addr), Some(url)) => {
+                admission: match (webhook_addr, webhook_target(webhook_url, webhook_service)) {
+                    (Some(addr), Some(target)) => {
                         let cert = match (webhook_cert, webhook_key) {
-                            (Some(cert), Some(key)) => {
-                                ServingCert::load(&cert, &key, webhook_ca.as_deref())?
-                            }
-                            _ => ServingCert::generate(&[url_host(&url)?])?,
+                            (Some(cert), Some(key)) => ServingCert {
+                                reload_interval,
+                                ..ServingCert::load(&cert, &key, webhook_ca.as_deref())?
+                            },
+                            _ => ServingCert::generate(&[match &target {
+                                WebhookTarget::Url(url) => url_host(url)?,
+                                WebhookTarget::Service(service) => service.dns_name(),
+                            }])?,
                         };
                         Some(AdmissionOptions {
                             listener: TcpListener::bind(addr)
                                 .await
                                 .with_context(|| format!("binding {addr}"))?,
-                            url,
+                            target,
                             cert,
                             max_work_bytes,
                             failure_policy: webhook_failure_policy,
@@ -492,6 +515,13 @@ async fn join_hub_only(
     Ok(())
 }
 
+/// The webhook's target from --webhook-url or --webhook-service (clap lets
+/// at most one through).
+fn webhook_target(url: Option<String>, service: Option<ServiceRef>) -> Option<WebhookTarget> {
+    url.map(WebhookTarget::Url)
+        .or(service.map(WebhookTarget::Service))
+}
+
 /// The host of an https URL, for the generated certificate's name.
 fn url_host(url: &str) -> anyhow::Result<String> {
     let uri: http::Uri = url
@@ -541,4 +571,68 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<Cli, clap::Error> {
+        let base = ["ferry-hub", "serve", "--insecure-plaintext"];
+        Cli::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn the_webhook_is_registered_by_service_reference() {
+        let cli = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/ferry-hub-webhook",
+        ])
+        .expect("parses");
+        let Command::Serve {
+            webhook_url,
+            webhook_service,
+            ..
+        } = cli.command
+        else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            webhook_target(webhook_url, webhook_service),
+            Some(WebhookTarget::Service(ServiceRef {
+                namespace: "ferry".into(),
+                name: "ferry-hub-webhook".into(),
+                port: 443,
+            }))
+        );
+    }
+
+    #[test]
+    fn the_webhook_needs_exactly_one_target_and_an_address() {
+        let both = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/hook",
+            "--webhook-url=https://h:9443",
+        ]);
+        assert_eq!(
+            both.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ArgumentConflict)
+        );
+        let neither = serve(&["--webhook-addr=0.0.0.0:9443"]);
+        assert_eq!(
+            neither.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let no_addr = serve(&["--webhook-service=ferry/hook"]);
+        assert_eq!(
+            no_addr.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let malformed = serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-service=hook"]);
+        assert_eq!(
+            malformed.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ValueValidation)
+        );
+        assert!(serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-url=https://h"]).is_ok());
+    }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
     group = "work.ferry.dev",
     version = "v1alpha1",
     kind = "ManagedCluster",
+    doc = "A spoke cluster known to the ferry hub. Its name is the cluster's name and the hub namespace holding its ManifestWorks; its status shows whether the cluster's agent is connected, its version and when it was last seen.",
     status = "ManagedClusterStatus",
     shortname = "mcl",
     category = "ferry",

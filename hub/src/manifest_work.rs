@@ -18,6 +18,7 @@ use crate::cel_rules;
     group = "work.ferry.dev",
     version = "v1alpha1",
     kind = "ManifestWork",
+    doc = "A set of Kubernetes manifests that ferry applies on one spoke cluster, the cluster named by the work's namespace, and keeps applied. Its status reports, per manifest, whether it was applied, whether it is available, and the feedback values asked for. Spec compatible with Open Cluster Management's work.open-cluster-management.io/v1 ManifestWork.",
     namespaced,
     status = "ManifestWorkStatus",
     shortname = "mw",

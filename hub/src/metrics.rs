@@ -1,10 +1,113 @@
 //! Prometheus metrics of the hub.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
+
+use crate::agent_identity::AuthError;
+
+/// Why the hub refused an agent's stream: the `reason` label of
+/// `ferry_hub_agent_refusals_total`. A closed set; a new refusal path adds
+/// a variant here (and its label in [`RefusalReason::as_str`]).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// No token, not a bearer token, or a token the API server does not
+    /// accept for ferry's audience (unknown, expired, revoked).
+    Unauthenticated,
+    /// A valid token of another account than the cluster's agent
+    /// ServiceAccount.
+    WrongServiceAccount,
+    /// The token is another cluster's agent than the one the agent names.
+    WrongCluster,
+    /// The cluster the agent names is not a cluster name.
+    BadClusterName,
+    /// The token's cluster has no ManagedCluster (not joined).
+    UnknownCluster,
+    /// The token's ManagedCluster does not accept its agent
+    /// (`spec.hubAcceptsClient: false`).
+    NotAccepted,
+    /// The peer presented more unknown tokens than its budget allows.
+    OverBudget,
+    /// The TokenReview (or ManagedCluster read) failed: the hub's API
+    /// server did not answer.
+    ReviewFailed,
+    /// The agent speaks a protocol version this hub does not serve.
+    ProtocolVersion,
+    /// No Hello in time, or a first message that is not a usable Hello.
+    BadHello,
+}
+
+impl RefusalReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::WrongServiceAccount => "wrong_service_account",
+            Self::WrongCluster => "wrong_cluster",
+            Self::BadClusterName => "bad_cluster_name",
+            Self::UnknownCluster => "unknown_cluster",
+            Self::NotAccepted => "not_accepted",
+            Self::OverBudget => "over_budget",
+            Self::ReviewFailed => "review_failed",
+            Self::ProtocolVersion => "protocol_version",
+            Self::BadHello => "bad_hello",
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for RefusalReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl From<&AuthError> for RefusalReason {
+    fn from(error: &AuthError) -> Self {
+        match error {
+            AuthError::Missing
+            | AuthError::Malformed
+            | AuthError::Invalid(_)
+            | AuthError::WrongAudience => Self::Unauthenticated,
+            AuthError::NotAgent { .. } => Self::WrongServiceAccount,
+            AuthError::WrongCluster { .. } => Self::WrongCluster,
+            AuthError::BadClusterName(_) => Self::BadClusterName,
+            AuthError::NotJoined(_) => Self::UnknownCluster,
+            AuthError::NotAccepted(_) => Self::NotAccepted,
+            AuthError::RateLimited => Self::OverBudget,
+            AuthError::Review(_) => Self::ReviewFailed,
+        }
+    }
+}
+
+/// Label of the refusal counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabel {
+    /// Why the agent was refused.
+    pub reason: RefusalReason,
+}
+
+/// Label of the build info.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: &'static str,
+}
+
+/// A latency histogram in seconds, 0.5 ms to about 16 s: from an in-memory
+/// webhook decision to a slow API server round trip.
+pub fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
 
 /// Label of the status-write counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -26,6 +129,24 @@ pub struct WatchLabel {
     pub watch: &'static str,
 }
 
+/// Label of the Event counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventOutcomeLabel {
+    /// `published`, `failed` (the API server refused it) or `dropped` (the
+    /// queue was full).
+    pub outcome: &'static str,
+}
+
+/// Label of the certificate-reload counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertReloadLabel {
+    /// Whose certificate: `grpc`, `grpc-client-ca` or `webhook`.
+    pub listener: &'static str,
+    /// `reloaded`, or `failed` (the changed files were unusable; the previous
+    /// certificate stays).
+    pub outcome: &'static str,
+}
+
 /// Label naming one ManifestWork.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkLabel {
@@ -35,8 +156,7 @@ pub struct WorkLabel {
     pub name: String,
 }
 
-/// Counters and gauges the hub updates as it serves agents.
-#[derive(Default)]
+/// Counters, gauges and histograms the hub updates as it serves agents.
 pub struct HubMetrics {
     /// Agent sessions currently open on this replica.
     pub sessions: Gauge,
@@ -62,12 +182,56 @@ pub struct HubMetrics {
     pub status_write_retries: Counter,
     /// Works whose latest report waits for a retry.
     pub status_reports_pending: Gauge,
+    /// Seconds each status write request took (work status patches,
+    /// `Deleting` conditions, released finalizers), failed ones included.
+    pub status_write_seconds: Histogram,
+    /// Seconds each TokenReview took, failed ones included.
+    pub token_review_seconds: Histogram,
+    /// Seconds the admission webhook took to answer each review.
+    pub webhook_review_seconds: Histogram,
+    /// Agent streams refused, by reason.
+    pub agent_refusals: Family<RefusalLabel, Counter>,
+    /// Kubernetes Events about works, by outcome.
+    pub events: Family<EventOutcomeLabel, Counter>,
+    /// Serving certificates (and client CAs) reloaded from changed files.
+    pub certificate_reloads: Family<CertReloadLabel, Counter>,
+}
+
+impl Default for HubMetrics {
+    fn default() -> Self {
+        Self {
+            sessions: Gauge::default(),
+            upserts_sent: Counter::default(),
+            deletes_sent: Counter::default(),
+            status_reports: Family::default(),
+            watch_errors: Family::default(),
+            undecodable_works: Family::default(),
+            status_writes: Counter::default(),
+            status_reports_stale: Counter::default(),
+            status_write_failures: Counter::default(),
+            status_write_retries: Counter::default(),
+            status_reports_pending: Gauge::default(),
+            status_write_seconds: latency_histogram(),
+            token_review_seconds: latency_histogram(),
+            webhook_review_seconds: latency_histogram(),
+            agent_refusals: Family::default(),
+            events: Family::default(),
+            certificate_reloads: Family::default(),
+        }
+    }
 }
 
 impl HubMetrics {
     /// Registers every metric under the `ferry_hub` prefix.
     pub fn register(&self, registry: &mut Registry) {
         let registry = registry.sub_registry_with_prefix("ferry_hub");
+        registry.register(
+            "build",
+            "Build information of the hub",
+            Info::new(VersionLabel {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
         registry.register(
             "agent_sessions",
             "Open agent sessions",
@@ -123,5 +287,92 @@ impl HubMetrics {
             "Works whose latest status report waits for a retry",
             self.status_reports_pending.clone(),
         );
+        registry.register(
+            "events",
+            "Kubernetes Events about works, by outcome (published, failed, dropped)",
+            self.events.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Certificate files that changed, by listener and outcome (reloaded, failed)",
+            self.certificate_reloads.clone(),
+        );
+        registry.register(
+            "status_write_duration_seconds",
+            "Seconds each status write request to the API server took",
+            self.status_write_seconds.clone(),
+        );
+        registry.register(
+            "token_review_duration_seconds",
+            "Seconds each TokenReview of an agent token took",
+            self.token_review_seconds.clone(),
+        );
+        registry.register(
+            "webhook_review_duration_seconds",
+            "Seconds the admission webhook took to answer a review",
+            self.webhook_review_seconds.clone(),
+        );
+        registry.register(
+            "agent_refusals",
+            "Agent streams refused, by reason",
+            self.agent_refusals.clone(),
+        );
+    }
+
+    /// Counts one refused agent stream.
+    pub fn refused(&self, reason: RefusalReason) {
+        self.agent_refusals
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_info_histograms_and_refusals_by_reason_are_exposed() {
+        let metrics = HubMetrics::default();
+        metrics.refused(RefusalReason::from(&AuthError::Invalid("expired".into())));
+        metrics.token_review_seconds.observe(0.01);
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        for expected in [
+            format!(
+                "ferry_hub_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "ferry_hub_agent_refusals_total{reason=\"unauthenticated\"} 1".to_string(),
+            "ferry_hub_token_review_duration_seconds_count 1".to_string(),
+            "ferry_hub_status_write_duration_seconds_count 0".to_string(),
+            "ferry_hub_webhook_review_duration_seconds_count 0".to_string(),
+        ] {
+            assert!(text.contains(&expected), "{expected} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_auth_refusal_has_its_reason() {
+        let cases = [
+            (AuthError::Missing, "unauthenticated"),
+            (AuthError::WrongAudience, "unauthenticated"),
+            (
+                AuthError::NotAgent {
+                    username: "alice".into(),
+                    service_account: "ferry-agent".into(),
+                },
+                "wrong_service_account",
+            ),
+            (AuthError::NotJoined("c".into()), "unknown_cluster"),
+            (AuthError::NotAccepted("c".into()), "not_accepted"),
+            (AuthError::RateLimited, "over_budget"),
+            (AuthError::Review("down".into()), "review_failed"),
+        ];
+        for (error, label) in cases {
+            assert_eq!(RefusalReason::from(&error).as_str(), label, "{error}");
+        }
     }
 }

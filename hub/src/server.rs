@@ -11,13 +11,17 @@ use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tracing::info;
 
 use crate::admission::{self, AdmissionError, AdmissionOptions};
 use crate::agent_identity::AgentAuthenticator;
+use crate::cert_reload::{
+    CaSource, CertLoadError, CertSource, DEFAULT_RELOAD_INTERVAL, ReloadingCert, ReloadingClientCa,
+};
 use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
 use crate::connection_limit::limit_connections;
+use crate::events::WorkEvents;
+use crate::grpc_tls::tls_incoming;
 use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::session::{Distributor, SessionConfig};
@@ -31,9 +35,9 @@ pub enum HubError {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
-    /// The gRPC TLS configuration was refused.
+    /// The agent port's certificate, key or client CA could not be loaded.
     #[error("gRPC TLS configuration: {0}")]
-    Tls(#[source] tonic::transport::Error),
+    Tls(#[source] CertLoadError),
     /// The probe server failed.
     #[error("probe server: {0}")]
     Probes(#[source] std::io::Error),
@@ -43,23 +47,27 @@ pub enum HubError {
 }
 
 /// TLS of the port agents dial.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct GrpcTls {
-    /// Serving certificate chain, PEM.
-    pub cert_pem: String,
-    /// Its private key, PEM.
-    pub key_pem: String,
+    /// Serving certificate and key; files are followed, so a rotated
+    /// certificate is served to new connections without a restart.
+    pub cert: CertSource,
     /// When set, agents must present a client certificate signed by this
-    /// CA (mutual TLS), on top of their token.
-    pub client_ca_pem: Option<String>,
+    /// CA (mutual TLS), on top of their token; a CA file is followed too.
+    pub client_ca: Option<CaSource>,
+    /// How often certificate files are checked for changes.
+    pub reload_interval: Duration,
 }
 
-impl std::fmt::Debug for GrpcTls {
-    // The key stays out of logs.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrpcTls")
-            .field("mutual", &self.client_ca_pem.is_some())
-            .finish_non_exhaustive()
+impl GrpcTls {
+    /// TLS from `cert`, checked for changes every
+    /// [`DEFAULT_RELOAD_INTERVAL`], with no client certificates.
+    pub fn new(cert: CertSource) -> Self {
+        Self {
+            cert,
+            client_ca: None,
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
+        }
     }
 }
 
@@ -123,6 +131,37 @@ pub struct HubListeners {
     pub admission: Option<AdmissionOptions>,
 }
 
+/// The `reportingInstance` of the hub's Events: the pod's name, which
+/// Kubernetes sets as the container's hostname (`POD_NAME`, when the
+/// deployment passes it from the downward API, wins).
+fn reporting_instance() -> Option<String> {
+    ["POD_NAME", "HOSTNAME"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+}
+
+/// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
+/// (and client CA) following their files, reloads counted in `metrics`.
+async fn grpc_server_config(
+    tls: &GrpcTls,
+    metrics: &HubMetrics,
+) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, HubError> {
+    let reloads = metrics.certificate_reloads.clone();
+    let cert = ReloadingCert::start(&tls.cert, "grpc", tls.reload_interval, reloads.clone())
+        .await
+        .map_err(HubError::Tls)?;
+    let client_ca = match &tls.client_ca {
+        Some(ca) => Some(
+            ReloadingClientCa::start(ca, "grpc-client-ca", tls.reload_interval, reloads)
+                .await
+                .map_err(HubError::Tls)?,
+        ),
+        None => None,
+    };
+    cert.server_config(client_ca, &[b"h2"])
+        .map_err(HubError::Tls)
+}
+
 /// Runs one hub replica until `shutdown` completes or a component fails.
 pub async fn run_hub(
     client: Client,
@@ -136,7 +175,13 @@ pub async fn run_hub(
     metrics.register(&mut registry);
     let registry = Arc::new(registry);
 
-    let status = Arc::new(StatusWriter::new(client.clone(), index.clone()));
+    let events = WorkEvents::start(client.clone(), reporting_instance(), metrics.clone());
+    let status = Arc::new(StatusWriter::new(
+        client.clone(),
+        index.clone(),
+        events.clone(),
+        metrics.status_write_seconds.clone(),
+    ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -146,7 +191,7 @@ pub async fn run_hub(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let deletion = WorkDeletion::new(client.clone());
+    let deletion = WorkDeletion::new(client.clone(), events.clone());
     let liveness = ClusterLiveness::new(client.clone());
     let sweeper = run_liveness_sweeper(
         liveness.clone(),
@@ -154,10 +199,10 @@ pub async fn run_hub(
         session.heartbeat_interval * 5,
         stopped(stop_rx.clone()),
     );
-    let auth = Arc::new(AgentAuthenticator::new(
-        client.clone(),
-        session.auth.clone(),
-    ));
+    let auth = Arc::new(
+        AgentAuthenticator::new(client.clone(), session.auth.clone())
+            .with_review_latency(metrics.token_review_seconds.clone()),
+    );
     let limits = session.transport.clone();
     // Sessions end by their maximum age and agents dial a new connection;
     // a connection older than that (plus slack) holds no agent session, only
@@ -191,27 +236,34 @@ pub async fn run_hub(
         .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
         .max_connection_age(connection_age)
         .max_connection_age_grace(CONNECTION_AGE_SLACK);
-    if let Some(tls) = &listeners.grpc_tls {
-        let mut config = ServerTlsConfig::new()
-            .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
-            .timeout(limits.tls_handshake_timeout);
-        if let Some(ca) = &tls.client_ca_pem {
-            config = config.client_ca_root(Certificate::from_pem(ca));
+    let tls = match &listeners.grpc_tls {
+        Some(tls) => Some(grpc_server_config(tls, &metrics).await?),
+        None => None,
+    };
+    let router = builder.add_service(health_service).add_service(service);
+    let accepted = limit_connections(
+        TcpIncoming::from(listeners.grpc)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(limits.tcp_keepalive)),
+        limits.max_connections,
+    );
+    let grpc = async {
+        match tls {
+            Some(config) => {
+                router
+                    .serve_with_incoming_shutdown(
+                        tls_incoming(accepted, config, limits.tls_handshake_timeout),
+                        stopped(stop_rx.clone()),
+                    )
+                    .await
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(accepted, stopped(stop_rx.clone()))
+                    .await
+            }
         }
-        builder = builder.tls_config(config).map_err(HubError::Tls)?;
-    }
-    let grpc = builder
-        .add_service(health_service)
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            limit_connections(
-                TcpIncoming::from(listeners.grpc)
-                    .with_nodelay(Some(true))
-                    .with_keepalive(Some(limits.tcp_keepalive)),
-                limits.max_connections,
-            ),
-            stopped(stop_rx.clone()),
-        );
+    };
     let probes = async {
         match listeners.probes {
             Some(listener) => axum::serve(listener, probes::router(index.clone(), registry))
@@ -222,16 +274,27 @@ pub async fn run_hub(
         }
     };
     let admission_client = client.clone();
+    let review_seconds = metrics.webhook_review_seconds.clone();
     let admission = async {
         match listeners.admission {
-            Some(options) => admission::serve(admission_client, options, stopped(stop_rx.clone()))
-                .await
-                .map_err(HubError::from),
+            Some(options) => admission::serve(
+                admission_client,
+                options,
+                metrics.certificate_reloads.clone(),
+                review_seconds,
+                stopped(stop_rx.clone()),
+            )
+            .await
+            .map_err(HubError::from),
             None => Ok(()),
         }
     };
-    let deletion_controller =
-        run_deletion_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
+    let deletion_controller = run_deletion_controller(
+        client.clone(),
+        WorkDeletion::new(client.clone(), events),
+        metrics.clone(),
+        stopped(stop_rx.clone()),
+    );
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {

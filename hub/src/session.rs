@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
+use ferry_proto::{MIN_AGENT_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use futures::stream::PollNext;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::{ClusterLiveness, NotAccepted};
 use crate::manifest_work::ManifestWork;
-use crate::metrics::HubMetrics;
+use crate::metrics::{HubMetrics, RefusalReason};
 use crate::server::TransportLimits;
 use crate::status_delivery::SessionReports;
 use crate::status_writer::StatusWriter;
@@ -85,6 +85,64 @@ pub struct Distributor {
     pub stopping: watch::Receiver<bool>,
 }
 
+/// An agent whose protocol version this hub does not serve. The hub serves
+/// its own protocol version and the one before
+/// ([`MIN_AGENT_PROTOCOL_VERSION`]); the message says which side to upgrade.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolSkew {
+    /// The agent is more than one protocol version behind the hub.
+    #[error(
+        "agent speaks protocol {agent}, this hub (protocol {hub}) serves protocols \
+         {min} to {hub}: upgrade the agent"
+    )]
+    AgentTooOld {
+        /// The agent's protocol version.
+        agent: u32,
+        /// The oldest version the hub serves.
+        min: u32,
+        /// The hub's protocol version.
+        hub: u32,
+    },
+    /// The agent is newer than the hub: hubs are upgraded first.
+    #[error(
+        "agent speaks protocol {agent}, this hub (protocol {hub}) serves protocols \
+         {min} to {hub}: upgrade the hub first, then the agents"
+    )]
+    AgentTooNew {
+        /// The agent's protocol version.
+        agent: u32,
+        /// The oldest version the hub serves.
+        min: u32,
+        /// The hub's protocol version.
+        hub: u32,
+    },
+}
+
+impl ProtocolSkew {
+    /// The gRPC status an agent gets: FAILED_PRECONDITION, since retrying
+    /// cannot help until one side is upgraded (the agent still retries with
+    /// backoff, so the upgrade is picked up without a restart).
+    pub fn to_status(&self) -> Status {
+        Status::failed_precondition(self.to_string())
+    }
+}
+
+/// Whether this hub serves an agent speaking `agent`: its own protocol
+/// version or the one before. Fails with which side must be upgraded.
+pub fn check_agent_protocol(agent: u32) -> Result<(), ProtocolSkew> {
+    check_protocol(agent, MIN_AGENT_PROTOCOL_VERSION, PROTOCOL_VERSION)
+}
+
+fn check_protocol(agent: u32, min: u32, hub: u32) -> Result<(), ProtocolSkew> {
+    if agent < min {
+        Err(ProtocolSkew::AgentTooOld { agent, min, hub })
+    } else if agent > hub {
+        Err(ProtocolSkew::AgentTooNew { agent, min, hub })
+    } else {
+        Ok(())
+    }
+}
+
 type HubStream = Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
@@ -103,6 +161,7 @@ impl WorkDistributor for Distributor {
             Ok(cluster) => cluster,
             Err(refusal) => {
                 log_refusal(peer, &refusal);
+                self.metrics.refused(RefusalReason::from(&refusal));
                 // A cluster the hub does not accept is told why on its
                 // ManagedCluster too, where whoever can accept it looks.
                 if let AuthError::NotAccepted(cluster) = &refusal {
@@ -122,38 +181,51 @@ impl WorkDistributor for Distributor {
             .map_err(|refusal| refusal.to_status())?
             .to_string();
         let mut inbound = request.into_inner();
+        let refuse = |reason: RefusalReason, status: Status| {
+            self.metrics.refused(reason);
+            status
+        };
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()))
+                let status = Status::deadline_exceeded(format!(
+                    "no Hello within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                ));
+                refuse(RefusalReason::BadHello, status)
             })?;
-        let hello = match first? {
+        let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
             Some(v1::AgentMessage {
                 body: Some(agent_message::Body::Hello(hello)),
             }) => hello,
             _ => {
-                return Err(Status::invalid_argument(
-                    "the first message must be a Hello",
+                return Err(refuse(
+                    RefusalReason::BadHello,
+                    Status::invalid_argument("the first message must be a Hello"),
                 ));
             }
         };
-        if hello.protocol_version != PROTOCOL_VERSION {
-            return Err(Status::failed_precondition(format!(
-                "agent speaks protocol {}, this hub speaks {PROTOCOL_VERSION}",
-                hello.protocol_version
-            )));
+        if let Err(skew) = check_agent_protocol(hello.protocol_version) {
+            warn!(%cluster, ?peer, agent_version = %hello.agent_version, %skew, "agent refused");
+            return Err(refuse(RefusalReason::ProtocolVersion, skew.to_status()));
         }
         if hello.cluster_name.is_empty() {
-            return Err(Status::invalid_argument("Hello names no cluster"));
+            return Err(refuse(
+                RefusalReason::BadHello,
+                Status::invalid_argument("Hello names no cluster"),
+            ));
         }
         // The name in Hello is only compared, never echoed: the token says
         // which cluster this is.
         if hello.cluster_name != cluster {
             warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
-            return Err(AuthError::WrongCluster {
-                authenticated: cluster,
-            }
-            .to_status());
+            return Err(refuse(
+                RefusalReason::WrongCluster,
+                AuthError::WrongCluster {
+                    authenticated: cluster,
+                }
+                .to_status(),
+            ));
         }
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
@@ -208,30 +280,40 @@ impl WorkDistributor for Distributor {
         let (end_tx, end_rx) = oneshot::channel::<Status>();
         let liveness = self.liveness.clone();
         tokio::spawn(async move {
+            // Held outside the select so that it is dropped only once the
+            // end is queued: the stream below ends when the pusher does.
+            let mut reading = Box::pin(reader.read_reports(inbound, inbound_done));
             tokio::select! {
                 biased;
                 end = lifetime.expire() => {
                     let reason = end.message().to_string();
                     info!(%cluster, %reason, "ending the agent session");
+                    let _ = end_tx.send(end);
                     // Dropping the reader stops the pusher too, so nothing
                     // more is delivered or written for this session.
-                    let _ = end_tx.send(end);
+                    drop(reading);
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
-                () = reader.read_reports(inbound, inbound_done) => {}
+                () = &mut reading => {}
             }
         });
         // The end of the session, when the hub decides it, goes out before
         // anything still queued: a revoked agent gets nothing more.
         let ended = futures::stream::once(end_rx)
-            .filter_map(|end| futures::future::ready(end.ok().map(Err)));
-        let messages = futures::stream::select_with_strategy(
-            ended,
-            ReceiverStream::new(outbound_rx),
-            |_: &mut ()| PollNext::Left,
-        );
+            .filter_map(|end| futures::future::ready(end.ok().map(|end| Some(Err(end)))));
+        // The stream ends as soon as the pusher is done (the hub stopping,
+        // the agent gone): a merged stream would wait for `ended` too, which
+        // only the agent's side ends, so agents of a stopping hub would learn
+        // of it only from its silence.
+        let pushed = ReceiverStream::new(outbound_rx)
+            .map(Some)
+            .chain(futures::stream::once(futures::future::ready(None)));
+        let messages =
+            futures::stream::select_with_strategy(ended, pushed, |_: &mut ()| PollNext::Left)
+                .take_while(|message| futures::future::ready(message.is_some()))
+                .filter_map(futures::future::ready);
         Ok(Response::new(Box::pin(messages)))
     }
 }
@@ -416,8 +498,12 @@ impl Pusher {
                 evict: !self.seen.contains(&uid),
                 delete_option: None,
             };
+            let evict = delete.evict;
             if !self.send_delete(delete).await {
                 return false;
+            }
+            if evict {
+                self.deletion.events().evicted(&self.cluster, &uid);
             }
         }
         true
@@ -602,6 +688,35 @@ mod tests {
             .await;
         assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
         assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[test]
+    fn the_hub_serves_its_protocol_and_the_one_before() {
+        // A hub on protocol 3 serves 2 and 3, refuses 1 and 4.
+        assert_eq!(check_protocol(3, 2, 3), Ok(()));
+        assert_eq!(check_protocol(2, 2, 3), Ok(()));
+        let old = check_protocol(1, 2, 3).expect_err("too old");
+        assert_eq!(
+            old,
+            ProtocolSkew::AgentTooOld {
+                agent: 1,
+                min: 2,
+                hub: 3
+            }
+        );
+        assert!(old.to_string().contains("upgrade the agent"), "{old}");
+        let new = check_protocol(4, 2, 3).expect_err("too new");
+        assert!(matches!(new, ProtocolSkew::AgentTooNew { agent: 4, .. }));
+        assert!(new.to_string().contains("upgrade the hub first"), "{new}");
+        assert_eq!(new.to_status().code(), tonic::Code::FailedPrecondition);
+        assert!(new.to_status().message().contains("protocol 4"));
+    }
+
+    #[test]
+    fn this_build_serves_its_own_agents_and_at_most_one_version_behind() {
+        assert_eq!(check_agent_protocol(PROTOCOL_VERSION), Ok(()));
+        assert!(check_agent_protocol(PROTOCOL_VERSION + 1).is_err());
+        assert!(check_agent_protocol(MIN_AGENT_PROTOCOL_VERSION - 1).is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 
 use ferry_proto::v1;
+use ferry_semantics::contract::{APPLIED, KUBE_TIME_FORMAT};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::manifest_work::{
@@ -33,8 +34,6 @@ pub const MAX_FEEDBACK_BYTES: usize = 1024;
 pub const MAX_NAME_BYTES: usize = 253;
 /// Reason used when an agent sends none that the API would accept.
 pub const UNSPECIFIED_REASON: &str = "Unspecified";
-/// The work condition the note about a shortened status is added to.
-const APPLIED: &str = "Applied";
 /// How the agent joins the problems it lists in one message; the hub cuts
 /// between items and counts the ones it left out.
 const ITEM_SEPARATOR: &str = "; ";
@@ -191,7 +190,7 @@ fn condition(c: &v1::Condition, generation: i64) -> Condition {
 fn rfc3339(unix_seconds: i64) -> String {
     let time = Timestamp::from_second(unix_seconds.clamp(0, MAX_UNIX_SECONDS))
         .unwrap_or(Timestamp::UNIX_EPOCH);
-    time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    time.strftime(KUBE_TIME_FORMAT).to_string()
 }
 
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 bytes: the

@@ -5,20 +5,22 @@
 //! session of the same cluster, another hub replica) makes it fail with a
 //! conflict, and the report is judged again against what is there now.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use ferry_proto::v1;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use prometheus_client::metrics::histogram::Histogram;
 
+use crate::events::WorkEvents;
 use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
-use crate::work_deletion::{DELETING, DeletionError, WorkDeletion};
+use crate::work_deletion::{DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
-
-/// Field manager the hub writes status with.
-pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
+use ferry_semantics::contract::DELETING;
 
 /// What became of one agent report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,8 +135,11 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
+    events: WorkEvents,
     /// The order of the agent sessions whose reports this writer writes.
     pub sessions: Arc<SessionOrder>,
+    /// Seconds each write request takes.
+    write_seconds: Histogram,
 }
 
 /// What to do after judging a report against one copy of the work.
@@ -145,14 +150,32 @@ enum Step {
 }
 
 impl StatusWriter {
-    /// A writer using `client` and reading current works from `index`.
-    pub fn new(client: Client, index: Arc<WorkIndex>) -> Self {
+    /// A writer using `client` and reading current works from `index`; it
+    /// publishes an Event through `events` after each write that makes a
+    /// condition transition, and times each write request in
+    /// `write_seconds`.
+    pub fn new(
+        client: Client,
+        index: Arc<WorkIndex>,
+        events: WorkEvents,
+        write_seconds: Histogram,
+    ) -> Self {
         Self {
-            deletion: WorkDeletion::new(client.clone()),
+            deletion: WorkDeletion::new(client.clone(), events.clone()),
+            events,
             client,
             index,
             sessions: Arc::default(),
+            write_seconds,
         }
+    }
+
+    /// Runs one write request, timing it whatever its result.
+    async fn timed<T>(&self, request: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = request.await;
+        self.write_seconds.observe(started.elapsed().as_secs_f64());
+        result
     }
 
     /// Writes `report` from the agent of `cluster`, starting from `basis`.
@@ -272,11 +295,17 @@ impl StatusWriter {
                 "resourceStatus": status.resource_status,
             },
         });
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        match self
+            .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
             .await
         {
-            Ok(_) => Ok(Step::Done(StatusOutcome::Written)),
+            Ok(_) => {
+                // After the write, never instead of it: `work` is the copy
+                // the write was made against, so each transition is seen by
+                // exactly one successful write.
+                self.events.status_written(work, &status);
+                Ok(Step::Done(StatusOutcome::Written))
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Step::Reread),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 Ok(Step::Done(StatusOutcome::Stale))
@@ -299,7 +328,7 @@ impl StatusWriter {
         report: &v1::WorkStatus,
     ) -> Result<StatusOutcome, StatusWriteError> {
         if report.gone {
-            self.deletion.release(work).await?;
+            self.timed(self.deletion.release(work)).await?;
             return Ok(StatusOutcome::Released);
         }
         let Some(deleting) = report.conditions.iter().find(|c| c.r#type == DELETING) else {
@@ -315,8 +344,10 @@ impl StatusWriter {
             return Ok(StatusOutcome::Stale);
         };
         let written = self
-            .deletion
-            .set_deleting(work, &deleting.reason, &deleting.message)
+            .timed(
+                self.deletion
+                    .set_deleting(work, &deleting.reason, &deleting.message),
+            )
             .await?;
         Ok(if written {
             StatusOutcome::Written
@@ -342,6 +373,7 @@ fn is_older(work: &ManifestWork, report: &v1::WorkStatus) -> bool {
 mod tests {
     use super::*;
     use crate::manifest_work::{Condition, ManifestWorkStatus};
+    use ferry_semantics::contract::APPLIED;
 
     fn work_at(observed: &[i64]) -> ManifestWork {
         let mut work = ManifestWork::new("w", Default::default());
@@ -349,7 +381,7 @@ mod tests {
             conditions: observed
                 .iter()
                 .map(|g| Condition {
-                    type_: "Applied".into(),
+                    type_: APPLIED.into(),
                     observed_generation: *g,
                     ..Default::default()
                 })

@@ -1,8 +1,8 @@
-//! The webhook's serving certificate (given as files, or generated at start)
-//! and a TLS listener for axum.
+//! The webhook's serving certificate (given as files, re-read when they
+//! change, or generated at start) and a TLS listener for axum.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,11 +11,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::crypto::ring;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::server::TlsStream;
 use tracing::debug;
+
+use crate::cert_reload::{
+    CertLoadError, CertReloads, CertSource, DEFAULT_RELOAD_INTERVAL, ReloadingCert,
+};
 
 /// A TLS handshake that takes longer is dropped, so a silent peer cannot hold
 /// a connection slot.
@@ -36,17 +37,10 @@ pub enum CertError {
         #[source]
         source: std::io::Error,
     },
-    /// A file holds no usable PEM certificate or key.
-    #[error("{path}: {reason}")]
-    Pem {
-        /// The file.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// rustls refused the certificate and key.
-    #[error("the webhook certificate and key do not make a TLS configuration: {0}")]
-    Tls(#[from] tokio_rustls::rustls::Error),
+    /// The certificate and key do not make a TLS configuration (no PEM
+    /// block, a key that does not match, an unreadable file).
+    #[error("the webhook certificate: {0}")]
+    Load(#[from] CertLoadError),
 }
 
 /// A serving certificate chain and key as PEM, plus the CA bundle the API
@@ -59,6 +53,11 @@ pub struct ServingCert {
     pub key_pem: String,
     /// What goes in the webhook's `caBundle`.
     pub ca_pem: String,
+    /// The files the chain and key were read from, if any: the listener
+    /// follows them, so a rotated certificate is served without a restart.
+    pub files: Option<(PathBuf, PathBuf)>,
+    /// How often `files` are checked for changes.
+    pub reload_interval: Duration,
 }
 
 impl std::fmt::Debug for ServingCert {
@@ -94,6 +93,8 @@ impl ServingCert {
             chain_pem: leaf.pem(),
             key_pem: leaf_key.serialize_pem(),
             ca_pem: ca_cert.pem(),
+            files: None,
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
         })
     }
 
@@ -116,31 +117,31 @@ impl ServingCert {
             chain_pem,
             key_pem: read(key)?,
             ca_pem,
+            files: Some((cert.to_path_buf(), key.to_path_buf())),
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
         })
     }
 
     /// The rustls server configuration for this certificate (ring provider,
-    /// HTTP/1.1). Fails when the PEM holds no certificate or key, or the key
-    /// does not match.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, CertError> {
-        let pem_error = |what: &str, e: &dyn std::fmt::Display| CertError::Pem {
-            path: what.to_string(),
-            reason: e.to_string(),
+    /// HTTP/1.1); when it was loaded from files, it follows them, counting
+    /// reloads in `reloads`. Fails when the PEM holds no certificate or key,
+    /// or the key does not match.
+    pub async fn server_config(
+        &self,
+        reloads: CertReloads,
+    ) -> Result<Arc<ServerConfig>, CertError> {
+        let source = match &self.files {
+            Some((cert, key)) => CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            None => CertSource::Pem {
+                chain: self.chain_pem.clone(),
+                key: self.key_pem.clone(),
+            },
         };
-        let chain = CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| pem_error("webhook certificate", &e))?;
-        if chain.is_empty() {
-            return Err(pem_error("webhook certificate", &"no CERTIFICATE block"));
-        }
-        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
-            .map_err(|e| pem_error("webhook key", &e))?;
-        let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        let cert = ReloadingCert::start(&source, "webhook", self.reload_interval, reloads).await?;
+        Ok(cert.server_config(None, &[b"http/1.1"])?)
     }
 }
 
@@ -213,19 +214,24 @@ impl axum::serve::Listener for TlsListener {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_generated_certificate_makes_a_server_config() {
+    #[tokio::test]
+    async fn a_generated_certificate_makes_a_server_config() {
         let cert = ServingCert::generate(&["127.0.0.1".into(), "ferry-hub.ferry.svc".into()])
             .expect("generate");
         assert!(cert.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert_ne!(cert.ca_pem, cert.chain_pem, "the CA is not the leaf");
-        cert.server_config().expect("usable by rustls");
+        cert.server_config(CertReloads::default())
+            .await
+            .expect("usable by rustls");
     }
 
-    #[test]
-    fn a_key_that_is_not_pem_is_an_error_not_a_panic() {
+    #[tokio::test]
+    async fn a_key_that_is_not_pem_is_an_error_not_a_panic() {
         let mut cert = ServingCert::generate(&["localhost".into()]).expect("generate");
         cert.key_pem = "nonsense".into();
-        assert!(matches!(cert.server_config(), Err(CertError::Pem { .. })));
+        assert!(matches!(
+            cert.server_config(CertReloads::default()).await,
+            Err(CertError::Load(CertLoadError::Pem { .. }))
+        ));
     }
 }

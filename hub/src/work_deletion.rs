@@ -23,14 +23,15 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, warn};
 
+use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
+
+use crate::events::WorkEvents;
 use crate::manifest_work::{Condition, ManifestWork};
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::work_index::{WORKS_RESOURCE, watch_backoff};
 
 /// The finalizer that keeps a deleted work until its objects are released.
 pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
-/// The work condition shown while a work's objects are being released.
-pub const DELETING: &str = "Deleting";
 
 /// A finalizer or condition write failed.
 #[derive(Debug, thiserror::Error)]
@@ -100,12 +101,19 @@ pub fn with_deleting(conditions: &[Condition], deleting: Condition) -> Option<Ve
 #[derive(Clone)]
 pub struct WorkDeletion {
     client: Client,
+    events: WorkEvents,
 }
 
 impl WorkDeletion {
-    /// Writes through `client`.
-    pub fn new(client: Client) -> Self {
-        Self { client }
+    /// Writes through `client`; publishes an Event through `events` after
+    /// each write that starts or ends a deletion.
+    pub fn new(client: Client, events: WorkEvents) -> Self {
+        Self { client, events }
+    }
+
+    /// The Events this writer publishes through.
+    pub fn events(&self) -> &WorkEvents {
+        &self.events
     }
 
     fn api(&self, work: &impl Resource) -> Api<ManifestWork> {
@@ -187,7 +195,10 @@ impl WorkDeletion {
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.events.released(work);
+                Ok(())
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Err(DeletionError::Contended {
                 namespace: work.namespace().unwrap_or_default(),
                 name,
@@ -229,9 +240,9 @@ impl WorkDeletion {
             reason: reason.into(),
             message: message.into(),
             observed_generation: metadata.generation.unwrap_or_default(),
-            last_transition_time: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            last_transition_time: Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string(),
         };
-        let Some(updated) = with_deleting(conditions, deleting) else {
+        let Some(updated) = with_deleting(conditions, deleting.clone()) else {
             return Ok(false);
         };
         let work = PartialObjectMeta::<ManifestWork> {
@@ -248,6 +259,8 @@ impl WorkDeletion {
             )
             .await
             .map_err(Self::error(&work, "setting Deleting on"))?;
+        self.events
+            .deleting_written(metadata, conditions, &deleting);
         Ok(true)
     }
 
@@ -328,6 +341,7 @@ fn error_policy(work: Arc<WorkMeta>, error: &DeletionError, _: Arc<WorkDeletion>
 /// counted in `metrics.watch_errors` and retried after [`watch_backoff`].
 pub async fn run_deletion_controller(
     client: Client,
+    deletion: WorkDeletion,
     metrics: Arc<HubMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -337,7 +351,7 @@ pub async fn run_deletion_controller(
         .modify(keep_what_deletion_reads)
         .reflect(writer)
         .applied_objects();
-    let deletion = Arc::new(WorkDeletion::new(client));
+    let deletion = Arc::new(deletion);
     Controller::for_stream(trigger, reader)
         .trigger_backoff(watch_backoff())
         .graceful_shutdown_on(shutdown)

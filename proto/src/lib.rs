@@ -1,16 +1,30 @@
 //! The `ferry.v1` wire contract: messages and the `WorkDistributor` service
-//! generated from `ferry/v1/ferry.proto`.
+//! generated from `ferry/v1/ferry.proto`. The service stubs (tonic) come with
+//! the default `grpc` feature; the messages alone need only prost.
 #![forbid(unsafe_code)]
 
-/// Generated protobuf types and gRPC stubs for package `ferry.v1`.
+/// Generated protobuf types (and, with the `grpc` feature, the gRPC stubs)
+/// for package `ferry.v1`.
 #[allow(missing_docs, clippy::all)]
 pub mod v1 {
-    tonic::include_proto!("ferry.v1");
+    include!(concat!(env!("OUT_DIR"), "/ferry.v1.rs"));
 }
 
 /// The protocol version this build speaks; sent in Hello and Welcome so that
 /// either side can refuse a peer it does not understand.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The oldest agent protocol version a hub of this build serves. The policy:
+/// a hub serves agents of its own protocol version and of the one before, so
+/// a fleet upgrades the hub first and then its agents, at their own pace.
+/// Agents older than this, or newer than [`PROTOCOL_VERSION`], are refused
+/// with a message naming both versions. Version 1 is the first, so a hub
+/// speaking 1 has nothing older to serve.
+pub const MIN_AGENT_PROTOCOL_VERSION: u32 = if PROTOCOL_VERSION > 1 {
+    PROTOCOL_VERSION - 1
+} else {
+    PROTOCOL_VERSION
+};
 
 /// Request metadata in which an agent names the cluster it serves, next to
 /// its bearer token, so the hub can refuse a misconfigured agent before it

@@ -11,8 +11,8 @@ use super::hash::{
     FIELD_HASHES_ANNOTATION, OBJECT_HASH_ANNOTATION, field_hash, object_hash, parse_field_hashes,
     render_field_hashes, set_annotations,
 };
-use super::merge::conventional_merge_key;
-use super::ownership::{has_managed_fields, item_key_fields, owners};
+use super::list_items::conventional_merge_key;
+use super::managed_fields::{has_managed_fields, item_key_fields, owners};
 use super::paths::{IgnorePath, Pointer, Segment, get, locate, normalized, remove_pointers, set};
 
 /// When an ignored field keeps the spoke's value.
@@ -330,7 +330,7 @@ fn write_annotations(plan: &mut SsaPlan) {
 mod tests {
     use super::*;
     use crate::compare::is_subset;
-    use crate::merge::NoSchema;
+    use crate::list_items::NoSchema;
     use serde_json::json;
 
     const US: &str = "ferry-agent";

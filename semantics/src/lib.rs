@@ -3,21 +3,27 @@
 //! it accepts exactly what an agent can apply. Each submodule has one job.
 #![forbid(unsafe_code)]
 
+pub mod availability;
 pub mod compare;
+pub mod contract;
+pub mod equality;
 pub mod feedback;
 pub mod hash;
 pub mod identity;
 pub mod ignore;
+pub mod list_items;
+pub mod managed_fields;
 pub mod merge;
-pub mod ownership;
 pub mod paths;
 pub mod release;
+mod status_fields;
 pub mod strategy;
+mod well_known_status;
 
+pub use availability::availability;
 pub use compare::is_subset;
 pub use feedback::{
-    FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, availability, evaluate_feedback,
-    static_problems,
+    FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, evaluate_feedback, static_problems,
 };
 pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,
@@ -29,9 +35,9 @@ pub use identity::{
 pub use ignore::{
     IgnoreCondition, IgnoreRule, PathNote, SsaInput, SsaPlan, plan_server_side_apply,
 };
-pub use merge::{
-    CONVENTIONAL_MERGE_KEYS, ListKind, ListSchema, NoSchema, conventional_merge_key, merge_patch,
-    three_way_merge,
+pub use list_items::{
+    CONVENTIONAL_MERGE_KEYS, ListKind, ListSchema, NoSchema, conventional_merge_key,
 };
-pub use ownership::{Ownership, owners, ownership};
+pub use managed_fields::{Ownership, owners, ownership};
+pub use merge::{merge_patch, three_way_merge};
 pub use paths::{IgnorePath, PathError, Pointer, Segment};

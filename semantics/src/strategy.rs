@@ -4,11 +4,9 @@
 
 use ferry_proto::v1;
 
+use super::contract::AGENT_FIELD_MANAGER;
 use super::ignore::{IgnoreCondition, IgnoreRule};
 use super::paths::{IgnorePath, PathError};
-
-/// Field manager used when a work does not name one.
-pub const DEFAULT_FIELD_MANAGER: &str = "ferry-agent";
 
 /// How one manifest is written to the spoke.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +103,7 @@ pub fn strategy_of(
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let manager = if ssa.field_manager.is_empty() {
-                DEFAULT_FIELD_MANAGER.to_string()
+                AGENT_FIELD_MANAGER.to_string()
             } else {
                 ssa.field_manager
             };
@@ -161,7 +159,7 @@ mod tests {
         else {
             panic!("not SSA: {strategy:?}");
         };
-        assert_eq!(manager, DEFAULT_FIELD_MANAGER);
+        assert_eq!(manager, AGENT_FIELD_MANAGER);
         assert!(!force);
         assert_eq!(rules[0].condition, IgnoreCondition::OnSpokeChange);
         assert_eq!(rules[0].paths[0].as_str(), "$.data");

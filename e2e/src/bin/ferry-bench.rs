@@ -15,6 +15,7 @@ use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::work_helpers::{config_map, is_applied_at_current_generation, manifest_work};
 use ferry_hub::manifest_work::ManifestWork;
 use futures::{StreamExt, TryStreamExt};
+use hdrhistogram::Histogram;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -118,8 +119,8 @@ async fn main() -> anyhow::Result<()> {
         }
         latencies.push(started.elapsed());
     }
-    latencies.sort();
-    let pct = |p: f64| percentile_ms(&latencies, p);
+    let latencies = histogram(&latencies)?;
+    let pct = |q: f64| quantile_ms(&latencies, q);
     println!(
         "hub create -> hub shows Applied (spoke read + create with the Update strategy + status write), {} works: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         latencies.len(),
@@ -160,13 +161,13 @@ async fn main() -> anyhow::Result<()> {
         }
         drift.push(started.elapsed());
     }
-    drift.sort();
+    let drift = histogram(&drift)?;
     println!(
         "spoke edit -> corrected by the agent (watch, Update strategy), {} edits: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         drift.len(),
-        percentile_ms(&drift, 0.5),
-        percentile_ms(&drift, 0.99),
-        percentile_ms(&drift, 1.0)
+        quantile_ms(&drift, 0.5),
+        quantile_ms(&drift, 0.99),
+        quantile_ms(&drift, 1.0)
     );
     fleet.stop().await;
     Ok(())
@@ -270,14 +271,14 @@ async fn scale(fleet: &Fleet, cli: &Cli) -> anyhow::Result<()> {
             }
         }
     });
-    let mut drift = futures::future::try_join_all(edits).await?;
-    drift.sort();
+    let drift = futures::future::try_join_all(edits).await?;
+    let drift = histogram(&drift)?;
     println!(
         "scale: spoke edit -> corrected, {} edits in different namespaces at once: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         drift.len(),
-        percentile_ms(&drift, 0.5),
-        percentile_ms(&drift, 0.99),
-        percentile_ms(&drift, 1.0)
+        quantile_ms(&drift, 0.5),
+        quantile_ms(&drift, 0.99),
+        quantile_ms(&drift, 1.0)
     );
     Ok(())
 }
@@ -301,12 +302,25 @@ async fn spoke_watches(client: &kube::Client) -> anyhow::Result<u64> {
         .sum::<f64>() as u64)
 }
 
-/// The `p` percentile of sorted `samples` in milliseconds; NaN when empty.
-fn percentile_ms(samples: &[Duration], p: f64) -> f64 {
-    let idx = ((samples.len().saturating_sub(1) as f64) * p).round() as usize;
-    samples
-        .get(idx)
-        .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+/// A histogram of `samples` in microseconds (3 significant digits), for
+/// percentiles without sorting by hand.
+fn histogram(samples: &[Duration]) -> anyhow::Result<Histogram<u64>> {
+    let mut histogram = Histogram::new(3).context("histogram bounds")?;
+    for sample in samples {
+        let micros = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX);
+        histogram
+            .record(micros.max(1))
+            .context("record a latency")?;
+    }
+    Ok(histogram)
+}
+
+/// The `q` quantile of `histogram` in milliseconds; NaN when it is empty.
+fn quantile_ms(histogram: &Histogram<u64>, q: f64) -> f64 {
+    if histogram.is_empty() {
+        return f64::NAN;
+    }
+    histogram.value_at_quantile(q) as f64 / 1000.0
 }
 
 fn rss_mib(pid: u32) -> u64 {

@@ -20,20 +20,27 @@ pub mod policy;
 
 pub mod review;
 
+pub mod target;
+
 pub mod validate;
+
+pub use target::{ServiceRef, WebhookTarget};
 
 use std::future::Future;
 use std::time::Duration;
 
+use ferry_semantics::contract::HUB_FIELD_MANAGER;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
     WebhookClientConfig,
 };
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::net::TcpListener;
 use tracing::info;
 
+use crate::cert_reload::CertReloads;
 use crate::manifest_work::{
     FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, NamedJsonPath, ResourceIdentifier,
@@ -58,9 +65,6 @@ const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
 /// CEL condition under which the API server calls the webhook (and applies
 /// the admission policy): a CREATE, or an UPDATE that changes the spec.
 pub(crate) const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
-
-/// Field manager of the hub's writes to the webhook configuration.
-const FIELD_MANAGER: &str = "ferry-hub";
 
 /// What the API server does when it cannot reach the webhook
 /// (`--webhook-failure-policy`).
@@ -109,9 +113,9 @@ pub enum AdmissionError {
 pub struct AdmissionOptions {
     /// Where the webhook listens (HTTPS).
     pub listener: TcpListener,
-    /// Base URL at which the hub API server reaches this listener, e.g.
-    /// `https://ferry-hub.ferry.svc:9443`; the review path is appended.
-    pub url: String,
+    /// Where the hub API server reaches this listener: a base URL, or the
+    /// Service in front of it.
+    pub target: WebhookTarget,
     /// Serving certificate; its CA goes into the webhook's `caBundle`.
     pub cert: ServingCert,
     /// Works larger than this many bytes of JSON are refused.
@@ -120,15 +124,15 @@ pub struct AdmissionOptions {
     pub failure_policy: FailurePolicy,
 }
 
-/// The webhook configuration pointing the API server at `base_url`, trusting
+/// The webhook configuration pointing the API server at `target`, trusting
 /// `ca_pem`: CREATE and UPDATE of `manifestworks` (not their status) that
 /// write a spec, with `failure_policy`, no side effects.
 pub fn webhook_configuration(
-    base_url: &str,
+    target: &WebhookTarget,
     ca_pem: &str,
     failure_policy: FailurePolicy,
 ) -> ValidatingWebhookConfiguration {
-    let url = format!("{}{}", base_url.trim_end_matches('/'), review::REVIEW_PATH);
+    let (url, service) = target.client_config_fields();
     ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(WEBHOOK_CONFIGURATION_NAME.into()),
@@ -138,9 +142,9 @@ pub fn webhook_configuration(
             name: WEBHOOK_NAME.into(),
             admission_review_versions: vec!["v1".into()],
             client_config: WebhookClientConfig {
-                url: Some(url),
+                url,
                 ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
-                service: None,
+                service,
             },
             rules: Some(vec![RuleWithOperations {
                 api_groups: Some(vec!["work.ferry.dev".into()]),
@@ -169,50 +173,58 @@ pub fn webhook_configuration(
 
 /// Server-side applies [`webhook_configuration`]. Fails when the API server
 /// refuses it (typically RBAC: the hub needs `patch` on
-/// `validatingwebhookconfigurations`).
+/// `validatingwebhookconfigurations`, and `create` too when the apply creates
+/// the configuration, which the API server checks as a create).
 pub async fn install_webhook(
     client: &kube::Client,
-    base_url: &str,
+    target: &WebhookTarget,
     ca_pem: &str,
     failure_policy: FailurePolicy,
 ) -> Result<(), AdmissionError> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let config = webhook_configuration(base_url, ca_pem, failure_policy);
+    let config = webhook_configuration(target, ca_pem, failure_policy);
     api.patch(
         WEBHOOK_CONFIGURATION_NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(HUB_FIELD_MANAGER).force(),
         &Patch::Apply(&config),
     )
     .await
     .map_err(AdmissionError::Install)?;
-    info!(url = %base_url, failure_policy = failure_policy.as_str(), "ManifestWork admission webhook installed");
+    info!(%target, failure_policy = failure_policy.as_str(), "ManifestWork admission webhook installed");
     Ok(())
 }
 
-/// Serves reviews on `options.listener` and installs the webhook
-/// configuration pointing at it, until `shutdown` completes. Fails when the
-/// certificate is unusable, the configuration is refused, or serving fails.
+/// Serves reviews on `options.listener`, timing each in `review_seconds`,
+/// and installs the webhook configuration pointing at it, until `shutdown`
+/// completes. Fails when the certificate is unusable, the configuration is
+/// refused, or serving fails.
 pub async fn serve(
     client: kube::Client,
     options: AdmissionOptions,
+    reloads: CertReloads,
+    review_seconds: Histogram,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AdmissionError> {
-    let tls = options.cert.server_config()?;
+    // Follows the certificate files, counting reloads in `reloads`.
+    let tls = options.cert.server_config(reloads).await?;
     // Accepting starts here, so the webhook answers as soon as the API server
     // learns of it below.
     let listener = TlsListener::new(options.listener, tls).map_err(AdmissionError::Listener)?;
     info!(addr = ?listener_addr(&listener), "hub serving ManifestWork admission");
     install_webhook(
         &client,
-        &options.url,
+        &options.target,
         &options.cert.ca_pem,
         options.failure_policy,
     )
     .await?;
-    axum::serve(listener, review::router(options.max_work_bytes))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(AdmissionError::Serve)
+    axum::serve(
+        listener,
+        review::router(options.max_work_bytes, review_seconds),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .map_err(AdmissionError::Serve)
 }
 
 fn listener_addr(listener: &TlsListener) -> Option<std::net::SocketAddr> {
@@ -293,7 +305,11 @@ mod tests {
 
     #[test]
     fn the_configuration_reviews_spec_writes_of_works_with_the_failure_policy_asked() {
-        let config = webhook_configuration("https://127.0.0.1:9443/", "CA", FailurePolicy::Fail);
+        let config = webhook_configuration(
+            &WebhookTarget::Url("https://127.0.0.1:9443/".into()),
+            "CA",
+            FailurePolicy::Fail,
+        );
         let webhooks = config.webhooks.expect("one webhook");
         let webhook = &webhooks[0];
         assert_eq!(webhook.name, WEBHOOK_NAME);
@@ -312,9 +328,27 @@ mod tests {
             "not the status subresource"
         );
         assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
-        let open = webhook_configuration("https://h", "CA", FailurePolicy::default());
+        let open = webhook_configuration(
+            &WebhookTarget::Service("ferry/hook".parse().expect("parses")),
+            "CA",
+            FailurePolicy::default(),
+        );
         let webhooks = open.webhooks.expect("one webhook");
         assert_eq!(webhooks[0].failure_policy.as_deref(), Some("Ignore"));
+        let service = webhooks[0]
+            .client_config
+            .service
+            .as_ref()
+            .expect("by service");
+        assert_eq!(
+            (
+                service.namespace.as_str(),
+                service.name.as_str(),
+                service.port
+            ),
+            ("ferry", "hook", Some(443))
+        );
+        assert_eq!(webhooks[0].client_config.url, None);
         assert_eq!(webhook.side_effects, "None");
         let conditions = webhook.match_conditions.as_ref().expect("conditions");
         assert!(

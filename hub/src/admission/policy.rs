@@ -132,7 +132,8 @@ pub fn binding() -> ValidatingAdmissionPolicyBinding {
 
 /// Server-side applies [`policy`] and [`binding`]. Fails when the API
 /// server refuses either (RBAC: the hub needs `patch` on
-/// `validatingadmissionpolicies` and `validatingadmissionpolicybindings`;
+/// `validatingadmissionpolicies` and `validatingadmissionpolicybindings`,
+/// and `create` when an apply creates one;
 /// or an API server older than 1.35 that cannot compile the expressions).
 pub async fn install_policy(client: &kube::Client) -> Result<(), kube::Error> {
     let params = PatchParams::apply(FIELD_MANAGER).force();

@@ -2,6 +2,7 @@
 //! HTTP route that serves it.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
 use super::validate::{Problem, check_size, validate_work};
@@ -23,17 +25,36 @@ pub const REVIEW_PATH: &str = "/validate/manifestworks";
 /// object, each up to the API server's 3 MiB request limit.
 const MAX_REVIEW_BYTES: usize = 16 * 1024 * 1024;
 
+/// What the review route needs.
+struct ReviewState {
+    max_work_bytes: usize,
+    review_seconds: Histogram,
+}
+
 /// The router serving [`REVIEW_PATH`]; works over `max_work_bytes` bytes of
-/// JSON are refused.
-pub fn router(max_work_bytes: usize) -> Router {
+/// JSON are refused, and each review's time is observed in `review_seconds`.
+pub fn router(max_work_bytes: usize, review_seconds: Histogram) -> Router {
     Router::new()
         .route(REVIEW_PATH, post(review))
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
-        .with_state(Arc::new(max_work_bytes))
+        .with_state(Arc::new(ReviewState {
+            max_work_bytes,
+            review_seconds,
+        }))
 }
 
-async fn review(State(max_work_bytes): State<Arc<usize>>, body: Bytes) -> Response {
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+async fn review(State(state): State<Arc<ReviewState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let response = answer(&body, state.max_work_bytes);
+    state
+        .review_seconds
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The HTTP answer to one review body.
+fn answer(body: &[u8], max_work_bytes: usize) -> Response {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(review) => review,
         Err(e) => {
             warn!(error = %e, "admission review does not parse");
@@ -46,7 +67,7 @@ async fn review(State(max_work_bytes): State<Arc<usize>>, body: Bytes) -> Respon
     };
     let request: Result<AdmissionRequest<DynamicObject>, _> = review.try_into();
     let response = match request {
-        Ok(request) => decide(&request, *max_work_bytes),
+        Ok(request) => decide(&request, max_work_bytes),
         Err(e) => AdmissionResponse::invalid(e),
     };
     match serde_json::to_vec(&response.into_review()) {

@@ -7,7 +7,8 @@
 //! same pipeline to the same invariants. Panics only when an invariant fails.
 
 use ferry_proto::v1;
-use ferry_semantics::feedback::{availability, evaluate_feedback, static_problems};
+use ferry_semantics::availability::availability;
+use ferry_semantics::feedback::{evaluate_feedback, static_problems};
 use ferry_semantics::paths::IgnorePath;
 use ferry_semantics::strategy::{Strategy, strategy_of};
 use ferry_semantics::{

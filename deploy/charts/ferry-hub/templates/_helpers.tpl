@@ -47,8 +47,3 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "ferry-hub.webhookService" -}}
 {{- printf "%s-webhook" (include "ferry-hub.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
-
-{{/* The URL the API server calls the webhook at. */}}
-{{- define "ferry-hub.webhookUrl" -}}
-{{- default (printf "https://%s.%s.svc:443" (include "ferry-hub.webhookService" .) .Release.Namespace) .Values.webhook.url }}
-{{- end }}

@@ -3,7 +3,7 @@
 //! the "would a write change anything" check that keeps steady state silent.
 #![allow(missing_docs)]
 
-use ferry_agent::semantics::{
+use ferry_semantics::{
     IgnoreCondition, IgnorePath, IgnoreRule, NoSchema, SsaInput, is_subset, merge_patch,
     object_hash, plan_server_side_apply, three_way_merge,
 };

@@ -3,6 +3,7 @@
 //! go of it again: deletes it with UID and resourceVersion preconditions, or
 //! only drops this work's mark when another work still holds it, or orphans it.
 
+use ferry_semantics::contract::AGENT_FIELD_MANAGER;
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions,
@@ -14,9 +15,6 @@ use crate::applied_works::AppliedResource;
 use crate::semantics::release::{
     DeletePolicy, Disposition, Owner, adopt_patch, is_owned_by, other_ferry_owners, release_patch,
 };
-
-/// Field manager of ferry's ownership marks.
-pub const MARK_MANAGER: &str = "ferry-agent";
 
 /// Where one object stands after a release attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +92,7 @@ pub async fn adopt(
     };
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let params = PatchParams {
-        field_manager: Some(MARK_MANAGER.into()),
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
         ..Default::default()
     };
     let marked = api
@@ -144,7 +142,7 @@ pub async fn release(
     if disposition == Disposition::Orphan || shared {
         if let Some(patch) = release_patch(&live_json, owner) {
             let params = PatchParams {
-                field_manager: Some(MARK_MANAGER.into()),
+                field_manager: Some(AGENT_FIELD_MANAGER.into()),
                 ..Default::default()
             };
             api.patch(&resource.name, &params, &Patch::Merge(&patch))

@@ -1,0 +1,169 @@
+//! The command line, kubectl's way: global connection flags (`--kubeconfig`,
+//! `--context`, `-n`, `-A`, `-o`) accepted before or after the command.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `kubectl ferry`: ferry's fleet as people read it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-ferry",
+    bin_name = "kubectl ferry",
+    version,
+    about = "A fleet view of ferry: clusters, works, and what happened to them",
+    after_help = "Installed on PATH as `kubectl-ferry`, it runs as `kubectl ferry ...`."
+)]
+pub struct Cli {
+    /// Where to connect and how to print.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to show.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes, named as kubectl names them.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig of the hub cluster (default: $KUBECONFIG, then
+    /// ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The namespace (= cluster) to read works from (default: the context's).
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Read works from every namespace, i.e. every cluster.
+    #[arg(
+        short = 'A',
+        long,
+        global = true,
+        conflicts_with = "namespace",
+        default_value_t = false
+    )]
+    pub all_namespaces: bool,
+    /// Output format: a table for people, or the underlying records.
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value_t = OutputFormat::Table
+    )]
+    pub output: OutputFormat,
+    /// Keep metadata.managedFields in -o json|yaml output (hidden by default,
+    /// as kubectl does).
+    #[arg(long, global = true, default_value_t = false)]
+    pub show_managed_fields: bool,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum OutputFormat {
+    /// kubectl-style columns.
+    #[default]
+    Table,
+    /// The records as JSON.
+    Json,
+    /// The records as YAML.
+    Yaml,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List clusters or works.
+    #[command(subcommand)]
+    Get(GetCommand),
+    /// Show one object in detail.
+    #[command(subcommand)]
+    Describe(DescribeCommand),
+}
+
+/// What `get` lists.
+#[derive(Debug, Subcommand)]
+pub enum GetCommand {
+    /// One row per cluster: connected, agent, last seen, works, failing works.
+    ///
+    /// One row per ManagedCluster: whether its agent is connected, the agent's
+    /// version, when the hub last heard from it, why it is disconnected, and
+    /// the number of ManifestWorks in its namespace and of those failing
+    /// (Applied or Available False on the work or a manifest). An ACCEPTED
+    /// column appears when the hub's ManagedClusters carry the accept gate.
+    /// `-o json|yaml` prints records with those fields and the ManagedCluster.
+    #[command(visible_aliases = ["cluster", "managedclusters", "managedcluster", "mcl"])]
+    Clusters,
+    /// One row per work: manifests, Applied, Available, failing manifests, age.
+    ///
+    /// One row per ManifestWork of the namespace (-n, or the context's) or of
+    /// every namespace (-A): its manifest count, its Applied and Available
+    /// conditions ("(stale)" when they describe an older generation), how many
+    /// manifests fail and why, and its age. `-o json|yaml` prints a List of the
+    /// ManifestWorks as stored.
+    #[command(visible_aliases = ["work", "manifestworks", "manifestwork", "mw"])]
+    Works,
+}
+
+/// What `describe` shows.
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// A work's conditions, every manifest's conditions and feedback, events.
+    ///
+    /// The work's conditions; every manifest's identity, conditions (type,
+    /// status, reason, message) and status feedback values; and the recent
+    /// Kubernetes Events about the work. `-o json|yaml` prints the work and
+    /// its events.
+    #[command(visible_aliases = ["manifestwork", "mw"])]
+    Work {
+        /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
+        #[arg(value_name = "NS/NAME")]
+        work: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_come_after_the_command_as_in_kubectl() {
+        let cli = Cli::try_parse_from(["kubectl-ferry", "get", "works", "-A", "-o", "yaml"])
+            .expect("parses");
+        assert!(cli.global.all_namespaces);
+        assert_eq!(cli.global.output, OutputFormat::Yaml);
+        assert!(matches!(cli.command, Command::Get(GetCommand::Works)));
+    }
+
+    #[test]
+    fn namespace_and_all_namespaces_exclude_each_other() {
+        let parsed = Cli::try_parse_from(["kubectl-ferry", "get", "works", "-A", "-n", "x"]);
+        assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn describe_takes_the_work() {
+        let cli = Cli::try_parse_from([
+            "kubectl-ferry",
+            "--context",
+            "hub",
+            "describe",
+            "work",
+            "cluster-a/web",
+        ])
+        .expect("parses");
+        assert_eq!(cli.global.context.as_deref(), Some("hub"));
+        match cli.command {
+            Command::Describe(DescribeCommand::Work { work }) => assert_eq!(work, "cluster-a/web"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

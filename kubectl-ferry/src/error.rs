@@ -1,0 +1,94 @@
+//! Everything that stops a command, each with a message that says what to do.
+
+use crate::work_ref::WorkRefError;
+
+/// Why a command failed. Each variant prints one clear sentence; the binary
+/// prints it on stderr and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// No kubeconfig was found where kubectl looks for one.
+    #[error(
+        "no kubeconfig: {detail}; pass --kubeconfig FILE or set KUBECONFIG to the hub cluster's kubeconfig"
+    )]
+    NoKubeconfig {
+        /// What kube reported.
+        detail: String,
+    },
+    /// The kubeconfig exists but cannot be used (bad YAML, unknown context, ...).
+    #[error("the kubeconfig cannot be used: {0}")]
+    Kubeconfig(String),
+    /// A client could not be built from a valid kubeconfig.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(String),
+    /// `NS/NAME` is malformed.
+    #[error(transparent)]
+    WorkRef(#[from] WorkRefError),
+    /// The named work does not exist.
+    #[error("manifestwork {namespace}/{name} not found on the hub")]
+    WorkNotFound {
+        /// Its namespace (cluster).
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The API server does not serve a ferry resource: this is not a hub, or
+    /// its CRDs are not installed.
+    #[error(
+        "the API server does not serve {resource}: is this the hub cluster's kubeconfig, and are ferry's CRDs installed (ferry-hub crds | kubectl apply -f -)?"
+    )]
+    NotServed {
+        /// The resource, e.g. `manifestworks.work.ferry.dev`.
+        resource: String,
+    },
+    /// The API server answered with an error (forbidden, unauthorized, ...).
+    #[error("the API server refused to {action}: {message} ({reason}, HTTP {code})")]
+    Refused {
+        /// What was asked, e.g. `list manifestworks in all namespaces`.
+        action: String,
+        /// The server's message.
+        message: String,
+        /// The server's machine-readable reason, e.g. `Forbidden`.
+        reason: String,
+        /// The HTTP status code.
+        code: u16,
+    },
+    /// The API server could not be reached or answered nonsense.
+    #[error("cannot {action}: {source}")]
+    Unreachable {
+        /// What was asked.
+        action: String,
+        /// The transport or decoding error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Printing the result failed (serialisation, or stdout went away).
+    #[error("cannot print the result: {0}")]
+    Print(String),
+}
+
+impl CliError {
+    /// Classifies a kube error from doing `action` on `resource`: a 404 for
+    /// the resource type itself (no object name in the answer) means it is not
+    /// served; other API answers are refusals; the rest is transport.
+    pub fn from_kube(action: &str, resource: &str, error: kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) => {
+                if status.code == 404 && status.details.as_ref().is_none_or(|d| d.name.is_empty()) {
+                    return CliError::NotServed {
+                        resource: resource.to_string(),
+                    };
+                }
+                CliError::Refused {
+                    action: action.to_string(),
+                    message: status.message.clone(),
+                    reason: status.reason.clone(),
+                    code: status.code,
+                }
+            }
+            other => CliError::Unreachable {
+                action: action.to_string(),
+                source: other,
+            },
+        }
+    }
+}

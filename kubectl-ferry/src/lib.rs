@@ -1,0 +1,23 @@
+//! `kubectl-ferry`: a fleet view of ferry for people. `kubectl ferry get
+//! clusters`, `kubectl ferry get works` and `kubectl ferry describe work
+//! NS/NAME` read the hub's ManagedClusters, ManifestWorks and Events and print
+//! kubectl-style tables, or the underlying records as JSON or YAML.
+//!
+//! The pure part (objects to rows and text) lives in its own modules with unit
+//! tests; [`fetch`] and [`client`] are the only ones that talk to an API server.
+#![forbid(unsafe_code)]
+
+pub mod age;
+pub mod cli;
+pub mod client;
+pub mod cluster_rows;
+pub mod describe;
+pub mod error;
+pub mod events;
+pub mod fetch;
+pub mod output;
+pub mod run;
+pub mod table;
+pub mod work_ref;
+pub mod work_rows;
+pub mod work_summary;

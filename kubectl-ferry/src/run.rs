@@ -1,0 +1,112 @@
+//! One command from parsed arguments to the text to print.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat};
+use crate::client::connect;
+use crate::cluster_rows::{cluster_records, clusters_table};
+use crate::describe::describe_work;
+use crate::error::CliError;
+use crate::events::recent;
+use crate::fetch::{get_work, list_clusters, list_works, work_events};
+use crate::output::{hide_managed_fields, list, serialize};
+use crate::work_ref::parse_work_ref;
+use crate::work_rows::works_table;
+
+/// Runs `cli` against the cluster its flags name, with ages relative to
+/// `now`, and returns what to print on stdout. Fails with a [`CliError`]
+/// for every reason listed there; a bad `NS/NAME` fails before any
+/// connection is made.
+pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
+    let format = cli.global.output;
+    let shown = |mut object: Value| {
+        if !cli.global.show_managed_fields {
+            hide_managed_fields(&mut object);
+        }
+        object
+    };
+    match &cli.command {
+        Command::Get(GetCommand::Clusters) => {
+            let connection = connect(&cli.global).await?;
+            let clusters = list_clusters(&connection.client).await?;
+            let works = list_works(&connection.client, None).await?;
+            let mut records = cluster_records(&clusters, &works);
+            match format {
+                OutputFormat::Table => Ok(with_newline(clusters_table(&records, now))),
+                _ => {
+                    for record in &mut records {
+                        record.managed_cluster = shown(std::mem::take(&mut record.managed_cluster));
+                    }
+                    let items = records
+                        .iter()
+                        .map(serde_json::to_value)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| CliError::Print(e.to_string()))?;
+                    serialize(&list(items), format)
+                }
+            }
+        }
+        Command::Get(GetCommand::Works) => {
+            let connection = connect(&cli.global).await?;
+            let namespace = if cli.global.all_namespaces {
+                None
+            } else {
+                Some(
+                    cli.global
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| connection.default_namespace.clone()),
+                )
+            };
+            let works = list_works(&connection.client, namespace.as_deref()).await?;
+            match format {
+                OutputFormat::Table if works.is_empty() => Ok(match namespace {
+                    Some(ns) => format!("No works found in namespace {ns}.\n"),
+                    None => "No works found.\n".to_string(),
+                }),
+                OutputFormat::Table => Ok(with_newline(works_table(&works, now))),
+                _ => serialize(
+                    &list(works.into_iter().map(|w| shown(w.raw)).collect()),
+                    format,
+                ),
+            }
+        }
+        Command::Describe(DescribeCommand::Work { work }) => {
+            let work_ref = parse_work_ref(work, cli.global.namespace.as_deref())?;
+            let connection = connect(&cli.global).await?;
+            let entry = get_work(&connection.client, &work_ref).await?;
+            // A work is worth showing even when its events cannot be listed
+            // (e.g. no right to list events): say why in their place.
+            let events = work_events(&connection.client, &entry)
+                .await
+                .map_err(|e| e.to_string());
+            match format {
+                OutputFormat::Table => {
+                    let view = events.as_deref().map(recent).map_err(Clone::clone);
+                    Ok(describe_work(&entry, &view, now))
+                }
+                _ => {
+                    let work = shown(entry.raw);
+                    let record = match events {
+                        Ok(events) => {
+                            let events = events
+                                .iter()
+                                .map(|e| serde_json::to_value(e).map(&shown))
+                                .collect::<Result<Vec<_>, _>>()
+                                .map_err(|e| CliError::Print(e.to_string()))?;
+                            json!({"work": work, "events": events})
+                        }
+                        Err(error) => json!({"work": work, "eventsError": error}),
+                    };
+                    serialize(&record, format)
+                }
+            }
+        }
+    }
+}
+
+fn with_newline(mut text: String) -> String {
+    text.push('\n');
+    text
+}

@@ -1,0 +1,24 @@
+//! Names both sides of ferry's API contract use: condition types, field
+//! managers, and the timestamp format of Kubernetes `metav1.Time`. Each is
+//! defined here once, so the hub, the agent and the tests cannot drift apart.
+
+/// Condition type: the manifest or work was written to the spoke.
+pub const APPLIED: &str = "Applied";
+/// Condition type: the applied resource (or every resource of a work) is available.
+pub const AVAILABLE: &str = "Available";
+/// Condition type: the work is being deleted and some of its objects are
+/// still on the cluster.
+pub const DELETING: &str = "Deleting";
+/// Condition type: the manifest's status feedback rules were all evaluated.
+pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
+
+/// Field manager of the agent's own writes, and of server-side apply when a
+/// work names no manager.
+pub const AGENT_FIELD_MANAGER: &str = "ferry-agent";
+/// Field manager of the hub's writes (work status, CRDs, its webhook
+/// registration).
+pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
+
+/// `strftime` format of a Kubernetes `metav1.Time`: RFC 3339 in UTC with
+/// whole seconds, the only form the API server stores.
+pub const KUBE_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
