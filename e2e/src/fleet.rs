@@ -132,6 +132,9 @@ pub struct FleetOptions {
     /// Run every hub replica as `HUB_USER` with exactly these rights (in
     /// ClusterRole `HUB_CLUSTER_ROLE`) instead of as admin (None, the default).
     pub hub_rules: Option<Vec<PolicyRule>>,
+    /// How often the hub reviews a live session's token again (and how long
+    /// it trusts a review).
+    pub token_review_interval: Duration,
 }
 
 impl FleetOptions {
@@ -149,6 +152,8 @@ impl FleetOptions {
             hub_replicas: 1,
             max_session_age: ferry_hub::session::SessionConfig::default().max_session_age,
             hub_rules: None,
+            token_review_interval: ferry_hub::agent_identity::AuthOptions::default()
+                .review_interval,
         }
     }
 }
@@ -418,6 +423,10 @@ impl Fleet {
         let session = ferry_hub::session::SessionConfig {
             heartbeat_interval: options.heartbeat,
             max_session_age: options.max_session_age,
+            auth: ferry_hub::agent_identity::AuthOptions {
+                review_interval: options.token_review_interval,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let listeners = HubListeners {

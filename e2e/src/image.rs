@@ -174,8 +174,9 @@ pub fn image() -> Result<Image, ImageError> {
 }
 
 /// Builds ferry-hub and ferry-agent with the cargo running the tests and
-/// returns their paths, [hub, agent], as cargo reports them.
-fn build_binaries() -> Result<[PathBuf; 2], ImageError> {
+/// returns their paths, [hub, agent], as cargo reports them. Blocking;
+/// fails when cargo fails or reports no such executable.
+pub fn build_binaries() -> Result<[PathBuf; 2], ImageError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let step = format!("{cargo} build -p ferry-hub -p ferry-agent --bins");
     let output = Command::new(&cargo)

@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod helm;
 pub mod hub_metrics;
 pub mod image;
+pub mod joined_agent;
 pub mod link;
 pub mod local_pod;
 pub mod ownership;

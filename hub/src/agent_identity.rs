@@ -3,7 +3,8 @@
 //! hub asks the API server with a TokenReview, for ferry's own audience, and
 //! serves the stream only when the token is the agent ServiceAccount's
 //! (`ferry-agent` by default) of a cluster's namespace, the review says the
-//! token is for ferry's audience, and the cluster has a ManagedCluster. All
+//! token is for ferry's audience, and the cluster has a ManagedCluster that
+//! accepts it (`spec.hubAcceptsClient`, true when absent). All
 //! of it happens on the request metadata, before any message is read.
 //!
 //! Accepted answers are cached for one review interval, keyed by the token's
@@ -85,6 +86,12 @@ pub enum AuthError {
         "cluster {0} has not joined this hub (no ManagedCluster {0}): run `ferry-hub join --cluster {0}`"
     )]
     NotJoined(String),
+    /// The cluster's ManagedCluster says the hub does not accept it
+    /// (`spec.hubAcceptsClient: false`).
+    #[error(
+        "cluster {0} is not accepted by this hub (ManagedCluster {0} has spec.hubAcceptsClient: false): run `ferry-hub accept --cluster {0}`"
+    )]
+    NotAccepted(String),
     /// The peer presented too many tokens the hub did not know to be good.
     #[error("too many unknown tokens from this address; try again later")]
     RateLimited,
@@ -102,9 +109,9 @@ impl AuthError {
             | AuthError::Invalid(_)
             | AuthError::WrongAudience => Status::unauthenticated(self.to_string()),
             AuthError::BadClusterName(_) => Status::invalid_argument(self.to_string()),
-            AuthError::NotAgent { .. } | AuthError::WrongCluster { .. } => {
-                Status::permission_denied(self.to_string())
-            }
+            AuthError::NotAgent { .. }
+            | AuthError::WrongCluster { .. }
+            | AuthError::NotAccepted(_) => Status::permission_denied(self.to_string()),
             AuthError::NotJoined(_) => Status::failed_precondition(self.to_string()),
             AuthError::RateLimited => Status::resource_exhausted(self.to_string()),
             AuthError::Review(_) => Status::unavailable(self.to_string()),
@@ -348,7 +355,8 @@ impl AgentAuthenticator {
             .map_err(|_| AuthError::Review(format!("no answer within {REVIEW_TIMEOUT:?}")))?
             .map_err(|e| AuthError::Review(format!("reading ManagedCluster {cluster}: {e}")))?;
         match joined {
-            Some(_) => Ok(cluster),
+            Some(joined) if joined.spec.hub_accepts_client => Ok(cluster),
+            Some(_) => Err(AuthError::NotAccepted(cluster)),
             None => Err(AuthError::NotJoined(cluster)),
         }
     }
@@ -418,6 +426,15 @@ mod tests {
                 .contains("ferry-hub join --cluster cluster-c"),
             "{}",
             not_joined.message()
+        );
+        let not_accepted = AuthError::NotAccepted("cluster-c".into()).to_status();
+        assert_eq!(not_accepted.code(), tonic::Code::PermissionDenied);
+        assert!(
+            not_accepted
+                .message()
+                .contains("ferry-hub accept --cluster cluster-c"),
+            "{}",
+            not_accepted.message()
         );
     }
 
@@ -617,6 +634,7 @@ mod tests {
         assert!(AuthError::WrongAudience.is_about_the_token());
         assert!(!AuthError::Review("down".into()).is_about_the_token());
         assert!(!AuthError::NotJoined("a".into()).is_about_the_token());
+        assert!(!AuthError::NotAccepted("a".into()).is_about_the_token());
         assert!(!AuthError::RateLimited.is_about_the_token());
     }
 }

@@ -4,12 +4,15 @@
 //! silent without its session ending (a crashed replica, a dead network), so
 //! status stays right whichever replica fails.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
@@ -46,10 +49,18 @@ pub fn is_silent(status_last_seen: &str, now: Timestamp, limit: Duration) -> boo
     now.duration_since(seen) > limit
 }
 
+/// Clusters whose ManagedCluster does not accept their agent, as of the
+/// latest sweep.
+pub type NotAccepted = Arc<BTreeSet<String>>;
+
 /// Writes ManagedCluster liveness.
 #[derive(Clone)]
 pub struct ClusterLiveness {
     api: Api<ManagedCluster>,
+    /// Filled by each sweep, which lists every ManagedCluster anyway: live
+    /// sessions of a cluster that turns up here have their token reviewed
+    /// at once instead of at the next review interval.
+    not_accepted: watch::Sender<NotAccepted>,
 }
 
 impl ClusterLiveness {
@@ -57,7 +68,14 @@ impl ClusterLiveness {
     pub fn new(client: Client) -> Self {
         Self {
             api: Api::all(client),
+            not_accepted: watch::Sender::new(NotAccepted::default()),
         }
+    }
+
+    /// The clusters not accepted as of the latest sweep; each sweep marks
+    /// it changed.
+    pub fn not_accepted(&self) -> watch::Receiver<NotAccepted> {
+        self.not_accepted.subscribe()
     }
 
     async fn patch_status(
@@ -142,6 +160,34 @@ impl ClusterLiveness {
         self.mark_disconnected(&current, reason).await
     }
 
+    /// An agent of `cluster` was refused for `reason` before any session
+    /// opened: the reason is recorded as `disconnectReason`, written only
+    /// when it differs from the recorded one, so an agent retrying costs one
+    /// read per attempt and no writes.
+    pub async fn refused(&self, cluster: &str, reason: &str) -> Result<(), LivenessError> {
+        let current = self
+            .api
+            .get_opt(cluster)
+            .await
+            .map_err(|source| LivenessError::Write {
+                action: "reading",
+                cluster: cluster.to_string(),
+                source,
+            })?;
+        let recorded = current
+            .and_then(|c| c.status)
+            .and_then(|s| s.disconnect_reason);
+        if recorded.as_deref() == Some(reason) {
+            return Ok(());
+        }
+        self.patch_status(
+            cluster,
+            "recording the refusal of",
+            json!({ "disconnectReason": reason }),
+        )
+        .await
+    }
+
     async fn mark_disconnected(
         &self,
         cluster: &ManagedCluster,
@@ -172,7 +218,7 @@ impl ClusterLiveness {
     }
 
     /// Marks every connected cluster not heard from within `limit` as
-    /// disconnected.
+    /// disconnected, and publishes the clusters not accepted.
     pub async fn sweep(&self, limit: Duration) -> Result<usize, LivenessError> {
         let clusters =
             self.api
@@ -183,6 +229,16 @@ impl ClusterLiveness {
                     cluster: "*".into(),
                     source,
                 })?;
+        let not_accepted: BTreeSet<String> = clusters
+            .items
+            .iter()
+            .filter(|c| !c.spec.hub_accepts_client)
+            .map(|c| c.name_any())
+            .collect();
+        // Sent on every sweep, changed or not: a cluster accepted and denied
+        // again between two sweeps leaves the set as it was, yet its new
+        // session must end.
+        self.not_accepted.send_replace(Arc::new(not_accepted));
         let now = Timestamp::now();
         let mut marked = 0;
         for cluster in clusters.items {

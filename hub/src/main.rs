@@ -15,6 +15,9 @@ use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
+use ferry_hub::join_accept::set_accepted;
+use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
+use ferry_hub::join_bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
 use ferry_hub::session::SessionConfig;
 use ferry_hub::tls::ServingCert;
 use ferry_hub::{GrpcTls, HubListeners, TransportLimits, run_hub};
@@ -143,9 +146,12 @@ enum Command {
         #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
         tcp_keepalive_seconds: u64,
     },
-    /// Prepare a cluster to join: create its namespace, its agent's
-    /// ServiceAccount and its ManagedCluster, write a token for the agent,
-    /// and print the agent's command line.
+    /// Join a cluster. With --spoke-kubeconfig (or --spoke-context), both
+    /// sides at once: on the hub its namespace, agent ServiceAccount and
+    /// ManagedCluster; on the spoke the agent's namespace, its hub Secret
+    /// (token, CA, hub URL, cluster name) and the agent. With --output, the
+    /// spoke side is written as files instead. With neither, only the hub
+    /// side, and a token file. Idempotent; prints one line per object.
     Join {
         /// The cluster's name (its namespace on the hub).
         #[arg(long)]
@@ -153,20 +159,69 @@ enum Command {
         /// The URL agents dial, e.g. https://hub.example:8443.
         #[arg(long)]
         hub_url: String,
-        /// The CA (PEM) of the hub's serving certificate, copied next to the
-        /// token for the agent.
+        /// The CA (PEM) of the hub's serving certificate (needed for an
+        /// https hub URL with --spoke-kubeconfig or --output).
         #[arg(long)]
         ca: Option<PathBuf>,
-        /// Directory the token (and CA) are written to.
+        /// Kubeconfig of the hub (default: KUBECONFIG, ~/.kube/config or
+        /// in-cluster).
+        #[arg(long, env = "FERRY_HUB_KUBECONFIG")]
+        hub_kubeconfig: Option<PathBuf>,
+        /// Context of the hub in --hub-kubeconfig, or in the default
+        /// kubeconfig when that is not given (default: the current one).
+        #[arg(long)]
+        hub_context: Option<String>,
+        /// Kubeconfig of the spoke: install the agent there (its current
+        /// context unless --spoke-context).
+        #[arg(long, conflicts_with = "output")]
+        spoke_kubeconfig: Option<PathBuf>,
+        /// Context of the spoke in --spoke-kubeconfig, or in the default
+        /// kubeconfig when that is not given: install the agent there.
+        #[arg(long, conflicts_with = "output")]
+        spoke_context: Option<String>,
+        /// Write the spoke side (agent manifests, hub Secret, chart values)
+        /// into this directory for GitOps instead of applying it.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Image of the agent (default: the chart's).
+        #[arg(long)]
+        image: Option<String>,
+        /// Mint a new token even when the spoke's still works, write it to
+        /// the spoke (or bundle), then revoke the cluster's older tokens.
+        #[arg(long)]
+        rotate_token: bool,
+        /// Create the ManagedCluster not accepted: the agent is refused until
+        /// `ferry-hub accept --cluster NAME`.
+        #[arg(long)]
+        pending: bool,
+        /// Hub-only mode: directory the token (and CA) are written to.
         #[arg(long, default_value = ".")]
         out: PathBuf,
-        /// Lifetime of the agent's token; run join again to rotate it.
+        /// Lifetime of a new agent token. Joining again renews a token past
+        /// two thirds of its life; --rotate-token replaces it at once.
         #[arg(long, default_value_t = 365 * 24 * 3600)]
         token_seconds: i64,
         /// The ServiceAccount the agent authenticates as (the hub's
         /// --agent-service-account).
         #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
         agent_service_account: String,
+    },
+    /// Let a joined cluster's agent in (or, with --deny, keep it out and end
+    /// its session): sets its ManagedCluster's spec.hubAcceptsClient.
+    Accept {
+        /// The cluster's name.
+        #[arg(long)]
+        cluster: String,
+        /// Deny instead of accept.
+        #[arg(long)]
+        deny: bool,
+        /// Kubeconfig of the hub (default: KUBECONFIG, ~/.kube/config or
+        /// in-cluster).
+        #[arg(long, env = "FERRY_HUB_KUBECONFIG")]
+        hub_kubeconfig: Option<PathBuf>,
+        /// Context of --hub-kubeconfig.
+        #[arg(long)]
+        hub_context: Option<String>,
     },
     /// Write the hub CRDs as YAML into a directory, or print them.
     Crds {
@@ -306,36 +361,158 @@ async fn main() -> anyhow::Result<()> {
             cluster,
             hub_url,
             ca,
+            hub_kubeconfig,
+            hub_context,
+            spoke_kubeconfig,
+            spoke_context,
+            output,
+            image,
+            rotate_token,
+            pending,
             out,
             token_seconds,
             agent_service_account,
         } => {
-            let client = kube::Client::try_default()
-                .await
-                .context("building a Kubernetes client")?;
-            let token =
-                join_cluster_as(&client, &cluster, &agent_service_account, token_seconds).await?;
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            let token_path = out.join(format!("{cluster}.token"));
-            std::fs::write(&token_path, token)
-                .with_context(|| format!("writing {}", token_path.display()))?;
-            let mut command = format!(
-                "ferry-agent --hub-url {hub_url} --cluster-name {cluster} --token-file {}",
-                token_path.display()
-            );
-            if let Some(ca) = ca {
-                let ca_path = out.join("hub-ca.crt");
-                std::fs::copy(&ca, &ca_path).with_context(|| {
-                    format!("copying {} to {}", ca.display(), ca_path.display())
-                })?;
-                command.push_str(&format!(" --hub-ca {}", ca_path.display()));
+            let hub = client_from(hub_kubeconfig.as_deref(), hub_context).await?;
+            let to_spoke = spoke_kubeconfig.is_some() || spoke_context.is_some();
+            if !to_spoke && output.is_none() {
+                return join_hub_only(
+                    &hub,
+                    &cluster,
+                    &hub_url,
+                    ca,
+                    &out,
+                    token_seconds,
+                    &agent_service_account,
+                )
+                .await;
             }
-            println!(
-                "cluster {cluster} can join; on the cluster run (with its kubeconfig):\n  {command}"
-            );
+            let ca_pem = match &ca {
+                Some(path) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+                None if hub_url.starts_with("http://") => String::new(),
+                None => anyhow::bail!(
+                    "--ca is needed: the agent must trust the certificate of {hub_url}"
+                ),
+            };
+            let options = JoinOptions {
+                cluster: cluster.clone(),
+                service_account: agent_service_account,
+                hub_url,
+                ca_pem,
+                image,
+                token_seconds,
+                rotate_token,
+                accept: !pending,
+            };
+            let spoke = if to_spoke {
+                Some(client_from(spoke_kubeconfig.as_deref(), spoke_context).await?)
+            } else {
+                None
+            };
+            let target = match (&spoke, &output) {
+                (Some(spoke), _) => SpokeTarget::Cluster(spoke),
+                (None, Some(dir)) => SpokeTarget::Bundle(dir),
+                (None, None) => {
+                    anyhow::bail!("give --spoke-kubeconfig, --spoke-context or --output")
+                }
+            };
+            let report = join_both_sides(&hub, target, &options).await?;
+            for applied in &report.applied {
+                println!("{applied}");
+            }
+            for file in &report.bundle {
+                println!("bundle: wrote {}", file.display());
+            }
+            for note in &report.notes {
+                println!("note: {note}");
+            }
+            if let Some(dir) = output {
+                println!(
+                    "cluster {cluster} joined the hub; on the spoke apply the bundle:\n  kubectl apply -f {secret} -f {agent}\nor apply the Secret and install the ferry-agent chart with -f {values}",
+                    secret = dir.join(BUNDLE_SECRET_FILE).display(),
+                    agent = dir.join(BUNDLE_AGENT_FILE).display(),
+                    values = dir.join(BUNDLE_VALUES_FILE).display(),
+                );
+            } else {
+                println!("cluster {cluster} joined: its agent runs on the spoke");
+            }
+            Ok(())
+        }
+        Command::Accept {
+            cluster,
+            deny,
+            hub_kubeconfig,
+            hub_context,
+        } => {
+            let hub = client_from(hub_kubeconfig.as_deref(), hub_context).await?;
+            println!("{}", set_accepted(&hub, &cluster, !deny).await?);
             Ok(())
         }
     }
+}
+
+/// A client from `kubeconfig` (and `context`), or the default one.
+async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            let options = kube::config::KubeConfigOptions {
+                context,
+                ..Default::default()
+            };
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .with_context(|| format!("using the kubeconfig {}", path.display()))?
+        }
+        None if context.is_some() => {
+            let options = kube::config::KubeConfigOptions {
+                context,
+                ..Default::default()
+            };
+            kube::Config::from_kubeconfig(&options)
+                .await
+                .context("using the default kubeconfig")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig or in-cluster config")?,
+    };
+    kube::Client::try_from(config).context("building a Kubernetes client")
+}
+
+/// The hub half only: the token is written to a file someone carries to the
+/// spoke.
+async fn join_hub_only(
+    client: &kube::Client,
+    cluster: &str,
+    hub_url: &str,
+    ca: Option<PathBuf>,
+    out: &std::path::Path,
+    token_seconds: i64,
+    agent_service_account: &str,
+) -> anyhow::Result<()> {
+    let token = join_cluster_as(client, cluster, agent_service_account, token_seconds).await?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let token_path = out.join(format!("{cluster}.token"));
+    std::fs::write(&token_path, token)
+        .with_context(|| format!("writing {}", token_path.display()))?;
+    let mut command = format!(
+        "ferry-agent --hub-url {hub_url} --cluster-name {cluster} --token-file {}",
+        token_path.display()
+    );
+    if let Some(ca) = ca {
+        let ca_path = out.join("hub-ca.crt");
+        std::fs::copy(&ca, &ca_path)
+            .with_context(|| format!("copying {} to {}", ca.display(), ca_path.display()))?;
+        command.push_str(&format!(" --hub-ca {}", ca_path.display()));
+    }
+    println!("cluster {cluster} can join; on the cluster run (with its kubeconfig):\n  {command}");
+    Ok(())
 }
 
 /// The webhook's target from --webhook-url or --webhook-service (clap lets

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A spoke cluster known to the hub.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "work.ferry.dev",
     version = "v1alpha1",
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
     status = "ManagedClusterStatus",
     shortname = "mcl",
     category = "ferry",
+    printcolumn = r#"{"name":"Accepted","type":"boolean","jsonPath":".spec.hubAcceptsClient"}"#,
     printcolumn = r#"{"name":"Connected","type":"boolean","jsonPath":".status.connected"}"#,
     printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".status.agentVersion"}"#,
     printcolumn = r#"{"name":"Last Seen","type":"date","jsonPath":".status.lastSeenTime"}"#,
@@ -27,6 +28,28 @@ pub struct ManagedClusterSpec {
     /// Free-form description shown to users; ferry does not interpret it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// Whether the hub serves this cluster's agent (OCM's field of the same
+    /// name). False refuses its agent with PERMISSION_DENIED and ends a live
+    /// session; `ferry-hub accept --cluster NAME [--deny]` flips it. Absent
+    /// counts as true, so clusters joined before the field existed keep
+    /// being served.
+    #[serde(default = "accepted_by_default")]
+    pub hub_accepts_client: bool,
+}
+
+/// A ManagedCluster without `hubAcceptsClient` is accepted: whoever created
+/// it already had the rights to let the cluster in.
+fn accepted_by_default() -> bool {
+    true
+}
+
+impl Default for ManagedClusterSpec {
+    fn default() -> Self {
+        Self {
+            description: String::new(),
+            hub_accepts_client: accepted_by_default(),
+        }
+    }
 }
 
 /// What the hub knows of the cluster's agent.
@@ -49,4 +72,19 @@ pub struct ManagedClusterStatus {
     /// Why the agent is disconnected, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disconnect_reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_without_the_field_is_accepted() {
+        let spec: ManagedClusterSpec = serde_json::from_str("{}").expect("spec");
+        assert!(spec.hub_accepts_client);
+        assert!(ManagedClusterSpec::default().hub_accepts_client);
+        let denied: ManagedClusterSpec =
+            serde_json::from_str(r#"{"hubAcceptsClient": false}"#).expect("spec");
+        assert!(!denied.hub_accepts_client);
+    }
 }

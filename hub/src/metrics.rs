@@ -27,6 +27,9 @@ pub enum RefusalReason {
     BadClusterName,
     /// The token's cluster has no ManagedCluster (not joined).
     UnknownCluster,
+    /// The token's ManagedCluster does not accept its agent
+    /// (`spec.hubAcceptsClient: false`).
+    NotAccepted,
     /// The peer presented more unknown tokens than its budget allows.
     OverBudget,
     /// The TokenReview (or ManagedCluster read) failed: the hub's API
@@ -47,6 +50,7 @@ impl RefusalReason {
             Self::WrongCluster => "wrong_cluster",
             Self::BadClusterName => "bad_cluster_name",
             Self::UnknownCluster => "unknown_cluster",
+            Self::NotAccepted => "not_accepted",
             Self::OverBudget => "over_budget",
             Self::ReviewFailed => "review_failed",
             Self::ProtocolVersion => "protocol_version",
@@ -79,6 +83,7 @@ impl From<&AuthError> for RefusalReason {
             AuthError::WrongCluster { .. } => Self::WrongCluster,
             AuthError::BadClusterName(_) => Self::BadClusterName,
             AuthError::NotJoined(_) => Self::UnknownCluster,
+            AuthError::NotAccepted(_) => Self::NotAccepted,
             AuthError::RateLimited => Self::OverBudget,
             AuthError::Review(_) => Self::ReviewFailed,
         }
@@ -362,6 +367,7 @@ mod tests {
                 "wrong_service_account",
             ),
             (AuthError::NotJoined("c".into()), "unknown_cluster"),
+            (AuthError::NotAccepted("c".into()), "not_accepted"),
             (AuthError::RateLimited, "over_budget"),
             (AuthError::Review("down".into()), "review_failed"),
         ];

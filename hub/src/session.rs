@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
-use crate::cluster_liveness::ClusterLiveness;
+use crate::cluster_liveness::{ClusterLiveness, NotAccepted};
 use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, RefusalReason};
 use crate::server::TransportLimits;
@@ -162,6 +162,18 @@ impl WorkDistributor for Distributor {
             Err(refusal) => {
                 log_refusal(peer, &refusal);
                 self.metrics.refused(RefusalReason::from(&refusal));
+                // A cluster the hub does not accept is told why on its
+                // ManagedCluster too, where whoever can accept it looks.
+                if let AuthError::NotAccepted(cluster) = &refusal {
+                    let liveness = self.liveness.clone();
+                    let cluster = cluster.clone();
+                    let reason = refusal.to_string();
+                    tokio::spawn(async move {
+                        if let Err(error) = liveness.refused(&cluster, &reason).await {
+                            warn!(%cluster, %error, "cannot record why the agent was refused");
+                        }
+                    });
+                }
                 return Err(refusal.to_status());
             }
         };
@@ -263,6 +275,7 @@ impl WorkDistributor for Distributor {
             token,
             cluster: cluster.clone(),
             max_age: jittered(self.config.max_session_age),
+            not_accepted: self.liveness.not_accepted(),
         };
         let (end_tx, end_rx) = oneshot::channel::<Status>();
         let liveness = self.liveness.clone();
@@ -318,6 +331,7 @@ fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
         AuthError::NotAgent { .. }
         | AuthError::WrongCluster { .. }
         | AuthError::NotJoined(_)
+        | AuthError::NotAccepted(_)
         | AuthError::Review(_) => warn!(?peer, %refusal, "agent refused"),
     }
 }
@@ -334,43 +348,69 @@ struct Lifetime {
     token: String,
     cluster: String,
     max_age: Duration,
+    /// Clusters not accepted as of the latest liveness sweep.
+    not_accepted: watch::Receiver<NotAccepted>,
 }
 
 impl Lifetime {
-    /// Reviews the token every review interval; returns the status the
-    /// session ends with.
-    async fn expire(self) -> Status {
+    /// Reviews the token every review interval, and at once when a sweep
+    /// finds the cluster not accepted (a sweep's answer may be stale, so the
+    /// review decides); returns the status the session ends with.
+    async fn expire(mut self) -> Status {
         let every = self.auth.review_interval();
         let expired = tokio::time::sleep(self.max_age);
         tokio::pin!(expired);
         let mut review = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         review.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sweeps = true;
         loop {
-            tokio::select! {
+            let due = tokio::select! {
                 () = &mut expired => {
                     return Status::unavailable(format!(
                         "the session reached its maximum age of {} s; reconnect",
                         self.max_age.as_secs()
                     ));
                 }
-                _ = review.tick() => match self.auth.review_again(&self.token).await {
-                    Ok(cluster) if cluster == self.cluster => {}
-                    Ok(other) => {
-                        return Status::unauthenticated(format!(
-                            "the token now belongs to the agent of cluster {other}"
-                        ));
-                    }
-                    // The API server being away is no reason to drop agents:
-                    // the next interval tries again.
-                    Err(AuthError::Review(error)) => {
-                        warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
-                    }
-                    Err(refusal) => {
-                        return Status::unauthenticated(format!(
-                            "the token is no longer accepted: {refusal}"
-                        ));
+                _ = review.tick() => true,
+                // Each sweep wakes this; a cluster it lists has its session
+                // reviewed now (once more than needed if the sweep listed
+                // just before the cluster was accepted).
+                changed = self.not_accepted.changed(), if sweeps => match changed {
+                    Ok(()) => self.not_accepted.borrow_and_update().contains(&self.cluster),
+                    // The hub is stopping: the reviews go on alone.
+                    Err(_) => {
+                        sweeps = false;
+                        false
                     }
                 },
+            };
+            if !due {
+                continue;
+            }
+            match self.auth.review_again(&self.token).await {
+                Ok(cluster) if cluster == self.cluster => {}
+                Ok(other) => {
+                    return Status::unauthenticated(format!(
+                        "the token now belongs to the agent of cluster {other}"
+                    ));
+                }
+                // The API server being away is no reason to drop agents:
+                // the next interval tries again.
+                Err(AuthError::Review(error)) => {
+                    warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
+                }
+                // Un-accepting the cluster ends its session with the same
+                // code a new connection would get.
+                Err(refusal @ AuthError::NotAccepted(_)) => {
+                    return Status::permission_denied(format!(
+                        "the hub no longer serves this cluster: {refusal}"
+                    ));
+                }
+                Err(refusal) => {
+                    return Status::unauthenticated(format!(
+                        "the token is no longer accepted: {refusal}"
+                    ));
+                }
             }
         }
     }
@@ -627,6 +667,7 @@ mod tests {
             token: "token".into(),
             cluster: "cluster-a".into(),
             max_age,
+            not_accepted: watch::Sender::new(NotAccepted::default()).subscribe(),
         }
     }
 
