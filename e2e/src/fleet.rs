@@ -262,6 +262,176 @@ pub struct Fleet {
     replicas: Vec<Replica>,
 }
 
+/// Starts the hub's and every spoke's control plane, all at once.
+async fn start_control_planes(
+    options: &FleetOptions,
+) -> Result<(ControlPlane, Vec<ControlPlane>), FleetError> {
+    let hub_start = ControlPlane::start("hub", ControlPlaneOptions::default());
+    let spoke_starts = futures::future::try_join_all(options.spokes.iter().map(|name| {
+        ControlPlane::start(
+            name,
+            ControlPlaneOptions {
+                audit: options.audit_spokes,
+            },
+        )
+    }));
+    Ok(tokio::try_join!(hub_start, spoke_starts)?)
+}
+
+/// Installs the hub's CRDs (with the admission policy, enforced, when the
+/// fleet has admission) and, for a restricted hub, its RBAC; returns the
+/// client the hub runs as.
+async fn prepare_hub_api(
+    hub: &ControlPlane,
+    hub_client: &Client,
+    options: &FleetOptions,
+) -> Result<Client, FleetError> {
+    if options.admission {
+        install_crds(hub_client).await?;
+        if !wait_until_policy_enforced(hub_client, "default", Duration::from_secs(30)).await {
+            return Err(FleetError::Admission(
+                "the admission policy was not enforced within 30 s".into(),
+            ));
+        }
+    } else {
+        install_crds_without_rules(hub_client).await?;
+    }
+    match &options.hub_rules {
+        Some(rules) => {
+            grant_hub(hub_client, rules)
+                .await
+                .map_err(FleetError::Rbac)?;
+            Ok(hub.client_as(HUB_USER).await?)
+        }
+        None => Ok(hub_client.clone()),
+    }
+}
+
+/// The fleet's certificates: the hub's serving certificate and, under
+/// mutual TLS, one client certificate every agent shares (the token, not
+/// the certificate, says which cluster an agent may serve).
+struct FleetTls {
+    grpc: Option<GrpcTls>,
+    agent: Option<ClientTls>,
+    hub_ca_pem: String,
+}
+
+impl FleetTls {
+    fn generate(options: &FleetOptions) -> Result<Self, FleetError> {
+        let serving = ServingCert::generate(&["127.0.0.1".into(), "localhost".into()])
+            .map_err(|e| FleetError::Cert(e.to_string()))?;
+        let client_cert = if options.mtls {
+            Some(
+                ServingCert::generate(&["ferry-agent".into()])
+                    .map_err(|e| FleetError::Cert(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let grpc = options.tls.then(|| GrpcTls {
+            client_ca: client_cert
+                .as_ref()
+                .map(|c| CaSource::Pem(c.ca_pem.clone())),
+            ..GrpcTls::new(CertSource::Pem {
+                chain: serving.chain_pem.clone(),
+                key: serving.key_pem.clone(),
+            })
+        });
+        let agent = options.tls.then(|| ClientTls {
+            ca_pem: serving.ca_pem.clone(),
+            identity: client_cert
+                .as_ref()
+                .map(|c| (c.chain_pem.clone(), c.key_pem.clone())),
+        });
+        Ok(Self {
+            grpc,
+            agent,
+            hub_ca_pem: serving.ca_pem,
+        })
+    }
+}
+
+/// Starts the hub replicas beyond the first (`replicas` counts them all).
+async fn start_more_replicas(
+    replicas: usize,
+    hub_identity: &Client,
+    hub_client: &Client,
+    tls: &FleetTls,
+    session: &ferry_hub::session::SessionConfig,
+) -> Result<Vec<Replica>, FleetError> {
+    let mut started = Vec::new();
+    for _ in 1..replicas.max(1) {
+        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(FleetError::Bind)?;
+        let addr = grpc.local_addr().map_err(FleetError::Bind)?;
+        let listeners = HubListeners {
+            grpc,
+            grpc_tls: tls.grpc.clone(),
+            probes: None,
+            admission: None,
+        };
+        let run = spawn_hub(
+            hub_identity.clone(),
+            hub_client,
+            listeners,
+            session.clone(),
+            None,
+        )
+        .await?;
+        started.push(Replica {
+            addr,
+            run: Some(run),
+        });
+    }
+    Ok(started)
+}
+
+/// Starts one agent per spoke, each behind its own link to a hub replica
+/// (round robin), with the token its cluster was joined with.
+async fn start_spokes(
+    options: &FleetOptions,
+    spoke_planes: Vec<ControlPlane>,
+    tokens: Vec<String>,
+    replica_addrs: &[std::net::SocketAddr],
+    tls: &FleetTls,
+) -> Result<Vec<Spoke>, FleetError> {
+    let scheme = if options.tls { "https" } else { "http" };
+    let mut spokes = Vec::new();
+    for (i, (control_plane, token)) in spoke_planes.into_iter().zip(tokens).enumerate() {
+        let client = control_plane.client().await?;
+        let link = Link::start(replica_addrs[i % replica_addrs.len()])
+            .await
+            .map_err(FleetError::Bind)?;
+        let config = ferry_agent::session::SessionConfig {
+            hub_url: format!("{scheme}://{}", link.addr()),
+            cluster_name: control_plane.name.clone(),
+            heartbeat_interval: options.heartbeat,
+            token: TokenSource::Inline(token),
+            tls: tls.agent.clone(),
+        };
+        let agent_options = AgentOptions {
+            resync_interval: options.resync,
+            eviction_grace: options.eviction_grace,
+            // Under the harness's own 10 s limit for a graceful stop.
+            shutdown_grace: Duration::from_secs(5),
+            ..AgentOptions::default()
+        };
+        let mut spoke = Spoke {
+            name: control_plane.name.clone(),
+            control_plane,
+            client,
+            link,
+            agent_config: config,
+            agent_options,
+            agent: None,
+        };
+        spoke.start_agent();
+        spokes.push(spoke);
+    }
+    Ok(spokes)
+}
+
 /// A further hub replica: where it listens, and its task while it runs.
 struct Replica {
     addr: std::net::SocketAddr,
@@ -345,36 +515,9 @@ impl Fleet {
     /// Starts every control plane in parallel, installs the hub CRDs,
     /// registers each spoke on the hub, and runs the hub and one agent per spoke.
     pub async fn start(options: FleetOptions) -> Result<Self, FleetError> {
-        let hub_start = ControlPlane::start("hub", ControlPlaneOptions::default());
-        let spoke_starts = futures::future::try_join_all(options.spokes.iter().map(|name| {
-            ControlPlane::start(
-                name,
-                ControlPlaneOptions {
-                    audit: options.audit_spokes,
-                },
-            )
-        }));
-        let (hub, spoke_planes) = tokio::try_join!(hub_start, spoke_starts)?;
+        let (hub, spoke_planes) = start_control_planes(&options).await?;
         let hub_client = hub.client().await?;
-        if options.admission {
-            install_crds(&hub_client).await?;
-            if !wait_until_policy_enforced(&hub_client, "default", Duration::from_secs(30)).await {
-                return Err(FleetError::Admission(
-                    "the admission policy was not enforced within 30 s".into(),
-                ));
-            }
-        } else {
-            install_crds_without_rules(&hub_client).await?;
-        }
-        let hub_identity = match &options.hub_rules {
-            Some(rules) => {
-                grant_hub(&hub_client, rules)
-                    .await
-                    .map_err(FleetError::Rbac)?;
-                hub.client_as(HUB_USER).await?
-            }
-            None => hub_client.clone(),
-        };
+        let hub_identity = prepare_hub_api(&hub, &hub_client, &options).await?;
         let mut tokens = Vec::new();
         for name in &options.spokes {
             let token = join_cluster(&hub_client, name, 3600)
@@ -382,33 +525,7 @@ impl Fleet {
                 .map_err(FleetError::Join)?;
             tokens.push(token);
         }
-        let serving = ServingCert::generate(&["127.0.0.1".into(), "localhost".into()])
-            .map_err(|e| FleetError::Cert(e.to_string()))?;
-        // Under mutual TLS every agent shares one client certificate: the
-        // token, not the certificate, says which cluster it may serve.
-        let client_cert = if options.mtls {
-            Some(
-                ServingCert::generate(&["ferry-agent".into()])
-                    .map_err(|e| FleetError::Cert(e.to_string()))?,
-            )
-        } else {
-            None
-        };
-        let grpc_tls = options.tls.then(|| GrpcTls {
-            client_ca: client_cert
-                .as_ref()
-                .map(|c| CaSource::Pem(c.ca_pem.clone())),
-            ..GrpcTls::new(CertSource::Pem {
-                chain: serving.chain_pem.clone(),
-                key: serving.key_pem.clone(),
-            })
-        });
-        let agent_tls = options.tls.then(|| ClientTls {
-            ca_pem: serving.ca_pem.clone(),
-            identity: client_cert
-                .as_ref()
-                .map(|c| (c.chain_pem.clone(), c.key_pem.clone())),
-        });
+        let tls = FleetTls::generate(&options)?;
         let scheme = if options.tls { "https" } else { "http" };
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -431,7 +548,7 @@ impl Fleet {
         };
         let listeners = HubListeners {
             grpc: listener,
-            grpc_tls: grpc_tls.clone(),
+            grpc_tls: tls.grpc.clone(),
             probes: Some(probes),
             admission: None,
         };
@@ -448,68 +565,18 @@ impl Fleet {
             webhook.as_ref(),
         )
         .await?;
-
-        let mut replicas = Vec::new();
-        for _ in 1..options.hub_replicas.max(1) {
-            let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(FleetError::Bind)?;
-            let addr = grpc.local_addr().map_err(FleetError::Bind)?;
-            let listeners = HubListeners {
-                grpc,
-                grpc_tls: grpc_tls.clone(),
-                probes: None,
-                admission: None,
-            };
-            let run = spawn_hub(
-                hub_identity.clone(),
-                &hub_client,
-                listeners,
-                session.clone(),
-                None,
-            )
-            .await?;
-            replicas.push(Replica {
-                addr,
-                run: Some(run),
-            });
-        }
+        let replicas = start_more_replicas(
+            options.hub_replicas,
+            &hub_identity,
+            &hub_client,
+            &tls,
+            &session,
+        )
+        .await?;
         let replica_addrs: Vec<std::net::SocketAddr> = std::iter::once(hub_addr)
             .chain(replicas.iter().map(|r| r.addr))
             .collect();
-
-        let mut spokes = Vec::new();
-        for (i, (control_plane, token)) in spoke_planes.into_iter().zip(tokens).enumerate() {
-            let client = control_plane.client().await?;
-            let link = Link::start(replica_addrs[i % replica_addrs.len()])
-                .await
-                .map_err(FleetError::Bind)?;
-            let config = ferry_agent::session::SessionConfig {
-                hub_url: format!("{scheme}://{}", link.addr()),
-                cluster_name: control_plane.name.clone(),
-                heartbeat_interval: options.heartbeat,
-                token: TokenSource::Inline(token),
-                tls: agent_tls.clone(),
-            };
-            let agent_options = AgentOptions {
-                resync_interval: options.resync,
-                eviction_grace: options.eviction_grace,
-                // Under the harness's own 10 s limit for a graceful stop.
-                shutdown_grace: Duration::from_secs(5),
-                ..AgentOptions::default()
-            };
-            let mut spoke = Spoke {
-                name: control_plane.name.clone(),
-                control_plane,
-                client,
-                link,
-                agent_config: config,
-                agent_options,
-                agent: None,
-            };
-            spoke.start_agent();
-            spokes.push(spoke);
-        }
+        let spokes = start_spokes(&options, spoke_planes, tokens, &replica_addrs, &tls).await?;
         Ok(Self {
             hub,
             hub_client,
@@ -518,8 +585,8 @@ impl Fleet {
             spokes,
             hub_addr,
             hub_probes_addr,
-            hub_ca_pem: serving.ca_pem,
-            grpc_tls,
+            hub_ca_pem: tls.hub_ca_pem,
+            grpc_tls: tls.grpc,
             session,
             hub_run: Some(hub_run),
             replicas,
