@@ -143,9 +143,15 @@ fn reloads(exposition: &str, listener: &str, outcome: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Waits until the hub counted one more failed reload of `listener`.
-async fn wait_failed_reload(probes: SocketAddr, listener: &str) {
-    let before = reloads(&scrape(probes).await.expect("scrape"), listener, "failed");
+/// The failed reloads of `listener` the hub counted so far.
+async fn failed_reloads(probes: SocketAddr, listener: &str) -> f64 {
+    reloads(&scrape(probes).await.expect("scrape"), listener, "failed")
+}
+
+/// Waits until the hub counted more failed reloads of `listener` than
+/// `before` (read before the bad file was written: the poller may notice it
+/// before this function first looks).
+async fn wait_failed_reload(probes: SocketAddr, listener: &str, before: f64) {
     let deadline = tokio::time::Instant::now() + NOTICE;
     while reloads(&scrape(probes).await.expect("scrape"), listener, "failed") <= before {
         assert!(
@@ -310,20 +316,22 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
     );
 
     // A half-written or garbage file keeps B serving.
+    let before = failed_reloads(probes_addr, "grpc").await;
     std::fs::write(
         dir.path().join("grpc.crt"),
         "-----BEGIN CERTIFICATE-----\ngarbage",
     )
     .expect("write");
-    wait_failed_reload(probes_addr, "grpc").await;
+    wait_failed_reload(probes_addr, "grpc", before).await;
     assert_eq!(
         served_leaf(&ca.pem, grpc_addr, b"h2").await,
         leaf_der(&grpc_b),
         "B still served on the agent port"
     );
     // A key that does not match the certificate: also refused.
+    let before = failed_reloads(probes_addr, "webhook").await;
     std::fs::write(dir.path().join("webhook.key"), &webhook_a.key).expect("write");
-    wait_failed_reload(probes_addr, "webhook").await;
+    wait_failed_reload(probes_addr, "webhook", before).await;
     assert_eq!(
         served_leaf(&ca.pem, webhook_addr, b"http/1.1").await,
         leaf_der(&webhook_b),
