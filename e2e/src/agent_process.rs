@@ -45,21 +45,7 @@ pub enum AgentProcessError {
 ///
 /// Panics when it is missing, naming the command that builds it.
 pub fn agent_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("FERRY_AGENT_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test knows its own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(format!("ferry-agent{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: run `cargo build -p ferry-agent` (or `cargo test --workspace`), or set FERRY_AGENT_BIN",
-        binary.display()
-    );
-    binary
+    crate::local_pod::workspace_binary("ferry-agent", "FERRY_AGENT_BIN")
 }
 
 /// How long the agent may take to serve its probes after it is spawned.

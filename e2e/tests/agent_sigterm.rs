@@ -3,10 +3,10 @@
 //! objects are recorded before they are created), closes its hub stream and
 //! exits 0 well within Kubernetes' 30 s grace period (issue 9, item 7).
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use ferry_e2e::agent_process::agent_binary;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
@@ -20,27 +20,6 @@ use serde_json::json;
 /// Kubernetes' default terminationGracePeriodSeconds: how long this test
 /// waits for the exit (a deadline, not a performance assertion).
 const GRACE: Duration = Duration::from_secs(30);
-
-/// The `ferry-agent` binary: `FERRY_AGENT_BIN`, or the one cargo builds next
-/// to this test's directory (`target/<profile>/deps/<test>` →
-/// `target/<profile>/ferry-agent`; `cargo test --workspace` builds it).
-fn agent_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("FERRY_AGENT_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test knows its own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(format!("ferry-agent{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: run `cargo build -p ferry-agent` (or `cargo test --workspace`), or set FERRY_AGENT_BIN",
-        binary.display()
-    );
-    binary
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_agent_binary_mid_pass_with_exit_zero_and_closes_its_session() {
