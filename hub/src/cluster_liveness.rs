@@ -132,6 +132,18 @@ impl ClusterLiveness {
         .await
     }
 
+    /// The ManagedCluster of `cluster`, if there is one.
+    async fn read(&self, cluster: &str) -> Result<Option<ManagedCluster>, LivenessError> {
+        self.api
+            .get_opt(cluster)
+            .await
+            .map_err(|source| LivenessError::Write {
+                action: "reading",
+                cluster: cluster.to_string(),
+                source,
+            })
+    }
+
     /// Session `session` of `cluster` ended for `reason`. Written only when
     /// the status still describes that session: the agent may already hold a
     /// newer one, here or on another replica, whose status must stand.
@@ -141,15 +153,7 @@ impl ClusterLiveness {
         session: &str,
         reason: &str,
     ) -> Result<(), LivenessError> {
-        let current = self
-            .api
-            .get_opt(cluster)
-            .await
-            .map_err(|source| LivenessError::Write {
-                action: "reading",
-                cluster: cluster.to_string(),
-                source,
-            })?;
+        let current = self.read(cluster).await?;
         let Some(current) = current else {
             return Ok(());
         };
@@ -165,15 +169,7 @@ impl ClusterLiveness {
     /// when it differs from the recorded one, so an agent retrying costs one
     /// read per attempt and no writes.
     pub async fn refused(&self, cluster: &str, reason: &str) -> Result<(), LivenessError> {
-        let current = self
-            .api
-            .get_opt(cluster)
-            .await
-            .map_err(|source| LivenessError::Write {
-                action: "reading",
-                cluster: cluster.to_string(),
-                source,
-            })?;
+        let current = self.read(cluster).await?;
         let recorded = current
             .and_then(|c| c.status)
             .and_then(|s| s.disconnect_reason);
