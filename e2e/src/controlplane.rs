@@ -78,6 +78,18 @@ pub struct ReadyInfo {
     pub audit_log: String,
 }
 
+impl ReadyInfo {
+    /// A kubeconfig for this API server authenticating as `user` with
+    /// bearer `token`, trusting the CA at `ca_path` (a path the process that
+    /// reads the kubeconfig sees, which need not be `ca_file`).
+    pub fn token_kubeconfig(&self, user: &str, token: &str, ca_path: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {ca_path}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: {user}\ncurrent-context: c\n",
+            self.server
+        )
+    }
+}
+
 /// Options of one control plane.
 #[derive(Debug, Clone, Default)]
 pub struct ControlPlaneOptions {

@@ -267,11 +267,9 @@ pub async fn service_account_kubeconfig(
         .status
         .ok_or_else(|| failed("no status in the answer".into()))?
         .token;
-    Ok(format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: {name}\ncurrent-context: c\n",
-        plane.info.server,
-        plane.info.ca_file.display()
-    ))
+    Ok(plane
+        .info
+        .token_kubeconfig(name, &token, &plane.info.ca_file.display().to_string()))
 }
 
 /// The workspace binary `name` cargo built next to the running test
@@ -294,6 +292,14 @@ pub fn workspace_binary(name: &str, env: &str) -> PathBuf {
         binary.display()
     );
     binary
+}
+
+/// A TCP port free on `ip` now.
+pub fn free_port(ip: std::net::IpAddr) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 /// An IPv4 address of this machine's interfaces that is not loopback (the

@@ -9,6 +9,7 @@
 //! mount namespace, bind mounts and `chroot --userspec`): this machine cannot
 //! run containers, so this is how the image's filesystem and user are used.
 
+use ferry_e2e::local_pod::free_port;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ use serde_json::json;
 
 /// Where the test's configuration (kubeconfigs, certificates, token) is
 /// mounted, read-only, inside the image's root.
+/// Where the binaries in the image listen.
+const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const CONFIG_MOUNT: &str = "/config";
 
 /// The image, unpacked once for every test of this file.
@@ -163,21 +166,12 @@ async fn the_image_holds_the_two_binaries_their_libraries_and_ca_certificates_an
     }
 }
 
-/// A port free on loopback now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 /// A kubeconfig for `plane`'s API server with its admin token, naming the CA
 /// by its path inside the image root.
 fn kubeconfig(plane: &ControlPlane, ca_inside: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {ca_inside}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
-        plane.info.server, plane.info.token
-    )
+    plane
+        .info
+        .token_kubeconfig("u", &plane.info.token, ca_inside)
 }
 
 fn write(dir: &Path, name: &str, content: &str) {
@@ -352,8 +346,12 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
     write(config.path(), "grpc-ca.crt", &serving.ca_pem);
     write(config.path(), "agent.token", &token);
 
-    let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-    let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+    let grpc: SocketAddr = format!("127.0.0.1:{}", free_port(LOOPBACK))
+        .parse()
+        .expect("addr");
+    let webhook: SocketAddr = format!("127.0.0.1:{}", free_port(LOOPBACK))
+        .parse()
+        .expect("addr");
     let logs = tempfile::tempdir().expect("log dir");
     let mut hub_process = InImage::start(
         image,
@@ -365,7 +363,7 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
             "serve".into(),
             "--install-crds".into(),
             format!("--grpc-addr={grpc}"),
-            format!("--probe-addr=127.0.0.1:{}", free_port()),
+            format!("--probe-addr=127.0.0.1:{}", free_port(LOOPBACK)),
             "--tls-cert=/config/grpc.crt".into(),
             "--tls-key=/config/grpc.key".into(),
             format!("--webhook-addr={webhook}"),
@@ -383,7 +381,7 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
             "--cluster-name=spoke-image".into(),
             "--token-file=/config/agent.token".into(),
             "--hub-ca=/config/grpc-ca.crt".into(),
-            format!("--probe-addr=127.0.0.1:{}", free_port()),
+            format!("--probe-addr=127.0.0.1:{}", free_port(LOOPBACK)),
         ],
     );
 

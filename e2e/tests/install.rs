@@ -26,7 +26,7 @@ use ferry_e2e::audit::{Request, requests_by};
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::helm::{charts_dir, helm, render};
 use ferry_e2e::local_pod::{
-    LocalContainer, local_container, non_loopback_ipv4, service_account_kubeconfig,
+    LocalContainer, free_port, local_container, non_loopback_ipv4, service_account_kubeconfig,
     workspace_binary,
 };
 use ferry_e2e::wait::{wait_deleted, wait_until};
@@ -190,13 +190,6 @@ async fn put_secret(client: &kube::Client, namespace: &str, name: &str, data: &[
         )
         .await
         .unwrap_or_else(|e| panic!("Secret {namespace}/{name}: {e}"));
-}
-
-fn free_port(ip: std::net::IpAddr) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 /// A binary run as a chart's container, killed when dropped; output in a log.
