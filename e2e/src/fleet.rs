@@ -54,6 +54,14 @@ pub enum FleetError {
     /// The hub's restricted identity could not be set up.
     #[error("granting the hub its rights: {0}")]
     Rbac(#[source] kube::Error),
+    /// A work could not be removed while the hub was stopped.
+    #[error("removing work {work} behind the hub's back: {detail}")]
+    Forget {
+        /// The work's name.
+        work: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
 /// The user a hub started with `FleetOptions::hub_rules` runs as.
@@ -700,6 +708,39 @@ impl Fleet {
         if let Some(hub) = self.hub_run.take() {
             hub.stop().await;
         }
+    }
+
+    /// Removes work `name` while the hub is stopped, so no hub sees it go
+    /// (its finalizer is stripped, as an operator giving up would), then
+    /// starts the hub again: the hub no longer knows a work the agent holds.
+    pub async fn forget_work(
+        &mut self,
+        works: &Api<ManifestWork>,
+        name: &str,
+    ) -> Result<(), FleetError> {
+        let failed = |detail: String| FleetError::Forget {
+            work: name.into(),
+            detail,
+        };
+        self.stop_hub().await;
+        works
+            .delete(name, &Default::default())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let no_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+        works
+            .patch(name, &PatchParams::default(), &Patch::Merge(&no_finalizers))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        crate::wait::wait_deleted(
+            works,
+            name,
+            "work gone from the hub",
+            Duration::from_secs(90),
+        )
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+        self.start_hub().await
     }
 
     /// Starts the hub again on the same address, with nothing in memory.

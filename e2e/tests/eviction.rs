@@ -9,7 +9,6 @@ use ferry_e2e::ownership::APPLIED_WORK_API_VERSION;
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 const GRACE: Duration = Duration::from_secs(8);
@@ -35,24 +34,10 @@ async fn a_work_the_hub_no_longer_has_is_evicted_after_the_grace_period_not_befo
         .expect("uid");
 
     // The work disappears while no hub watches: nobody tells the agent.
-    fleet.stop_hub().await;
-    works
-        .delete("forgotten", &Default::default())
+    fleet
+        .forget_work(&works, "forgotten")
         .await
-        .expect("delete");
-    let no_finalizers = json!({"metadata": {"finalizers": null}});
-    works
-        .patch(
-            "forgotten",
-            &PatchParams::default(),
-            &Patch::Merge(&no_finalizers),
-        )
-        .await
-        .expect("strip finalizer");
-    wait_deleted(&works, "forgotten", "work gone from the hub", APPLY_TIMEOUT)
-        .await
-        .expect("gone");
-    fleet.start_hub().await.expect("hub restarts");
+        .expect("work forgotten");
 
     let evicting =
         |r: &kube::api::DynamicObject| r.data["status"]["evictionStartTime"].as_str().is_some();

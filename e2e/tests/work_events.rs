@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_e2e::wait::{wait_deleted, wait_until};
+use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied,
@@ -218,23 +218,10 @@ async fn a_work_the_agent_is_told_to_evict_is_an_event_on_its_managed_cluster() 
         .expect("uid");
     // The work disappears while no hub watches (as in eviction.rs): the
     // restarted hub does not know it, so it tells the agent to evict it.
-    fleet.stop_hub().await;
-    works
-        .delete("forgotten", &DeleteParams::default())
+    fleet
+        .forget_work(&works, "forgotten")
         .await
-        .expect("delete");
-    works
-        .patch(
-            "forgotten",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("strip finalizer");
-    wait_deleted(&works, "forgotten", "work gone from the hub", APPLY_TIMEOUT)
-        .await
-        .expect("gone");
-    fleet.start_hub().await.expect("hub restarts");
+        .expect("work forgotten");
 
     // A cluster-scoped object's Events live in namespace default.
     let events: Api<Event> = Api::namespaced(fleet.hub_client.clone(), "default");
