@@ -6,6 +6,7 @@
 pub mod availability;
 pub mod compare;
 pub mod contract;
+pub mod drift_report;
 pub mod equality;
 pub mod feedback;
 pub mod hash;

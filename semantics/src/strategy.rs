@@ -26,6 +26,14 @@ pub enum Strategy {
     },
     /// Never write; only observe.
     ReadOnly,
+    /// Never write; observe, and report where the object differs from what
+    /// `ServerSideApply` with the same settings would apply. The ignore
+    /// rules name fields never reported (both conditions mean "left to the
+    /// spoke", since nothing is ever applied).
+    ReportOnly {
+        /// Fields never reported as drift.
+        rules: Vec<IgnoreRule>,
+    },
 }
 
 /// Whether a manifest deleted on the spoke is recreated.
@@ -45,7 +53,7 @@ pub enum StrategyError {
     InvalidIgnorePath(#[from] PathError),
     /// The strategy type is not one ferry knows.
     #[error(
-        "unknown updateStrategy type {0:?}; use Update, CreateOnly, ServerSideApply or ReadOnly"
+        "unknown updateStrategy type {0:?}; use Update, CreateOnly, ServerSideApply, ReadOnly or ReportOnly"
     )]
     UnknownStrategy(String),
     /// The ignore condition is not one ferry knows.
@@ -113,6 +121,21 @@ pub fn strategy_of(
                 rules,
             }
         }
+        // Reads `serverSideApply` exactly as ServerSideApply does (same
+        // checks, same errors), keeping only the fields it leaves alone.
+        "ReportOnly" => {
+            let mut as_applied = update.clone();
+            as_applied.r#type = "ServerSideApply".to_string();
+            let config = v1::ManifestConfig {
+                update_strategy: Some(as_applied),
+                ..Default::default()
+            };
+            let rules = match strategy_of(Some(&config))?.0 {
+                Strategy::ServerSideApply { rules, .. } => rules,
+                _ => Vec::new(),
+            };
+            Strategy::ReportOnly { rules }
+        }
         other => return Err(StrategyError::UnknownStrategy(other.to_string())),
     };
     Ok((strategy, when_deleted))
@@ -171,6 +194,36 @@ mod tests {
             .expect_err("invalid path");
         assert_eq!(err.reason(), "InvalidIgnorePath");
         assert!(err.to_string().contains("$.spec[?"), "{err}");
+    }
+
+    #[test]
+    fn report_only_keeps_the_ignore_rules_and_their_errors() {
+        let mut config = ssa_config("OnSpokeChange", &[".data"]);
+        if let Some(update) = config.update_strategy.as_mut() {
+            update.r#type = "ReportOnly".into();
+        }
+        let (strategy, _) = strategy_of(Some(&config)).expect("valid");
+        let Strategy::ReportOnly { rules } = strategy else {
+            panic!("not ReportOnly: {strategy:?}");
+        };
+        assert_eq!(rules[0].paths[0].as_str(), "$.data");
+        let mut bad = ssa_config("OnSpokePresent", &["$.spec[?"]);
+        if let Some(update) = bad.update_strategy.as_mut() {
+            update.r#type = "ReportOnly".into();
+        }
+        let err = strategy_of(Some(&bad)).expect_err("invalid path");
+        assert_eq!(err.reason(), "InvalidIgnorePath");
+        let plain = v1::ManifestConfig {
+            update_strategy: Some(v1::UpdateStrategy {
+                r#type: "ReportOnly".into(),
+                server_side_apply: None,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            strategy_of(Some(&plain)).map(|(s, _)| s),
+            Ok(Strategy::ReportOnly { rules: vec![] })
+        );
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub fn run_work(spec: &v1::WorkSpec) {
                 let first = three_way_merge(None, desired, &live, &NoSchema);
                 let _ = merge_patch(&live, &first);
             }
-            Strategy::ReadOnly => {}
+            Strategy::ReadOnly | Strategy::ReportOnly { .. } => {}
         }
         if let Some(config) = config {
             let outcome = evaluate_feedback(
