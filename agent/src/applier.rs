@@ -138,6 +138,9 @@ pub struct ApplyOutcome {
     /// Things the user should see although nothing failed (ignore paths that
     /// match nothing, a strategy fallback).
     pub notes: Vec<String>,
+    /// The object as it was read before anything was written: what drift is
+    /// found in.
+    pub before: Option<Value>,
 }
 
 /// Everything needed to write one manifest.
@@ -196,7 +199,7 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
         return Ok(outcome(Applied::LeftDeleted, None, vec![]));
     }
     let result = match write.strategy {
-        Strategy::ReadOnly => {
+        Strategy::ReadOnly | Strategy::ReportOnly { .. } => {
             let applied = if live.is_some() {
                 Applied::Observed
             } else {
@@ -246,6 +249,8 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
     {
         wait_established(write.client, &write.identity.name).await?;
     }
+    let mut result = result;
+    result.before = live_json;
     Ok(result)
 }
 
@@ -447,6 +452,7 @@ fn outcome(applied: Applied, object: Option<Value>, notes: Vec<String>) -> Apply
         applied,
         object,
         notes,
+        before: None,
     }
 }
 

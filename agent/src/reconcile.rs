@@ -24,6 +24,7 @@ use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt};
 use ferry_semantics::contract::APPLIED;
+use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
@@ -109,8 +110,8 @@ enum ManifestFailure {
     Resolve(#[from] ResolveError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    #[error("ReadOnly: the object does not exist on the cluster")]
-    Missing,
+    #[error("{0}: the object does not exist on the cluster")]
+    Missing(&'static str),
     #[error(transparent)]
     Mark(#[from] ReleaseError),
     #[error("cannot record what this work applies: {0}; retrying")]
@@ -125,7 +126,7 @@ impl ManifestFailure {
             ManifestFailure::Resolve(ResolveError::UnknownKind { .. }) => "UnknownKind",
             ManifestFailure::Resolve(ResolveError::Discovery { .. }) => "DiscoveryFailed",
             ManifestFailure::Apply(e) => e.reason(),
-            ManifestFailure::Missing => "ObjectNotFound",
+            ManifestFailure::Missing(_) => "ObjectNotFound",
             ManifestFailure::Mark(_) => "ObjectChanged",
             ManifestFailure::Record(_) => "AppliedRecordFailed",
         }
@@ -138,7 +139,7 @@ impl ManifestFailure {
             ManifestFailure::Resolve(_) => true,
             ManifestFailure::Apply(e) => e.is_transient(),
             // The drift watch sees the object appear.
-            ManifestFailure::Missing => false,
+            ManifestFailure::Missing(_) => false,
             ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
         }
     }
@@ -266,8 +267,10 @@ impl Reconciler {
             };
             let mut conditions = Vec::new();
             let mut feedback = Vec::new();
+            let mut drift = None;
             match result {
                 Ok(report) => {
+                    drift = report.drift;
                     conditions.push(condition(
                         APPLIED,
                         true,
@@ -296,6 +299,7 @@ impl Reconciler {
                 resource_meta: Some(meta),
                 conditions,
                 feedback,
+                drift,
             });
         }
         let all_identified = parsed.iter().all(Result::is_ok);
@@ -370,7 +374,7 @@ impl Reconciler {
         let (strategy, when_deleted) = strategy_of(config)?;
         if !record.holds(&slot) {
             let creates = match &strategy {
-                Strategy::ReadOnly => false,
+                Strategy::ReadOnly | Strategy::ReportOnly { .. } => false,
                 // Recorded only when it will be created: an object CreateOnly
                 // leaves as it is never belongs to the work.
                 Strategy::CreateOnly => api
@@ -431,6 +435,16 @@ impl Reconciler {
             other => other?,
         };
         let mut outcome = outcome;
+        // Found in the object as read before this pass wrote it; a write
+        // under a correcting strategy put the hub's values back.
+        let drift = manifest_drift(
+            &strategy,
+            value,
+            outcome.before.as_ref(),
+            outcome.applied == Applied::Updated,
+            schema.as_ref(),
+            unix_now(),
+        );
         if outcome.applied == Applied::LeftDeleted {
             // The record of the deleted object is what keeps it deleted on
             // the next pass and after a restart.
@@ -464,6 +478,12 @@ impl Reconciler {
                 "AppliedManifestComplete",
                 with_notes("CreateOnly: the object exists and is left as it is"),
             ),
+            Applied::Observed if matches!(strategy, Strategy::ReportOnly { .. }) => (
+                "ReportOnly",
+                with_notes(
+                    "ReportOnly: the object exists; ferry reports where it differs and does not write it",
+                ),
+            ),
             Applied::Observed => (
                 "ReadOnly",
                 with_notes("ReadOnly: the object exists; ferry does not write it"),
@@ -474,12 +494,19 @@ impl Reconciler {
                     "whenDeleted: Leave: the object was deleted on the cluster and is not recreated",
                 ),
             ),
-            Applied::Missing => return Err(ManifestFailure::Missing),
+            Applied::Missing => {
+                let strategy = match strategy {
+                    Strategy::ReportOnly { .. } => "ReportOnly",
+                    _ => "ReadOnly",
+                };
+                return Err(ManifestFailure::Missing(strategy));
+            }
         };
         Ok(Report {
             reason,
             message,
             observed,
+            drift,
         })
     }
 }
@@ -596,4 +623,13 @@ struct Report {
     reason: &'static str,
     message: String,
     observed: Option<Observed>,
+    drift: Option<v1::ManifestDrift>,
+}
+
+/// Seconds since the Unix epoch: the time drift is seen or corrected.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
 }

@@ -27,6 +27,7 @@ use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
 use ferry_semantics::contract::DELETING;
+use ferry_semantics::drift_report::{drop_corrections, settle_drift};
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -348,7 +349,10 @@ async fn apply(
     drift: &mut DriftWatch,
     correcting: bool,
 ) -> bool {
-    let result = shared.reconciler.reconcile(upsert).await;
+    let mut result = shared.reconciler.reconcile(upsert).await;
+    if !correcting {
+        drop_corrections(&mut result.status);
+    }
     if correcting {
         for kind in &result.written {
             shared
@@ -369,9 +373,11 @@ async fn apply(
 /// Publishes `status`, keeping transition times of unchanged conditions so
 /// that an unchanged pass sends nothing.
 async fn publish(uid: &str, mut status: v1::WorkStatus, shared: &Shared) {
-    if let Some(previous) = shared.board.latest(uid).await {
-        carry_work_transition_times(&previous, &mut status);
+    let previous = shared.board.latest(uid).await;
+    if let Some(previous) = &previous {
+        carry_work_transition_times(previous, &mut status);
     }
+    settle_drift(previous.as_ref(), &mut status);
     shared.board.publish(uid, status).await;
 }
 

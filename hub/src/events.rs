@@ -369,6 +369,7 @@ mod tests {
                         },
                         status_feedback: None,
                         conditions: vec![c],
+                        ..Default::default()
                     })
                     .collect(),
             }),

@@ -234,7 +234,8 @@ pub struct NamedJsonPath {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
-    /// `Update` (default), `CreateOnly`, `ServerSideApply` or `ReadOnly`.
+    /// `Update` (default), `CreateOnly`, `ServerSideApply`, `ReadOnly` or
+    /// `ReportOnly` (ferry addition).
     #[serde(rename = "type")]
     pub type_: UpdateStrategyType,
     /// Options for `ServerSideApply`.
@@ -254,6 +255,11 @@ pub enum UpdateStrategyType {
     ServerSideApply,
     /// Never write; only report status.
     ReadOnly,
+    /// ferry addition: never write; report status, and in `drift` where the
+    /// object differs from what `ServerSideApply` with the same
+    /// `serverSideApply` settings would apply (its `ignoreFields` are never
+    /// reported).
+    ReportOnly,
 }
 
 /// Server-side apply options.
@@ -356,6 +362,54 @@ pub struct ManifestCondition {
     /// `Applied`, `Available`, `StatusFeedbackSynced`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// ferry addition: where the object on the spoke differs from what ferry
+    /// would apply (`ReportOnly`), or differed until ferry wrote the hub's
+    /// values back (`Update`, `ServerSideApply`). Absent when nothing differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<ManifestDrift>,
+}
+
+/// ferry addition: the drifted fields of one object, bounded in count.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestDrift {
+    /// The fields, open drift first, then the latest corrections.
+    #[serde(default)]
+    pub fields: Vec<DriftedField>,
+    /// How many more fields differ than are listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// ferry addition: one field of a spoke object that differs from the hub's
+/// manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedField {
+    /// RFC 6901 JSON pointer into the spoke object, e.g. `/spec/replicas`; a
+    /// list item the spoke lacks ends in `/-`.
+    pub pointer: String,
+    /// Compact JSON of the value ferry applies there (long values are cut
+    /// and end in `…(N more bytes)`).
+    pub hub_value: String,
+    /// Compact JSON of the spoke's value; absent when the spoke lacks the
+    /// field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spoke_value: Option<String>,
+    /// The field manager that last wrote the field on the spoke, from
+    /// managedFields; absent when none owns it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<String>,
+    /// When the agent first saw the field differ, RFC 3339.
+    pub first_seen_time: String,
+    /// When ferry wrote the hub's value back, RFC 3339; absent while the
+    /// field still differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_time: Option<String>,
 }
 
 /// Identity of an applied object.

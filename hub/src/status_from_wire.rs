@@ -14,6 +14,8 @@ use crate::manifest_work::{
     Condition, FeedbackValue, FieldValue, ManifestCondition, ManifestResourceMeta,
     ManifestResourceStatus, ManifestWorkStatus, StatusFeedbackResult,
 };
+use crate::manifest_work::{DriftedField, ManifestDrift};
+use ferry_semantics::drift_report::{MAX_DRIFT_FIELDS, MAX_DRIFT_VALUE_BYTES};
 
 /// Longest condition message kept, in bytes (the API allows 32 KiB; a
 /// readable status needs far less).
@@ -39,6 +41,10 @@ pub const UNSPECIFIED_REASON: &str = "Unspecified";
 const ITEM_SEPARATOR: &str = "; ";
 /// Room kept for the "… and N more" note when a message is cut.
 const CUT_NOTE_ROOM: usize = 40;
+/// Longest drift pointer kept, in bytes.
+pub const MAX_POINTER_BYTES: usize = 512;
+/// Longest field manager name kept (Kubernetes allows 128).
+pub const MAX_MANAGER_BYTES: usize = 128;
 /// Latest time a `metav1.Time` can hold: 9999-12-31T23:59:59Z.
 const MAX_UNIX_SECONDS: i64 = 253_402_300_799;
 
@@ -53,6 +59,8 @@ pub struct Shortened {
     pub feedback_left_out: usize,
     /// Conditions left out (invalid type, duplicate type, too many).
     pub conditions_left_out: usize,
+    /// Drifted fields left out to fit the status budget.
+    pub drift_left_out: usize,
 }
 
 impl Shortened {
@@ -82,6 +90,9 @@ impl Shortened {
                 "{} invalid or duplicate conditions left out",
                 self.conditions_left_out
             ));
+        }
+        if self.drift_left_out > 0 {
+            parts.push(format!("{} drifted fields left out", self.drift_left_out));
         }
         format!(" [status shortened to fit: {}]", parts.join(", "))
     }
@@ -263,7 +274,35 @@ fn manifest(
         },
         status_feedback: (!values.is_empty()).then_some(StatusFeedbackResult { values }),
         conditions: conditions(&m.conditions, generation, shortened),
+        drift: m.drift.as_ref().and_then(drift),
     }
+}
+
+/// A manifest's drift report within the agent's own bounds (an agent is
+/// untrusted): at most `MAX_DRIFT_FIELDS` fields, each value, pointer and
+/// manager cut to size; fields past the bound are counted in `omitted`.
+fn drift(wire: &v1::ManifestDrift) -> Option<ManifestDrift> {
+    let fields: Vec<DriftedField> = wire
+        .fields
+        .iter()
+        .take(MAX_DRIFT_FIELDS)
+        .map(|f| DriftedField {
+            pointer: bounded_message(&f.pointer, MAX_POINTER_BYTES),
+            hub_value: bounded_message(&f.hub_json, MAX_DRIFT_VALUE_BYTES),
+            spoke_value: f
+                .spoke_json
+                .as_deref()
+                .map(|v| bounded_message(v, MAX_DRIFT_VALUE_BYTES)),
+            manager: (!f.manager.is_empty()).then(|| truncated(&f.manager, MAX_MANAGER_BYTES)),
+            first_seen_time: rfc3339(f.first_seen_unix_seconds),
+            corrected_time: (f.corrected_unix_seconds != 0)
+                .then(|| rfc3339(f.corrected_unix_seconds)),
+        })
+        .collect();
+    let unlisted = wire.fields.len().saturating_sub(fields.len());
+    let omitted =
+        i64::from(wire.omitted).saturating_add(i64::try_from(unlisted).unwrap_or(i64::MAX));
+    (!fields.is_empty() || omitted > 0).then_some(ManifestDrift { fields, omitted })
 }
 
 /// A typed feedback value; an unknown type is shown as a string, and raw
@@ -322,6 +361,9 @@ fn fit(status: &mut ManifestWorkStatus, budget: usize, shortened: &mut Shortened
     for m in manifests_mut(status).iter_mut() {
         if let Some(feedback) = m.status_feedback.take() {
             shortened.feedback_left_out += feedback.values.len();
+        }
+        if let Some(drift) = m.drift.take() {
+            shortened.drift_left_out += drift.fields.len();
         }
         for c in &mut m.conditions {
             if !c.message.is_empty() {
@@ -396,6 +438,7 @@ mod tests {
             }),
             conditions: vec![wire_condition("Applied", message)],
             feedback: vec![],
+            ..Default::default()
         }
     }
 
@@ -577,6 +620,102 @@ mod tests {
         assert_eq!(shortened.feedback_left_out, 1);
     }
 
+    fn drifted(pointer: &str, value: &str, corrected: i64) -> v1::DriftedField {
+        v1::DriftedField {
+            pointer: pointer.into(),
+            hub_json: value.into(),
+            spoke_json: Some(value.into()),
+            manager: "kubectl-edit".into(),
+            first_seen_unix_seconds: 1_700_000_000,
+            corrected_unix_seconds: corrected,
+        }
+    }
+
+    #[test]
+    fn a_drift_report_becomes_pointer_values_manager_and_times() {
+        let mut manifest = failing_manifest(0, "ok");
+        manifest.drift = Some(v1::ManifestDrift {
+            fields: vec![
+                drifted("/data/a", "\"x\"", 0),
+                v1::DriftedField {
+                    spoke_json: None,
+                    manager: String::new(),
+                    ..drifted("/data/b", "1", 1_700_000_060)
+                },
+            ],
+            omitted: 3,
+        });
+        let status = work_status(&report(vec![], vec![manifest]));
+        let drift = status.resource_status.expect("manifests").manifests[0]
+            .drift
+            .clone()
+            .expect("drift");
+        assert_eq!(drift.omitted, 3);
+        let open = &drift.fields[0];
+        assert_eq!(open.pointer, "/data/a");
+        assert_eq!(open.spoke_value.as_deref(), Some("\"x\""));
+        assert_eq!(open.manager.as_deref(), Some("kubectl-edit"));
+        assert_eq!(open.first_seen_time, "2023-11-14T22:13:20Z");
+        assert_eq!(open.corrected_time, None);
+        let fixed = &drift.fields[1];
+        assert_eq!(
+            (fixed.spoke_value.as_ref(), fixed.manager.as_ref()),
+            (None, None)
+        );
+        assert_eq!(
+            fixed.corrected_time.as_deref(),
+            Some("2023-11-14T22:14:20Z")
+        );
+    }
+
+    #[test]
+    fn hostile_drift_reports_stay_bounded_and_say_what_was_cut() {
+        let huge = "v".repeat(2_000);
+        let manifests: Vec<_> = (0..300)
+            .map(|i| {
+                let mut m = failing_manifest(i, "ok");
+                m.drift = Some(v1::ManifestDrift {
+                    fields: (0..20).map(|_| drifted(&huge, &huge, 0)).collect(),
+                    omitted: u32::MAX,
+                });
+                m
+            })
+            .collect();
+        let (status, shortened) = bounded_work_status(
+            &report(vec![wire_condition("Applied", "ok")], manifests),
+            STATUS_BUDGET_BYTES,
+        );
+        assert!(size_of(&status) <= STATUS_BUDGET_BYTES);
+        assert!(shortened.drift_left_out > 0);
+        assert!(
+            status.conditions[0]
+                .message
+                .contains("drifted fields left out")
+        );
+        for m in status.resource_status.iter().flat_map(|r| &r.manifests) {
+            if let Some(d) = &m.drift {
+                assert!(d.fields.len() <= MAX_DRIFT_FIELDS);
+                for f in &d.fields {
+                    assert!(f.pointer.len() <= MAX_POINTER_BYTES);
+                    assert!(f.hub_value.len() <= MAX_DRIFT_VALUE_BYTES);
+                }
+            }
+        }
+        // One manifest alone keeps its bounded list and counts the rest.
+        let mut one = failing_manifest(0, "ok");
+        one.drift = Some(v1::ManifestDrift {
+            fields: (0..1000).map(|_| drifted("/a", &huge, 0)).collect(),
+            omitted: 5,
+        });
+        let status = work_status(&report(vec![], vec![one]));
+        let drift = status.resource_status.expect("manifests").manifests[0]
+            .drift
+            .clone()
+            .expect("drift");
+        assert_eq!(drift.fields.len(), MAX_DRIFT_FIELDS);
+        assert_eq!(drift.omitted, 5 + 1000 - MAX_DRIFT_FIELDS as i64);
+    }
+
     mod arbitrary_reports {
         use super::*;
         use proptest::prelude::*;
@@ -648,6 +787,7 @@ mod tests {
                     }),
                     conditions,
                     feedback,
+                    ..Default::default()
                 })
         }
 

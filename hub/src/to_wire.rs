@@ -102,6 +102,7 @@ fn manifest_config(config: &ManifestConfigOption) -> v1::ManifestConfig {
                 UpdateStrategyType::CreateOnly => "CreateOnly",
                 UpdateStrategyType::ServerSideApply => "ServerSideApply",
                 UpdateStrategyType::ReadOnly => "ReadOnly",
+                UpdateStrategyType::ReportOnly => "ReportOnly",
             }
             .into(),
             server_side_apply: s

@@ -140,6 +140,7 @@ pub(crate) mod tests {
             },
             status_feedback: None,
             conditions,
+            ..Default::default()
         }
     }
 
