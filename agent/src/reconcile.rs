@@ -229,6 +229,7 @@ impl Reconciler {
         let mut claims = Vec::new();
         let mut retry = false;
         for index in order {
+            let mut drift = None;
             let mut meta = v1::ResourceMeta {
                 ordinal: i32::try_from(index).unwrap_or(i32::MAX),
                 ..Default::default()
@@ -249,6 +250,7 @@ impl Reconciler {
                                 &spec.manifest_configs,
                                 &mut meta,
                                 record,
+                                &mut drift,
                             )
                             .await
                         }
@@ -267,10 +269,8 @@ impl Reconciler {
             };
             let mut conditions = Vec::new();
             let mut feedback = Vec::new();
-            let mut drift = None;
             match result {
                 Ok(report) => {
-                    drift = report.drift;
                     conditions.push(condition(
                         APPLIED,
                         true,
@@ -348,6 +348,7 @@ impl Reconciler {
         configs: &[v1::ManifestConfig],
         meta: &mut v1::ResourceMeta,
         record: &mut PassRecord,
+        drift: &mut Option<v1::ManifestDrift>,
     ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let Target {
@@ -432,12 +433,30 @@ impl Reconciler {
                 }
                 .into());
             }
+            Err(conflict @ ApplyError::Conflict(_)) => {
+                // Another manager holds a field this apply sets: the report
+                // shows which, with its value and that manager. One read,
+                // only on a conflict (retried with backoff anyway).
+                if let Ok(Some(live)) = api.get_opt(&identity.name).await
+                    && let Ok(live) = serde_json::to_value(live)
+                {
+                    *drift = manifest_drift(
+                        &strategy,
+                        value,
+                        Some(&live),
+                        false,
+                        schema.as_ref(),
+                        unix_now(),
+                    );
+                }
+                return Err(conflict.into());
+            }
             other => other?,
         };
         let mut outcome = outcome;
         // Found in the object as read before this pass wrote it; a write
         // under a correcting strategy put the hub's values back.
-        let drift = manifest_drift(
+        *drift = manifest_drift(
             &strategy,
             value,
             outcome.before.as_ref(),
@@ -506,7 +525,6 @@ impl Reconciler {
             reason,
             message,
             observed,
-            drift,
         })
     }
 }
@@ -623,7 +641,6 @@ struct Report {
     reason: &'static str,
     message: String,
     observed: Option<Observed>,
-    drift: Option<v1::ManifestDrift>,
 }
 
 /// Seconds since the Unix epoch: the time drift is seen or corrected.

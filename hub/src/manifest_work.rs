@@ -138,8 +138,8 @@ pub struct OrphaningRule {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "!has(self.updateStrategy) || !has(self.updateStrategy.serverSideApply) || self.updateStrategy.type == 'ServerSideApply'",
-        "messageExpression": "'updateStrategy.serverSideApply is only used with type ServerSideApply, not ' + self.updateStrategy.type + '; set the type or remove serverSideApply'",
+        "rule": "!has(self.updateStrategy) || !has(self.updateStrategy.serverSideApply) || self.updateStrategy.type in ['ServerSideApply', 'ReportOnly']",
+        "messageExpression": "'updateStrategy.serverSideApply is only used with type ServerSideApply, not ' + self.updateStrategy.type + ' (ReportOnly reads its ignoreFields too); set the type or remove serverSideApply'",
         "fieldPath": ".updateStrategy.serverSideApply",
         "reason": "FieldValueForbidden"
     }
