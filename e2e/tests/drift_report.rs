@@ -4,9 +4,14 @@
 //! with a correcting strategy when ferry wrote the hub's value back. The
 //! `ReportOnly` strategy writes nothing and only reports. Every wait here is
 //! for the report itself (the work's status on the hub), driven by the
-//! agent's watch of the object: the resync period is an hour.
+//! agent's watch of the object: the resync period is an hour (except where a
+//! test needs passes to count).
 
+use std::time::Duration;
+
+use ferry_e2e::audit::count_reads;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::hub_metrics::{STATUS_REPORTS, hub_metric};
 use ferry_e2e::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
@@ -321,5 +326,74 @@ async fn ignored_fields_are_never_reported_and_the_report_is_bounded() {
         "the rest counted"
     );
     assert_eq!(read_json(&spoke, "small").await["data"]["ignored"], "spoke");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.audit_spokes = true;
+    // A pass every second: each one finds the same drift again.
+    options.resync = Duration::from_secs(1);
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    apply_as(
+        &spoke,
+        "steady",
+        "owner-tool",
+        &config_map("default", "steady", json!({"a": "spoke"})),
+    )
+    .await
+    .expect("object on the spoke");
+    let mut work = manifest_work(
+        "cluster-a",
+        "steady",
+        vec![config_map("default", "steady", json!({"a": "hub"}))],
+    );
+    work.spec.manifest_configs = vec![report_only("steady", &[])];
+    let works = fleet.create_work(&work).await.expect("create");
+    let reported = wait_until(
+        &works,
+        "steady",
+        "the drift reported",
+        APPLY_TIMEOUT,
+        |w| drifted(w, 0, "/data/a").is_some(),
+    )
+    .await
+    .expect("drift reported");
+    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+        .await
+        .expect("hub metrics");
+    let audit = fleet
+        .spoke("cluster-a")
+        .control_plane
+        .info
+        .audit_log
+        .clone();
+    // Five more passes, each seen as the agent's read of the object.
+    let object = "/api/v1/namespaces/default/configmaps/steady";
+    let reads = count_reads(&audit, object);
+    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+    while count_reads(&audit, object) < reads + 5 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent stopped re-reading {object}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+            .await
+            .expect("hub metrics"),
+        reports,
+        "the agent sent a report although the drift did not change"
+    );
+    let now = works.get("steady").await.expect("read work");
+    assert_eq!(
+        now.metadata.resource_version, reported.metadata.resource_version,
+        "the hub rewrote an unchanged status"
+    );
     fleet.stop().await;
 }

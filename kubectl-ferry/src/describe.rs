@@ -1,6 +1,6 @@
 //! `describe work`: everything about one work in kubectl's describe layout:
-//! its conditions, each manifest with its conditions and feedback values,
-//! and the recent events.
+//! its conditions, each manifest with its conditions, feedback values and
+//! drift (when it has any), and the recent events.
 
 use ferry_hub::manifest_work::{
     Condition, FieldValue, ManifestCondition, ManifestResourceMeta, ManifestWork,
@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::age::{age, age_of_text};
+use crate::drift_table::drift_table;
 use crate::events::{EventLine, events_table};
 use crate::table::{indent, render};
 use crate::work_rows::WorkEntry;
@@ -132,6 +133,11 @@ fn describe_manifest(
         )
     };
     out.push_str(&indent(&feedback, 4));
+    // Only works that drifted get the section: most never do.
+    if status.drift.is_some() {
+        out.push_str("\n  Drift:\n");
+        out.push_str(&indent(&drift_table(status.drift.as_ref(), now), 4));
+    }
     out
 }
 
@@ -313,6 +319,33 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("Events:\n  <none>\n"), "{text}");
+    }
+
+    #[test]
+    fn a_drifted_manifest_shows_its_drift_and_others_do_not() {
+        let mut work = sample();
+        if let Some(m) = work
+            .status
+            .as_mut()
+            .and_then(|s| s.resource_status.as_mut())
+            .map(|r| &mut r.manifests[0])
+        {
+            m.drift = Some(ferry_hub::manifest_work::ManifestDrift {
+                fields: vec![ferry_hub::manifest_work::DriftedField {
+                    pointer: "/data/a".into(),
+                    hub_value: "\"hub\"".into(),
+                    spoke_value: Some("\"edited\"".into()),
+                    manager: Some("kubectl-edit".into()),
+                    first_seen_time: "2026-11-23T17:59:00Z".into(),
+                    corrected_time: None,
+                }],
+                omitted: 0,
+            });
+        }
+        let text = describe_work(&entry(&work), &Ok((Vec::new(), 0)), now());
+        assert_eq!(text.matches("Drift:").count(), 1, "{text}");
+        assert!(text.contains("/data/a"), "{text}");
+        assert!(text.contains("kubectl-edit"), "{text}");
     }
 
     #[test]

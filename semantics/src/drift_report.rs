@@ -20,7 +20,7 @@ use super::equality::values_equal;
 use super::hash::strip_ferry_annotations;
 use super::ignore::{IgnoreCondition, SsaInput, plan_server_side_apply};
 use super::list_items::{ListSchema, find_item, list_keys};
-use super::managed_fields::owners;
+use super::managed_fields::exact_owners;
 use super::paths::{Pointer, Segment};
 use super::strategy::Strategy;
 
@@ -266,10 +266,14 @@ pub fn bounded_json(value: &Value) -> String {
 }
 
 /// The manager that last wrote the field at `location` of `live`: of the
-/// managers whose managedFields reach it, the one whose entry is the most
+/// managers whose managedFields name it (or, when none does, own an
+/// ancestor whole, as with an atomic list), the one whose entry is the most
 /// recent (RFC 3339 times in UTC order as strings). None without owners.
 pub fn last_writer(live: &Value, location: &[Segment]) -> Option<String> {
-    let owners = owners(live, location);
+    let mut owners = exact_owners(live, location);
+    if owners.is_empty() {
+        owners = super::managed_fields::owners(live, location);
+    }
     let entries = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)?;
@@ -489,6 +493,33 @@ mod tests {
         assert_eq!(last_writer(&live, &at("a")).as_deref(), Some("ferry-agent"));
         assert_eq!(last_writer(&live, &at("zzz")), None);
         assert_eq!(last_writer(&json!({}), &at("a")), None);
+    }
+
+    #[test]
+    fn a_manager_that_only_created_the_parent_map_did_not_write_the_field() {
+        // What the API server leaves after kubectl-edit's Update takes
+        // `data.a` from the creator, both within the same second.
+        let live = json!({
+            "metadata": {"managedFields": [
+                {"manager": "unknown", "operation": "Update", "time": "2026-11-23T10:00:00Z",
+                 "fieldsV1": {"f:data": {}}},
+                {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-23T10:00:00Z",
+                 "fieldsV1": {"f:data": {"f:a": {}}}}
+            ]},
+            "data": {"a": "edited"}
+        });
+        let at = vec![Segment::Key("data".into()), Segment::Key("a".into())];
+        assert_eq!(last_writer(&live, &at).as_deref(), Some("kubectl-edit"));
+        // An atomic list is owned whole: its items' writer is the list's.
+        let list = json!({
+            "metadata": {"managedFields": [
+                {"manager": "tool", "operation": "Apply", "time": "2026-11-23T10:00:00Z",
+                 "fieldsV1": {"f:args": {}}}
+            ]},
+            "args": ["a"]
+        });
+        let item = vec![Segment::Key("args".into()), Segment::Index(0)];
+        assert_eq!(last_writer(&list, &item).as_deref(), Some("tool"));
     }
 
     #[test]

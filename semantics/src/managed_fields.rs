@@ -35,6 +35,19 @@ pub fn owners(live: &Value, ptr: &[Segment]) -> BTreeSet<String> {
         .collect()
 }
 
+/// Every manager whose FieldsV1 set follows `ptr` to its end: it owns the
+/// node itself or something below it. Unlike [`owners`], a manager whose
+/// set stops at an ancestor is left out: after another manager's `Update`
+/// takes `data.a`, the creator's entry still reads `"f:data": {}` (it
+/// created the map), which does not make it the writer of `data.a`.
+/// Malformed entries are skipped.
+pub fn exact_owners(live: &Value, ptr: &[Segment]) -> BTreeSet<String> {
+    managed_fields(live)
+        .filter(|(_, fields)| descend(fields, live, ptr).is_some())
+        .map(|(manager, _)| manager.to_string())
+        .collect()
+}
+
 /// Classifies the owners of `ptr`. An entry is ours when its manager equals
 /// `our_manager`, whatever its operation: an `Update` entry left by the
 /// `Update` strategy is as much ours as an `Apply` one. Never fails.
