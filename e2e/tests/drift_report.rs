@@ -15,8 +15,8 @@ use ferry_e2e::hub_metrics::{STATUS_REPORTS, hub_metric};
 use ferry_e2e::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    APPLY_TIMEOUT, config_map, manifest_status, manifest_work, ssa_config, strategy_config,
-    wait_applied,
+    APPLY_TIMEOUT, config_map, manifest_condition, manifest_status, manifest_work, ssa_config,
+    strategy_config, wait_applied,
 };
 use ferry_hub::manifest_work::{
     DriftedField, IgnoreCondition, ManifestDrift, ManifestWork, ServerSideApplyConfig,
@@ -354,18 +354,15 @@ async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
     );
     work.spec.manifest_configs = vec![report_only("steady", &[])];
     let works = fleet.create_work(&work).await.expect("create");
-    let reported = wait_until(
-        &works,
-        "steady",
-        "the drift reported",
-        APPLY_TIMEOUT,
-        |w| drifted(w, 0, "/data/a").is_some(),
-    )
+    let reported = wait_until(&works, "steady", "the drift reported", APPLY_TIMEOUT, |w| {
+        drifted(w, 0, "/data/a").is_some()
+    })
     .await
     .expect("drift reported");
     let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
         .await
         .expect("hub metrics");
+    assert!(reports >= 1.0, "the hub counts the reports it received");
     let audit = fleet
         .spoke("cluster-a")
         .control_plane
@@ -395,5 +392,58 @@ async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
         now.metadata.resource_version, reported.metadata.resource_version,
         "the hub rewrote an unchanged status"
     );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_side_apply_conflict_reports_the_field_and_the_manager_holding_it() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "conflict",
+        vec![config_map("default", "shared", json!({"a": "hub"}))],
+    );
+    // Server-side apply without force: a field another manager took is a
+    // conflict, never overwritten.
+    work.spec.manifest_configs = vec![ssa_config(
+        "",
+        "configmaps",
+        "default",
+        "shared",
+        false,
+        &[],
+    )];
+    let works = fleet.create_work(&work).await.expect("create");
+    wait_applied(&works, "conflict").await.expect("applied");
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    merge_as(
+        &spoke,
+        "shared",
+        "kubectl-edit",
+        &json!({"data": {"a": "edited"}}),
+    )
+    .await
+    .expect("spoke edit");
+    let reported = wait_until(
+        &works,
+        "conflict",
+        "the conflict reported with its drift",
+        APPLY_TIMEOUT,
+        |w| {
+            manifest_condition(w, 0, "Applied").is_some_and(|c| c.reason == "ApplyConflict")
+                && drifted(w, 0, "/data/a").is_some()
+        },
+    )
+    .await
+    .expect("conflict reported");
+    let field = drifted(&reported, 0, "/data/a").expect("listed");
+    assert_eq!(field.manager.as_deref(), Some("kubectl-edit"));
+    assert_eq!(field.spoke_value.as_deref(), Some(r#""edited""#));
+    assert_eq!(field.corrected_time, None, "a conflict corrects nothing");
+    assert_eq!(read_json(&spoke, "shared").await["data"]["a"], "edited");
     fleet.stop().await;
 }
