@@ -77,8 +77,8 @@ mod tests {
         let text = drift_table(Some(&drift), now());
         for expected in [
             "POINTER",
-            "/spec/replicas   2       5          kubectl-edit   60s    -",
-            "/data/a          \"x\"     <absent>   <unknown>      60m    60m",
+            "/spec/replicas   2     5          kubectl-edit   60s    -",
+            "/data/a          \"x\"   <absent>   <unknown>      60m    60m",
             "… and 3 more drifted fields not listed",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
