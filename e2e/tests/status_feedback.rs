@@ -1,4 +1,4 @@
-//! Status feedback and availability flow back to the hub, driven by watching
+//! Status feedback and workload health flow back to the hub, driven by watching
 //! the applied objects: a status written on the spoke shows on the hub without
 //! any change to the work. Feedback rules return every JSON type, cap raw
 //! values, and report a path that matches nothing as a visible reason.
@@ -30,7 +30,7 @@ fn rule(type_: FeedbackType, paths: &[(&str, &str)]) -> FeedbackRule {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availability() {
+async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_progress() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
@@ -66,19 +66,30 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
     work.spec.manifest_configs = vec![config];
     let works = fleet.create_work(&work).await.expect("create");
     let applied = wait_applied(&works, "web").await.expect("applied");
+    // Available means the Deployment exists (OCM's meaning); its replicas
+    // are what Progressing reports.
     let available = manifest_condition(&applied, 0, "Available").expect("Available reported");
+    assert_eq!(available.status, "True", "{}", available.message);
+    let progressing = manifest_condition(&applied, 0, "Progressing").expect("Progressing");
     assert_eq!(
-        available.status, "False",
+        progressing.status, "True",
         "no replicas yet: {}",
-        available.message
+        progressing.message
     );
-    let work_available = work_condition(&applied, "Available").expect("work Available");
     assert!(
-        work_available
+        progressing
             .message
-            .starts_with("1 of 1 resources are not available"),
+            .contains("0 of 3 replicas are available"),
         "{}",
-        work_available.message
+        progressing.message
+    );
+    let work_progressing = work_condition(&applied, "Progressing").expect("work Progressing");
+    assert_eq!(
+        (
+            work_progressing.status.as_str(),
+            work_progressing.reason.as_str()
+        ),
+        ("True", "Applying")
     );
 
     // No kubelet or deployment controller runs: write the status a controller would.
@@ -96,7 +107,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
 
     let reported = |w: &ManifestWork| {
         feedback_value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
-            && work_condition(w, "Available").is_some_and(|c| c.status == "True")
+            && work_condition(w, "Progressing").is_some_and(|c| c.status == "False")
     };
     let work = wait_until(
         &works,
@@ -149,10 +160,16 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         synced.message
     );
     assert_eq!(
-        manifest_condition(&work, 0, "Available")
+        manifest_condition(&work, 0, "Progressing")
             .expect("condition")
-            .status,
-        "True"
+            .reason,
+        "ResourceSettled"
+    );
+    assert_eq!(
+        work_condition(&work, "Progressing")
+            .expect("condition")
+            .reason,
+        "Completed"
     );
     fleet.stop().await;
 }
