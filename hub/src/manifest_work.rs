@@ -157,6 +157,10 @@ pub struct ManifestConfigOption {
     /// ferry addition: what to do when the object is deleted on the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_deleted: Option<WhenDeleted>,
+    /// OCM's `Poll` or `Watch`. Accepted for compatibility: ferry's agent
+    /// watches every object it applies, so feedback is watch-driven either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_scrape_type: Option<FeedbackScrapeType>,
 }
 
 /// Selects manifests by group, resource, name and namespace. The lengths
@@ -291,6 +295,18 @@ pub enum IgnoreCondition {
     OnSpokePresent,
     /// Keeps the spoke's value until the hub changes that field.
     OnSpokeChange,
+}
+
+/// How status feedback is collected, in OCM's terms. ferry watches every
+/// applied object, so both values behave alike: feedback follows the live
+/// object within moments of a change.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FeedbackScrapeType {
+    /// OCM polls the object periodically.
+    #[default]
+    Poll,
+    /// OCM watches the object.
+    Watch,
 }
 
 /// ferry addition: what to do when an applied object is deleted on the spoke.

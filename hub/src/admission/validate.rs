@@ -158,6 +158,7 @@ mod tests {
             feedback_rules: feedback,
             update_strategy: strategy,
             when_deleted: None,
+            ..Default::default()
         }
     }
 
