@@ -5,6 +5,7 @@
 //! report when a status did not change (and, as OCM, moving it for
 //! `StatusFeedbackSynced` whenever the feedback values change).
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_proto::v1;
@@ -12,7 +13,9 @@ use ferry_semantics::availability::{
     MESSAGE_AVAILABLE, MESSAGE_NOT_AVAILABLE, REASON_AVAILABLE, REASON_DEGRADED,
     REASON_NOT_AVAILABLE, REASON_NOT_DEGRADED, REASON_PROGRESSING, REASON_SETTLED, health,
 };
-use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, FEEDBACK_SYNCED, PROGRESSING};
+use ferry_semantics::contract::{
+    APPLIED, AVAILABLE, COMPLETE, DEGRADED, FEEDBACK_SYNCED, PROGRESSING,
+};
 use ferry_semantics::feedback::evaluate_feedback_with_limit;
 use serde_json::Value;
 
@@ -110,6 +113,8 @@ pub struct Observed {
     pub object: Value,
     /// The manifest's feedback rules.
     pub rules: Vec<v1::FeedbackRule>,
+    /// The manifest's condition rules.
+    pub condition_rules: Vec<v1::ConditionRule>,
 }
 
 /// The conditions and feedback values of a manifest whose object exists on
@@ -310,6 +315,65 @@ pub fn work_degraded_condition(manifests: &[v1::ManifestStatus], generation: i64
         let message = format!("some resources are degraded: {degraded}");
         condition(DEGRADED, true, "ResourcesDegraded", message, generation)
     }
+}
+
+/// Whether a condition was set by a condition rule: OCM marks them by a
+/// reason starting with `ConditionRule`.
+pub fn is_rule_condition(c: &v1::Condition) -> bool {
+    c.reason.starts_with("ConditionRule")
+}
+
+/// The work-level conditions aggregated from the manifests' rule-generated
+/// conditions, one per type, sorted by type, as OCM aggregates them: False
+/// when some manifest's is False, else Unknown when some is Unknown, else
+/// True; reason `ConditionRulesAggregated`, the message of the one manifest
+/// condition when there is one. Types ferry aggregates itself (`Applied`,
+/// `Available`, `Progressing`, `Degraded`) are left to those summaries. A
+/// `Complete` True here marks the work complete.
+pub fn work_rule_conditions(
+    manifests: &[v1::ManifestStatus],
+    generation: i64,
+) -> Vec<v1::Condition> {
+    let mut by_type: BTreeMap<&str, Vec<&v1::Condition>> = BTreeMap::new();
+    for c in manifests.iter().flat_map(|m| &m.conditions) {
+        let own = [APPLIED, AVAILABLE, PROGRESSING, DEGRADED].contains(&c.r#type.as_str());
+        if is_rule_condition(c) && !own {
+            by_type.entry(c.r#type.as_str()).or_default().push(c);
+        }
+    }
+    by_type
+        .into_iter()
+        .map(|(type_, found)| {
+            let has = |status: &str| found.iter().any(|c| c.status == status);
+            let status = if has("False") {
+                "False"
+            } else if has("Unknown") || !has("True") {
+                "Unknown"
+            } else {
+                "True"
+            };
+            let message = match found.as_slice() {
+                [one] if !one.message.is_empty() => one.message.clone(),
+                _ => format!("Aggregated from {} manifest conditions", found.len()),
+            };
+            condition_of(
+                type_,
+                status,
+                "ConditionRulesAggregated",
+                message,
+                generation,
+            )
+        })
+        .collect()
+}
+
+/// Whether a work report says the work is complete (its `Complete`
+/// condition is True): OCM stops updating such a work.
+pub fn is_complete(status: &v1::WorkStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.r#type == COMPLETE && c.status == "True")
 }
 
 /// The manifests whose condition `type_` has `status`, as "#ordinal Kind
@@ -513,6 +577,7 @@ mod tests {
         let observed = Observed {
             object: serde_json::json!({"data": {}}),
             rules: vec![],
+            condition_rules: vec![],
         };
         let (conditions, values) = observe(&meta, &observed, 3, 1024);
         assert!(values.is_empty());
@@ -541,6 +606,7 @@ mod tests {
                 {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
             ]}}),
             rules: vec![],
+            condition_rules: vec![],
         };
         let (conditions, _) = observe(&meta, &observed, 1, 1024);
         let find = |t: &str| {
@@ -596,5 +662,47 @@ mod tests {
             .map(|c| (c.r#type.as_str(), c.last_transition_unix_seconds))
             .collect();
         assert_eq!(stamps, vec![(AVAILABLE, 5), (FEEDBACK_SYNCED, 9)]);
+    }
+
+    #[test]
+    fn rule_conditions_aggregate_to_the_work_as_ocm_does() {
+        let rule = |type_: &str, status: &str, message: &str| {
+            condition_of(type_, status, "ConditionRuleEvaluated", message, 1)
+        };
+        let manifests = [
+            manifest(
+                0,
+                vec![
+                    rule("Complete", "True", "Job is finished"),
+                    rule("Ready", "True", "a"),
+                ],
+            ),
+            manifest(
+                1,
+                vec![
+                    rule("Ready", "False", "b"),
+                    condition(AVAILABLE, true, "x", "m", 1),
+                ],
+            ),
+        ];
+        let work = work_rule_conditions(&manifests, 2);
+        let view: Vec<(&str, &str, &str)> = work
+            .iter()
+            .map(|c| (c.r#type.as_str(), c.status.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                ("Complete", "True", "Job is finished"),
+                ("Ready", "False", "Aggregated from 2 manifest conditions"),
+            ]
+        );
+        assert!(work.iter().all(|c| c.reason == "ConditionRulesAggregated"));
+        let status = v1::WorkStatus {
+            conditions: work,
+            ..Default::default()
+        };
+        assert!(is_complete(&status));
+        assert!(!is_complete(&v1::WorkStatus::default()));
     }
 }

@@ -17,6 +17,7 @@ use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest
 use crate::conditions::{
     Observed, availability_unknown, condition, not_available, observe, work_applied_condition,
     work_available_condition, work_degraded_condition, work_progressing_condition,
+    work_rule_conditions,
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
@@ -24,8 +25,9 @@ use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt};
+use crate::rule_conditions::RuleEvaluator;
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
-use ferry_semantics::config_match::feedback_rules_for;
+use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
@@ -156,6 +158,7 @@ pub struct Reconciler {
     applied: AppliedWorks,
     metrics: Arc<AgentMetrics>,
     max_json_raw_length: usize,
+    rules: RuleEvaluator,
 }
 
 /// What a look-up of a manifest's object after a failed apply found, for
@@ -188,6 +191,7 @@ impl Reconciler {
             applied,
             metrics,
             max_json_raw_length: MAX_RAW_FEEDBACK_BYTES,
+            rules: RuleEvaluator::default(),
         }
     }
 
@@ -310,6 +314,8 @@ impl Reconciler {
                             let (more, values) =
                                 observe(&meta, observed, generation, self.max_json_raw_length);
                             conditions.extend(more);
+                            self.add_rule_conditions(&meta, observed, generation, &mut conditions)
+                                .await;
                             feedback = values;
                         }
                         // Deleted on the spoke and left so (whenDeleted: Leave).
@@ -337,6 +343,8 @@ impl Reconciler {
                             let (more, values) =
                                 observe(&meta, &observed, generation, self.max_json_raw_length);
                             conditions.extend(more);
+                            self.add_rule_conditions(&meta, &observed, generation, &mut conditions)
+                                .await;
                             feedback = values;
                         }
                         Lookup::Absent => conditions.push(not_available(generation)),
@@ -379,16 +387,18 @@ impl Reconciler {
         let work_available = work_available_condition(&manifests, generation);
         let work_progressing = work_progressing_condition(&manifests, generation);
         let work_degraded = work_degraded_condition(&manifests, generation);
+        let mut work_conditions = vec![
+            work_applied,
+            work_available,
+            work_progressing,
+            work_degraded,
+        ];
+        work_conditions.extend(work_rule_conditions(&manifests, generation));
         Reconciled {
             status: v1::WorkStatus {
                 work: upsert.work.clone(),
                 generation,
-                conditions: vec![
-                    work_applied,
-                    work_available,
-                    work_progressing,
-                    work_degraded,
-                ],
+                conditions: work_conditions,
                 manifests,
                 gone: false,
             },
@@ -512,9 +522,17 @@ impl Reconciler {
             &namespace,
             &identity.name,
         );
+        let condition_rules = condition_rules_for(
+            configs,
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        );
         let observed = outcome.object.clone().map(|object| Observed {
             object,
             rules: rules.to_vec(),
+            condition_rules: condition_rules.to_vec(),
         });
         let with_notes = |message: &str| {
             if outcome.notes.is_empty() {
@@ -553,6 +571,31 @@ impl Reconciler {
 }
 
 impl Reconciler {
+    /// Adds the conditions of the manifest's condition rules to
+    /// `conditions`; a rule's condition replaces one of the same type that
+    /// ferry computed (as in OCM, where rules may set any condition).
+    async fn add_rule_conditions(
+        &self,
+        meta: &v1::ResourceMeta,
+        observed: &Observed,
+        generation: i64,
+        conditions: &mut Vec<v1::Condition>,
+    ) {
+        let computed = self
+            .rules
+            .evaluate(
+                meta,
+                &observed.object,
+                &observed.condition_rules,
+                generation,
+            )
+            .await;
+        for c in computed {
+            conditions.retain(|existing| existing.r#type != c.r#type);
+            conditions.push(c);
+        }
+    }
+
     /// Looks up the object of a manifest whose apply failed, for its
     /// `Available` condition and feedback. Never fails: what went wrong is
     /// the `Unknown` answer.
@@ -570,10 +613,18 @@ impl Reconciler {
                     &target.namespace,
                     &identity.name,
                 );
+                let condition_rules = condition_rules_for(
+                    configs,
+                    &identity.group,
+                    &target.resource.plural,
+                    &target.namespace,
+                    &identity.name,
+                );
                 match serde_json::to_value(&object) {
                     Ok(object) => Lookup::Found(Observed {
                         object,
                         rules: rules.to_vec(),
+                        condition_rules: condition_rules.to_vec(),
                     }),
                     Err(error) => Lookup::Unknown(REASON_FETCH_FAILED, error.to_string()),
                 }

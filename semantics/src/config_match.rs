@@ -1,4 +1,5 @@
-//! Which manifest config options govern an object's status, matched as OCM
+//! Which manifest config options govern an object's status (feedback and
+//! condition rules), matched as OCM
 //! matches them: a `*` anywhere in a `resourceIdentifier` name or namespace
 //! matches any run of characters (`deploy*`, `*-web`, `*`), and each kind of
 //! option comes from the first matching config that sets it, so one config
@@ -53,6 +54,23 @@ pub fn feedback_rules_for<'a>(
         .iter()
         .filter(|c| selects(c, group, resource, namespace, name))
         .map(|c| c.feedback_rules.as_slice())
+        .find(|rules| !rules.is_empty())
+        .unwrap_or_default()
+}
+
+/// The condition rules of an object: those of the first config that selects
+/// it and has any (OCM's `FindManifestConfiguration`). Empty when none does.
+pub fn condition_rules_for<'a>(
+    configs: &'a [v1::ManifestConfig],
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> &'a [v1::ConditionRule] {
+    configs
+        .iter()
+        .filter(|c| selects(c, group, resource, namespace, name))
+        .map(|c| c.condition_rules.as_slice())
         .find(|rules| !rules.is_empty())
         .unwrap_or_default()
 }
@@ -115,6 +133,20 @@ mod tests {
         assert_eq!(rules[0].r#type, "WellKnownStatus");
         assert!(feedback_rules_for(&configs, "apps", "deployments", "ns", "web").is_empty());
         assert!(feedback_rules_for(&configs, "", "deployments", "ns", "deploy-web").is_empty());
+    }
+
+    #[test]
+    fn condition_rules_come_from_the_first_matching_config_that_has_any() {
+        let mut with_rules = config("deploy*", "");
+        with_rules.condition_rules = vec![v1::ConditionRule {
+            condition: "Complete".into(),
+            r#type: "WellKnownConditions".into(),
+            ..Default::default()
+        }];
+        let configs = vec![config("deploy-web", "WellKnownStatus"), with_rules];
+        let rules = condition_rules_for(&configs, "apps", "deployments", "ns", "deploy-web");
+        assert_eq!(rules.len(), 1);
+        assert!(condition_rules_for(&configs, "apps", "deployments", "ns", "web").is_empty());
     }
 
     proptest! {

@@ -13,6 +13,10 @@ pub const PROGRESSING: &str = "Progressing";
 /// Condition type: the resource (or some resource of a work) failed or
 /// cannot reach its desired state.
 pub const DEGRADED: &str = "Degraded";
+/// Condition type: the manifest finished (set by a `Complete` condition
+/// rule), or every manifest of a work with such rules did; a completed work
+/// is no longer updated (OCM's `Complete`).
+pub const COMPLETE: &str = "Complete";
 /// Condition type: the work is being deleted and some of its objects are
 /// still on the cluster.
 pub const DELETING: &str = "Deleting";

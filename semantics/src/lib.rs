@@ -5,6 +5,7 @@
 
 pub mod availability;
 pub mod compare;
+pub mod condition_rules;
 pub mod config_match;
 pub mod contract;
 pub mod equality;

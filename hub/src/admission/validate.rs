@@ -294,6 +294,7 @@ mod tests {
         w.spec.delete_option = Some(DeleteOption {
             propagation_policy: PropagationPolicy::SelectivelyOrphan,
             selectively_orphans: None,
+            ..Default::default()
         });
         assert_eq!(validate_work(&w), vec![]);
     }
