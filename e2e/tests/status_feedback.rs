@@ -4,14 +4,17 @@
 //! values, and report a path that matches nothing as a visible reason.
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    APPLY_TIMEOUT, feedback_value, manifest_condition, manifest_work, strategy_config,
+    APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied, work_condition,
 };
 use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
+    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
+    ResourceIdentifier, UpdateStrategyType,
 };
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -218,6 +221,133 @@ async fn feedback_reports_floats_as_raw_json_and_refuses_oversized_values_with_a
         synced.message.contains("samples"),
         "the size problem names the value: {}",
         synced.message
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_rules_apply_to_manifests_matched_by_a_wildcard_name() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "wild",
+        vec![
+            config_map("default", "deploy-a", json!({"k": "a"})),
+            config_map("default", "other", json!({"k": "o"})),
+        ],
+    );
+    // OCM matches `*` anywhere in a name; the config sets only feedback.
+    work.spec.manifest_configs = vec![ManifestConfigOption {
+        resource_identifier: ResourceIdentifier {
+            group: String::new(),
+            resource: "configmaps".into(),
+            name: "deploy*".into(),
+            namespace: "default".into(),
+        },
+        feedback_rules: vec![rule(FeedbackType::JsonPaths, &[("k", ".data.k")])],
+        ..Default::default()
+    }];
+    let works = fleet.create_work(&work).await.expect("create");
+    let reported = |w: &ManifestWork| feedback_value(w, 0, "k").is_some();
+    let work = wait_until(
+        &works,
+        "wild",
+        "feedback of deploy-a",
+        APPLY_TIMEOUT,
+        reported,
+    )
+    .await
+    .expect("deploy-a reports its feedback");
+    assert_eq!(
+        feedback_value(&work, 0, "k").and_then(|v| v.string.as_deref()),
+        Some("a")
+    );
+    assert!(
+        feedback_value(&work, 1, "k").is_none(),
+        "other is not matched"
+    );
+    let other = manifest_condition(&work, 1, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(other.reason, "NoStatusFeedbackSynced");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_feedback_synced_moves_its_transition_time_when_the_values_change() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "moving",
+        vec![config_map("default", "watched", json!({"k": "1"}))],
+    );
+    let mut config = strategy_config(
+        "",
+        "configmaps",
+        "default",
+        "watched",
+        UpdateStrategyType::ReadOnly,
+    );
+    config.feedback_rules = vec![rule(FeedbackType::JsonPaths, &[("k", ".data.k")])];
+    work.spec.manifest_configs = vec![config];
+    // ReadOnly: the spoke owns the object, so its edits are not drift.
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    apply_as(
+        &spoke,
+        "watched",
+        "someone",
+        &config_map("default", "watched", json!({"k": "1"})),
+    )
+    .await
+    .expect("create on the spoke");
+    let works = fleet.create_work(&work).await.expect("create");
+    let first =
+        |w: &ManifestWork| feedback_value(w, 0, "k").and_then(|v| v.string.as_deref()) == Some("1");
+    let before = wait_until(&works, "moving", "first value", APPLY_TIMEOUT, first)
+        .await
+        .expect("first value");
+    let time_of = |w: &ManifestWork, type_: &str| {
+        manifest_condition(w, 0, type_)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| panic!("no {type_}"))
+    };
+    let synced_before = time_of(&before, "StatusFeedbackSynced");
+    let available_before = time_of(&before, "Available");
+    // Transition times have whole seconds: let the clock pass the first one
+    // so a new stamp can differ from it.
+    let stamped: Timestamp = synced_before.parse().expect("RFC 3339");
+    let later = stamped + std::time::Duration::from_millis(1100);
+    if let Ok(wait) = later.duration_since(Timestamp::now()).try_into() {
+        tokio::time::sleep(wait).await;
+    }
+
+    apply_as(
+        &spoke,
+        "watched",
+        "someone",
+        &config_map("default", "watched", json!({"k": "2"})),
+    )
+    .await
+    .expect("change on the spoke");
+    let second =
+        |w: &ManifestWork| feedback_value(w, 0, "k").and_then(|v| v.string.as_deref()) == Some("2");
+    let after = wait_until(&works, "moving", "second value", APPLY_TIMEOUT, second)
+        .await
+        .expect("second value");
+    let synced = manifest_condition(&after, 0, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(synced.status, "True", "still synced");
+    assert_ne!(
+        synced.last_transition_time, synced_before,
+        "OCM moves the time when the values change"
+    );
+    assert_eq!(
+        time_of(&after, "Available"),
+        available_before,
+        "conditions whose status did not change keep their time"
     );
     fleet.stop().await;
 }
