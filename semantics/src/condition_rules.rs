@@ -37,8 +37,10 @@ pub const REASON_INVALID: &str = "ConditionRuleInvalid";
 /// non-boolean, or ran past the time bound (OCM's).
 pub const REASON_EXPRESSION_ERROR: &str = "ConditionRuleExpressionError";
 
-/// Most condition rules per manifest config.
-pub const MAX_CONDITION_RULES: usize = 16;
+/// Most condition rules per manifest config. With ferry's own five manifest
+/// conditions (and five work conditions) this keeps every list within the
+/// hub's 16 conditions per list.
+pub const MAX_CONDITION_RULES: usize = 10;
 /// Most CEL expressions per rule.
 pub const MAX_CEL_EXPRESSIONS: usize = 16;
 /// Longest CEL expression (and message expression), in bytes.
