@@ -33,6 +33,9 @@ pub struct AgentOptions {
     pub shutdown_grace: Duration,
     /// The metrics and readiness this agent keeps up to date.
     pub telemetry: Telemetry,
+    /// Largest `JsonRaw` status feedback value in bytes (OCM's
+    /// `--max-json-raw-length`); larger values are left out with a reason.
+    pub max_json_raw_length: usize,
 }
 
 impl Default for AgentOptions {
@@ -42,6 +45,7 @@ impl Default for AgentOptions {
             eviction_grace: Duration::from_secs(3600),
             shutdown_grace: Duration::from_secs(10),
             telemetry: Telemetry::default(),
+            max_json_raw_length: ferry_semantics::MAX_RAW_FEEDBACK_BYTES,
         }
     }
 }
@@ -65,13 +69,16 @@ pub async fn run_agent(
     let resolver = Arc::new(KindResolver::new(client.clone()));
     let schemas = Arc::new(ListSchemas::new(client.clone()));
     let applied = AppliedWorks::new(client.clone(), &config.cluster_name);
-    let reconciler = Arc::new(Reconciler::new(
-        client.clone(),
-        resolver,
-        schemas,
-        applied.clone(),
-        telemetry.metrics.clone(),
-    ));
+    let reconciler = Arc::new(
+        Reconciler::new(
+            client.clone(),
+            resolver,
+            schemas,
+            applied.clone(),
+            telemetry.metrics.clone(),
+        )
+        .with_max_json_raw_length(options.max_json_raw_length),
+    );
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(
         reconciler,

@@ -1,13 +1,22 @@
 //! Builds the conditions an agent reports: per manifest from the live object
-//! (availability, feedback), per work as a summary of its manifests, keeping
-//! `lastTransitionTime` from the previous report when a status did not change.
+//! (`Available` = it exists, as in OCM; `Progressing`/`Degraded` from ferry's
+//! health rules; `StatusFeedbackSynced` and the feedback values), per work as
+//! a summary of its manifests, keeping `lastTransitionTime` from the previous
+//! report when a status did not change (and, as OCM, moving it for
+//! `StatusFeedbackSynced` whenever the feedback values change).
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_proto::v1;
-use ferry_semantics::availability::availability;
-use ferry_semantics::contract::{APPLIED, AVAILABLE, FEEDBACK_SYNCED};
-use ferry_semantics::feedback::evaluate_feedback;
+use ferry_semantics::availability::{
+    MESSAGE_AVAILABLE, MESSAGE_NOT_AVAILABLE, REASON_AVAILABLE, REASON_DEGRADED,
+    REASON_NOT_AVAILABLE, REASON_NOT_DEGRADED, REASON_PROGRESSING, REASON_SETTLED, health,
+};
+use ferry_semantics::contract::{
+    APPLIED, AVAILABLE, COMPLETE, DEGRADED, FEEDBACK_SYNCED, PROGRESSING,
+};
+use ferry_semantics::feedback::evaluate_feedback_with_limit;
 use serde_json::Value;
 
 /// A condition of `type_` at `generation`, stamped now.
@@ -18,9 +27,27 @@ pub fn condition(
     message: impl Into<String>,
     generation: i64,
 ) -> v1::Condition {
+    condition_of(
+        type_,
+        if ok { "True" } else { "False" },
+        reason,
+        message,
+        generation,
+    )
+}
+
+/// A condition of `type_` with `status` ("True", "False" or "Unknown") at
+/// `generation`, stamped now.
+pub fn condition_of(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    generation: i64,
+) -> v1::Condition {
     v1::Condition {
         r#type: type_.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
+        status: status.to_string(),
         reason: reason.to_string(),
         message: message.into(),
         observed_generation: generation,
@@ -41,7 +68,10 @@ pub fn carry_transition_times(previous: &[v1::Condition], current: &mut [v1::Con
     }
 }
 
-/// Applies `carry_transition_times` to a whole work report.
+/// Applies `carry_transition_times` to a whole work report. A manifest's
+/// `StatusFeedbackSynced` keeps its time only while its feedback values are
+/// unchanged too: OCM re-stamps it whenever the values change, so a reader
+/// can tell when they last did.
 pub fn carry_work_transition_times(previous: &v1::WorkStatus, current: &mut v1::WorkStatus) {
     carry_transition_times(&previous.conditions, &mut current.conditions);
     for m in &mut current.manifests {
@@ -51,7 +81,20 @@ pub fn carry_work_transition_times(previous: &v1::WorkStatus, current: &mut v1::
             .iter()
             .find(|p| p.resource_meta.as_ref().map(|r| r.ordinal) == ordinal)
         {
+            let values_changed = prev.feedback != m.feedback;
+            let now: Vec<i64> = m
+                .conditions
+                .iter()
+                .map(|c| c.last_transition_unix_seconds)
+                .collect();
             carry_transition_times(&prev.conditions, &mut m.conditions);
+            if values_changed {
+                for (c, stamp) in m.conditions.iter_mut().zip(now) {
+                    if c.r#type == FEEDBACK_SYNCED {
+                        c.last_transition_unix_seconds = stamp;
+                    }
+                }
+            }
         }
     }
 }
@@ -63,28 +106,78 @@ fn now_seconds() -> i64 {
         .unwrap_or_default()
 }
 
-/// The object as it is on the spoke after applying, and the feedback rules
-/// its manifest config asks for.
+/// The object as it is on the spoke after applying (or after a failed
+/// apply), and the feedback rules its manifest config asks for.
 pub struct Observed {
     /// The live object, status included.
     pub object: Value,
     /// The manifest's feedback rules.
     pub rules: Vec<v1::FeedbackRule>,
+    /// The manifest's condition rules.
+    pub condition_rules: Vec<v1::ConditionRule>,
 }
 
-/// The `Available` and `StatusFeedbackSynced` conditions and the feedback
-/// values of one applied manifest.
+/// The conditions and feedback values of a manifest whose object exists on
+/// the spoke: `Available` True (OCM's meaning), `Progressing` and `Degraded`
+/// for kinds ferry knows the health of, and `StatusFeedbackSynced` (always,
+/// as in OCM: True with reason `NoStatusFeedbackSynced` without rules).
+/// Raw JSON feedback values longer than `max_json_raw_length` bytes are
+/// left out with a reason on `StatusFeedbackSynced`.
 pub fn observe(
     meta: &v1::ResourceMeta,
     observed: &Observed,
     generation: i64,
+    max_json_raw_length: usize,
 ) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
-    let (available, reason, message) = availability(&meta.group, &meta.kind, &observed.object);
-    let mut conditions = vec![condition(AVAILABLE, available, reason, message, generation)];
+    let mut conditions = vec![condition(
+        AVAILABLE,
+        true,
+        REASON_AVAILABLE,
+        MESSAGE_AVAILABLE,
+        generation,
+    )];
+    if let Some(health) = health(&meta.group, &meta.kind, &observed.object) {
+        let progressing_reason = if health.progressing {
+            REASON_PROGRESSING
+        } else {
+            REASON_SETTLED
+        };
+        let degraded_reason = if health.degraded {
+            REASON_DEGRADED
+        } else {
+            REASON_NOT_DEGRADED
+        };
+        conditions.push(condition(
+            PROGRESSING,
+            health.progressing,
+            progressing_reason,
+            health.message.clone(),
+            generation,
+        ));
+        conditions.push(condition(
+            DEGRADED,
+            health.degraded,
+            degraded_reason,
+            health.message,
+            generation,
+        ));
+    }
     if observed.rules.is_empty() {
+        conditions.push(condition(
+            FEEDBACK_SYNCED,
+            true,
+            "NoStatusFeedbackSynced",
+            "",
+            generation,
+        ));
         return (conditions, vec![]);
     }
-    let outcome = evaluate_feedback((&meta.group, &meta.kind), &observed.object, &observed.rules);
+    let outcome = evaluate_feedback_with_limit(
+        (&meta.group, &meta.kind),
+        &observed.object,
+        &observed.rules,
+        max_json_raw_length,
+    );
     let synced = if outcome.problems.is_empty() {
         condition(
             FEEDBACK_SYNCED,
@@ -98,7 +191,7 @@ pub fn observe(
         condition(
             FEEDBACK_SYNCED,
             false,
-            "StatusFeedbackIncomplete",
+            "StatusFeedbackSyncFailed",
             problems.join("; "),
             generation,
         )
@@ -107,20 +200,223 @@ pub fn observe(
     (conditions, outcome.values)
 }
 
-/// The work's `Available` condition: True when every manifest is available,
-/// else naming those that are not and why.
+/// The `Available` condition of a manifest whose object is not on the spoke
+/// (OCM's reason and message).
+pub fn not_available(generation: i64) -> v1::Condition {
+    condition(
+        AVAILABLE,
+        false,
+        REASON_NOT_AVAILABLE,
+        MESSAGE_NOT_AVAILABLE,
+        generation,
+    )
+}
+
+/// The `Available` condition, status Unknown, of a manifest whose object
+/// could not be looked up: `reason` says why (OCM's
+/// `IncompleteResourceMeta` or `FetchingResourceFailed`).
+pub fn availability_unknown(reason: &str, message: String, generation: i64) -> v1::Condition {
+    condition_of(AVAILABLE, "Unknown", reason, message, generation)
+}
+
+/// The work's `Available` condition as OCM aggregates it: False when some
+/// resource does not exist, else Unknown when some could not be looked up
+/// (or none reports `Available`), else True.
 pub fn work_available_condition(
     manifests: &[v1::ManifestStatus],
     generation: i64,
 ) -> v1::Condition {
-    let summary = Summary {
-        type_: AVAILABLE,
-        noun: "resources",
-        state: "available",
-        true_reason: "ResourcesAvailable",
-        false_reason: "ResourcesNotAvailable",
+    let count = |status: &str| {
+        manifests
+            .iter()
+            .filter(|m| {
+                m.conditions
+                    .iter()
+                    .any(|c| c.r#type == AVAILABLE && c.status == status)
+            })
+            .count()
     };
-    summary.of(manifests, generation)
+    let (available, missing, unknown) = (count("True"), count("False"), count("Unknown"));
+    let total = manifests.len();
+    if missing > 0 {
+        let names = lagging_names(manifests, AVAILABLE, "False");
+        let message = format!("{missing} of {total} resources are not available: {names}");
+        condition(
+            AVAILABLE,
+            false,
+            "ResourcesNotAvailable",
+            message,
+            generation,
+        )
+    } else if unknown > 0 {
+        let names = lagging_names(manifests, AVAILABLE, "Unknown");
+        let message = format!("{unknown} of {total} resources have unknown status: {names}");
+        condition_of(
+            AVAILABLE,
+            "Unknown",
+            "ResourcesStatusUnknown",
+            message,
+            generation,
+        )
+    } else if available == 0 {
+        condition_of(
+            AVAILABLE,
+            "Unknown",
+            "ResourcesStatusUnknown",
+            "cannot get any available resource",
+            generation,
+        )
+    } else {
+        condition(
+            AVAILABLE,
+            true,
+            "ResourcesAvailable",
+            "All resources are available",
+            generation,
+        )
+    }
+}
+
+/// The work's `Progressing` condition, with OCM's reasons: True `Failed`
+/// while some manifest is not applied, True `Applying` while some resource
+/// has not reached its desired state, else False `Completed`. A
+/// ManifestWorkReplicaSet rollout counts a work whose `Progressing` is False
+/// as succeeded.
+pub fn work_progressing_condition(
+    manifests: &[v1::ManifestStatus],
+    generation: i64,
+) -> v1::Condition {
+    let not_applied = lagging_names_where(manifests, |m| {
+        !m.conditions
+            .iter()
+            .any(|c| c.r#type == APPLIED && c.status == "True")
+    });
+    if !not_applied.is_empty() {
+        let message = format!("some manifests are not applied: {not_applied}");
+        return condition(PROGRESSING, true, "Failed", message, generation);
+    }
+    let progressing = lagging_names(manifests, PROGRESSING, "True");
+    if !progressing.is_empty() {
+        let message = format!("some resources are progressing: {progressing}");
+        return condition(PROGRESSING, true, "Applying", message, generation);
+    }
+    let message = "All manifests are applied and no resource is progressing";
+    condition(PROGRESSING, false, "Completed", message, generation)
+}
+
+/// The work's `Degraded` condition: True when some resource is degraded
+/// (naming them and why), else False.
+pub fn work_degraded_condition(manifests: &[v1::ManifestStatus], generation: i64) -> v1::Condition {
+    let degraded = lagging_names(manifests, DEGRADED, "True");
+    if degraded.is_empty() {
+        let message = "No resource is degraded";
+        condition(DEGRADED, false, "ResourcesNotDegraded", message, generation)
+    } else {
+        let message = format!("some resources are degraded: {degraded}");
+        condition(DEGRADED, true, "ResourcesDegraded", message, generation)
+    }
+}
+
+/// Whether a condition was set by a condition rule: OCM marks them by a
+/// reason starting with `ConditionRule`.
+pub fn is_rule_condition(c: &v1::Condition) -> bool {
+    c.reason.starts_with("ConditionRule")
+}
+
+/// The work-level conditions aggregated from the manifests' rule-generated
+/// conditions, one per type, sorted by type, as OCM aggregates them: False
+/// when some manifest's is False, else Unknown when some is Unknown, else
+/// True; reason `ConditionRulesAggregated`, the message of the one manifest
+/// condition when there is one. Types ferry aggregates itself (`Applied`,
+/// `Available`, `Progressing`, `Degraded`) are left to those summaries. A
+/// `Complete` True here marks the work complete.
+pub fn work_rule_conditions(
+    manifests: &[v1::ManifestStatus],
+    generation: i64,
+) -> Vec<v1::Condition> {
+    let mut by_type: BTreeMap<&str, Vec<&v1::Condition>> = BTreeMap::new();
+    for c in manifests.iter().flat_map(|m| &m.conditions) {
+        let own = [APPLIED, AVAILABLE, PROGRESSING, DEGRADED].contains(&c.r#type.as_str());
+        if is_rule_condition(c) && !own {
+            by_type.entry(c.r#type.as_str()).or_default().push(c);
+        }
+    }
+    by_type
+        .into_iter()
+        .map(|(type_, found)| {
+            let has = |status: &str| found.iter().any(|c| c.status == status);
+            let status = if has("False") {
+                "False"
+            } else if has("Unknown") || !has("True") {
+                "Unknown"
+            } else {
+                "True"
+            };
+            let message = match found.as_slice() {
+                [one] if !one.message.is_empty() => one.message.clone(),
+                _ => format!("Aggregated from {} manifest conditions", found.len()),
+            };
+            condition_of(
+                type_,
+                status,
+                "ConditionRulesAggregated",
+                message,
+                generation,
+            )
+        })
+        .collect()
+}
+
+/// Whether a work report says the work is complete (its `Complete`
+/// condition is True): OCM stops updating such a work.
+pub fn is_complete(status: &v1::WorkStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.r#type == COMPLETE && c.status == "True")
+}
+
+/// The manifests whose condition `type_` has `status`, as "#ordinal Kind
+/// name: message" joined by "; ".
+fn lagging_names(manifests: &[v1::ManifestStatus], type_: &str, status: &str) -> String {
+    let describe = |m: &v1::ManifestStatus| {
+        let meta = m.resource_meta.clone().unwrap_or_default();
+        let name = format!("#{} {} {}", meta.ordinal, meta.kind, meta.name);
+        match m.conditions.iter().find(|c| c.r#type == type_) {
+            Some(c) if !c.message.is_empty() => format!("{name}: {}", c.message),
+            _ => name,
+        }
+    };
+    manifests
+        .iter()
+        .filter(|m| {
+            m.conditions
+                .iter()
+                .any(|c| c.r#type == type_ && c.status == status)
+        })
+        .map(describe)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The manifests `pick` selects, as "#ordinal Kind name: Applied reason".
+fn lagging_names_where(
+    manifests: &[v1::ManifestStatus],
+    pick: impl Fn(&v1::ManifestStatus) -> bool,
+) -> String {
+    manifests
+        .iter()
+        .filter(|m| pick(m))
+        .map(|m| {
+            let meta = m.resource_meta.clone().unwrap_or_default();
+            let name = format!("#{} {} {}", meta.ordinal, meta.kind, meta.name);
+            match m.conditions.iter().find(|c| c.r#type == APPLIED) {
+                Some(c) => format!("{name}: {}", c.reason),
+                None => name,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The work's `Applied` condition: True when every manifest is applied,
@@ -194,5 +490,219 @@ mod tests {
         let mut flipped = [condition(APPLIED, false, "ApplyFailed", "no", 2)];
         carry_transition_times(&[old], &mut flipped);
         assert_ne!(flipped[0].last_transition_unix_seconds, 5);
+    }
+
+    fn manifest(ordinal: i32, conditions: Vec<v1::Condition>) -> v1::ManifestStatus {
+        v1::ManifestStatus {
+            resource_meta: Some(v1::ResourceMeta {
+                ordinal,
+                kind: "ConfigMap".into(),
+                name: format!("cm{ordinal}"),
+                ..Default::default()
+            }),
+            conditions,
+            feedback: vec![],
+        }
+    }
+
+    fn available(status: &str) -> v1::Condition {
+        condition_of(AVAILABLE, status, "r", "m", 1)
+    }
+
+    #[test]
+    fn work_available_follows_ocm_false_then_unknown_then_true() {
+        let m = |s: &str| manifest(0, vec![available(s)]);
+        let c = work_available_condition(&[m("True"), m("False"), m("Unknown")], 1);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "ResourcesNotAvailable")
+        );
+        assert!(c.message.starts_with("1 of 3 resources are not available"));
+        let c = work_available_condition(&[m("True"), m("Unknown")], 1);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("Unknown", "ResourcesStatusUnknown")
+        );
+        let c = work_available_condition(&[], 1);
+        assert_eq!(c.status, "Unknown");
+        let c = work_available_condition(&[m("True"), m("True")], 1);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "ResourcesAvailable")
+        );
+    }
+
+    #[test]
+    fn work_progressing_is_failed_applying_or_completed() {
+        let applied = |ok: bool| condition(APPLIED, ok, "r", "m", 1);
+        let progressing = |p: bool| condition(PROGRESSING, p, "r", "rolling", 1);
+        let c = work_progressing_condition(
+            &[
+                manifest(0, vec![applied(false)]),
+                manifest(1, vec![applied(true)]),
+            ],
+            1,
+        );
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Failed"));
+        let c =
+            work_progressing_condition(&[manifest(0, vec![applied(true), progressing(true)])], 1);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Applying"));
+        assert!(
+            c.message.contains("#0 ConfigMap cm0: rolling"),
+            "{}",
+            c.message
+        );
+        let c =
+            work_progressing_condition(&[manifest(0, vec![applied(true), progressing(false)])], 1);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "Completed")
+        );
+        let degraded = condition(DEGRADED, true, "r", "the job failed", 1);
+        let c = work_degraded_condition(&[manifest(0, vec![degraded])], 1);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "ResourcesDegraded")
+        );
+        let c = work_degraded_condition(&[manifest(0, vec![])], 1);
+        assert_eq!(c.status, "False");
+    }
+
+    #[test]
+    fn every_observed_manifest_carries_status_feedback_synced() {
+        let meta = v1::ResourceMeta {
+            kind: "ConfigMap".into(),
+            ..Default::default()
+        };
+        let observed = Observed {
+            object: serde_json::json!({"data": {}}),
+            rules: vec![],
+            condition_rules: vec![],
+        };
+        let (conditions, values) = observe(&meta, &observed, 3, 1024);
+        assert!(values.is_empty());
+        let types: Vec<(&str, &str, &str)> = conditions
+            .iter()
+            .map(|c| (c.r#type.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                (AVAILABLE, "True", "ResourceAvailable"),
+                (FEEDBACK_SYNCED, "True", "NoStatusFeedbackSynced"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_job_reports_progressing_and_degraded_from_its_conditions() {
+        let meta = v1::ResourceMeta {
+            group: "batch".into(),
+            kind: "Job".into(),
+            ..Default::default()
+        };
+        let observed = Observed {
+            object: serde_json::json!({"status": {"failed": 1, "conditions": [
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+            ]}}),
+            rules: vec![],
+            condition_rules: vec![],
+        };
+        let (conditions, _) = observe(&meta, &observed, 1, 1024);
+        let find = |t: &str| {
+            conditions
+                .iter()
+                .find(|c| c.r#type == t)
+                .expect("condition reported")
+        };
+        assert_eq!(find(AVAILABLE).status, "True");
+        assert_eq!(find(PROGRESSING).status, "True");
+        assert_eq!(find(DEGRADED).status, "True");
+        assert!(find(DEGRADED).message.contains("BackoffLimitExceeded"));
+    }
+
+    #[test]
+    fn changed_feedback_values_move_the_feedback_transition_time_only() {
+        let report = |value: i64, stamp: i64| {
+            let mut m = manifest(
+                0,
+                vec![
+                    condition(AVAILABLE, true, "r", "m", 1),
+                    condition(FEEDBACK_SYNCED, true, "StatusFeedbackSynced", "m", 1),
+                ],
+            );
+            for c in &mut m.conditions {
+                c.last_transition_unix_seconds = stamp;
+            }
+            m.feedback = vec![v1::FeedbackValue {
+                name: "v".into(),
+                r#type: "Integer".into(),
+                integer: value,
+                ..Default::default()
+            }];
+            v1::WorkStatus {
+                manifests: vec![m],
+                ..Default::default()
+            }
+        };
+        let previous = report(1, 5);
+        let mut same = report(1, 9);
+        carry_work_transition_times(&previous, &mut same);
+        assert!(
+            same.manifests[0]
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_unix_seconds == 5)
+        );
+        let mut changed = report(2, 9);
+        carry_work_transition_times(&previous, &mut changed);
+        let stamps: Vec<(&str, i64)> = changed.manifests[0]
+            .conditions
+            .iter()
+            .map(|c| (c.r#type.as_str(), c.last_transition_unix_seconds))
+            .collect();
+        assert_eq!(stamps, vec![(AVAILABLE, 5), (FEEDBACK_SYNCED, 9)]);
+    }
+
+    #[test]
+    fn rule_conditions_aggregate_to_the_work_as_ocm_does() {
+        let rule = |type_: &str, status: &str, message: &str| {
+            condition_of(type_, status, "ConditionRuleEvaluated", message, 1)
+        };
+        let manifests = [
+            manifest(
+                0,
+                vec![
+                    rule("Complete", "True", "Job is finished"),
+                    rule("Ready", "True", "a"),
+                ],
+            ),
+            manifest(
+                1,
+                vec![
+                    rule("Ready", "False", "b"),
+                    condition(AVAILABLE, true, "x", "m", 1),
+                ],
+            ),
+        ];
+        let work = work_rule_conditions(&manifests, 2);
+        let view: Vec<(&str, &str, &str)> = work
+            .iter()
+            .map(|c| (c.r#type.as_str(), c.status.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                ("Complete", "True", "Job is finished"),
+                ("Ready", "False", "Aggregated from 2 manifest conditions"),
+            ]
+        );
+        assert!(work.iter().all(|c| c.reason == "ConditionRulesAggregated"));
+        let status = v1::WorkStatus {
+            conditions: work,
+            ..Default::default()
+        };
+        assert!(is_complete(&status));
+        assert!(!is_complete(&v1::WorkStatus::default()));
     }
 }

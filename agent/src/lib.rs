@@ -16,6 +16,7 @@ pub mod probes;
 pub mod readiness;
 pub mod reconcile;
 pub mod release;
+pub mod rule_conditions;
 pub mod session;
 pub mod status_board;
 pub mod telemetry;

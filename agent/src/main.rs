@@ -67,6 +67,10 @@ struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "FERRY_LOG_JSON")]
     log_json: bool,
+    /// Largest JsonRaw status feedback value in bytes (OCM's flag and
+    /// default); a larger value is left out and StatusFeedbackSynced says why.
+    #[arg(long, env = "FERRY_MAX_JSON_RAW_LENGTH", default_value_t = 1024)]
+    max_json_raw_length: usize,
 }
 
 #[derive(clap::Subcommand)]
@@ -145,6 +149,7 @@ async fn main() -> anyhow::Result<()> {
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
         telemetry,
+        max_json_raw_length: cli.max_json_raw_length,
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

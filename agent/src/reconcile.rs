@@ -15,7 +15,9 @@ use tracing::warn;
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{
-    Observed, condition, observe, work_applied_condition, work_available_condition,
+    Observed, availability_unknown, condition, not_available, observe, work_applied_condition,
+    work_available_condition, work_degraded_condition, work_progressing_condition,
+    work_rule_conditions,
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
@@ -23,8 +25,12 @@ use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt};
+use crate::rule_conditions::RuleEvaluator;
+use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
+use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
+use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
@@ -152,6 +158,21 @@ pub struct Reconciler {
     schemas: Arc<ListSchemas>,
     applied: AppliedWorks,
     metrics: Arc<AgentMetrics>,
+    max_json_raw_length: usize,
+    rules: RuleEvaluator,
+}
+
+/// What a look-up of a manifest's object after a failed apply found, for
+/// its `Available` condition (OCM reports the object's existence whether or
+/// not the apply worked).
+enum Lookup {
+    /// The object exists.
+    Found(Observed),
+    /// The object does not exist.
+    Absent,
+    /// There is nothing to look up, or the look-up failed: the reason (OCM's)
+    /// and what went wrong.
+    Unknown(&'static str, String),
 }
 
 impl Reconciler {
@@ -170,7 +191,18 @@ impl Reconciler {
             schemas,
             applied,
             metrics,
+            max_json_raw_length: MAX_RAW_FEEDBACK_BYTES,
+            rules: RuleEvaluator::default(),
         }
+    }
+
+    /// Sets the largest `JsonRaw` feedback value, in bytes, this reconciler
+    /// reports (the agent's `--max-json-raw-length`); larger ones are left out
+    /// with a reason on `StatusFeedbackSynced`.
+    #[must_use]
+    pub fn with_max_json_raw_length(mut self, max_json_raw_length: usize) -> Self {
+        self.max_json_raw_length = max_json_raw_length;
+        self
     }
 
     /// The spoke client.
@@ -234,6 +266,7 @@ impl Reconciler {
                 ordinal: i32::try_from(index).unwrap_or(i32::MAX),
                 ..Default::default()
             };
+            let mut identified = None;
             let result = match &parsed[index] {
                 Err(e) => Err(ManifestFailure::from(e.clone())),
                 Ok((value, identity)) => {
@@ -256,6 +289,7 @@ impl Reconciler {
                         }
                         Err(problem) => Err(ManifestFailure::Record(problem.clone())),
                     };
+                    identified = Some(identity);
                     if result.is_err() {
                         claims.push(Claim {
                             group: identity.group.clone(),
@@ -278,10 +312,17 @@ impl Reconciler {
                         report.message,
                         generation,
                     ));
-                    if let Some(observed) = &report.observed {
-                        let (more, values) = observe(&meta, observed, generation);
-                        conditions.extend(more);
-                        feedback = values;
+                    match &report.observed {
+                        Some(observed) => {
+                            let (more, values) =
+                                observe(&meta, observed, generation, self.max_json_raw_length);
+                            conditions.extend(more);
+                            self.add_rule_conditions(&meta, observed, generation, &mut conditions)
+                                .await;
+                            feedback = values;
+                        }
+                        // Deleted on the spoke and left so (whenDeleted: Leave).
+                        None => conditions.push(not_available(generation)),
                     }
                 }
                 Err(failure) => {
@@ -293,6 +334,27 @@ impl Reconciler {
                         failure.to_string(),
                         generation,
                     ));
+                    let lookup = match identified {
+                        Some(identity) => self.look_up(identity, &spec.manifest_configs).await,
+                        None => Lookup::Unknown(
+                            REASON_INCOMPLETE_META,
+                            "the manifest does not name a resource".to_string(),
+                        ),
+                    };
+                    match lookup {
+                        Lookup::Found(observed) => {
+                            let (more, values) =
+                                observe(&meta, &observed, generation, self.max_json_raw_length);
+                            conditions.extend(more);
+                            self.add_rule_conditions(&meta, &observed, generation, &mut conditions)
+                                .await;
+                            feedback = values;
+                        }
+                        Lookup::Absent => conditions.push(not_available(generation)),
+                        Lookup::Unknown(reason, message) => {
+                            conditions.push(availability_unknown(reason, message, generation));
+                        }
+                    }
                 }
             }
             manifests[index] = Some(v1::ManifestStatus {
@@ -327,11 +389,20 @@ impl Reconciler {
         let manifests: Vec<v1::ManifestStatus> = manifests.into_iter().flatten().collect();
         let work_applied = work_applied_condition(&manifests, generation);
         let work_available = work_available_condition(&manifests, generation);
+        let work_progressing = work_progressing_condition(&manifests, generation);
+        let work_degraded = work_degraded_condition(&manifests, generation);
+        let mut work_conditions = vec![
+            work_applied,
+            work_available,
+            work_progressing,
+            work_degraded,
+        ];
+        work_conditions.extend(work_rule_conditions(&manifests, generation));
         Reconciled {
             status: v1::WorkStatus {
                 work: upsert.work.clone(),
                 generation,
-                conditions: vec![work_applied, work_available],
+                conditions: work_conditions,
                 manifests,
                 gone: false,
             },
@@ -477,9 +548,24 @@ impl Reconciler {
                 .await?;
             outcome.object = Some(object);
         }
+        let rules = feedback_rules_for(
+            configs,
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        );
+        let condition_rules = condition_rules_for(
+            configs,
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        );
         let observed = outcome.object.clone().map(|object| Observed {
             object,
-            rules: config.map(|c| c.feedback_rules.clone()).unwrap_or_default(),
+            rules: rules.to_vec(),
+            condition_rules: condition_rules.to_vec(),
         });
         let with_notes = |message: &str| {
             if outcome.notes.is_empty() {
@@ -530,6 +616,72 @@ impl Reconciler {
 }
 
 impl Reconciler {
+    /// Adds the conditions of the manifest's condition rules to
+    /// `conditions`; a rule's condition replaces one of the same type that
+    /// ferry computed (as in OCM, where rules may set any condition).
+    async fn add_rule_conditions(
+        &self,
+        meta: &v1::ResourceMeta,
+        observed: &Observed,
+        generation: i64,
+        conditions: &mut Vec<v1::Condition>,
+    ) {
+        let computed = self
+            .rules
+            .evaluate(
+                meta,
+                &observed.object,
+                &observed.condition_rules,
+                generation,
+            )
+            .await;
+        for c in computed {
+            conditions.retain(|existing| existing.r#type != c.r#type);
+            conditions.push(c);
+        }
+    }
+
+    /// Looks up the object of a manifest whose apply failed, for its
+    /// `Available` condition and feedback. Never fails: what went wrong is
+    /// the `Unknown` answer.
+    async fn look_up(&self, identity: &ManifestIdentity, configs: &[v1::ManifestConfig]) -> Lookup {
+        let target = match self.target(identity).await {
+            Ok(target) => target,
+            Err(error) => return Lookup::Unknown(REASON_INCOMPLETE_META, error.to_string()),
+        };
+        match target.api.get_opt(&identity.name).await {
+            Ok(Some(object)) => {
+                let rules = feedback_rules_for(
+                    configs,
+                    &identity.group,
+                    &target.resource.plural,
+                    &target.namespace,
+                    &identity.name,
+                );
+                let condition_rules = condition_rules_for(
+                    configs,
+                    &identity.group,
+                    &target.resource.plural,
+                    &target.namespace,
+                    &identity.name,
+                );
+                match serde_json::to_value(&object) {
+                    Ok(object) => Lookup::Found(Observed {
+                        object,
+                        rules: rules.to_vec(),
+                        condition_rules: condition_rules.to_vec(),
+                    }),
+                    Err(error) => Lookup::Unknown(REASON_FETCH_FAILED, error.to_string()),
+                }
+            }
+            Ok(None) => Lookup::Absent,
+            Err(error) => Lookup::Unknown(
+                REASON_FETCH_FAILED,
+                format!("Failed to fetch resource: {error}"),
+            ),
+        }
+    }
+
     /// Where `identity` goes on the spoke. Fails when its kind is not served.
     async fn target(&self, identity: &ManifestIdentity) -> Result<Target, ResolveError> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);

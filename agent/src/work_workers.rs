@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use crate::conditions::{carry_work_transition_times, condition};
+use crate::conditions::{carry_work_transition_times, condition, is_complete};
 use crate::deletion::{Progress, release_work};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
@@ -349,6 +349,14 @@ async fn apply(
     drift: &mut DriftWatch,
     correcting: bool,
 ) -> bool {
+    // A completed work is no longer updated (OCM): its objects are neither
+    // re-applied nor corrected, and its last report stands.
+    if let Some(previous) = shared.board.latest(uid).await
+        && is_complete(&previous)
+    {
+        debug!(%uid, "work is complete; not updating it");
+        return true;
+    }
     let mut result = shared.reconciler.reconcile(upsert).await;
     if !correcting {
         drop_corrections(&mut result.status);

@@ -690,7 +690,15 @@ fn used(grant: &Grant, requests: &[Request]) -> bool {
 
 /// Grants of the hub's roles the core path does not use, each with the rare
 /// path that does. Keep it short: every entry is a right no test exercises.
-const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[];
+const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[(
+    "work.ferry.dev",
+    "manifestworks",
+    "delete",
+    // hub/src/work_ttl.rs deletes a work only once it is Complete and its
+    // deleteOption.ttlSecondsAfterFinished ran out; the core path sets no
+    // TTL (e2e/tests/work_completion.rs uses it).
+    "deleting a completed work after its ttlSecondsAfterFinished",
+)];
 
 /// Grants of the agent's fixed rules the core path does not use, each with
 /// the path that does.

@@ -1,17 +1,20 @@
-//! Status feedback and availability flow back to the hub, driven by watching
+//! Status feedback and workload health flow back to the hub, driven by watching
 //! the applied objects: a status written on the spoke shows on the hub without
 //! any change to the work. Feedback rules return every JSON type, cap raw
 //! values, and report a path that matches nothing as a visible reason.
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
-    APPLY_TIMEOUT, feedback_value, manifest_condition, manifest_work, strategy_config,
+    APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied, work_condition,
 };
 use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
+    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
+    ResourceIdentifier, UpdateStrategyType,
 };
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -30,7 +33,7 @@ fn rule(type_: FeedbackType, paths: &[(&str, &str)]) -> FeedbackRule {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availability() {
+async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_progress() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
@@ -66,19 +69,30 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
     work.spec.manifest_configs = vec![config];
     let works = fleet.create_work(&work).await.expect("create");
     let applied = wait_applied(&works, "web").await.expect("applied");
+    // Available means the Deployment exists (OCM's meaning); its replicas
+    // are what Progressing reports.
     let available = manifest_condition(&applied, 0, "Available").expect("Available reported");
+    assert_eq!(available.status, "True", "{}", available.message);
+    let progressing = manifest_condition(&applied, 0, "Progressing").expect("Progressing");
     assert_eq!(
-        available.status, "False",
+        progressing.status, "True",
         "no replicas yet: {}",
-        available.message
+        progressing.message
     );
-    let work_available = work_condition(&applied, "Available").expect("work Available");
     assert!(
-        work_available
+        progressing
             .message
-            .starts_with("1 of 1 resources are not available"),
+            .contains("0 of 3 replicas are available"),
         "{}",
-        work_available.message
+        progressing.message
+    );
+    let work_progressing = work_condition(&applied, "Progressing").expect("work Progressing");
+    assert_eq!(
+        (
+            work_progressing.status.as_str(),
+            work_progressing.reason.as_str()
+        ),
+        ("True", "Applying")
     );
 
     // No kubelet or deployment controller runs: write the status a controller would.
@@ -96,7 +110,7 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
 
     let reported = |w: &ManifestWork| {
         feedback_value(w, 0, "ReadyReplicas").and_then(|v| v.integer) == Some(3)
-            && work_condition(w, "Available").is_some_and(|c| c.status == "True")
+            && work_condition(w, "Progressing").is_some_and(|c| c.status == "False")
     };
     let work = wait_until(
         &works,
@@ -149,10 +163,16 @@ async fn a_status_written_on_the_spoke_shows_on_the_hub_as_feedback_and_availabi
         synced.message
     );
     assert_eq!(
-        manifest_condition(&work, 0, "Available")
+        manifest_condition(&work, 0, "Progressing")
             .expect("condition")
-            .status,
-        "True"
+            .reason,
+        "ResourceSettled"
+    );
+    assert_eq!(
+        work_condition(&work, "Progressing")
+            .expect("condition")
+            .reason,
+        "Completed"
     );
     fleet.stop().await;
 }
@@ -201,6 +221,133 @@ async fn feedback_reports_floats_as_raw_json_and_refuses_oversized_values_with_a
         synced.message.contains("samples"),
         "the size problem names the value: {}",
         synced.message
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feedback_rules_apply_to_manifests_matched_by_a_wildcard_name() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "wild",
+        vec![
+            config_map("default", "deploy-a", json!({"k": "a"})),
+            config_map("default", "other", json!({"k": "o"})),
+        ],
+    );
+    // OCM matches `*` anywhere in a name; the config sets only feedback.
+    work.spec.manifest_configs = vec![ManifestConfigOption {
+        resource_identifier: ResourceIdentifier {
+            group: String::new(),
+            resource: "configmaps".into(),
+            name: "deploy*".into(),
+            namespace: "default".into(),
+        },
+        feedback_rules: vec![rule(FeedbackType::JsonPaths, &[("k", ".data.k")])],
+        ..Default::default()
+    }];
+    let works = fleet.create_work(&work).await.expect("create");
+    let reported = |w: &ManifestWork| feedback_value(w, 0, "k").is_some();
+    let work = wait_until(
+        &works,
+        "wild",
+        "feedback of deploy-a",
+        APPLY_TIMEOUT,
+        reported,
+    )
+    .await
+    .expect("deploy-a reports its feedback");
+    assert_eq!(
+        feedback_value(&work, 0, "k").and_then(|v| v.string.as_deref()),
+        Some("a")
+    );
+    assert!(
+        feedback_value(&work, 1, "k").is_none(),
+        "other is not matched"
+    );
+    let other = manifest_condition(&work, 1, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(other.reason, "NoStatusFeedbackSynced");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_feedback_synced_moves_its_transition_time_when_the_values_change() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "moving",
+        vec![config_map("default", "watched", json!({"k": "1"}))],
+    );
+    let mut config = strategy_config(
+        "",
+        "configmaps",
+        "default",
+        "watched",
+        UpdateStrategyType::ReadOnly,
+    );
+    config.feedback_rules = vec![rule(FeedbackType::JsonPaths, &[("k", ".data.k")])];
+    work.spec.manifest_configs = vec![config];
+    // ReadOnly: the spoke owns the object, so its edits are not drift.
+    let spoke = fleet
+        .spoke("cluster-a")
+        .api("v1", "ConfigMap", Some("default"));
+    apply_as(
+        &spoke,
+        "watched",
+        "someone",
+        &config_map("default", "watched", json!({"k": "1"})),
+    )
+    .await
+    .expect("create on the spoke");
+    let works = fleet.create_work(&work).await.expect("create");
+    let first =
+        |w: &ManifestWork| feedback_value(w, 0, "k").and_then(|v| v.string.as_deref()) == Some("1");
+    let before = wait_until(&works, "moving", "first value", APPLY_TIMEOUT, first)
+        .await
+        .expect("first value");
+    let time_of = |w: &ManifestWork, type_: &str| {
+        manifest_condition(w, 0, type_)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| panic!("no {type_}"))
+    };
+    let synced_before = time_of(&before, "StatusFeedbackSynced");
+    let available_before = time_of(&before, "Available");
+    // Transition times have whole seconds: let the clock pass the first one
+    // so a new stamp can differ from it.
+    let stamped: Timestamp = synced_before.parse().expect("RFC 3339");
+    let later = stamped + std::time::Duration::from_millis(1100);
+    if let Ok(wait) = later.duration_since(Timestamp::now()).try_into() {
+        tokio::time::sleep(wait).await;
+    }
+
+    apply_as(
+        &spoke,
+        "watched",
+        "someone",
+        &config_map("default", "watched", json!({"k": "2"})),
+    )
+    .await
+    .expect("change on the spoke");
+    let second =
+        |w: &ManifestWork| feedback_value(w, 0, "k").and_then(|v| v.string.as_deref()) == Some("2");
+    let after = wait_until(&works, "moving", "second value", APPLY_TIMEOUT, second)
+        .await
+        .expect("second value");
+    let synced = manifest_condition(&after, 0, "StatusFeedbackSynced").expect("condition");
+    assert_eq!(synced.status, "True", "still synced");
+    assert_ne!(
+        synced.last_transition_time, synced_before,
+        "OCM moves the time when the values change"
+    );
+    assert_eq!(
+        time_of(&after, "Available"),
+        available_before,
+        "conditions whose status did not change keep their time"
     );
     fleet.stop().await;
 }

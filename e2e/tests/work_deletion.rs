@@ -85,6 +85,7 @@ async fn orphan_deletion_leaves_the_objects_without_ferrys_marks() {
     work.spec.delete_option = Some(DeleteOption {
         propagation_policy: PropagationPolicy::Orphan,
         selectively_orphans: None,
+        ..Default::default()
     });
     let works = fleet.create_work(&work).await.expect("create work");
     wait_applied(&works, "orphaned").await.expect("applied");
@@ -139,6 +140,7 @@ async fn selectively_orphan_keeps_only_the_objects_its_rules_match() {
                 namespace: "default".into(),
             }],
         }),
+        ..Default::default()
     });
     let works = fleet.create_work(&work).await.expect("create work");
     wait_applied(&works, "picky").await.expect("applied");

@@ -32,5 +32,6 @@ pub mod tls;
 pub mod to_wire;
 pub mod work_deletion;
 pub mod work_index;
+pub mod work_ttl;
 
 pub use server::{GrpcTls, HubError, HubListeners, TransportLimits, run_hub};

@@ -10,6 +10,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
 use crate::cel_rules;
+use ferry_semantics::condition_rules;
 
 /// Desired state of a work: the manifests to apply on the cluster named by the
 /// work's namespace, and how to apply, observe and delete them.
@@ -94,6 +95,11 @@ pub struct DeleteOption {
     /// The objects to leave behind under `SelectivelyOrphan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selectively_orphans: Option<SelectivelyOrphan>,
+    /// OCM's TTL: the hub deletes the work this many seconds after its
+    /// `Complete` condition turned True (0: at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i64>,
 }
 
 /// Deletion propagation for a work's objects.
@@ -157,6 +163,60 @@ pub struct ManifestConfigOption {
     /// ferry addition: what to do when the object is deleted on the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_deleted: Option<WhenDeleted>,
+    /// OCM's `Poll` or `Watch`. Accepted for compatibility: ferry's agent
+    /// watches every object it applies, so feedback is watch-driven either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_scrape_type: Option<FeedbackScrapeType>,
+    /// OCM's condition rules: conditions the agent computes from the live
+    /// object (CEL, or the built-in `Complete` rules for Job and Pod).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = condition_rules::MAX_CONDITION_RULES))]
+    pub condition_rules: Vec<ConditionRule>,
+}
+
+/// One OCM condition rule: sets condition `condition` on the manifest from
+/// its live object. `condition: Complete` marks the manifest complete; a work
+/// whose manifests with such rules are all complete is no longer updated.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.type != 'CEL' || self.condition != ''",
+        "message": "Condition is required for CEL rules",
+        "fieldPath": ".condition",
+        "reason": "FieldValueRequired"
+    }
+]))]
+pub struct ConditionRule {
+    /// The condition type to set, e.g. `Complete`.
+    #[schemars(length(max = 316))]
+    pub condition: String,
+    /// `CEL` or `WellKnownConditions`.
+    #[serde(rename = "type")]
+    pub type_: ConditionRuleType,
+    /// CEL expressions over `object`; the condition is True when all are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = condition_rules::MAX_CEL_EXPRESSIONS), inner(length(max = condition_rules::MAX_CEL_EXPRESSION_LENGTH)))]
+    pub cel_expressions: Vec<String>,
+    /// The condition's message (unless `messageExpression` gives one).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 32768))]
+    pub message: String,
+    /// A CEL expression over `object` and `result` giving the message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = condition_rules::MAX_CEL_EXPRESSION_LENGTH))]
+    pub message_expression: String,
+}
+
+/// How a condition rule is evaluated.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ConditionRuleType {
+    /// Built-in rules for common kinds (Job and Pod `Complete`).
+    #[default]
+    WellKnownConditions,
+    /// The rule's CEL expressions.
+    #[serde(rename = "CEL")]
+    Cel,
 }
 
 /// Selects manifests by group, resource, name and namespace. The lengths
@@ -297,6 +357,18 @@ pub enum IgnoreCondition {
     OnSpokePresent,
     /// Keeps the spoke's value until the hub changes that field.
     OnSpokeChange,
+}
+
+/// How status feedback is collected, in OCM's terms. ferry watches every
+/// applied object, so both values behave alike: feedback follows the live
+/// object within moments of a change.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FeedbackScrapeType {
+    /// OCM polls the object periodically.
+    #[default]
+    Poll,
+    /// OCM watches the object.
+    Watch,
 }
 
 /// ferry addition: what to do when an applied object is deleted on the spoke.

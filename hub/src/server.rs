@@ -28,6 +28,7 @@ use crate::session::{Distributor, SessionConfig};
 use crate::status_writer::StatusWriter;
 use crate::work_deletion::{WorkDeletion, run_deletion_controller};
 use crate::work_index::WorkIndex;
+use crate::work_ttl::run_ttl_controller;
 
 /// Why the hub stopped.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +296,8 @@ pub async fn run_hub(
         metrics.clone(),
         stopped(stop_rx.clone()),
     );
+    let ttl_controller =
+        run_ttl_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
@@ -304,7 +307,7 @@ pub async fn run_hub(
         }
     };
     let controller = async {
-        tokio::join!(deletion_controller, sweeper);
+        tokio::join!(deletion_controller, sweeper, ttl_controller);
         Ok(())
     };
     tokio::try_join!(

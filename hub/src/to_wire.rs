@@ -4,8 +4,8 @@ use ferry_proto::v1;
 use kube::ResourceExt;
 
 use crate::manifest_work::{
-    DeleteOption, FeedbackType, IgnoreCondition, ManifestConfigOption, ManifestWork,
-    PropagationPolicy, UpdateStrategyType, WhenDeleted,
+    ConditionRuleType, DeleteOption, FeedbackType, IgnoreCondition, ManifestConfigOption,
+    ManifestWork, PropagationPolicy, UpdateStrategyType, WhenDeleted,
 };
 
 /// The upsert message for `work` at its current generation.
@@ -130,6 +130,21 @@ fn manifest_config(config: &ManifestConfigOption) -> v1::ManifestConfig {
             Some(WhenDeleted::Recreate) => "Recreate".into(),
             Some(WhenDeleted::Leave) => "Leave".into(),
         },
+        condition_rules: config
+            .condition_rules
+            .iter()
+            .map(|rule| v1::ConditionRule {
+                condition: rule.condition.clone(),
+                r#type: match rule.type_ {
+                    ConditionRuleType::WellKnownConditions => "WellKnownConditions",
+                    ConditionRuleType::Cel => "CEL",
+                }
+                .into(),
+                cel_expressions: rule.cel_expressions.clone(),
+                message: rule.message.clone(),
+                message_expression: rule.message_expression.clone(),
+            })
+            .collect(),
     }
 }
 

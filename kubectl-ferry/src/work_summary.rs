@@ -4,14 +4,14 @@
 use std::collections::BTreeSet;
 
 use ferry_hub::manifest_work::{Condition, ManifestWork};
-use ferry_semantics::contract::{APPLIED, AVAILABLE};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED};
 use serde::Serialize;
 
 /// The `status` of a condition that reports a failure.
 const FALSE: &str = "False";
 
 /// Something that is failing: a manifest's, or the whole work's, `Applied`
-/// or `Available` condition is `False`.
+/// or `Available` condition is `False`, or a manifest's `Degraded` is `True`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Failure {
@@ -53,7 +53,8 @@ pub fn work_conditions(work: &ManifestWork) -> &[Condition] {
 }
 
 /// Every failure of `work`: each manifest whose `Applied` or `Available` is
-/// `False`; when no manifest says why, the work's own `False` conditions.
+/// `False` or whose `Degraded` is `True`; when no manifest says why, the
+/// work's own `False` conditions.
 pub fn failures(work: &ManifestWork) -> Vec<Failure> {
     let mut found = Vec::new();
     let manifests = work
@@ -73,6 +74,15 @@ pub fn failures(work: &ManifestWork) -> Vec<Failure> {
                     reason: c.reason.clone(),
                 });
             }
+        }
+        if let Some(c) = find_condition(&manifest.conditions, DEGRADED)
+            && c.status == "True"
+        {
+            found.push(Failure {
+                ordinal: Some(manifest.resource_meta.ordinal),
+                condition: c.type_.clone(),
+                reason: c.reason.clone(),
+            });
         }
     }
     if found.is_empty() {
@@ -197,6 +207,29 @@ pub(crate) mod tests {
             failing_cell(&found),
             "2 (ApplyConflict,ResourceNotAvailable,UnknownKind)"
         );
+    }
+
+    #[test]
+    fn a_degraded_manifest_is_failing() {
+        let work = work_with(
+            vec![],
+            vec![manifest(
+                0,
+                vec![
+                    condition(APPLIED, "True", "Applied", 1),
+                    condition(DEGRADED, "True", "ResourceDegraded", 1),
+                ],
+            )],
+        );
+        assert_eq!(failing_cell(&failures(&work)), "1 (ResourceDegraded)");
+        let healthy = work_with(
+            vec![],
+            vec![manifest(
+                0,
+                vec![condition(DEGRADED, "False", "ResourceNotDegraded", 1)],
+            )],
+        );
+        assert!(failures(&healthy).is_empty());
     }
 
     #[test]

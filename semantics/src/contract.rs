@@ -4,8 +4,19 @@
 
 /// Condition type: the manifest or work was written to the spoke.
 pub const APPLIED: &str = "Applied";
-/// Condition type: the applied resource (or every resource of a work) is available.
+/// Condition type: the resource exists on the spoke (for a work: every
+/// resource does), as OCM defines `Available`.
 pub const AVAILABLE: &str = "Available";
+/// Condition type: the resource (or some resource of a work) has not reached
+/// its desired state yet; for a work also while a manifest is not applied.
+pub const PROGRESSING: &str = "Progressing";
+/// Condition type: the resource (or some resource of a work) failed or
+/// cannot reach its desired state.
+pub const DEGRADED: &str = "Degraded";
+/// Condition type: the manifest finished (set by a `Complete` condition
+/// rule), or every manifest of a work with such rules did; a completed work
+/// is no longer updated (OCM's `Complete`).
+pub const COMPLETE: &str = "Complete";
 /// Condition type: the work is being deleted and some of its objects are
 /// still on the cluster.
 pub const DELETING: &str = "Deleting";

@@ -18,9 +18,13 @@
 //!   of all of them in document order, under the size cap. A single match
 //!   keeps its own type, so `.status.conditions[?@.type=='Ready'].status`
 //!   reports the String `"True"` as it does in OCM.
-//! - Objects and lists (and multi-match lists) larger than
-//!   [`MAX_RAW_FEEDBACK_BYTES`] of compact JSON report
-//!   [`FeedbackProblem::TooLarge`] and no value.
+//! - Objects and lists (and multi-match lists) larger than the agent's
+//!   `--max-json-raw-length` (OCM's flag and default,
+//!   [`MAX_RAW_FEEDBACK_BYTES`]) of compact JSON report
+//!   [`FeedbackProblem::TooLarge`] and no value. Raw values are compact JSON
+//!   with object keys sorted, as OCM's `json.Marshal` writes them.
+//! - `WellKnownStatus` on a kind without well-known fields reports
+//!   [`FeedbackProblem::NoWellKnownStatus`], as OCM does.
 //! - Names are claimed in declaration order and the first claim wins: a
 //!   `WellKnownStatus` rule claims every well-known name of the object's kind
 //!   (even ones absent right now), then each `JSONPaths` entry claims its
@@ -37,7 +41,8 @@ use serde_json::Value;
 use super::paths::{IgnorePath, PathError, get, locate};
 use super::well_known_status::{read_well_known, well_known_fields};
 
-/// Largest raw JSON value reported for one feedback path (objects and lists).
+/// Default largest raw JSON value (in bytes) reported for one feedback path:
+/// OCM's `--max-json-raw-length` default.
 pub const MAX_RAW_FEEDBACK_BYTES: usize = 1024;
 
 /// Rule type that reports the well-known status fields of common kinds.
@@ -89,7 +94,7 @@ pub enum FeedbackProblem {
         /// The path as the user wrote it.
         path: String,
     },
-    /// The value found is larger than [`MAX_RAW_FEEDBACK_BYTES`].
+    /// The value found is larger than the raw JSON limit.
     #[error(
         "feedback {name:?}: the value at JSONPath {path:?} is {bytes} bytes of JSON, \
          over the {limit}-byte limit; select a smaller part of it"
@@ -109,6 +114,17 @@ pub enum FeedbackProblem {
     UnknownRuleType {
         /// The type as written.
         rule_type: String,
+    },
+    /// A `WellKnownStatus` rule on a kind that has no well-known fields.
+    #[error(
+        "WellKnownStatus: no well-known status fields for {kind} in group {group:?}; \
+         use JSONPaths"
+    )]
+    NoWellKnownStatus {
+        /// The object's API group (empty for the core group).
+        group: String,
+        /// The object's kind.
+        kind: String,
     },
     /// An earlier rule already claimed this name; this path is skipped.
     #[error(
@@ -137,6 +153,18 @@ pub fn evaluate_feedback(
     live: &Value,
     rules: &[FeedbackRule],
 ) -> FeedbackOutcome {
+    evaluate_feedback_with_limit(kind_group, live, rules, MAX_RAW_FEEDBACK_BYTES)
+}
+
+/// [`evaluate_feedback`] with a raw JSON size limit of `max_json_raw_length`
+/// bytes instead of the default (the agent's `--max-json-raw-length`).
+/// Never fails, like [`evaluate_feedback`].
+pub fn evaluate_feedback_with_limit(
+    kind_group: (&str, &str),
+    live: &Value,
+    rules: &[FeedbackRule],
+    max_json_raw_length: usize,
+) -> FeedbackOutcome {
     let (group, kind) = kind_group;
     let mut outcome = FeedbackOutcome::default();
     let mut claimed: HashSet<String> = HashSet::new();
@@ -145,6 +173,12 @@ pub fn evaluate_feedback(
     // WellKnownStatus rule adds nothing (it would only repeat the names).
     if rules.iter().any(|r| r.r#type == RULE_WELL_KNOWN_STATUS) {
         let fields = well_known_fields(group, kind);
+        if fields.is_empty() {
+            outcome.problems.push(FeedbackProblem::NoWellKnownStatus {
+                group: group.to_string(),
+                kind: kind.to_string(),
+            });
+        }
         claimed.extend(fields.iter().map(|f| f.name.to_string()));
         outcome
             .values
@@ -164,7 +198,7 @@ pub fn evaluate_feedback(
                         continue;
                     }
                     claimed.insert(entry.name.clone());
-                    match read_path(&entry.name, &entry.path, live) {
+                    match read_path(&entry.name, &entry.path, live, max_json_raw_length) {
                         Ok(value) => outcome.values.push(value),
                         Err(problem) => outcome.problems.push(problem),
                     }
@@ -230,7 +264,12 @@ fn parse_path(name: &str, raw: &str) -> Result<IgnorePath, FeedbackProblem> {
 }
 
 /// Reads one named JSONPath from the live object.
-fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, FeedbackProblem> {
+fn read_path(
+    name: &str,
+    raw: &str,
+    live: &Value,
+    limit: usize,
+) -> Result<FeedbackValue, FeedbackProblem> {
     let path = parse_path(name, raw)?;
     let found: Vec<&Value> = locate(live, &path)
         .iter()
@@ -241,43 +280,45 @@ fn read_path(name: &str, raw: &str, live: &Value) -> Result<FeedbackValue, Feedb
         name: name.to_string(),
         path: raw.to_string(),
         bytes,
-        limit: MAX_RAW_FEEDBACK_BYTES,
+        limit,
     };
     match found.as_slice() {
         [] => Err(FeedbackProblem::NoMatch {
             name: name.to_string(),
             path: raw.to_string(),
         }),
-        [one] => typed_value(name, one).map_err(too_large),
+        [one] => typed_value(name, one, limit).map_err(too_large),
         many => {
             let list = Value::Array(many.iter().map(|v| (*v).clone()).collect());
-            raw_value(name, &list).map_err(too_large)
+            raw_value(name, &list, limit).map_err(too_large)
         }
     }
 }
 
 /// Maps one JSON value onto the OCM feedback types. Fails with the value's
 /// size when it would be reported raw and is over the cap.
-fn typed_value(name: &str, value: &Value) -> Result<FeedbackValue, usize> {
+fn typed_value(name: &str, value: &Value, limit: usize) -> Result<FeedbackValue, usize> {
     Ok(match value {
         Value::Bool(b) => boolean(name, *b),
         Value::String(s) => string(name, s.clone()),
         Value::Number(n) => match n.as_i64() {
             Some(i) => integer(name, i),
             // Floats and integers beyond i64 keep their exact JSON text.
-            None => raw_value(name, value)?,
+            None => raw_value(name, value, limit)?,
         },
         // Null never gets here (filtered as "no value"); objects and lists
         // go raw.
-        _ => raw_value(name, value)?,
+        _ => raw_value(name, value, limit)?,
     })
 }
 
 /// A `JsonRaw` value of compact JSON, or its size when over the cap.
-fn raw_value(name: &str, value: &Value) -> Result<FeedbackValue, usize> {
-    // `Value`'s Display is compact JSON and cannot fail.
+fn raw_value(name: &str, value: &Value, limit: usize) -> Result<FeedbackValue, usize> {
+    // `Value`'s Display is compact JSON and cannot fail; without serde_json's
+    // `preserve_order` its objects are sorted by key, as Go's json.Marshal
+    // sorts map keys.
     let text = value.to_string();
-    if text.len() > MAX_RAW_FEEDBACK_BYTES {
+    if text.len() > limit {
         return Err(text.len());
     }
     Ok(FeedbackValue {
@@ -368,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn deployment_reports_its_replica_counts_and_observed_generation() {
+    fn deployment_reports_exactly_ocms_replica_counts() {
         let live = json!({"status": {
             "readyReplicas": 2, "replicas": 3, "availableReplicas": 2,
             "updatedReplicas": 3, "observedGeneration": 7
@@ -380,8 +421,6 @@ mod tests {
                 int_value("ReadyReplicas", 2),
                 int_value("Replicas", 3),
                 int_value("AvailableReplicas", 2),
-                int_value("UpdatedReplicas", 3),
-                int_value("ObservedGeneration", 7),
             ]
         );
         assert!(out.problems.is_empty());
@@ -392,36 +431,28 @@ mod tests {
         // A Deployment scaled to zero has no readyReplicas/availableReplicas.
         let live = json!({"status": {"replicas": 0, "observedGeneration": 2}});
         let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
-        assert_eq!(
-            out.values,
-            vec![int_value("Replicas", 0), int_value("ObservedGeneration", 2)]
-        );
+        assert_eq!(out.values, vec![int_value("Replicas", 0)]);
         assert!(out.problems.is_empty());
         let no_status = evaluate_feedback(("apps", "Deployment"), &json!({}), &[well_known()]);
         assert_eq!(no_status, FeedbackOutcome::default());
     }
 
     #[test]
-    fn statefulset_reports_its_replica_counts() {
-        let live = json!({"status": {
-            "readyReplicas": 1, "replicas": 2, "availableReplicas": 1,
-            "currentReplicas": 2, "updatedReplicas": 0
-        }});
+    fn statefulset_has_no_well_known_status_as_in_ocm() {
+        let live = json!({"status": {"readyReplicas": 1, "replicas": 2}});
         let out = evaluate_feedback(("apps", "StatefulSet"), &live, &[well_known()]);
+        assert!(out.values.is_empty());
         assert_eq!(
-            out.values,
-            vec![
-                int_value("ReadyReplicas", 1),
-                int_value("Replicas", 2),
-                int_value("AvailableReplicas", 1),
-                int_value("CurrentReplicas", 2),
-                int_value("UpdatedReplicas", 0),
-            ]
+            out.problems,
+            vec![FeedbackProblem::NoWellKnownStatus {
+                group: "apps".into(),
+                kind: "StatefulSet".into()
+            }]
         );
     }
 
     #[test]
-    fn daemonset_reports_its_scheduling_counts() {
+    fn daemonset_reports_exactly_ocms_scheduling_counts() {
         let live = json!({"status": {
             "numberReady": 3, "desiredNumberScheduled": 4, "currentNumberScheduled": 4,
             "numberAvailable": 3, "updatedNumberScheduled": 4
@@ -432,38 +463,34 @@ mod tests {
             vec![
                 int_value("NumberReady", 3),
                 int_value("DesiredNumberScheduled", 4),
-                int_value("CurrentNumberScheduled", 4),
                 int_value("NumberAvailable", 3),
-                int_value("UpdatedNumberScheduled", 4),
             ]
         );
     }
 
     #[test]
-    fn job_reports_counts_and_whether_it_completed() {
+    fn job_reports_its_complete_condition_status_and_succeeded_count() {
         let done = json!({"status": {
-            "succeeded": 1,
+            "succeeded": 1, "active": 0,
             "conditions": [{"type": "Complete", "status": "True"}]
         }});
         let out = evaluate_feedback(("batch", "Job"), &done, &[well_known()]);
         assert_eq!(
             out.values,
-            vec![int_value("Succeeded", 1), bool_value("JobComplete", true)]
-        );
-        let running = json!({"status": {"active": 1, "failed": 2}});
-        let out = evaluate_feedback(("batch", "Job"), &running, &[well_known()]);
-        assert_eq!(
-            out.values,
             vec![
-                int_value("Active", 1),
-                int_value("Failed", 2),
-                bool_value("JobComplete", false),
+                str_value("JobComplete", "True"),
+                int_value("JobSucceeded", 1)
             ]
         );
+        // No Complete condition yet: OCM's JSONPath finds nothing.
+        let running = json!({"status": {"active": 1, "failed": 2}});
+        let out = evaluate_feedback(("batch", "Job"), &running, &[well_known()]);
+        assert!(out.values.is_empty());
+        assert!(out.problems.is_empty());
     }
 
     #[test]
-    fn pod_reports_phase_and_readiness() {
+    fn pod_reports_its_ready_condition_status_and_phase() {
         let ready = json!({"status": {
             "phase": "Running",
             "conditions": [
@@ -475,28 +502,49 @@ mod tests {
         assert_eq!(
             out.values,
             vec![
-                str_value("PodPhase", "Running"),
-                bool_value("PodReady", true)
+                str_value("PodReady", "True"),
+                str_value("PodPhase", "Running")
             ]
         );
         let pending = json!({"status": {"phase": "Pending"}});
         let out = evaluate_feedback(("", "Pod"), &pending, &[well_known()]);
-        assert_eq!(
-            out.values,
-            vec![
-                str_value("PodPhase", "Pending"),
-                bool_value("PodReady", false)
-            ]
-        );
+        assert_eq!(out.values, vec![str_value("PodPhase", "Pending")]);
     }
 
     #[test]
-    fn kinds_without_well_known_fields_report_nothing() {
+    fn kinds_without_well_known_fields_report_a_problem_and_no_value() {
         let live = json!({"status": {"replicas": 3}});
         for (group, kind) in [("", "ConfigMap"), ("extensions", "Deployment"), ("", "Job")] {
             let out = evaluate_feedback((group, kind), &live, &[well_known()]);
-            assert_eq!(out, FeedbackOutcome::default(), "{group}/{kind}");
+            assert!(out.values.is_empty(), "{group}/{kind}");
+            assert!(
+                matches!(
+                    out.problems.as_slice(),
+                    [FeedbackProblem::NoWellKnownStatus { .. }]
+                ),
+                "{group}/{kind}"
+            );
         }
+    }
+
+    #[test]
+    fn the_raw_json_limit_is_the_given_one() {
+        let live = json!({"v": {"b": [1, 2], "a": "x"}});
+        let rules = [json_paths(&[("v", "$.v")])];
+        let out = evaluate_feedback_with_limit(("", "ConfigMap"), &live, &rules, 1024);
+        // Keys sorted, compact: the text OCM's json.Marshal writes.
+        assert_eq!(out.values, vec![raw("v", r#"{"a":"x","b":[1,2]}"#)]);
+        let out = evaluate_feedback_with_limit(("", "ConfigMap"), &live, &rules, 10);
+        assert!(out.values.is_empty());
+        assert_eq!(
+            out.problems,
+            vec![FeedbackProblem::TooLarge {
+                name: "v".into(),
+                path: "$.v".into(),
+                bytes: 19,
+                limit: 10
+            }]
+        );
     }
 
     #[test]
@@ -505,7 +553,7 @@ mod tests {
         let out = evaluate_feedback(("apps", "Deployment"), &live, &[well_known()]);
         assert!(out.values.is_empty());
         let out = evaluate_feedback(("", "Pod"), &live, &[well_known()]);
-        assert_eq!(out.values, vec![bool_value("PodReady", false)]);
+        assert!(out.values.is_empty());
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 pub mod availability;
 pub mod compare;
+pub mod condition_rules;
+pub mod config_match;
 pub mod contract;
 pub mod drift_report;
 pub mod equality;
@@ -21,10 +23,11 @@ mod status_fields;
 pub mod strategy;
 mod well_known_status;
 
-pub use availability::availability;
+pub use availability::{Health, health};
 pub use compare::is_subset;
 pub use feedback::{
-    FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, evaluate_feedback, static_problems,
+    FeedbackOutcome, FeedbackProblem, MAX_RAW_FEEDBACK_BYTES, evaluate_feedback,
+    evaluate_feedback_with_limit, static_problems,
 };
 pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,

@@ -1,11 +1,12 @@
-//! The table behind the `WellKnownStatus` feedback rule: which status
-//! fields OCM reports for the common workload kinds, and how each is read.
+//! The table behind the `WellKnownStatus` feedback rule: exactly the status
+//! fields OCM reports for the common workload kinds (Deployment, DaemonSet,
+//! Job, Pod; OCM has none for StatefulSet), and how each is read.
 
 use ferry_proto::v1::FeedbackValue;
 use serde_json::Value;
 
-use super::feedback::{boolean, integer, string};
-use super::status_fields::condition_is;
+use super::feedback::{integer, string};
+use super::status_fields::condition;
 
 /// How a well-known value is read from the live object.
 enum Source {
@@ -13,11 +14,11 @@ enum Source {
     Integer(&'static str),
     /// A string member of `status`.
     String(&'static str),
-    /// Whether `status.conditions` holds this type with status "True".
-    /// Reported (false when the condition is absent) whenever `status` is an
-    /// object: Job `Complete` only appears on completion and Pod `Ready` only
-    /// after scheduling, so absence means "not yet".
-    Condition(&'static str),
+    /// The `status` string ("True", "False", "Unknown") of the condition of
+    /// this type in `status.conditions`, as OCM's JSONPath
+    /// `.status.conditions[?(@.type=="X")].status` reads it: absent while the
+    /// condition is.
+    ConditionStatus(&'static str),
 }
 
 /// One well-known feedback value of a kind.
@@ -37,44 +38,30 @@ const DEPLOYMENT: &[WellKnown] = &[
     int("ReadyReplicas", "readyReplicas"),
     int("Replicas", "replicas"),
     int("AvailableReplicas", "availableReplicas"),
-    int("UpdatedReplicas", "updatedReplicas"),
-    int("ObservedGeneration", "observedGeneration"),
-];
-
-const STATEFUL_SET: &[WellKnown] = &[
-    int("ReadyReplicas", "readyReplicas"),
-    int("Replicas", "replicas"),
-    int("AvailableReplicas", "availableReplicas"),
-    int("CurrentReplicas", "currentReplicas"),
-    int("UpdatedReplicas", "updatedReplicas"),
 ];
 
 const DAEMON_SET: &[WellKnown] = &[
     int("NumberReady", "numberReady"),
     int("DesiredNumberScheduled", "desiredNumberScheduled"),
-    int("CurrentNumberScheduled", "currentNumberScheduled"),
     int("NumberAvailable", "numberAvailable"),
-    int("UpdatedNumberScheduled", "updatedNumberScheduled"),
 ];
 
 const JOB: &[WellKnown] = &[
-    int("Active", "active"),
-    int("Succeeded", "succeeded"),
-    int("Failed", "failed"),
     WellKnown {
         name: "JobComplete",
-        source: Source::Condition("Complete"),
+        source: Source::ConditionStatus("Complete"),
     },
+    int("JobSucceeded", "succeeded"),
 ];
 
 const POD: &[WellKnown] = &[
     WellKnown {
-        name: "PodPhase",
-        source: Source::String("phase"),
+        name: "PodReady",
+        source: Source::ConditionStatus("Ready"),
     },
     WellKnown {
-        name: "PodReady",
-        source: Source::Condition("Ready"),
+        name: "PodPhase",
+        source: Source::String("phase"),
     },
 ];
 
@@ -82,7 +69,6 @@ const POD: &[WellKnown] = &[
 pub(crate) fn well_known_fields(group: &str, kind: &str) -> &'static [WellKnown] {
     match (group, kind) {
         ("apps", "Deployment") => DEPLOYMENT,
-        ("apps", "StatefulSet") => STATEFUL_SET,
         ("apps", "DaemonSet") => DAEMON_SET,
         ("batch", "Job") => JOB,
         ("", "Pod") => POD,
@@ -97,6 +83,9 @@ pub(crate) fn read_well_known(field: &WellKnown, live: &Value) -> Option<Feedbac
     match field.source {
         Source::Integer(key) => Some(integer(field.name, status.get(key)?.as_i64()?)),
         Source::String(key) => Some(string(field.name, status.get(key)?.as_str()?.to_string())),
-        Source::Condition(kind) => Some(boolean(field.name, condition_is(live, kind, "True"))),
+        Source::ConditionStatus(kind) => {
+            let status = condition(live, kind)?.get("status")?.as_str()?;
+            Some(string(field.name, status.to_string()))
+        }
     }
 }

@@ -189,6 +189,7 @@ fn manifest_config() -> impl Strategy<Value = v1::ManifestConfig> {
                     feedback_rules,
                     update_strategy,
                     when_deleted,
+                    ..Default::default()
                 }
             },
         )

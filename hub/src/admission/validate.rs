@@ -158,6 +158,7 @@ mod tests {
             feedback_rules: feedback,
             update_strategy: strategy,
             when_deleted: None,
+            ..Default::default()
         }
     }
 
@@ -293,6 +294,7 @@ mod tests {
         w.spec.delete_option = Some(DeleteOption {
             propagation_policy: PropagationPolicy::SelectivelyOrphan,
             selectively_orphans: None,
+            ..Default::default()
         });
         assert_eq!(validate_work(&w), vec![]);
     }

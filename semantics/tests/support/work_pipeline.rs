@@ -7,7 +7,7 @@
 //! same pipeline to the same invariants. Panics only when an invariant fails.
 
 use ferry_proto::v1;
-use ferry_semantics::availability::availability;
+use ferry_semantics::availability::health;
 use ferry_semantics::feedback::{evaluate_feedback, static_problems};
 use ferry_semantics::paths::IgnorePath;
 use ferry_semantics::strategy::{Strategy, strategy_of};
@@ -124,7 +124,8 @@ pub fn run_work(spec: &v1::WorkSpec) {
             );
             assert!(outcome.problems.iter().all(|p| !p.to_string().is_empty()));
         }
-        let (_, reason, _) = availability(&identity.group, &identity.kind, &live);
-        assert!(!reason.is_empty(), "availability names a reason");
+        if let Some(health) = health(&identity.group, &identity.kind, &live) {
+            assert!(!health.message.is_empty(), "health names the numbers");
+        }
     }
 }

@@ -1,0 +1,191 @@
+//! Evaluates a manifest's condition rules (OCM's `conditionRules`) off the
+//! async runtime, with a time bound: the `cel` crate has no cost tracking,
+//! so each evaluation runs on a blocking thread under a deadline, and at
+//! most [`CONCURRENT_EVALUATIONS`] run at once, so an expression that runs
+//! long can never take more threads than that.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_proto::v1;
+use ferry_semantics::condition_rules::{
+    Progress, REASON_EXPRESSION_ERROR, RuleTarget, evaluate_condition_rules, expression_label,
+};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, timeout_at};
+
+use crate::conditions::condition_of;
+
+/// How many rule evaluations may run at once.
+pub const CONCURRENT_EVALUATIONS: usize = 2;
+/// Time allowed per expression of a manifest's rules; the manifest's
+/// evaluation as a whole gets this times its expression count.
+pub const TIME_PER_EXPRESSION: Duration = Duration::from_millis(250);
+/// The most time one manifest's rules may take, whatever their count.
+pub const MAX_TIME_PER_MANIFEST: Duration = Duration::from_secs(2);
+
+/// Runs condition rules with a bound on time and on threads.
+pub struct RuleEvaluator {
+    permits: Arc<Semaphore>,
+}
+
+impl Default for RuleEvaluator {
+    fn default() -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(CONCURRENT_EVALUATIONS)),
+        }
+    }
+}
+
+impl RuleEvaluator {
+    /// The conditions `rules` give for the object `meta` names, whose live
+    /// JSON is `live`, stamped with `generation`. Never fails: an evaluation
+    /// past its time bound (or one that panicked) gives every rule a False
+    /// condition with reason `ConditionRuleExpressionError` naming the
+    /// expression it was on.
+    pub async fn evaluate(
+        &self,
+        meta: &v1::ResourceMeta,
+        live: &Value,
+        rules: &[v1::ConditionRule],
+        generation: i64,
+    ) -> Vec<v1::Condition> {
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let expressions: usize = rules
+            .iter()
+            .map(|r| r.cel_expressions.len().max(1) + usize::from(!r.message_expression.is_empty()))
+            .sum();
+        let bound = TIME_PER_EXPRESSION
+            .saturating_mul(u32::try_from(expressions).unwrap_or(u32::MAX))
+            .min(MAX_TIME_PER_MANIFEST);
+        let deadline = Instant::now() + bound;
+        let progress = Arc::new(Progress::default());
+        let failed = |message: String| -> Vec<v1::Condition> {
+            rules
+                .iter()
+                .filter(|r| !r.condition.is_empty())
+                .map(|r| {
+                    condition_of(
+                        &r.condition,
+                        "False",
+                        REASON_EXPRESSION_ERROR,
+                        message.clone(),
+                        generation,
+                    )
+                })
+                .collect()
+        };
+        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
+        else {
+            return failed(format!(
+                "CEL evaluation did not start within its {bound:?} time bound: \
+                 other evaluations are still running"
+            ));
+        };
+        let owned = (
+            meta.group.clone(),
+            meta.version.clone(),
+            meta.kind.clone(),
+            live.clone(),
+            rules.to_vec(),
+            progress.clone(),
+        );
+        let task = tokio::task::spawn_blocking(move || {
+            // Held until the evaluation really ends, even past its deadline.
+            let _permit = permit;
+            let (group, version, kind, live, rules, progress) = owned;
+            let target = RuleTarget {
+                group: &group,
+                version: &version,
+                kind: &kind,
+                live: &live,
+            };
+            evaluate_condition_rules(&target, &rules, &progress)
+        });
+        match timeout_at(deadline, task).await {
+            Ok(Ok(results)) => results
+                .into_iter()
+                .map(|c| condition_of(&c.type_, c.status, c.reason, c.message, generation))
+                .collect(),
+            Ok(Err(error)) => failed(format!("CEL evaluation failed: {error}")),
+            Err(_) => {
+                let target = RuleTarget {
+                    group: &meta.group,
+                    version: &meta.version,
+                    kind: &meta.kind,
+                    live,
+                };
+                let at = expression_label(&target, rules, progress.started().saturating_sub(1))
+                    .unwrap_or_else(|| "an unknown expression".to_string());
+                failed(format!(
+                    "CEL evaluation exceeded its {bound:?} time bound at {at}"
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta() -> v1::ResourceMeta {
+        v1::ResourceMeta {
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            ..Default::default()
+        }
+    }
+
+    fn rule(expression: &str) -> v1::ConditionRule {
+        v1::ConditionRule {
+            condition: "Checked".into(),
+            r#type: "CEL".into(),
+            cel_expressions: vec![expression.into()],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn rules_are_evaluated_on_the_live_object() {
+        let live = json!({"data": {"k": "v"}});
+        let out = RuleEvaluator::default()
+            .evaluate(&meta(), &live, &[rule("object.data.k == 'v'")], 4)
+            .await;
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (
+                out[0].r#type.as_str(),
+                out[0].status.as_str(),
+                out[0].reason.as_str()
+            ),
+            ("Checked", "True", "ConditionRuleEvaluated")
+        );
+        assert_eq!(out[0].observed_generation, 4);
+    }
+
+    #[tokio::test]
+    async fn an_expression_past_its_time_bound_is_named_in_a_false_condition() {
+        // A nested comprehension over a large list: far beyond 250 ms.
+        let items: Vec<i64> = (0..1000).collect();
+        let live = json!({"data": {"items": items}});
+        let heavy = "object.data.items.all(x, object.data.items.all(y, x + y >= 0))";
+        let out = RuleEvaluator::default()
+            .evaluate(&meta(), &live, &[rule(heavy)], 1)
+            .await;
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].status.as_str(), out[0].reason.as_str()),
+            ("False", "ConditionRuleExpressionError")
+        );
+        assert!(
+            out[0].message.contains("time bound") && out[0].message.contains(heavy),
+            "{}",
+            out[0].message
+        );
+    }
+}
