@@ -501,7 +501,7 @@ mod tests {
                 ..Default::default()
             }),
             conditions,
-            feedback: vec![],
+            ..Default::default()
         }
     }
 
