@@ -7,7 +7,7 @@
 use ferry_proto::v1;
 use serde_json::{Map, Value, json};
 
-use crate::hash::{FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION};
+use crate::hash::is_ferry_annotation;
 
 /// `apiVersion` of the owner references ferry puts on applied objects.
 pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";
@@ -274,16 +274,13 @@ pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
     }
     if other_ferry_owners(object, owner) == 0 {
         let annotations = object["metadata"]["annotations"].as_object();
-        let mut removed = Map::new();
-        for key in [
-            OBJECT_HASH_ANNOTATION,
-            FIELD_HASHES_ANNOTATION,
-            LAST_APPLIED_ANNOTATION,
-        ] {
-            if annotations.is_some_and(|a| a.contains_key(key)) {
-                removed.insert(key.into(), Value::Null);
-            }
-        }
+        // Every manager's bookkeeping keys, not only ferry-agent's.
+        let removed: Map<String, Value> = annotations
+            .into_iter()
+            .flat_map(|a| a.keys())
+            .filter(|key| is_ferry_annotation(key))
+            .map(|key| (key.clone(), Value::Null))
+            .collect();
         if !removed.is_empty() {
             metadata.insert("annotations".into(), Value::Object(removed));
         }
@@ -297,6 +294,7 @@ pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::{FIELD_HASHES_ANNOTATION, OBJECT_HASH_ANNOTATION, bookkeeping_keys};
 
     fn owner(uid: &str) -> Owner {
         Owner {
@@ -374,6 +372,21 @@ mod tests {
         assert_eq!(
             patch["metadata"]["annotations"],
             json!({OBJECT_HASH_ANNOTATION: null})
+        );
+    }
+
+    #[test]
+    fn releasing_the_last_ferry_owner_strips_every_managers_bookkeeping() {
+        let (object_hash_key, field_hashes_key) = bookkeeping_keys("work-agent");
+        let mut obj = object(json!([owner_reference(&owner("a"))]));
+        obj["metadata"]["annotations"] = json!({
+            OBJECT_HASH_ANNOTATION: "h", FIELD_HASHES_ANNOTATION: "{}",
+            (object_hash_key.clone()): "h2", (field_hashes_key.clone()): "{}", "keep": "me"});
+        let patch = release_patch(&obj, &owner("a")).expect("patch");
+        assert_eq!(
+            patch["metadata"]["annotations"],
+            json!({OBJECT_HASH_ANNOTATION: null, FIELD_HASHES_ANNOTATION: null,
+                   (object_hash_key): null, (field_hashes_key): null})
         );
     }
 
