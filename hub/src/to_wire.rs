@@ -7,6 +7,7 @@ use crate::manifest_work::{
     DeleteOption, FeedbackType, IgnoreCondition, ManifestConfigOption, ManifestWork,
     PropagationPolicy, UpdateStrategyType, WhenDeleted,
 };
+use crate::manifest_work::{ExecutorSubjectType, ManifestWorkExecutor};
 
 /// The upsert message for `work` at its current generation.
 ///
@@ -32,8 +33,22 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
                 .iter()
                 .map(manifest_config)
                 .collect(),
+            executor: work.spec.executor.as_ref().map(executor),
         }),
     })
+}
+
+fn executor(executor: &ManifestWorkExecutor) -> v1::Executor {
+    let subject = &executor.subject;
+    let account = subject.service_account.clone().unwrap_or_default();
+    v1::Executor {
+        subject_type: match subject.type_ {
+            ExecutorSubjectType::ServiceAccount => "ServiceAccount",
+        }
+        .into(),
+        service_account_namespace: account.namespace,
+        service_account_name: account.name,
+    }
 }
 
 /// The identity of `work` on the wire.
@@ -120,6 +135,8 @@ fn manifest_config(config: &ManifestConfigOption) -> v1::ManifestConfig {
                             }
                             .into(),
                             json_paths: f.json_paths.clone(),
+                            json_pointers: f.json_pointers.clone(),
+                            jq_path_expressions: f.jq_path_expressions.clone(),
                         })
                         .collect(),
                 }),
@@ -167,6 +184,7 @@ mod tests {
                             ignore_fields: vec![IgnoreField {
                                 condition: IgnoreCondition::OnSpokePresent,
                                 json_paths: vec![".spec.replicas".into()],
+                                ..Default::default()
                             }],
                         }),
                     }),
