@@ -12,6 +12,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::applied_works::AppliedWorks;
 use crate::discovery::KindResolver;
+use crate::executor::ExecutorCheck;
 use crate::list_schema::ListSchemas;
 use crate::reconcile::Reconciler;
 use crate::session::{SessionConfig, run_session};
@@ -33,6 +34,10 @@ pub struct AgentOptions {
     pub shutdown_grace: Duration,
     /// The metrics and readiness this agent keeps up to date.
     pub telemetry: Telemetry,
+    /// Refuse works that name no executor (`--require-executor`): their
+    /// manifests fail with `ExecutorRequired` instead of being applied with
+    /// the agent's own rights.
+    pub require_executor: bool,
 }
 
 impl Default for AgentOptions {
@@ -42,6 +47,7 @@ impl Default for AgentOptions {
             eviction_grace: Duration::from_secs(3600),
             shutdown_grace: Duration::from_secs(10),
             telemetry: Telemetry::default(),
+            require_executor: false,
         }
     }
 }
@@ -71,6 +77,7 @@ pub async fn run_agent(
         schemas,
         applied.clone(),
         telemetry.metrics.clone(),
+        ExecutorCheck::new(client.clone(), options.require_executor),
     ));
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(

@@ -379,9 +379,15 @@ async fn create(
         what: what.to_string(),
         message: format!("not a Kubernetes object: {e}"),
     })?;
+    // Named, so managedFields attribute the create to ferry rather than to
+    // whatever the API server derives from the user agent.
+    let params = PostParams {
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
     write
         .api
-        .create(&PostParams::default(), &object)
+        .create(&params, &object)
         .await
         .map_err(|e| match e {
             kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {

@@ -67,6 +67,11 @@ struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "FERRY_LOG_JSON")]
     log_json: bool,
+    /// Apply only works that name an executor (spec.executor, a
+    /// ServiceAccount whose rights on this cluster bound what the work may
+    /// apply); the manifests of other works fail with ExecutorRequired.
+    #[arg(long, env = "FERRY_REQUIRE_EXECUTOR")]
+    require_executor: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -145,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
         telemetry,
+        require_executor: cli.require_executor,
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

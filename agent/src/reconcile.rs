@@ -19,12 +19,13 @@ use crate::conditions::{
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
+use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt};
 use ferry_semantics::contract::APPLIED;
-use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
+use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
@@ -115,6 +116,8 @@ enum ManifestFailure {
     Mark(#[from] ReleaseError),
     #[error("cannot record what this work applies: {0}; retrying")]
     Record(String),
+    #[error(transparent)]
+    Executor(#[from] ExecutorError),
 }
 
 impl ManifestFailure {
@@ -128,6 +131,7 @@ impl ManifestFailure {
             ManifestFailure::Missing => "ObjectNotFound",
             ManifestFailure::Mark(_) => "ObjectChanged",
             ManifestFailure::Record(_) => "AppliedRecordFailed",
+            ManifestFailure::Executor(e) => e.reason(),
         }
     }
 
@@ -140,6 +144,7 @@ impl ManifestFailure {
             // The drift watch sees the object appear.
             ManifestFailure::Missing => false,
             ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
+            ManifestFailure::Executor(e) => e.is_transient(),
         }
     }
 }
@@ -151,17 +156,20 @@ pub struct Reconciler {
     schemas: Arc<ListSchemas>,
     applied: AppliedWorks,
     metrics: Arc<AgentMetrics>,
+    executor: ExecutorCheck,
 }
 
 impl Reconciler {
-    /// A reconciler writing with `client`, recording in `applied` and
-    /// counting applies in `metrics`.
+    /// A reconciler writing with `client`, recording in `applied`,
+    /// counting applies in `metrics` and checking works' executors with
+    /// `executor`.
     pub fn new(
         client: Client,
         resolver: Arc<KindResolver>,
         schemas: Arc<ListSchemas>,
         applied: AppliedWorks,
         metrics: Arc<AgentMetrics>,
+        executor: ExecutorCheck,
     ) -> Self {
         Self {
             client,
@@ -169,6 +177,7 @@ impl Reconciler {
             schemas,
             applied,
             metrics,
+            executor,
         }
     }
 
@@ -224,6 +233,7 @@ impl Reconciler {
                 .await;
         }
 
+        let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
         let mut manifests: Vec<Option<v1::ManifestStatus>> = vec![None; parsed.len()];
         let mut claims = Vec::new();
         let mut retry = false;
@@ -248,6 +258,7 @@ impl Reconciler {
                                 &spec.manifest_configs,
                                 &mut meta,
                                 record,
+                                (spec.executor.as_ref(), &policy),
                             )
                             .await
                         }
@@ -299,7 +310,6 @@ impl Reconciler {
             });
         }
         let all_identified = parsed.iter().all(Result::is_ok);
-        let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
         let mut managed = Vec::new();
         let mut written = Vec::new();
         if let Ok(record) = &mut record {
@@ -344,6 +354,7 @@ impl Reconciler {
         configs: &[v1::ManifestConfig],
         meta: &mut v1::ResourceMeta,
         record: &mut PassRecord,
+        (executor, policy): (Option<&v1::Executor>, &DeletePolicy),
     ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let Target {
@@ -368,6 +379,27 @@ impl Reconciler {
             &identity.name,
         );
         let (strategy, when_deleted) = strategy_of(config)?;
+        // Before anything is recorded or written: a manifest the executor
+        // may not apply leaves no trace on the cluster.
+        let deletes = policy.disposition(
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        ) == Disposition::Delete;
+        self.executor
+            .check(
+                executor,
+                ExecutorTarget {
+                    group: &identity.group,
+                    version: &identity.version,
+                    resource: &resource.plural,
+                    namespace: &namespace,
+                    name: &identity.name,
+                },
+                deletes,
+            )
+            .await?;
         if !record.holds(&slot) {
             let creates = match &strategy {
                 Strategy::ReadOnly => false,
