@@ -48,6 +48,14 @@ fn pointer_config(name: &str, pointers: &[&str]) -> Value {
     })
 }
 
+/// A ConfigMap whose annotation `example.com/owner` is `owner`.
+fn annotated(owner: &str, other: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "target", "namespace": "default",
+                        "annotations": {"example.com/owner": owner}},
+           "data": {"other": other}})
+}
+
 #[tokio::test]
 async fn a_json_pointer_keeps_the_spoke_value_while_other_hub_changes_apply() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
@@ -58,31 +66,29 @@ async fn a_json_pointer_keeps_the_spoke_value_while_other_hub_changes_apply() {
         &works,
         "w",
         json!({
-            "workload": {"manifests": [cm("target", json!({"owner/key": "hub-1", "other": "o1"}))]},
-            "manifestConfigs": [pointer_config("target", &["/data/owner~1key"])],
+            "workload": {"manifests": [annotated("hub-1", "o1")]},
+            "manifestConfigs": [pointer_config("target", &["/metadata/annotations/example.com~1owner"])],
         }),
     )
     .await;
     wait_applied(&works, "w").await.expect("applied");
     let spoke = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some("default"));
+    let owner = |live: &Value| live["metadata"]["annotations"]["example.com/owner"].clone();
     let live = read_json(&spoke, "target").await;
-    assert_eq!(
-        live["data"]["owner/key"], "hub-1",
-        "create sets the hub value"
-    );
+    assert_eq!(owner(&live), "hub-1", "create sets the hub value");
 
     apply_as(
         &spoke,
         "target",
         "spoke-actor",
         &json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "target", "namespace": "default"},
-                "data": {"owner/key": "spoke"}}),
+                "metadata": {"name": "target", "namespace": "default",
+                             "annotations": {"example.com/owner": "spoke"}}}),
     )
     .await
     .expect("a spoke actor takes the field over");
     edit_and_wait(&works, "w", |manifests| {
-        manifests[0] = cm("target", json!({"owner/key": "hub-2", "other": "o2"}));
+        manifests[0] = annotated("hub-2", "o2");
     })
     .await
     .expect("edit applied");
@@ -92,7 +98,8 @@ async fn a_json_pointer_keeps_the_spoke_value_while_other_hub_changes_apply() {
         "a hub change elsewhere applies"
     );
     assert_eq!(
-        live["data"]["owner/key"], "spoke",
+        owner(&live),
+        "spoke",
         "the pointed-at field keeps the spoke's value"
     );
     fleet.stop().await;

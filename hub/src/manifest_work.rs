@@ -50,7 +50,6 @@ pub struct ManifestWorkSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ManifestWorkExecutor {
     /// Who the work is applied as.
-    #[serde(default)]
     pub subject: ManifestWorkExecutorSubject,
 }
 
