@@ -13,12 +13,23 @@ use jsonpath_rust::parser::parse_json_path;
 use jsonpath_rust::query::js_path_process;
 use serde_json::Value;
 
+use super::jq::{JqError, JqPath, locate_jq};
+
 /// A validated JSONPath naming fields of a manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IgnorePath {
     raw: String,
     normalized: String,
-    query: JpQuery,
+    selector: Selector,
+}
+
+/// What finds the locations a path names.
+#[derive(Debug, Clone, PartialEq)]
+enum Selector {
+    /// RFC 9535 JSONPath (JSON pointers are turned into one).
+    JsonPath(JpQuery),
+    /// A jq path expression.
+    Jq(JqPath),
 }
 
 /// Why a path cannot be used.
@@ -70,7 +81,20 @@ impl IgnorePath {
         Ok(IgnorePath {
             raw: raw.to_string(),
             normalized,
-            query,
+            selector: Selector::JsonPath(query),
+        })
+    }
+
+    /// Parses a jq path expression (`.spec.replicas`,
+    /// `.spec.containers[] | select(.name == "app") | .image`); see
+    /// [`crate::jq`] for the part of jq accepted. Fails naming the
+    /// expression and what is wrong with it.
+    pub fn from_jq(raw: &str) -> Result<IgnorePath, JqError> {
+        let jq = JqPath::parse(raw)?;
+        Ok(IgnorePath {
+            raw: raw.to_string(),
+            normalized: jq.as_str().to_string(),
+            selector: Selector::Jq(jq),
         })
     }
 
@@ -116,7 +140,8 @@ impl IgnorePath {
         })
     }
 
-    /// The normalized form (always starts with `$`).
+    /// The normalized form: a JSONPath starting with `$`, or the trimmed
+    /// expression for jq (which never starts with `$`).
     pub fn as_str(&self) -> &str {
         &self.normalized
     }
@@ -202,7 +227,15 @@ pub type Pointer = Vec<Segment>;
 /// duplicates. Evaluation errors (which RFC 9535 paths only raise for
 /// function results, never for data) yield no matches.
 pub fn locate(value: &Value, path: &IgnorePath) -> Vec<Pointer> {
-    let Ok(found) = js_path_process(&path.query, value) else {
+    let query = match &path.selector {
+        Selector::JsonPath(query) => query,
+        Selector::Jq(jq) => {
+            let mut pointers = locate_jq(value, jq);
+            pointers.sort();
+            return pointers;
+        }
+    };
+    let Ok(found) = js_path_process(query, value) else {
         return Vec::new();
     };
     // Sorting gives one order whatever the map implementation's key order,

@@ -6,6 +6,7 @@ use ferry_proto::v1;
 
 use super::contract::AGENT_FIELD_MANAGER;
 use super::ignore::{IgnoreCondition, IgnoreRule};
+use super::jq::JqError;
 use super::paths::{IgnorePath, PathError, PointerError};
 
 /// How one manifest is written to the spoke.
@@ -46,6 +47,9 @@ pub enum StrategyError {
     /// A JSON pointer of `ignoreFields[].jsonPointers` does not parse.
     #[error("ignoreFields: {0}")]
     InvalidJsonPointer(#[from] PointerError),
+    /// A jq expression of `ignoreFields[].jqPathExpressions` cannot be used.
+    #[error("ignoreFields: {0}")]
+    InvalidJqPath(#[from] JqError),
     /// An ignoreFields entry names no field at all.
     #[error("ignoreFields[{0}] names no field; give jsonPaths, jsonPointers or jqPathExpressions")]
     EmptyIgnoreField(usize),
@@ -68,6 +72,7 @@ impl StrategyError {
         match self {
             StrategyError::InvalidIgnorePath(_) => "InvalidIgnorePath",
             StrategyError::InvalidJsonPointer(_) => "InvalidJsonPointer",
+            StrategyError::InvalidJqPath(_) => "InvalidJqPathExpression",
             _ => "InvalidManifestConfig",
         }
     }
@@ -116,6 +121,9 @@ pub fn strategy_of(
                     let mut paths = paths;
                     for pointer in &field.json_pointers {
                         paths.push(IgnorePath::from_json_pointer(pointer)?);
+                    }
+                    for expression in &field.jq_path_expressions {
+                        paths.push(IgnorePath::from_jq(expression)?);
                     }
                     Ok(IgnoreRule { condition, paths })
                 })
@@ -220,6 +228,35 @@ mod tests {
         let err = strategy_of(Some(&config)).expect_err("invalid pointer");
         assert_eq!(err.reason(), "InvalidJsonPointer");
         assert!(err.to_string().contains("spec/replicas"), "{err}");
+    }
+
+    #[test]
+    fn jq_paths_join_the_others_and_errors_have_their_own_reason() {
+        let mut config = ssa_config("OnSpokeChange", &[".data.a"]);
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.jq_path_expressions = vec![".data.b".into()];
+        let (strategy, _) = strategy_of(Some(&config)).expect("valid");
+        let Strategy::ServerSideApply { rules, .. } = strategy else {
+            panic!("not SSA: {strategy:?}");
+        };
+        assert_eq!(rules[0].paths.len(), 2);
+        assert_eq!(rules[0].paths[1].raw(), ".data.b");
+
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.jq_path_expressions = vec!["def f: f; f".into()];
+        let err = strategy_of(Some(&config)).expect_err("refused jq");
+        assert_eq!(err.reason(), "InvalidJqPathExpression");
+        assert!(err.to_string().contains("def f: f; f"), "{err}");
     }
 
     #[test]
