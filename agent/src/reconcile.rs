@@ -23,7 +23,7 @@ use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
-use crate::release::{ReleaseError, adopt};
+use crate::release::{ReleaseError, adopt, unmark};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
@@ -434,6 +434,7 @@ impl Reconciler {
             ),
             schema: schema.as_ref(),
             owner: &record.owner,
+            marked: deletes,
         };
         // Only kinds the spoke serves get here: the label stays bounded.
         let kind = format!("{}/{}", identity.api_version(), identity.kind);
@@ -472,7 +473,7 @@ impl Reconciler {
         }
         if let Some(object) = outcome.object.take() {
             let object = self
-                .hold(object, &outcome.applied, &api, slot, record)
+                .hold(object, &outcome.applied, &api, slot, record, deletes)
                 .await?;
             outcome.object = Some(object);
         }
@@ -605,10 +606,16 @@ impl Reconciler {
         api: &kube::Api<kube::api::DynamicObject>,
         slot: AppliedResource,
         record: &mut PassRecord,
+        marked: bool,
     ) -> Result<Value, ManifestFailure> {
         let object = match applied {
-            Applied::Created | Applied::Updated | Applied::Unchanged => {
+            Applied::Created | Applied::Updated | Applied::Unchanged if marked => {
                 adopt(api, object, &record.owner, &slot.describe()).await?
+            }
+            // Orphaned objects stay recorded (the record, not the mark, is
+            // what the work releases on deletion) but unmarked.
+            Applied::Created | Applied::Updated | Applied::Unchanged => {
+                unmark(api, object, &record.owner, &slot.describe()).await?
             }
             Applied::LeftAsIs if is_owned_by(&object, &record.owner) => object,
             _ => return Ok(object),

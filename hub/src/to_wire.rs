@@ -156,6 +156,7 @@ mod tests {
         IgnoreField, Manifest, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
         ServerSideApplyConfig, UpdateStrategy,
     };
+    use crate::manifest_work::{ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount};
 
     #[test]
     fn an_upsert_carries_generation_manifests_and_ignore_rules() {
@@ -190,6 +191,15 @@ mod tests {
                     }),
                     ..Default::default()
                 }],
+                executor: Some(ManifestWorkExecutor {
+                    subject: ManifestWorkExecutorSubject {
+                        type_: ExecutorSubjectType::ServiceAccount,
+                        service_account: Some(ManifestWorkSubjectServiceAccount {
+                            namespace: "team".into(),
+                            name: "deployer".into(),
+                        }),
+                    },
+                }),
             },
         );
         work.metadata.namespace = Some("cluster-a".into());
@@ -198,6 +208,19 @@ mod tests {
 
         let upsert = work_upsert(&work).expect("serialise");
         assert_eq!(upsert.generation, 3);
+        let executor = upsert
+            .spec
+            .as_ref()
+            .and_then(|s| s.executor.clone())
+            .expect("executor");
+        assert_eq!(
+            (
+                executor.subject_type.as_str(),
+                executor.service_account_namespace.as_str(),
+                executor.service_account_name.as_str()
+            ),
+            ("ServiceAccount", "team", "deployer")
+        );
         let r = upsert.work.expect("ref");
         assert_eq!((r.uid.as_str(), r.namespace.as_str()), ("u1", "cluster-a"));
         let spec = upsert.spec.expect("spec");

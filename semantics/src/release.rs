@@ -258,6 +258,35 @@ pub fn adopt_patch(object: &Value, owner: &Owner) -> Option<Value> {
     Some(metadata_patch(object, metadata))
 }
 
+/// The merge patch that removes `owner`'s mark from `object` while the work
+/// still applies it, for an object the work will orphan: without the mark,
+/// deleting the work's AppliedManifestWork by hand cannot garbage-collect
+/// it. ferry's annotations stay (the work still applies the object). None
+/// when the object carries no such mark.
+pub fn unmark_patch(object: &Value, owner: &Owner) -> Option<Value> {
+    let all = owner_references(object);
+    let kept: Vec<Value> = all
+        .iter()
+        .filter(|r| r["uid"] != owner.uid.as_str())
+        .cloned()
+        .collect();
+    if kept.len() == all.len() {
+        return None;
+    }
+    let mut metadata = Map::new();
+    metadata.insert("ownerReferences".into(), references_value(kept));
+    Some(metadata_patch(object, metadata))
+}
+
+/// `references` without `owner`'s mark: what an apply of an object the
+/// work orphans carries.
+pub fn without_owner(mut references: ApplyReferences, owner: &Owner) -> ApplyReferences {
+    references
+        .references
+        .retain(|r| r["uid"] != owner.uid.as_str());
+    references
+}
+
 /// The merge patch that removes `owner`'s mark from `object` and, when no
 /// other ferry work holds it any more, ferry's annotations too. None when
 /// there is nothing to remove.
@@ -388,6 +417,26 @@ mod tests {
             json!({OBJECT_HASH_ANNOTATION: null, FIELD_HASHES_ANNOTATION: null,
                    (object_hash_key): null, (field_hashes_key): null})
         );
+    }
+
+    #[test]
+    fn unmarking_drops_only_this_works_reference_and_keeps_the_annotations() {
+        let b = owner_reference(&owner("b"));
+        let mut obj = object(json!([owner_reference(&owner("a")), b.clone()]));
+        obj["metadata"]["annotations"] = json!({OBJECT_HASH_ANNOTATION: "h"});
+        let patch = unmark_patch(&obj, &owner("a")).expect("patch");
+        assert_eq!(patch["metadata"]["ownerReferences"], json!([b]));
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert!(patch["metadata"].get("annotations").is_none());
+        let only_b = object(json!([owner_reference(&owner("b"))]));
+        assert_eq!(unmark_patch(&only_b, &owner("a")), None);
+        let alone = object(json!([owner_reference(&owner("a"))]));
+        assert_eq!(
+            unmark_patch(&alone, &owner("a")).expect("patch")["metadata"]["ownerReferences"],
+            Value::Null
+        );
+        let refs = without_owner(apply_references(None, &owner("a"), "m"), &owner("a"));
+        assert!(refs.references.is_empty());
     }
 
     #[test]
