@@ -38,6 +38,10 @@ pub struct AgentOptions {
     /// manifests fail with `ExecutorRequired` instead of being applied with
     /// the agent's own rights.
     pub require_executor: bool,
+    /// Migration from OCM's work agent (`--adopt-ocm-objects`): objects a
+    /// work applies lose their owner references to OCM's
+    /// AppliedManifestWorks, so removing OCM's agent cannot delete them.
+    pub adopt_ocm_objects: bool,
 }
 
 impl Default for AgentOptions {
@@ -48,6 +52,7 @@ impl Default for AgentOptions {
             shutdown_grace: Duration::from_secs(10),
             telemetry: Telemetry::default(),
             require_executor: false,
+            adopt_ocm_objects: false,
         }
     }
 }
@@ -71,13 +76,14 @@ pub async fn run_agent(
     let resolver = Arc::new(KindResolver::new(client.clone()));
     let schemas = Arc::new(ListSchemas::new(client.clone()));
     let applied = AppliedWorks::new(client.clone(), &config.cluster_name);
-    let reconciler = Arc::new(Reconciler::new(
+    let reconciler = Arc::new(Reconciler::with_options(
         client.clone(),
         resolver,
         schemas,
         applied.clone(),
         telemetry.metrics.clone(),
         ExecutorCheck::new(client.clone(), options.require_executor),
+        options.adopt_ocm_objects,
     ));
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(

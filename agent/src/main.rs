@@ -72,6 +72,11 @@ struct Cli {
     /// apply); the manifests of other works fail with ExecutorRequired.
     #[arg(long, env = "FERRY_REQUIRE_EXECUTOR")]
     require_executor: bool,
+    /// Migration from OCM's work agent: remove owner references to OCM's
+    /// AppliedManifestWorks from the objects works apply, so that removing
+    /// OCM's agent and its records cannot delete them. Stop OCM's agent first.
+    #[arg(long, env = "FERRY_ADOPT_OCM_OBJECTS")]
+    adopt_ocm_objects: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -151,6 +156,7 @@ async fn main() -> anyhow::Result<()> {
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
         telemetry,
         require_executor: cli.require_executor,
+        adopt_ocm_objects: cli.adopt_ocm_objects,
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

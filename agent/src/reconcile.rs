@@ -23,7 +23,7 @@ use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
-use crate::release::{ReleaseError, adopt, unmark};
+use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
@@ -157,6 +157,7 @@ pub struct Reconciler {
     applied: AppliedWorks,
     metrics: Arc<AgentMetrics>,
     executor: ExecutorCheck,
+    adopt_ocm_objects: bool,
 }
 
 impl Reconciler {
@@ -171,6 +172,21 @@ impl Reconciler {
         metrics: Arc<AgentMetrics>,
         executor: ExecutorCheck,
     ) -> Self {
+        Self::with_options(client, resolver, schemas, applied, metrics, executor, false)
+    }
+
+    /// [`Reconciler::new`], and with `adopt_ocm_objects` the objects it
+    /// writes lose their owner references to OCM's AppliedManifestWorks
+    /// (`--adopt-ocm-objects`).
+    pub fn with_options(
+        client: Client,
+        resolver: Arc<KindResolver>,
+        schemas: Arc<ListSchemas>,
+        applied: AppliedWorks,
+        metrics: Arc<AgentMetrics>,
+        executor: ExecutorCheck,
+        adopt_ocm_objects: bool,
+    ) -> Self {
         Self {
             client,
             resolver,
@@ -178,6 +194,7 @@ impl Reconciler {
             applied,
             metrics,
             executor,
+            adopt_ocm_objects,
         }
     }
 
@@ -619,6 +636,11 @@ impl Reconciler {
             }
             Applied::LeftAsIs if is_owned_by(&object, &record.owner) => object,
             _ => return Ok(object),
+        };
+        let object = if self.adopt_ocm_objects {
+            drop_ocm_marks(api, object, &slot.describe()).await?
+        } else {
+            object
         };
         if let Some(uid) = object["metadata"]["uid"].as_str() {
             record.recorded.push(AppliedResource {

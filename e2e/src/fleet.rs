@@ -145,6 +145,8 @@ pub struct FleetOptions {
     pub token_review_interval: Duration,
     /// Agents refuse works that name no executor (`--require-executor`).
     pub require_executor: bool,
+    /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
+    pub adopt_ocm_objects: bool,
 }
 
 impl FleetOptions {
@@ -165,6 +167,7 @@ impl FleetOptions {
             token_review_interval: ferry_hub::agent_identity::AuthOptions::default()
                 .review_interval,
             require_executor: false,
+            adopt_ocm_objects: false,
         }
     }
 }
@@ -427,6 +430,7 @@ async fn start_spokes(
             // Under the harness's own 10 s limit for a graceful stop.
             shutdown_grace: Duration::from_secs(5),
             require_executor: options.require_executor,
+            adopt_ocm_objects: options.adopt_ocm_objects,
             ..AgentOptions::default()
         };
         let mut spoke = Spoke {

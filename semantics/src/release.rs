@@ -258,6 +258,38 @@ pub fn adopt_patch(object: &Value, owner: &Owner) -> Option<Value> {
     Some(metadata_patch(object, metadata))
 }
 
+/// API group of the AppliedManifestWork that OCM's work agent puts in the
+/// owner references of what it applies.
+pub const OCM_OWNER_GROUP: &str = "work.open-cluster-management.io";
+
+/// Whether `reference` points at an AppliedManifestWork of OCM's work agent.
+fn is_ocm_reference(reference: &Value) -> bool {
+    reference["kind"] == OWNER_KIND
+        && reference["apiVersion"]
+            .as_str()
+            .and_then(|v| v.split_once('/'))
+            .is_some_and(|(group, _)| group == OCM_OWNER_GROUP)
+}
+
+/// The merge patch that removes every owner reference to an OCM
+/// AppliedManifestWork from `object`, so that removing OCM's agent and its
+/// records after a migration to ferry cannot garbage-collect the object.
+/// Other owner references stay. None when there is none.
+pub fn drop_ocm_marks_patch(object: &Value) -> Option<Value> {
+    let all = owner_references(object);
+    let kept: Vec<Value> = all
+        .iter()
+        .filter(|r| !is_ocm_reference(r))
+        .cloned()
+        .collect();
+    if kept.len() == all.len() {
+        return None;
+    }
+    let mut metadata = Map::new();
+    metadata.insert("ownerReferences".into(), references_value(kept));
+    Some(metadata_patch(object, metadata))
+}
+
 /// The merge patch that removes `owner`'s mark from `object` while the work
 /// still applies it, for an object the work will orphan: without the mark,
 /// deleting the work's AppliedManifestWork by hand cannot garbage-collect
@@ -417,6 +449,23 @@ mod tests {
             json!({OBJECT_HASH_ANNOTATION: null, FIELD_HASHES_ANNOTATION: null,
                    (object_hash_key): null, (field_hashes_key): null})
         );
+    }
+
+    #[test]
+    fn adopting_from_ocm_drops_only_ocm_applied_manifest_work_references() {
+        let ocm = json!({"apiVersion": "work.open-cluster-management.io/v1",
+                         "kind": "AppliedManifestWork", "name": "h-w", "uid": "o"});
+        let other_kind = json!({"apiVersion": "work.open-cluster-management.io/v1",
+                                "kind": "ManifestWork", "name": "x", "uid": "x"});
+        let ours = owner_reference(&owner("a"));
+        let obj = object(json!([ocm, ours.clone(), other_kind.clone()]));
+        let patch = drop_ocm_marks_patch(&obj).expect("patch");
+        assert_eq!(
+            patch["metadata"]["ownerReferences"],
+            json!([ours, other_kind])
+        );
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(drop_ocm_marks_patch(&object(json!([ours]))), None);
     }
 
     #[test]
