@@ -12,6 +12,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::applied_works::AppliedWorks;
 use crate::discovery::KindResolver;
+use crate::executor::ExecutorCheck;
 use crate::list_schema::ListSchemas;
 use crate::reconcile::Reconciler;
 use crate::session::{SessionConfig, run_session};
@@ -36,6 +37,14 @@ pub struct AgentOptions {
     /// Largest `JsonRaw` status feedback value in bytes (OCM's
     /// `--max-json-raw-length`); larger values are left out with a reason.
     pub max_json_raw_length: usize,
+    /// Refuse works that name no executor (`--require-executor`): their
+    /// manifests fail with `ExecutorRequired` instead of being applied with
+    /// the agent's own rights.
+    pub require_executor: bool,
+    /// Migration from OCM's work agent (`--adopt-ocm-objects`): objects a
+    /// work applies lose their owner references to OCM's
+    /// AppliedManifestWorks, so removing OCM's agent cannot delete them.
+    pub adopt_ocm_objects: bool,
 }
 
 impl Default for AgentOptions {
@@ -46,6 +55,8 @@ impl Default for AgentOptions {
             shutdown_grace: Duration::from_secs(10),
             telemetry: Telemetry::default(),
             max_json_raw_length: ferry_semantics::MAX_RAW_FEEDBACK_BYTES,
+            require_executor: false,
+            adopt_ocm_objects: false,
         }
     }
 }
@@ -70,12 +81,14 @@ pub async fn run_agent(
     let schemas = Arc::new(ListSchemas::new(client.clone()));
     let applied = AppliedWorks::new(client.clone(), &config.cluster_name);
     let reconciler = Arc::new(
-        Reconciler::new(
+        Reconciler::with_options(
             client.clone(),
             resolver,
             schemas,
             applied.clone(),
             telemetry.metrics.clone(),
+            ExecutorCheck::new(client.clone(), options.require_executor),
+            options.adopt_ocm_objects,
         )
         .with_max_json_raw_length(options.max_json_raw_length),
     );

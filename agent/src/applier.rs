@@ -23,7 +23,9 @@ use ferry_semantics::hash::{
 use ferry_semantics::ignore::{SsaInput, plan_server_side_apply};
 use ferry_semantics::list_items::ListSchema;
 use ferry_semantics::merge::{merge_patch, three_way_merge};
-use ferry_semantics::release::{Owner, add_references, apply_references};
+use ferry_semantics::release::{
+    ApplyReferences, Owner, add_references, apply_references, without_owner,
+};
 use ferry_semantics::strategy::{Strategy, WhenDeleted};
 
 /// How long to wait for a CRD from the same work to be served before the
@@ -164,6 +166,10 @@ pub struct ManifestWrite<'a> {
     /// The work's record: a created object carries its owner reference from
     /// its first write, so it is never on the cluster unmarked.
     pub owner: &'a Owner,
+    /// Whether the object carries the owner's mark: false for an object the
+    /// work orphans (its deleteOption), which must not be garbage-collected
+    /// with the work's AppliedManifestWork.
+    pub marked: bool,
 }
 
 /// An Api handle for the object `identity` names. Namespaced kinds without a
@@ -265,7 +271,7 @@ async fn ssa_unless_unchanged(
 ) -> Result<ApplyOutcome, ApplyError> {
     // A create carries this work's mark; a later apply keeps every mark this
     // manager's earlier applies own, or the API server would remove them.
-    let references = apply_references(live, write.owner, manager);
+    let references = marks(write, apply_references(live, write.owner, manager));
     let mut body = body.clone();
     add_references(&mut body, &references);
     if let Some(live) = live
@@ -379,14 +385,23 @@ async fn create(
     what: &str,
 ) -> Result<DynamicObject, ApplyError> {
     let mut body = body.clone();
-    add_references(&mut body, &apply_references(None, write.owner, ""));
+    add_references(
+        &mut body,
+        &marks(write, apply_references(None, write.owner, "")),
+    );
     let object: DynamicObject = serde_json::from_value(body).map_err(|e| ApplyError::Rejected {
         what: what.to_string(),
         message: format!("not a Kubernetes object: {e}"),
     })?;
+    // Named, so managedFields attribute the create to ferry rather than to
+    // whatever the API server derives from the user agent.
+    let params = PostParams {
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
     write
         .api
-        .create(&PostParams::default(), &object)
+        .create(&params, &object)
         .await
         .map_err(|e| match e {
             kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
@@ -394,6 +409,16 @@ async fn create(
             },
             other => classify(what, other),
         })
+}
+
+/// The references a write carries: without this work's mark when the work
+/// orphans the object.
+fn marks(write: &ManifestWrite<'_>, references: ApplyReferences) -> ApplyReferences {
+    if write.marked {
+        references
+    } else {
+        without_owner(references, write.owner)
+    }
 }
 
 /// Whether a 409 says the object moved past a pinned resourceVersion (rather

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod deletion;
 pub mod discovery;
 pub mod drift;
+pub mod executor;
 mod garbage_collection;
 pub mod list_schema;
 pub mod metrics;

@@ -71,6 +71,16 @@ struct Cli {
     /// default); a larger value is left out and StatusFeedbackSynced says why.
     #[arg(long, env = "FERRY_MAX_JSON_RAW_LENGTH", default_value_t = 1024)]
     max_json_raw_length: usize,
+    /// Apply only works that name an executor (spec.executor, a
+    /// ServiceAccount whose rights on this cluster bound what the work may
+    /// apply); the manifests of other works fail with ExecutorRequired.
+    #[arg(long, env = "FERRY_REQUIRE_EXECUTOR")]
+    require_executor: bool,
+    /// Migration from OCM's work agent: remove owner references to OCM's
+    /// AppliedManifestWorks from the objects works apply, so that removing
+    /// OCM's agent and its records cannot delete them. Stop OCM's agent first.
+    #[arg(long, env = "FERRY_ADOPT_OCM_OBJECTS")]
+    adopt_ocm_objects: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -150,6 +160,8 @@ async fn main() -> anyhow::Result<()> {
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
         telemetry,
         max_json_raw_length: cli.max_json_raw_length,
+        require_executor: cli.require_executor,
+        adopt_ocm_objects: cli.adopt_ocm_objects,
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

@@ -21,17 +21,18 @@ use crate::conditions::{
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
+use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
-use crate::release::{ReleaseError, adopt};
+use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use crate::rule_conditions::RuleEvaluator;
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
-use ferry_semantics::release::{DeletePolicy, Owner, is_owned_by};
+use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
@@ -122,6 +123,8 @@ enum ManifestFailure {
     Mark(#[from] ReleaseError),
     #[error("cannot record what this work applies: {0}; retrying")]
     Record(String),
+    #[error(transparent)]
+    Executor(#[from] ExecutorError),
 }
 
 impl ManifestFailure {
@@ -135,6 +138,7 @@ impl ManifestFailure {
             ManifestFailure::Missing(_) => "ObjectNotFound",
             ManifestFailure::Mark(_) => "ObjectChanged",
             ManifestFailure::Record(_) => "AppliedRecordFailed",
+            ManifestFailure::Executor(e) => e.reason(),
         }
     }
 
@@ -147,6 +151,7 @@ impl ManifestFailure {
             // The drift watch sees the object appear.
             ManifestFailure::Missing(_) => false,
             ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
+            ManifestFailure::Executor(e) => e.is_transient(),
         }
     }
 }
@@ -160,6 +165,8 @@ pub struct Reconciler {
     metrics: Arc<AgentMetrics>,
     max_json_raw_length: usize,
     rules: RuleEvaluator,
+    executor: ExecutorCheck,
+    adopt_ocm_objects: bool,
 }
 
 /// What a look-up of a manifest's object after a failed apply found, for
@@ -176,14 +183,31 @@ enum Lookup {
 }
 
 impl Reconciler {
-    /// A reconciler writing with `client`, recording in `applied` and
-    /// counting applies in `metrics`.
+    /// A reconciler writing with `client`, recording in `applied`,
+    /// counting applies in `metrics` and checking works' executors with
+    /// `executor`.
     pub fn new(
         client: Client,
         resolver: Arc<KindResolver>,
         schemas: Arc<ListSchemas>,
         applied: AppliedWorks,
         metrics: Arc<AgentMetrics>,
+        executor: ExecutorCheck,
+    ) -> Self {
+        Self::with_options(client, resolver, schemas, applied, metrics, executor, false)
+    }
+
+    /// [`Reconciler::new`], and with `adopt_ocm_objects` the objects it
+    /// writes lose their owner references to OCM's AppliedManifestWorks
+    /// (`--adopt-ocm-objects`).
+    pub fn with_options(
+        client: Client,
+        resolver: Arc<KindResolver>,
+        schemas: Arc<ListSchemas>,
+        applied: AppliedWorks,
+        metrics: Arc<AgentMetrics>,
+        executor: ExecutorCheck,
+        adopt_ocm_objects: bool,
     ) -> Self {
         Self {
             client,
@@ -193,6 +217,8 @@ impl Reconciler {
             metrics,
             max_json_raw_length: MAX_RAW_FEEDBACK_BYTES,
             rules: RuleEvaluator::default(),
+            executor,
+            adopt_ocm_objects,
         }
     }
 
@@ -257,6 +283,7 @@ impl Reconciler {
                 .await;
         }
 
+        let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
         let mut manifests: Vec<Option<v1::ManifestStatus>> = vec![None; parsed.len()];
         let mut claims = Vec::new();
         let mut retry = false;
@@ -284,6 +311,7 @@ impl Reconciler {
                                 &mut meta,
                                 record,
                                 &mut drift,
+                                (spec.executor.as_ref(), &policy),
                             )
                             .await
                         }
@@ -365,7 +393,6 @@ impl Reconciler {
             });
         }
         let all_identified = parsed.iter().all(Result::is_ok);
-        let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
         let mut managed = Vec::new();
         let mut written = Vec::new();
         if let Ok(record) = &mut record {
@@ -412,6 +439,9 @@ impl Reconciler {
         }
     }
 
+    // Each argument is a separate input of one manifest's apply (its config,
+    // its pass record, its drift report slot, its executor and delete policy).
+    #[allow(clippy::too_many_arguments)]
     async fn apply_one(
         &self,
         value: &Value,
@@ -420,6 +450,7 @@ impl Reconciler {
         meta: &mut v1::ResourceMeta,
         record: &mut PassRecord,
         drift: &mut Option<v1::ManifestDrift>,
+        (executor, policy): (Option<&v1::Executor>, &DeletePolicy),
     ) -> Result<Report, ManifestFailure> {
         let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
         let Target {
@@ -444,6 +475,27 @@ impl Reconciler {
             &identity.name,
         );
         let (strategy, when_deleted) = strategy_of(config)?;
+        // Before anything is recorded or written: a manifest the executor
+        // may not apply leaves no trace on the cluster.
+        let deletes = policy.disposition(
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        ) == Disposition::Delete;
+        self.executor
+            .check(
+                executor,
+                ExecutorTarget {
+                    group: &identity.group,
+                    version: &identity.version,
+                    resource: &resource.plural,
+                    namespace: &namespace,
+                    name: &identity.name,
+                },
+                deletes,
+            )
+            .await?;
         if !record.holds(&slot) {
             let creates = match &strategy {
                 Strategy::ReadOnly | Strategy::ReportOnly { .. } => false,
@@ -478,6 +530,7 @@ impl Reconciler {
             ),
             schema: schema.as_ref(),
             owner: &record.owner,
+            marked: deletes,
         };
         // Only kinds the spoke serves get here: the label stays bounded.
         let kind = format!("{}/{}", identity.api_version(), identity.kind);
@@ -544,7 +597,7 @@ impl Reconciler {
         }
         if let Some(object) = outcome.object.take() {
             let object = self
-                .hold(object, &outcome.applied, &api, slot, record)
+                .hold(object, &outcome.applied, &api, slot, record, deletes)
                 .await?;
             outcome.object = Some(object);
         }
@@ -770,13 +823,24 @@ impl Reconciler {
         api: &kube::Api<kube::api::DynamicObject>,
         slot: AppliedResource,
         record: &mut PassRecord,
+        marked: bool,
     ) -> Result<Value, ManifestFailure> {
         let object = match applied {
-            Applied::Created | Applied::Updated | Applied::Unchanged => {
+            Applied::Created | Applied::Updated | Applied::Unchanged if marked => {
                 adopt(api, object, &record.owner, &slot.describe()).await?
+            }
+            // Orphaned objects stay recorded (the record, not the mark, is
+            // what the work releases on deletion) but unmarked.
+            Applied::Created | Applied::Updated | Applied::Unchanged => {
+                unmark(api, object, &record.owner, &slot.describe()).await?
             }
             Applied::LeftAsIs if is_owned_by(&object, &record.owner) => object,
             _ => return Ok(object),
+        };
+        let object = if self.adopt_ocm_objects {
+            drop_ocm_marks(api, object, &slot.describe()).await?
+        } else {
+            object
         };
         if let Some(uid) = object["metadata"]["uid"].as_str() {
             record.recorded.push(AppliedResource {

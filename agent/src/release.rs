@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use crate::applied_works::AppliedResource;
 use ferry_semantics::release::{
-    DeletePolicy, Disposition, Owner, adopt_patch, is_owned_by, other_ferry_owners, release_patch,
+    DeletePolicy, Disposition, Owner, adopt_patch, drop_ocm_marks_patch, is_owned_by,
+    other_ferry_owners, release_patch, unmark_patch,
 };
 
 /// Where one object stands after a release attempt.
@@ -100,6 +101,56 @@ pub async fn adopt(
         .await
         .map_err(|e| changed_or(e, what))?;
     Ok(serde_json::to_value(&marked).unwrap_or(object))
+}
+
+/// Removes `owner`'s mark from `object` (as just read or written), for an
+/// object the work orphans, and returns the object as it is afterwards.
+/// Fails with `Changed` when the object moved on since it was read; the
+/// next pass removes it.
+pub async fn unmark(
+    api: &Api<DynamicObject>,
+    object: Value,
+    owner: &Owner,
+    what: &str,
+) -> Result<Value, ReleaseError> {
+    let Some(patch) = unmark_patch(&object, owner) else {
+        return Ok(object);
+    };
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let params = PatchParams {
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let unmarked = api
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| changed_or(e, what))?;
+    Ok(serde_json::to_value(&unmarked).unwrap_or(object))
+}
+
+/// Removes the owner references to OCM's AppliedManifestWorks from `object`
+/// (as just read or written) and returns the object as it is afterwards:
+/// the migration from OCM's work agent (`--adopt-ocm-objects`). Fails with
+/// `Changed` when the object moved on since it was read; the next pass
+/// removes them.
+pub async fn drop_ocm_marks(
+    api: &Api<DynamicObject>,
+    object: Value,
+    what: &str,
+) -> Result<Value, ReleaseError> {
+    let Some(patch) = drop_ocm_marks_patch(&object) else {
+        return Ok(object);
+    };
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let params = PatchParams {
+        field_manager: Some(AGENT_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let adopted = api
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| changed_or(e, what))?;
+    Ok(serde_json::to_value(&adopted).unwrap_or(object))
 }
 
 /// Releases `resource`, held by `owner`, as `disposition` says.

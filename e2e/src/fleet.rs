@@ -143,6 +143,10 @@ pub struct FleetOptions {
     /// How often the hub reviews a live session's token again (and how long
     /// it trusts a review).
     pub token_review_interval: Duration,
+    /// Agents refuse works that name no executor (`--require-executor`).
+    pub require_executor: bool,
+    /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
+    pub adopt_ocm_objects: bool,
 }
 
 impl FleetOptions {
@@ -162,6 +166,8 @@ impl FleetOptions {
             hub_rules: None,
             token_review_interval: ferry_hub::agent_identity::AuthOptions::default()
                 .review_interval,
+            require_executor: false,
+            adopt_ocm_objects: false,
         }
     }
 }
@@ -423,6 +429,8 @@ async fn start_spokes(
             eviction_grace: options.eviction_grace,
             // Under the harness's own 10 s limit for a graceful stop.
             shutdown_grace: Duration::from_secs(5),
+            require_executor: options.require_executor,
+            adopt_ocm_objects: options.adopt_ocm_objects,
             ..AgentOptions::default()
         };
         let mut spoke = Spoke {

@@ -156,6 +156,7 @@ pub fn ssa_config(
                 .map(|(condition, paths)| IgnoreField {
                     condition: *condition,
                     json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                    ..Default::default()
                 })
                 .collect(),
         }),

@@ -702,17 +702,26 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[(
 
 /// Grants of the agent's fixed rules the core path does not use, each with
 /// the path that does.
-const AGENT_RARELY_USED: &[(&str, &str, &str, &str)] = &[(
-    "apiextensions.k8s.io",
-    "customresourcedefinitions",
-    "watch",
-    // kube's await_condition lists first and watches only while the
-    // condition does not hold: the agent's wait for its AppliedManifestWork
-    // CRD watches only when the first list finds it not yet Established (a
-    // race the core path wins or loses), and drift watches on CRDs that a
-    // work applies (e2e/tests/mixed_kinds.rs) use it every time.
-    "waiting for a CRD to be established; drift watches on applied CRDs",
-)];
+const AGENT_RARELY_USED: &[(&str, &str, &str, &str)] = &[
+    (
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "watch",
+        // kube's await_condition lists first and watches only while the
+        // condition does not hold: the agent's wait for its AppliedManifestWork
+        // CRD watches only when the first list finds it not yet Established (a
+        // race the core path wins or loses), and drift watches on CRDs that a
+        // work applies (e2e/tests/mixed_kinds.rs) use it every time.
+        "waiting for a CRD to be established; drift watches on applied CRDs",
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "create",
+        // Only works that name an executor ask the cluster.
+        "works with spec.executor (e2e/tests/executor.rs)",
+    ),
+];
 
 fn unused<'a>(
     grants: &'a [Grant],

@@ -40,6 +40,63 @@ pub struct ManifestWorkSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = cel_rules::MAX_MANIFESTS))]
     pub manifest_configs: Vec<ManifestConfigOption>,
+    /// The identity the work is applied as, as in OCM: the agent applies a
+    /// manifest only if this subject may do so on the cluster. Absent means
+    /// the agent's own rights (unless the agent requires an executor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ManifestWorkExecutor>,
+}
+
+/// OCM's `spec.executor`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManifestWorkExecutor {
+    /// Who the work is applied as.
+    pub subject: ManifestWorkExecutorSubject,
+}
+
+/// The subject a work is applied as.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.type != 'ServiceAccount' || has(self.serviceAccount)",
+        "message": "subject type ServiceAccount needs serviceAccount{namespace, name}",
+        "fieldPath": ".serviceAccount",
+        "reason": "FieldValueRequired"
+    }
+]))]
+pub struct ManifestWorkExecutorSubject {
+    /// `ServiceAccount`, the only subject type.
+    #[serde(rename = "type")]
+    pub type_: ExecutorSubjectType,
+    /// The ServiceAccount, for type `ServiceAccount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ManifestWorkSubjectServiceAccount>,
+}
+
+/// Kind of executor subject.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ExecutorSubjectType {
+    /// A ServiceAccount on the spoke.
+    #[default]
+    ServiceAccount,
+}
+
+/// A ServiceAccount on the spoke, named as Kubernetes names them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManifestWorkSubjectServiceAccount {
+    /// Its namespace.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub namespace: String,
+    /// Its name.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub name: String,
 }
 
 /// The list of manifests in a work.
@@ -144,8 +201,8 @@ pub struct OrphaningRule {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "!has(self.updateStrategy) || !has(self.updateStrategy.serverSideApply) || self.updateStrategy.type in ['ServerSideApply', 'ReportOnly']",
-        "messageExpression": "'updateStrategy.serverSideApply is only used with type ServerSideApply, not ' + self.updateStrategy.type + ' (ReportOnly reads its ignoreFields too); set the type or remove serverSideApply'",
+        "rule": "!has(self.updateStrategy) || !has(self.updateStrategy.serverSideApply) || (has(self.updateStrategy.type) && self.updateStrategy.type in ['ServerSideApply', 'ReportOnly'])",
+        "messageExpression": "'updateStrategy.serverSideApply is only used with type ServerSideApply, not ' + (has(self.updateStrategy.type) ? self.updateStrategy.type : 'Update') + ' (ReportOnly reads its ignoreFields too); set the type or remove serverSideApply'",
         "fieldPath": ".updateStrategy.serverSideApply",
         "reason": "FieldValueForbidden"
     }
@@ -294,9 +351,9 @@ pub struct NamedJsonPath {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
-    /// `Update` (default), `CreateOnly`, `ServerSideApply`, `ReadOnly` or
-    /// `ReportOnly` (ferry addition).
-    #[serde(rename = "type")]
+    /// `Update` (default, also when omitted, as in OCM), `CreateOnly`,
+    /// `ServerSideApply`, `ReadOnly` or `ReportOnly` (ferry addition).
+    #[serde(rename = "type", default)]
     pub type_: UpdateStrategyType,
     /// Options for `ServerSideApply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,17 +393,38 @@ pub struct ServerSideApplyConfig {
     pub field_manager: String,
     /// Fields that the hub does not keep in sync once the object exists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_PATHS))]
     pub ignore_fields: Vec<IgnoreField>,
 }
 
 /// A set of paths and when they are left to the spoke.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "(has(self.jsonPaths) && size(self.jsonPaths) > 0) || (has(self.jsonPointers) && size(self.jsonPointers) > 0) || (has(self.jqPathExpressions) && size(self.jqPathExpressions) > 0)",
+        "message": "an ignoreFields entry needs at least one of jsonPaths, jsonPointers or jqPathExpressions",
+        "reason": "FieldValueRequired"
+    }
+]))]
 pub struct IgnoreField {
-    /// `OnSpokePresent` or `OnSpokeChange`.
+    /// `OnSpokePresent` (default, also when omitted, as in OCM) or `OnSpokeChange`.
+    #[serde(default)]
     pub condition: IgnoreCondition,
-    /// JSONPaths of the ignored fields.
+    /// JSONPaths of the ignored fields; optional when `jsonPointers` or
+    /// `jqPathExpressions` are given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_PATHS))]
     pub json_paths: Vec<String>,
+    /// RFC 6901 JSON pointers of the ignored fields, e.g. `/spec/replicas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_PATHS))]
+    pub json_pointers: Vec<String>,
+    /// jq path expressions of the ignored fields, e.g.
+    /// `.spec.template.spec.containers[] | select(.name == "app") | .image`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = cel_rules::MAX_FEEDBACK_PATHS))]
+    pub jq_path_expressions: Vec<String>,
 }
 
 /// When an ignored field is left to the spoke.

@@ -7,6 +7,7 @@ use crate::manifest_work::{
     ConditionRuleType, DeleteOption, FeedbackType, IgnoreCondition, ManifestConfigOption,
     ManifestWork, PropagationPolicy, UpdateStrategyType, WhenDeleted,
 };
+use crate::manifest_work::{ExecutorSubjectType, ManifestWorkExecutor};
 
 /// The upsert message for `work` at its current generation.
 ///
@@ -32,8 +33,22 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
                 .iter()
                 .map(manifest_config)
                 .collect(),
+            executor: work.spec.executor.as_ref().map(executor),
         }),
     })
+}
+
+fn executor(executor: &ManifestWorkExecutor) -> v1::Executor {
+    let subject = &executor.subject;
+    let account = subject.service_account.clone().unwrap_or_default();
+    v1::Executor {
+        subject_type: match subject.type_ {
+            ExecutorSubjectType::ServiceAccount => "ServiceAccount",
+        }
+        .into(),
+        service_account_namespace: account.namespace,
+        service_account_name: account.name,
+    }
 }
 
 /// The identity of `work` on the wire.
@@ -121,6 +136,8 @@ fn manifest_config(config: &ManifestConfigOption) -> v1::ManifestConfig {
                             }
                             .into(),
                             json_paths: f.json_paths.clone(),
+                            json_pointers: f.json_pointers.clone(),
+                            jq_path_expressions: f.jq_path_expressions.clone(),
                         })
                         .collect(),
                 }),
@@ -155,6 +172,7 @@ mod tests {
         IgnoreField, Manifest, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
         ServerSideApplyConfig, UpdateStrategy,
     };
+    use crate::manifest_work::{ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount};
 
     #[test]
     fn an_upsert_carries_generation_manifests_and_ignore_rules() {
@@ -183,11 +201,21 @@ mod tests {
                             ignore_fields: vec![IgnoreField {
                                 condition: IgnoreCondition::OnSpokePresent,
                                 json_paths: vec![".spec.replicas".into()],
+                                ..Default::default()
                             }],
                         }),
                     }),
                     ..Default::default()
                 }],
+                executor: Some(ManifestWorkExecutor {
+                    subject: ManifestWorkExecutorSubject {
+                        type_: ExecutorSubjectType::ServiceAccount,
+                        service_account: Some(ManifestWorkSubjectServiceAccount {
+                            namespace: "team".into(),
+                            name: "deployer".into(),
+                        }),
+                    },
+                }),
             },
         );
         work.metadata.namespace = Some("cluster-a".into());
@@ -196,6 +224,19 @@ mod tests {
 
         let upsert = work_upsert(&work).expect("serialise");
         assert_eq!(upsert.generation, 3);
+        let executor = upsert
+            .spec
+            .as_ref()
+            .and_then(|s| s.executor.clone())
+            .expect("executor");
+        assert_eq!(
+            (
+                executor.subject_type.as_str(),
+                executor.service_account_namespace.as_str(),
+                executor.service_account_name.as_str()
+            ),
+            ("ServiceAccount", "team", "deployer")
+        );
         let r = upsert.work.expect("ref");
         assert_eq!((r.uid.as_str(), r.namespace.as_str()), ("u1", "cluster-a"));
         let spec = upsert.spec.expect("spec");

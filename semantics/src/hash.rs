@@ -16,6 +16,58 @@ pub const FIELD_HASHES_ANNOTATION: &str = "work.ferry.dev/field-hashes";
 /// Annotation holding the manifest last applied with the `Update` strategy.
 pub const LAST_APPLIED_ANNOTATION: &str = "work.ferry.dev/last-applied-configuration";
 
+/// Longest field manager name kept readable in a bookkeeping annotation key:
+/// a key's name part holds at most 63 characters, of which
+/// `field-hashes.` takes 13.
+const MAX_READABLE_MANAGER: usize = 50;
+
+/// The annotation keys (object hash, field hashes) that record what field
+/// manager `manager` applied. ferry's own manager keeps the historical keys
+/// ([`OBJECT_HASH_ANNOTATION`], [`FIELD_HASHES_ANNOTATION`]), so objects
+/// written before per-manager keys existed are read as before; any other
+/// manager gets keys of its own (`work.ferry.dev/object-hash.<manager>`, or
+/// a digest of the name where the name cannot be part of a key), so two
+/// works applying one object under different managers never set the same
+/// annotation to different values and never conflict over it. Never fails.
+pub fn bookkeeping_keys(manager: &str) -> (String, String) {
+    if manager == crate::contract::AGENT_FIELD_MANAGER {
+        return (
+            OBJECT_HASH_ANNOTATION.to_string(),
+            FIELD_HASHES_ANNOTATION.to_string(),
+        );
+    }
+    let readable = !manager.is_empty()
+        && manager.len() <= MAX_READABLE_MANAGER
+        && manager.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && manager.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && manager
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let suffix = if readable {
+        manager.to_string()
+    } else {
+        sha256_hex(manager)[..16].to_string()
+    };
+    (
+        format!("{OBJECT_HASH_ANNOTATION}.{suffix}"),
+        format!("{FIELD_HASHES_ANNOTATION}.{suffix}"),
+    )
+}
+
+/// Whether annotation `key` is ferry's own bookkeeping, for any field
+/// manager (see [`bookkeeping_keys`]).
+pub fn is_ferry_annotation(key: &str) -> bool {
+    key == LAST_APPLIED_ANNOTATION
+        || [OBJECT_HASH_ANNOTATION, FIELD_HASHES_ANNOTATION]
+            .iter()
+            .any(|base| {
+                key == *base
+                    || key
+                        .strip_prefix(base)
+                        .is_some_and(|rest| rest.len() > 1 && rest.starts_with('.'))
+            })
+}
+
 /// Canonical JSON: object keys sorted (recursively), no whitespace. Sorts
 /// explicitly so the result never depends on the map's key order (serde_json
 /// may be built with `preserve_order`). Never fails.
@@ -94,13 +146,7 @@ pub fn strip_ferry_annotations(manifest: &mut Value) {
     else {
         return;
     };
-    for key in [
-        OBJECT_HASH_ANNOTATION,
-        FIELD_HASHES_ANNOTATION,
-        LAST_APPLIED_ANNOTATION,
-    ] {
-        annotations.remove(key);
-    }
+    annotations.retain(|key, _| !is_ferry_annotation(key));
     if annotations.is_empty() {
         metadata.remove("annotations");
     }
@@ -167,6 +213,49 @@ pub fn render_field_hashes(hashes: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn ferry_agent_keeps_the_historical_keys_and_other_managers_get_their_own() {
+        assert_eq!(
+            bookkeeping_keys(crate::contract::AGENT_FIELD_MANAGER),
+            (
+                OBJECT_HASH_ANNOTATION.to_string(),
+                FIELD_HASHES_ANNOTATION.to_string()
+            )
+        );
+        let (object_key, field_key) = bookkeeping_keys("work-agent");
+        assert_eq!(object_key, "work.ferry.dev/object-hash.work-agent");
+        assert_eq!(field_key, "work.ferry.dev/field-hashes.work-agent");
+        // A name that cannot be part of a key is replaced by a digest, still
+        // one key per manager.
+        let (odd, _) = bookkeeping_keys("kubectl client-side apply/ü");
+        let (other, _) = bookkeeping_keys("kubectl client-side apply/ä");
+        assert_ne!(odd, other);
+        for key in [&object_key, &field_key, &odd] {
+            let name = key.split_once('/').expect("prefixed").1;
+            assert!(name.len() <= 63, "{key}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')),
+                "{key}"
+            );
+            assert!(is_ferry_annotation(key), "{key}");
+        }
+        let long = "m".repeat(128);
+        assert!(bookkeeping_keys(&long).0.len() <= "work.ferry.dev/".len() + 63);
+        assert!(!is_ferry_annotation("work.ferry.dev/object-hashes"));
+        assert!(!is_ferry_annotation("work.ferry.dev/object-hash."));
+        assert!(!is_ferry_annotation("example.com/object-hash"));
+    }
+
+    #[test]
+    fn every_managers_bookkeeping_is_left_out_of_the_object_hash() {
+        let plain = json!({"metadata": {"name": "a"}, "data": {"x": "1"}});
+        let mut marked = plain.clone();
+        marked["metadata"]["annotations"] =
+            json!({"work.ferry.dev/object-hash.work-agent": "h", OBJECT_HASH_ANNOTATION: "h"});
+        assert_eq!(object_hash(&marked, &[]), object_hash(&plain, &[]));
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

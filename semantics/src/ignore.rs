@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::hash::{
-    FIELD_HASHES_ANNOTATION, OBJECT_HASH_ANNOTATION, field_hash, object_hash, parse_field_hashes,
+    FIELD_HASHES_ANNOTATION, bookkeeping_keys, field_hash, object_hash, parse_field_hashes,
     render_field_hashes, set_annotations,
 };
 use super::list_items::conventional_merge_key;
@@ -130,9 +130,14 @@ pub fn plan_server_side_apply(input: &SsaInput) -> SsaPlan {
     }
 
     if let Some(live) = input.live {
+        // This manager's own key; objects written before keys were per
+        // manager carry only the historical one.
+        let (_, field_hashes_key) = bookkeeping_keys(input.manager);
+        let annotations = live.pointer("/metadata/annotations");
         let recorded = parse_field_hashes(
-            live.pointer("/metadata/annotations")
-                .and_then(|a| a.get(FIELD_HASHES_ANNOTATION))
+            annotations
+                .and_then(|a| a.get(&field_hashes_key))
+                .or_else(|| annotations.and_then(|a| a.get(FIELD_HASHES_ANNOTATION)))
                 .and_then(Value::as_str),
         );
         let unchanged_by_hub = change
@@ -165,7 +170,7 @@ pub fn plan_server_side_apply(input: &SsaInput) -> SsaPlan {
     }
 
     restore_identity(&mut plan.body, desired);
-    write_annotations(&mut plan);
+    write_annotations(&mut plan, input.manager);
     plan
 }
 
@@ -315,11 +320,12 @@ fn corresponding(desired: &Value, live: &Value, live_ptr: &[Segment]) -> Option<
     Some(out)
 }
 
-fn write_annotations(plan: &mut SsaPlan) {
+fn write_annotations(plan: &mut SsaPlan, manager: &str) {
+    let (object_hash_key, field_hashes_key) = bookkeeping_keys(manager);
     let annotations = [
-        (OBJECT_HASH_ANNOTATION, plan.object_hash.clone()),
+        (object_hash_key.as_str(), plan.object_hash.clone()),
         (
-            FIELD_HASHES_ANNOTATION,
+            field_hashes_key.as_str(),
             render_field_hashes(&plan.field_hashes),
         ),
     ];
@@ -330,6 +336,7 @@ fn write_annotations(plan: &mut SsaPlan) {
 mod tests {
     use super::*;
     use crate::compare::is_subset;
+    use crate::hash::OBJECT_HASH_ANNOTATION;
     use crate::list_items::NoSchema;
     use serde_json::json;
 
@@ -395,6 +402,47 @@ mod tests {
         assert_eq!(annotations[FIELD_HASHES_ANNOTATION], json!("{}"));
         assert_eq!(p.object_hash, object_hash(&desired, &rules[0].paths));
         assert!(p.notes.is_empty() && p.kept_spoke_values.is_empty());
+    }
+
+    #[test]
+    fn another_field_manager_records_under_its_own_keys_and_reads_the_historical_ones() {
+        const THEM: &str = "work-agent";
+        let (object_key, field_key) = bookkeeping_keys(THEM);
+        let desired = deployment(3, "web:1");
+        let rules = [rule(IgnoreCondition::OnSpokeChange, &["$.spec.replicas"])];
+        let created = plan_server_side_apply(&SsaInput {
+            desired: &desired,
+            live: None,
+            rules: &rules,
+            manager: THEM,
+        });
+        let annotations = created.body["metadata"]["annotations"]
+            .as_object()
+            .expect("annotations");
+        assert_eq!(annotations[&object_key], json!(created.object_hash));
+        assert!(annotations.contains_key(&field_key));
+        assert!(
+            !annotations.contains_key(OBJECT_HASH_ANNOTATION)
+                && !annotations.contains_key(FIELD_HASHES_ANNOTATION),
+            "never the keys ferry-agent's applies own: {annotations:?}"
+        );
+
+        // Written by an agent from before per-manager keys: the historical
+        // key still tells that the hub did not change the field, so the
+        // spoke's value is kept.
+        let mut live = with_managed_fields(
+            deployment(9, "web:1"),
+            vec![entry(THEM, json!({"f:spec": {"f:replicas": {}}}))],
+        );
+        live["metadata"]["annotations"] = json!({
+            FIELD_HASHES_ANNOTATION: render_field_hashes(&created.field_hashes)});
+        let upgraded = plan_server_side_apply(&SsaInput {
+            desired: &desired,
+            live: Some(&live),
+            rules: &rules,
+            manager: THEM,
+        });
+        assert_eq!(upgraded.body["spec"]["replicas"], json!(9));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod feedback;
 pub mod hash;
 pub mod identity;
 pub mod ignore;
+pub mod jq;
 pub mod list_items;
 pub mod managed_fields;
 pub mod merge;

@@ -13,12 +13,23 @@ use jsonpath_rust::parser::parse_json_path;
 use jsonpath_rust::query::js_path_process;
 use serde_json::Value;
 
+use super::jq::{JqError, JqPath, locate_jq};
+
 /// A validated JSONPath naming fields of a manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IgnorePath {
     raw: String,
     normalized: String,
-    query: JpQuery,
+    selector: Selector,
+}
+
+/// What finds the locations a path names.
+#[derive(Debug, Clone, PartialEq)]
+enum Selector {
+    /// RFC 9535 JSONPath (JSON pointers are turned into one).
+    JsonPath(JpQuery),
+    /// A jq path expression.
+    Jq(JqPath),
 }
 
 /// Why a path cannot be used.
@@ -70,11 +81,67 @@ impl IgnorePath {
         Ok(IgnorePath {
             raw: raw.to_string(),
             normalized,
-            query,
+            selector: Selector::JsonPath(query),
         })
     }
 
-    /// The normalized form (always starts with `$`).
+    /// Parses a jq path expression (`.spec.replicas`,
+    /// `.spec.containers[] | select(.name == "app") | .image`); see
+    /// [`crate::jq`] for the part of jq accepted. Fails naming the
+    /// expression and what is wrong with it.
+    pub fn from_jq(raw: &str) -> Result<IgnorePath, JqError> {
+        let jq = JqPath::parse(raw)?;
+        Ok(IgnorePath {
+            raw: raw.to_string(),
+            normalized: jq.as_str().to_string(),
+            selector: Selector::Jq(jq),
+        })
+    }
+
+    /// Parses an RFC 6901 JSON pointer (`/spec/replicas`,
+    /// `/metadata/annotations/example.com~1owner`) into the path that
+    /// selects exactly the location the pointer names. A token that reads as
+    /// an array index (`/containers/0`) selects that item in a list and the
+    /// member named `0` in an object, as RFC 6901 says. Fails when the
+    /// pointer does not parse (no leading `/`, a bad `~` escape), names the
+    /// whole object (``), or uses `-` (the end of a list, which names no
+    /// existing field).
+    pub fn from_json_pointer(raw: &str) -> Result<IgnorePath, PointerError> {
+        let invalid = |reason: String| PointerError::Invalid {
+            pointer: raw.to_string(),
+            reason,
+        };
+        let pointer = jsonptr::Pointer::parse(raw).map_err(|e| invalid(e.to_string()))?;
+        if pointer.is_root() {
+            return Err(invalid(
+                "the pointer names the whole object; name a field, e.g. /spec/replicas".into(),
+            ));
+        }
+        let mut path = String::from("$");
+        for token in pointer.tokens() {
+            let key = token.decoded();
+            let quoted = quote_member(&key);
+            match token.to_index() {
+                Ok(jsonptr::index::Index::Num(index)) => {
+                    path.push_str(&format!("[{quoted},{index}]"));
+                }
+                Ok(jsonptr::index::Index::Next) => {
+                    return Err(invalid(
+                        "`-` names the position after the last list item, not a field".into(),
+                    ));
+                }
+                Err(_) => path.push_str(&format!("[{quoted}]")),
+            }
+        }
+        let parsed = IgnorePath::parse(&path).map_err(|e| invalid(e.to_string()))?;
+        Ok(IgnorePath {
+            raw: raw.to_string(),
+            ..parsed
+        })
+    }
+
+    /// The normalized form: a JSONPath starting with `$`, or the trimmed
+    /// expression for jq (which never starts with `$`).
     pub fn as_str(&self) -> &str {
         &self.normalized
     }
@@ -89,6 +156,35 @@ impl fmt::Display for IgnorePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.normalized)
     }
+}
+
+/// Why a JSON pointer cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PointerError {
+    /// The pointer is not RFC 6901 or names no field.
+    #[error("invalid JSON pointer \"{pointer}\": {reason}")]
+    Invalid {
+        /// The pointer as the user wrote it.
+        pointer: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// `key` as an RFC 9535 single-quoted name selector.
+fn quote_member(key: &str) -> String {
+    let mut quoted = String::with_capacity(key.len() + 2);
+    quoted.push('\'');
+    for c in key.chars() {
+        match c {
+            '\'' => quoted.push_str("\\'"),
+            '\\' => quoted.push_str("\\\\"),
+            c if (c as u32) < 0x20 => quoted.push_str(&format!("\\u{:04x}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    quoted
 }
 
 /// Turns the parser's error into one line: pest renders a multi-line
@@ -131,7 +227,15 @@ pub type Pointer = Vec<Segment>;
 /// duplicates. Evaluation errors (which RFC 9535 paths only raise for
 /// function results, never for data) yield no matches.
 pub fn locate(value: &Value, path: &IgnorePath) -> Vec<Pointer> {
-    let Ok(found) = js_path_process(&path.query, value) else {
+    let query = match &path.selector {
+        Selector::JsonPath(query) => query,
+        Selector::Jq(jq) => {
+            let mut pointers = locate_jq(value, jq);
+            pointers.sort();
+            return pointers;
+        }
+    };
+    let Ok(found) = js_path_process(query, value) else {
         return Vec::new();
     };
     // Sorting gives one order whatever the map implementation's key order,
@@ -316,6 +420,58 @@ mod tests {
 
     fn key(k: &str) -> Segment {
         Segment::Key(k.to_string())
+    }
+
+    #[test]
+    fn a_json_pointer_selects_exactly_the_location_it_names() {
+        let doc = json!({
+            "metadata": {"annotations": {"example.com/owner": "x", "a~b": "y", "it's": "z"}},
+            "spec": {"containers": [{"image": "a"}, {"image": "b"}], "0": {"image": "k"}}
+        });
+        let at = |pointer: &str| {
+            let p = IgnorePath::from_json_pointer(pointer).expect("valid pointer");
+            assert_eq!(p.raw(), pointer);
+            locate(&doc, &p)
+        };
+        assert_eq!(
+            at("/metadata/annotations/example.com~1owner"),
+            vec![vec![
+                key("metadata"),
+                key("annotations"),
+                key("example.com/owner")
+            ]]
+        );
+        assert_eq!(
+            at("/metadata/annotations/a~0b"),
+            vec![vec![key("metadata"), key("annotations"), key("a~b")]]
+        );
+        assert_eq!(
+            at("/metadata/annotations/it's"),
+            vec![vec![key("metadata"), key("annotations"), key("it's")]]
+        );
+        assert_eq!(
+            at("/spec/containers/1/image"),
+            vec![vec![
+                key("spec"),
+                key("containers"),
+                Segment::Index(1),
+                key("image")
+            ]]
+        );
+        // In an object, a numeric token is a member name.
+        assert_eq!(
+            at("/spec/0/image"),
+            vec![vec![key("spec"), key("0"), key("image")]]
+        );
+        assert!(at("/spec/absent").is_empty());
+    }
+
+    #[test]
+    fn invalid_json_pointers_are_refused_with_the_pointer_named() {
+        for bad in ["spec/replicas", "", "/a/~2", "/spec/containers/-"] {
+            let err = IgnorePath::from_json_pointer(bad).expect_err(bad);
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use ferry_proto::v1;
 use serde_json::{Map, Value, json};
 
-use crate::hash::{FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION};
+use crate::hash::is_ferry_annotation;
 
 /// `apiVersion` of the owner references ferry puts on applied objects.
 pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";
@@ -258,6 +258,67 @@ pub fn adopt_patch(object: &Value, owner: &Owner) -> Option<Value> {
     Some(metadata_patch(object, metadata))
 }
 
+/// API group of the AppliedManifestWork that OCM's work agent puts in the
+/// owner references of what it applies.
+pub const OCM_OWNER_GROUP: &str = "work.open-cluster-management.io";
+
+/// Whether `reference` points at an AppliedManifestWork of OCM's work agent.
+fn is_ocm_reference(reference: &Value) -> bool {
+    reference["kind"] == OWNER_KIND
+        && reference["apiVersion"]
+            .as_str()
+            .and_then(|v| v.split_once('/'))
+            .is_some_and(|(group, _)| group == OCM_OWNER_GROUP)
+}
+
+/// The merge patch that removes every owner reference to an OCM
+/// AppliedManifestWork from `object`, so that removing OCM's agent and its
+/// records after a migration to ferry cannot garbage-collect the object.
+/// Other owner references stay. None when there is none.
+pub fn drop_ocm_marks_patch(object: &Value) -> Option<Value> {
+    let all = owner_references(object);
+    let kept: Vec<Value> = all
+        .iter()
+        .filter(|r| !is_ocm_reference(r))
+        .cloned()
+        .collect();
+    if kept.len() == all.len() {
+        return None;
+    }
+    let mut metadata = Map::new();
+    metadata.insert("ownerReferences".into(), references_value(kept));
+    Some(metadata_patch(object, metadata))
+}
+
+/// The merge patch that removes `owner`'s mark from `object` while the work
+/// still applies it, for an object the work will orphan: without the mark,
+/// deleting the work's AppliedManifestWork by hand cannot garbage-collect
+/// it. ferry's annotations stay (the work still applies the object). None
+/// when the object carries no such mark.
+pub fn unmark_patch(object: &Value, owner: &Owner) -> Option<Value> {
+    let all = owner_references(object);
+    let kept: Vec<Value> = all
+        .iter()
+        .filter(|r| r["uid"] != owner.uid.as_str())
+        .cloned()
+        .collect();
+    if kept.len() == all.len() {
+        return None;
+    }
+    let mut metadata = Map::new();
+    metadata.insert("ownerReferences".into(), references_value(kept));
+    Some(metadata_patch(object, metadata))
+}
+
+/// `references` without `owner`'s mark: what an apply of an object the
+/// work orphans carries.
+pub fn without_owner(mut references: ApplyReferences, owner: &Owner) -> ApplyReferences {
+    references
+        .references
+        .retain(|r| r["uid"] != owner.uid.as_str());
+    references
+}
+
 /// The merge patch that removes `owner`'s mark from `object` and, when no
 /// other ferry work holds it any more, ferry's annotations too. None when
 /// there is nothing to remove.
@@ -274,16 +335,13 @@ pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
     }
     if other_ferry_owners(object, owner) == 0 {
         let annotations = object["metadata"]["annotations"].as_object();
-        let mut removed = Map::new();
-        for key in [
-            OBJECT_HASH_ANNOTATION,
-            FIELD_HASHES_ANNOTATION,
-            LAST_APPLIED_ANNOTATION,
-        ] {
-            if annotations.is_some_and(|a| a.contains_key(key)) {
-                removed.insert(key.into(), Value::Null);
-            }
-        }
+        // Every manager's bookkeeping keys, not only ferry-agent's.
+        let removed: Map<String, Value> = annotations
+            .into_iter()
+            .flat_map(|a| a.keys())
+            .filter(|key| is_ferry_annotation(key))
+            .map(|key| (key.clone(), Value::Null))
+            .collect();
         if !removed.is_empty() {
             metadata.insert("annotations".into(), Value::Object(removed));
         }
@@ -297,6 +355,7 @@ pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::{FIELD_HASHES_ANNOTATION, OBJECT_HASH_ANNOTATION, bookkeeping_keys};
 
     fn owner(uid: &str) -> Owner {
         Owner {
@@ -375,6 +434,58 @@ mod tests {
             patch["metadata"]["annotations"],
             json!({OBJECT_HASH_ANNOTATION: null})
         );
+    }
+
+    #[test]
+    fn releasing_the_last_ferry_owner_strips_every_managers_bookkeeping() {
+        let (object_hash_key, field_hashes_key) = bookkeeping_keys("work-agent");
+        let mut obj = object(json!([owner_reference(&owner("a"))]));
+        obj["metadata"]["annotations"] = json!({
+            OBJECT_HASH_ANNOTATION: "h", FIELD_HASHES_ANNOTATION: "{}",
+            (object_hash_key.clone()): "h2", (field_hashes_key.clone()): "{}", "keep": "me"});
+        let patch = release_patch(&obj, &owner("a")).expect("patch");
+        assert_eq!(
+            patch["metadata"]["annotations"],
+            json!({OBJECT_HASH_ANNOTATION: null, FIELD_HASHES_ANNOTATION: null,
+                   (object_hash_key): null, (field_hashes_key): null})
+        );
+    }
+
+    #[test]
+    fn adopting_from_ocm_drops_only_ocm_applied_manifest_work_references() {
+        let ocm = json!({"apiVersion": "work.open-cluster-management.io/v1",
+                         "kind": "AppliedManifestWork", "name": "h-w", "uid": "o"});
+        let other_kind = json!({"apiVersion": "work.open-cluster-management.io/v1",
+                                "kind": "ManifestWork", "name": "x", "uid": "x"});
+        let ours = owner_reference(&owner("a"));
+        let obj = object(json!([ocm, ours.clone(), other_kind.clone()]));
+        let patch = drop_ocm_marks_patch(&obj).expect("patch");
+        assert_eq!(
+            patch["metadata"]["ownerReferences"],
+            json!([ours, other_kind])
+        );
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(drop_ocm_marks_patch(&object(json!([ours]))), None);
+    }
+
+    #[test]
+    fn unmarking_drops_only_this_works_reference_and_keeps_the_annotations() {
+        let b = owner_reference(&owner("b"));
+        let mut obj = object(json!([owner_reference(&owner("a")), b.clone()]));
+        obj["metadata"]["annotations"] = json!({OBJECT_HASH_ANNOTATION: "h"});
+        let patch = unmark_patch(&obj, &owner("a")).expect("patch");
+        assert_eq!(patch["metadata"]["ownerReferences"], json!([b]));
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert!(patch["metadata"].get("annotations").is_none());
+        let only_b = object(json!([owner_reference(&owner("b"))]));
+        assert_eq!(unmark_patch(&only_b, &owner("a")), None);
+        let alone = object(json!([owner_reference(&owner("a"))]));
+        assert_eq!(
+            unmark_patch(&alone, &owner("a")).expect("patch")["metadata"]["ownerReferences"],
+            Value::Null
+        );
+        let refs = without_owner(apply_references(None, &owner("a"), "m"), &owner("a"));
+        assert!(refs.references.is_empty());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use ferry_proto::v1;
 
 use super::contract::AGENT_FIELD_MANAGER;
 use super::ignore::{IgnoreCondition, IgnoreRule};
-use super::paths::{IgnorePath, PathError};
+use super::jq::JqError;
+use super::paths::{IgnorePath, PathError, PointerError};
 
 /// How one manifest is written to the spoke.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +52,15 @@ pub enum StrategyError {
     /// An ignore path does not parse.
     #[error("ignoreFields: {0}")]
     InvalidIgnorePath(#[from] PathError),
+    /// A JSON pointer of `ignoreFields[].jsonPointers` does not parse.
+    #[error("ignoreFields: {0}")]
+    InvalidJsonPointer(#[from] PointerError),
+    /// A jq expression of `ignoreFields[].jqPathExpressions` cannot be used.
+    #[error("ignoreFields: {0}")]
+    InvalidJqPath(#[from] JqError),
+    /// An ignoreFields entry names no field at all.
+    #[error("ignoreFields[{0}] names no field; give jsonPaths, jsonPointers or jqPathExpressions")]
+    EmptyIgnoreField(usize),
     /// The strategy type is not one ferry knows.
     #[error(
         "unknown updateStrategy type {0:?}; use Update, CreateOnly, ServerSideApply, ReadOnly or ReportOnly"
@@ -69,6 +79,8 @@ impl StrategyError {
     pub fn reason(&self) -> &'static str {
         match self {
             StrategyError::InvalidIgnorePath(_) => "InvalidIgnorePath",
+            StrategyError::InvalidJsonPointer(_) => "InvalidJsonPointer",
+            StrategyError::InvalidJqPath(_) => "InvalidJqPathExpression",
             _ => "InvalidManifestConfig",
         }
     }
@@ -96,7 +108,14 @@ pub fn strategy_of(
             let rules = ssa
                 .ignore_fields
                 .iter()
-                .map(|field| {
+                .enumerate()
+                .map(|(index, field)| {
+                    if field.json_paths.is_empty()
+                        && field.json_pointers.is_empty()
+                        && field.jq_path_expressions.is_empty()
+                    {
+                        return Err(StrategyError::EmptyIgnoreField(index));
+                    }
                     let condition = match field.condition.as_str() {
                         "" | "OnSpokePresent" => IgnoreCondition::OnSpokePresent,
                         "OnSpokeChange" => IgnoreCondition::OnSpokeChange,
@@ -107,6 +126,13 @@ pub fn strategy_of(
                         .iter()
                         .map(|p| IgnorePath::parse(p))
                         .collect::<Result<Vec<_>, _>>()?;
+                    let mut paths = paths;
+                    for pointer in &field.json_pointers {
+                        paths.push(IgnorePath::from_json_pointer(pointer)?);
+                    }
+                    for expression in &field.jq_path_expressions {
+                        paths.push(IgnorePath::from_jq(expression)?);
+                    }
                     Ok(IgnoreRule { condition, paths })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -155,6 +181,7 @@ mod tests {
                     ignore_fields: vec![v1::IgnoreField {
                         condition: condition.into(),
                         json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                        ..Default::default()
                     }],
                 }),
             }),
@@ -223,6 +250,83 @@ mod tests {
         assert_eq!(
             strategy_of(Some(&plain)).map(|(s, _)| s),
             Ok(Strategy::ReportOnly { rules: vec![] })
+        );
+    }
+
+    #[test]
+    fn json_pointers_join_json_paths_and_errors_have_their_own_reason() {
+        let mut config = ssa_config("", &[]);
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.json_pointers = vec!["/spec/replicas".into()];
+        let (strategy, _) = strategy_of(Some(&config)).expect("valid");
+        let Strategy::ServerSideApply { rules, .. } = strategy else {
+            panic!("not SSA: {strategy:?}");
+        };
+        // No condition means OnSpokePresent, as in OCM.
+        assert_eq!(rules[0].condition, IgnoreCondition::OnSpokePresent);
+        assert_eq!(rules[0].paths[0].raw(), "/spec/replicas");
+
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.json_pointers = vec!["spec/replicas".into()];
+        let err = strategy_of(Some(&config)).expect_err("invalid pointer");
+        assert_eq!(err.reason(), "InvalidJsonPointer");
+        assert!(err.to_string().contains("spec/replicas"), "{err}");
+    }
+
+    #[test]
+    fn jq_paths_join_the_others_and_errors_have_their_own_reason() {
+        let mut config = ssa_config("OnSpokeChange", &[".data.a"]);
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.jq_path_expressions = vec![".data.b".into()];
+        let (strategy, _) = strategy_of(Some(&config)).expect("valid");
+        let Strategy::ServerSideApply { rules, .. } = strategy else {
+            panic!("not SSA: {strategy:?}");
+        };
+        assert_eq!(rules[0].paths.len(), 2);
+        assert_eq!(rules[0].paths[1].raw(), ".data.b");
+
+        let field = &mut config
+            .update_strategy
+            .as_mut()
+            .and_then(|u| u.server_side_apply.as_mut())
+            .expect("ssa")
+            .ignore_fields[0];
+        field.jq_path_expressions = vec!["def f: f; f".into()];
+        let err = strategy_of(Some(&config)).expect_err("refused jq");
+        assert_eq!(err.reason(), "InvalidJqPathExpression");
+        assert!(err.to_string().contains("def f: f; f"), "{err}");
+    }
+
+    #[test]
+    fn an_ignore_field_without_any_path_is_refused() {
+        let err = strategy_of(Some(&ssa_config("OnSpokePresent", &[]))).expect_err("empty");
+        assert_eq!(err, StrategyError::EmptyIgnoreField(0));
+    }
+
+    #[test]
+    fn an_update_strategy_without_type_means_update() {
+        let config = v1::ManifestConfig {
+            update_strategy: Some(v1::UpdateStrategy::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            strategy_of(Some(&config)),
+            Ok((Strategy::Update, WhenDeleted::Recreate))
         );
     }
 

@@ -154,6 +154,7 @@ fn manifest_config() -> impl Strategy<Value = v1::ManifestConfig> {
         |(condition, json_paths)| v1::IgnoreField {
             condition,
             json_paths,
+            ..Default::default()
         },
     );
     let strategy = (

@@ -171,6 +171,7 @@ mod tests {
                 ignore_fields: vec![IgnoreField {
                     condition: IgnoreCondition::OnSpokePresent,
                     json_paths: paths.iter().map(|p| p.to_string()).collect(),
+                    ..Default::default()
                 }],
             }),
         }
@@ -226,6 +227,35 @@ mod tests {
         );
         assert!(problem.message.contains("ignoreFields"), "{problem}");
         assert!(problem.message.contains("$.spec["), "{problem}");
+    }
+
+    #[test]
+    fn a_json_pointer_that_does_not_parse_is_refused_and_a_valid_one_needs_no_json_paths() {
+        let mut w = work(vec![cm("a")]);
+        let mut strategy = ssa(UpdateStrategyType::ServerSideApply, &[]);
+        let field = &mut strategy
+            .server_side_apply
+            .as_mut()
+            .expect("ssa")
+            .ignore_fields[0];
+        field.json_pointers = vec!["/spec/replicas".into()];
+        w.spec.manifest_configs = vec![config(Some(strategy.clone()), vec![])];
+        assert_eq!(validate_work(&w), vec![]);
+
+        strategy
+            .server_side_apply
+            .as_mut()
+            .expect("ssa")
+            .ignore_fields[0]
+            .json_pointers = vec!["spec/replicas".into()];
+        w.spec.manifest_configs = vec![config(Some(strategy), vec![])];
+        let problem = only(validate_work(&w));
+        assert!(
+            problem
+                .message
+                .contains("invalid JSON pointer \"spec/replicas\""),
+            "{problem}"
+        );
     }
 
     #[test]

@@ -1,0 +1,328 @@
+//! The executor check (OCM's `spec.executor`): a work that names a
+//! ServiceAccount applies a manifest only if that ServiceAccount may do on
+//! the spoke what the apply does. The spoke's own authorizer answers, through
+//! a SubjectAccessReview per verb (OCM's verbs: get, create, update and
+//! patch, plus delete when the work will delete the object, i.e. does not
+//! orphan it). Answers are cached for [`ANSWER_TTL`], so a work re-applied
+//! often costs no more reviews, and a grant or revocation is seen within
+//! that time.
+
+use std::time::Duration;
+
+use ferry_proto::v1;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use moka::future::Cache;
+
+/// How long an answer of the spoke's authorizer is reused.
+pub const ANSWER_TTL: Duration = Duration::from_secs(10);
+/// At most this many answers are kept (one per subject, object and verb).
+const MAX_ANSWERS: u64 = 100_000;
+/// The only executor subject type, as OCM names it.
+pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
+
+/// The verbs an apply needs: OCM checks these for every manifest.
+const APPLY_VERBS: [&str; 4] = ["get", "create", "update", "patch"];
+/// Checked as well when the work will delete the object.
+const DELETE_VERB: &str = "delete";
+
+/// Why a manifest may not be applied under the work's executor.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExecutorError {
+    /// The agent requires an executor and the work names none.
+    #[error(
+        "this agent applies only works that name an executor (--require-executor): set spec.executor.subject to a ServiceAccount on the cluster"
+    )]
+    Required,
+    /// The subject type is not `ServiceAccount`.
+    #[error("executor subject type {0:?} is not supported; use ServiceAccount")]
+    UnsupportedSubject(String),
+    /// Type `ServiceAccount` without a namespace and name.
+    #[error(
+        "executor subject ServiceAccount needs serviceAccount.namespace and serviceAccount.name"
+    )]
+    MissingServiceAccount,
+    /// The authorizer said no to at least one verb.
+    #[error(
+        "not allowed to apply the resource {resource} {object}: ServiceAccount {account} may not {verbs} it; grant it these verbs on the cluster"
+    )]
+    NotAllowed {
+        /// `resource.group`, e.g. `deployments.apps`.
+        resource: String,
+        /// `namespace/name`, or `name` for cluster-scoped objects.
+        object: String,
+        /// `namespace/name` of the ServiceAccount.
+        account: String,
+        /// The verbs refused, comma-separated.
+        verbs: String,
+    },
+    /// The SubjectAccessReview itself failed (the spoke is unreachable, or
+    /// the agent may not create reviews).
+    #[error("cannot ask the cluster whether the executor may apply {object}: {message}")]
+    Review {
+        /// What the review was about.
+        object: String,
+        /// The API error.
+        message: String,
+    },
+}
+
+impl ExecutorError {
+    /// The manifest's `Applied` condition reason: OCM's reason for a
+    /// manifest it did not apply (`AppliedManifestFailed`) when the executor
+    /// may not apply it; ferry's own for the others.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ExecutorError::NotAllowed { .. } => "AppliedManifestFailed",
+            ExecutorError::Required => "ExecutorRequired",
+            ExecutorError::UnsupportedSubject(_) | ExecutorError::MissingServiceAccount => {
+                "InvalidExecutor"
+            }
+            ExecutorError::Review { .. } => "ExecutorCheckFailed",
+        }
+    }
+
+    /// Whether trying again later can change the answer: rights can be
+    /// granted, and the review can succeed on a later try.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ExecutorError::NotAllowed { .. } | ExecutorError::Review { .. }
+        )
+    }
+}
+
+/// The object a manifest writes, as the authorizer names it.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// API group, empty for the core group.
+    pub group: &'a str,
+    /// API version.
+    pub version: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+    /// Namespace, empty for cluster-scoped objects.
+    pub namespace: &'a str,
+    /// Object name.
+    pub name: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Question {
+    account_namespace: String,
+    account_name: String,
+    group: String,
+    version: String,
+    resource: String,
+    namespace: String,
+    name: String,
+    verb: &'static str,
+}
+
+/// Checks manifests against their work's executor; cheap to clone.
+#[derive(Clone)]
+pub struct ExecutorCheck {
+    client: Client,
+    answers: Cache<Question, bool>,
+    require: bool,
+}
+
+impl ExecutorCheck {
+    /// A check asking the spoke behind `client`; with `require`, works
+    /// without an executor are refused.
+    pub fn new(client: Client, require: bool) -> Self {
+        Self {
+            client,
+            answers: Cache::builder()
+                .max_capacity(MAX_ANSWERS)
+                .time_to_live(ANSWER_TTL)
+                .build(),
+            require,
+        }
+    }
+
+    /// Ok when `executor` (the work's, None when it names none) may apply
+    /// `target`; `deletes` says whether the work will delete the object.
+    /// Fails with the reason to show on the manifest.
+    pub async fn check(
+        &self,
+        executor: Option<&v1::Executor>,
+        target: Target<'_>,
+        deletes: bool,
+    ) -> Result<(), ExecutorError> {
+        let Some(executor) = executor else {
+            return if self.require {
+                Err(ExecutorError::Required)
+            } else {
+                Ok(())
+            };
+        };
+        if executor.subject_type != SERVICE_ACCOUNT {
+            return Err(ExecutorError::UnsupportedSubject(
+                executor.subject_type.clone(),
+            ));
+        }
+        if executor.service_account_namespace.is_empty() || executor.service_account_name.is_empty()
+        {
+            return Err(ExecutorError::MissingServiceAccount);
+        }
+        let verbs = APPLY_VERBS
+            .iter()
+            .copied()
+            .chain(deletes.then_some(DELETE_VERB));
+        let mut refused = Vec::new();
+        for verb in verbs {
+            let question = Question {
+                account_namespace: executor.service_account_namespace.clone(),
+                account_name: executor.service_account_name.clone(),
+                group: target.group.to_string(),
+                version: target.version.to_string(),
+                resource: target.resource.to_string(),
+                namespace: target.namespace.to_string(),
+                name: target.name.to_string(),
+                verb,
+            };
+            let allowed = match self.answers.get(&question).await {
+                Some(allowed) => allowed,
+                None => {
+                    let allowed = self
+                        .ask(&question)
+                        .await
+                        .map_err(|e| ExecutorError::Review {
+                            object: describe_object(&target),
+                            message: e.to_string(),
+                        })?;
+                    self.answers.insert(question, allowed).await;
+                    allowed
+                }
+            };
+            if !allowed {
+                refused.push(verb);
+            }
+        }
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(ExecutorError::NotAllowed {
+            resource: if target.group.is_empty() {
+                target.resource.to_string()
+            } else {
+                format!("{}.{}", target.resource, target.group)
+            },
+            object: describe_object(&target),
+            account: format!(
+                "{}/{}",
+                executor.service_account_namespace, executor.service_account_name
+            ),
+            verbs: refused.join(", "),
+        })
+    }
+
+    async fn ask(&self, question: &Question) -> Result<bool, kube::Error> {
+        let reviews: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let review = reviews
+            .create(&PostParams::default(), &review_of(question))
+            .await?;
+        Ok(review.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// The review asking whether the ServiceAccount may do `question.verb`,
+/// with the groups Kubernetes gives every ServiceAccount.
+fn review_of(question: &Question) -> SubjectAccessReview {
+    let ns = &question.account_namespace;
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{ns}:{}",
+                question.account_name
+            )),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(question.group.clone()),
+                version: Some(question.version.clone()),
+                resource: Some(question.resource.clone()),
+                namespace: Some(question.namespace.clone()),
+                name: Some(question.name.clone()),
+                verb: Some(question.verb.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn describe_object(target: &Target<'_>) -> String {
+    if target.namespace.is_empty() {
+        target.name.to_string()
+    } else {
+        format!("{}/{}", target.namespace, target.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_names_the_service_account_its_groups_and_the_object() {
+        let review = review_of(&Question {
+            account_namespace: "team".into(),
+            account_name: "deployer".into(),
+            group: "apps".into(),
+            version: "v1".into(),
+            resource: "deployments".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+            verb: "patch",
+        });
+        assert_eq!(
+            review.spec.user.as_deref(),
+            Some("system:serviceaccount:team:deployer")
+        );
+        assert_eq!(
+            review.spec.groups,
+            Some(vec![
+                "system:serviceaccounts".to_string(),
+                "system:serviceaccounts:team".to_string(),
+                "system:authenticated".to_string(),
+            ])
+        );
+        let attributes = review.spec.resource_attributes.expect("attributes");
+        assert_eq!(attributes.verb.as_deref(), Some("patch"));
+        assert_eq!(attributes.resource.as_deref(), Some("deployments"));
+        assert_eq!(attributes.name.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn refusals_are_retried_and_bad_executors_are_not() {
+        let not_allowed = ExecutorError::NotAllowed {
+            resource: "configmaps".into(),
+            object: "default/a".into(),
+            account: "team/deployer".into(),
+            verbs: "create, delete".into(),
+        };
+        assert!(not_allowed.is_transient());
+        assert_eq!(not_allowed.reason(), "AppliedManifestFailed");
+        assert!(
+            not_allowed
+                .to_string()
+                .contains("ServiceAccount team/deployer may not create, delete"),
+            "{not_allowed}"
+        );
+        assert!(!ExecutorError::Required.is_transient());
+        assert!(!ExecutorError::MissingServiceAccount.is_transient());
+        assert_eq!(
+            ExecutorError::UnsupportedSubject("User".into()).reason(),
+            "InvalidExecutor"
+        );
+    }
+}
