@@ -223,6 +223,7 @@ async fn an_orphaning_work_needs_no_delete_right() {
     work.spec.delete_option = Some(DeleteOption {
         propagation_policy: PropagationPolicy::Orphan,
         selectively_orphans: None,
+        ttl_seconds_after_finished: None,
     });
     let works = fleet.create_work(&work).await.expect("create work");
     wait_applied(&works, "w")

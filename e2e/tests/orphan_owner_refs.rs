@@ -50,6 +50,7 @@ async fn orphaned_objects_carry_no_owner_reference_and_follow_delete_option_chan
     work.spec.delete_option = Some(DeleteOption {
         propagation_policy: PropagationPolicy::Orphan,
         selectively_orphans: None,
+        ttl_seconds_after_finished: None,
     });
     let works = fleet.create_work(&work).await.expect("create work");
     wait_applied(&works, "w").await.expect("applied");
