@@ -22,3 +22,11 @@ pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
 /// `strftime` format of a Kubernetes `metav1.Time`: RFC 3339 in UTC with
 /// whole seconds, the only form the API server stores.
 pub const KUBE_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+
+/// Placement condition type: the placement chose as many clusters as it asks for.
+pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";
+/// Placement condition type: the placement's spec cannot be used as written.
+pub const PLACEMENT_MISCONFIGURED: &str = "PlacementMisconfigured";
+/// Field manager of the hub's placement controller (PlacementDecisions,
+/// Placement status, the unreachable taint on ManagedClusters).
+pub const PLACEMENT_FIELD_MANAGER: &str = "ferry-placement";

@@ -15,6 +15,7 @@ pub mod list_items;
 pub mod managed_fields;
 pub mod merge;
 pub mod paths;
+pub mod placement;
 pub mod release;
 mod status_fields;
 pub mod strategy;
