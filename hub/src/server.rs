@@ -295,6 +295,10 @@ pub async fn run_hub(
         metrics.clone(),
         stopped(stop_rx.clone()),
     );
+    let placement_controller =
+        crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
+    let taint_controller =
+        crate::cluster_taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
@@ -304,7 +308,12 @@ pub async fn run_hub(
         }
     };
     let controller = async {
-        tokio::join!(deletion_controller, sweeper);
+        tokio::join!(
+            deletion_controller,
+            sweeper,
+            placement_controller,
+            taint_controller
+        );
         Ok(())
     };
     tokio::try_join!(
