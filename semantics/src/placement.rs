@@ -694,7 +694,7 @@ mod tests {
                 prop_assert!(!group.clusters.is_empty() && group.clusters.len() <= per_group);
                 for c in &group.clusters {
                     prop_assert!(seen.insert(c.clone()), "{} in two groups", c);
-                    let candidate = clusters.iter().find(|x| &x.name == c).unwrap();
+                    let candidate = clusters.iter().find(|x| &x.name == c).expect("a chosen cluster is a candidate");
                     prop_assert!(candidate.matches_predicates);
                 }
             }

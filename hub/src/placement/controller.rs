@@ -22,6 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use super::compile::{CompiledPlacement, compile};
@@ -58,10 +59,20 @@ pub enum PlacementError {
     NotReady,
 }
 
+/// A placement's decisions: cluster name to (group name, group index).
+type Previous = BTreeMap<String, (String, usize)>;
+
 struct Context {
     client: Client,
     clusters: Store<ManagedCluster>,
     decisions: Store<PlacementDecision>,
+    /// The decisions this controller last wrote, per placement UID (a
+    /// placement made again under the same name starts afresh): the cache
+    /// of PlacementDecisions may not show its own latest writes yet, and
+    /// scheduling from an older view would move clusters between groups.
+    written: Mutex<BTreeMap<String, Previous>>,
+    /// The placements, to forget what was written for deleted ones.
+    placements: Store<Placement>,
 }
 
 /// The claims of a cluster as a map, for claim selectors.
@@ -194,8 +205,15 @@ impl Context {
         Ok(())
     }
 
-    /// Schedules `compiled` against the clusters in the cache.
-    fn schedule(&self, placement: &Placement, compiled: &CompiledPlacement) -> Schedule {
+    /// Schedules `compiled` against the clusters in the cache. The previous
+    /// decisions are `written` (what this controller last wrote) when known,
+    /// else those in the cache.
+    fn schedule(
+        &self,
+        placement: &Placement,
+        compiled: &CompiledPlacement,
+        written: Option<&Previous>,
+    ) -> Schedule {
         let namespace = placement.namespace().unwrap_or_default();
         let name = placement.name_any();
         let decisions = self.decisions.state();
@@ -255,6 +273,9 @@ impl Context {
                 }
             })
             .collect();
+        if let Some(written) = written {
+            input.previous = written.clone();
+        }
         schedule(&input, &candidates)
     }
 
@@ -383,8 +404,10 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         .wait_until_ready()
         .await
         .map_err(|_| PlacementError::NotReady)?;
+    let key = placement.uid().unwrap_or_default();
     if placement.meta().deletion_timestamp.is_some() {
         // Its decisions go with it (owner references).
+        ctx.written.lock().await.remove(&key);
         return Ok(Action::await_change());
     }
     let generation = placement.meta().generation.unwrap_or(0);
@@ -413,8 +436,38 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
             return Ok(Action::await_change());
         }
     };
-    let outcome = ctx.schedule(&placement, &compiled);
-    let groups = ctx.write_decisions(&placement, &outcome).await?;
+    let written = ctx.written.lock().await.get(&key).cloned();
+    let outcome = ctx.schedule(&placement, &compiled, written.as_ref());
+    let groups = match ctx.write_decisions(&placement, &outcome).await {
+        Ok(groups) => groups,
+        Err(error) => {
+            // Partly written: the cache is the best account now.
+            ctx.written.lock().await.remove(&key);
+            return Err(error);
+        }
+    };
+    let now_written: Previous = outcome
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.clusters
+                .iter()
+                .map(|c| (c.clone(), (g.name.clone(), g.index)))
+        })
+        .collect();
+    {
+        let mut written = ctx.written.lock().await;
+        written.insert(key, now_written);
+        if written.len() > ctx.placements.state().len() {
+            let live: BTreeSet<String> = ctx
+                .placements
+                .state()
+                .iter()
+                .filter_map(|p| p.uid())
+                .collect();
+            written.retain(|uid, _| live.contains(uid));
+        }
+    }
     let wanted = compiled.input.number_of_clusters;
     let (satisfied, reason, message) = match wanted {
         _ if outcome.selected == 0 => (
@@ -564,6 +617,8 @@ pub async fn run_placement_controller(
         client,
         clusters,
         decisions: decisions.clone(),
+        written: Mutex::new(BTreeMap::new()),
+        placements: placements.clone(),
     });
     let mapper_placements = placements.clone();
     Controller::for_stream(placement_stream, placements)
