@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod peer_budget;
 pub mod placement;
 pub mod probes;
+pub mod replica_set;
 pub mod server;
 pub mod session;
 pub mod status_delivery;

@@ -299,6 +299,8 @@ pub async fn run_hub(
         crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
     let taint_controller =
         crate::cluster_taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
+    let replica_set_controller =
+        crate::replica_set::run_replica_set_controller(client.clone(), stopped(stop_rx.clone()));
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
@@ -312,7 +314,8 @@ pub async fn run_hub(
             deletion_controller,
             sweeper,
             placement_controller,
-            taint_controller
+            taint_controller,
+            replica_set_controller
         );
         Ok(())
     };
