@@ -17,6 +17,7 @@ pub mod merge;
 pub mod paths;
 pub mod placement;
 pub mod release;
+pub mod rollout;
 mod status_fields;
 pub mod strategy;
 mod well_known_status;
