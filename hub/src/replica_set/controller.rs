@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_semantics::contract::{APPLIED, AVAILABLE};
+use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
@@ -22,6 +23,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
+use super::rollout::{TEMPLATE_APPLIED_AT_ANNOTATION, cluster_state, resolve};
 use super::types::{
     ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, ManifestWorkSummary,
     PLACEMENT_NAME_LABEL, PlacementSummary, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL,
@@ -167,28 +169,34 @@ impl Context {
         let namespace = rs.namespace().unwrap_or_default();
         let generation = rs.meta().generation.unwrap_or(0);
         let current = rs.status.clone().unwrap_or_default().conditions;
-        // Each chosen cluster, with the first placement (in spec order) choosing it.
+        // Each chosen cluster, with the first placement (in spec order)
+        // choosing it and its decision group there.
         let mut wanted: BTreeMap<String, String> = BTreeMap::new();
+        let mut group_of: BTreeMap<String, (usize, String)> = BTreeMap::new();
         let mut problems = Vec::new();
         let decisions = self.decisions.state();
         for reference in &rs.spec.placement_refs {
-            match reference.rollout_strategy.type_.as_str() {
-                "" | "All" => {}
-                other => problems.push(format!(
-                    "placement {}: rollout strategy {other:?} is not served yet (All is)",
-                    reference.name
-                )),
-            }
             let mut found = false;
             for decision in decisions.iter().filter(|d| {
                 d.namespace().as_deref() == Some(namespace.as_str())
                     && d.labels().get(PLACEMENT_LABEL) == Some(&reference.name)
             }) {
                 found = true;
+                let index = decision
+                    .labels()
+                    .get(crate::placement::types::DECISION_GROUP_INDEX_LABEL)
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(0);
+                let name = decision
+                    .labels()
+                    .get(crate::placement::types::DECISION_GROUP_NAME_LABEL)
+                    .cloned()
+                    .unwrap_or_default();
                 for d in decision.status.iter().flat_map(|s| s.decisions.iter()) {
-                    wanted
-                        .entry(d.cluster_name.clone())
-                        .or_insert_with(|| reference.name.clone());
+                    if !wanted.contains_key(&d.cluster_name) {
+                        wanted.insert(d.cluster_name.clone(), reference.name.clone());
+                        group_of.insert(d.cluster_name.clone(), (index, name.clone()));
+                    }
                 }
             }
             if !found {
@@ -201,31 +209,89 @@ impl Context {
         let existing = self.generated(&rs);
         let params = PatchParams::apply(super::controller::REPLICA_SET_FIELD_MANAGER).force();
         let owner = owner_label(&rs);
-        for (cluster, placement) in &wanted {
-            let up_to_date = existing.get(cluster).is_some_and(|w| {
-                w.spec == rs.spec.manifest_work_template
-                    && w.labels().get(PLACEMENT_NAME_LABEL) == Some(placement)
-            });
-            if up_to_date {
-                continue;
+        let template = &rs.spec.manifest_work_template;
+        let now = Timestamp::now();
+        let mut start: Vec<(String, String)> = Vec::new();
+        let mut look_again: Option<SignedDuration> = None;
+        let mut halted = Vec::new();
+        let mut all_complete = true;
+        for reference in &rs.spec.placement_refs {
+            let mut clusters: Vec<(&(usize, String), &String)> = wanted
+                .iter()
+                .filter(|(_, p)| **p == reference.name)
+                .filter_map(|(c, _)| Some((group_of.get(c)?, c)))
+                .collect();
+            clusters.sort_by(|a, b| (a.0.0, a.1).cmp(&(b.0.0, b.1)));
+            let strategy = match resolve(&reference.rollout_strategy, clusters.len()) {
+                Ok(strategy) => strategy,
+                Err(error) => {
+                    problems.push(format!("placement {}: {error}", reference.name));
+                    all_complete = false;
+                    continue;
+                }
+            };
+            let states: Vec<RolloutCluster> = clusters
+                .iter()
+                .map(|((index, group), cluster)| {
+                    let (state, again) = cluster_state(
+                        existing.get(*cluster).map(|w| &**w),
+                        template,
+                        &strategy,
+                        now,
+                    );
+                    if let Some(again) = again {
+                        look_again = Some(look_again.map_or(again, |l| l.min(again)));
+                    }
+                    RolloutCluster {
+                        name: (*cluster).clone(),
+                        group_index: *index,
+                        group_name: group.clone(),
+                        state,
+                    }
+                })
+                .collect();
+            let step = next_step(&strategy.limits, &states);
+            all_complete &= step.complete;
+            if step.halted {
+                let failed = states
+                    .iter()
+                    .filter(|c| c.state == ClusterState::Failed)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>();
+                halted.push(format!(
+                    "placement {}: {} clusters failed ({}), more than maxFailures {}",
+                    reference.name,
+                    failed.len(),
+                    failed.join(", "),
+                    strategy.limits.max_failures
+                ));
             }
-            let work = json!({
-                "apiVersion": ManifestWork::api_version(&()),
-                "kind": ManifestWork::kind(&()),
-                "metadata": {
-                    "name": rs.name_any(),
-                    "namespace": cluster,
-                    "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
-                },
-                "spec": rs.spec.manifest_work_template,
-            });
-            let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), cluster);
-            api.patch(&rs.name_any(), &params, &Patch::Apply(&work))
-                .await
-                .map_err(failed(
-                    &rs,
-                    format!("writing the ManifestWork of cluster {cluster}"),
-                ))?;
+            start.extend(step.start.into_iter().map(|c| (c, reference.name.clone())));
+        }
+        if !rs.spec.paused {
+            let applied_at = now
+                .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+                .to_string();
+            for (cluster, placement) in &start {
+                let work = json!({
+                    "apiVersion": ManifestWork::api_version(&()),
+                    "kind": ManifestWork::kind(&()),
+                    "metadata": {
+                        "name": rs.name_any(),
+                        "namespace": cluster,
+                        "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
+                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                    },
+                    "spec": template,
+                });
+                let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), cluster);
+                api.patch(&rs.name_any(), &params, &Patch::Apply(&work))
+                    .await
+                    .map_err(failed(
+                        &rs,
+                        format!("writing the ManifestWork of cluster {cluster}"),
+                    ))?;
+            }
         }
         for (cluster, work) in &existing {
             if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
@@ -235,7 +301,6 @@ impl Context {
         // The status counts what the cache shows; the writes above come
         // back through the work watch and reconcile again.
         let works = self.generated(&rs);
-        let template = &rs.spec.manifest_work_template;
         let summary = summarize(
             works
                 .values()
@@ -276,12 +341,33 @@ impl Context {
                 &current,
             )
         };
-        let rolled_out = if summary.updated == total && summary.total == total {
+        let rolled_out = if !halted.is_empty() {
+            condition(
+                PLACEMENT_ROLLED_OUT,
+                false,
+                "Failed",
+                halted.join("; "),
+                generation,
+                &current,
+            )
+        } else if all_complete && summary.updated == total && summary.total == total {
             condition(
                 PLACEMENT_ROLLED_OUT,
                 true,
                 "Complete",
                 format!("{total} clusters have the current template"),
+                generation,
+                &current,
+            )
+        } else if rs.spec.paused {
+            condition(
+                PLACEMENT_ROLLED_OUT,
+                false,
+                "Paused",
+                format!(
+                    "paused with {} of {total} clusters at the current template",
+                    summary.updated
+                ),
                 generation,
                 &current,
             )
@@ -342,7 +428,15 @@ impl Context {
                 .await
                 .map_err(failed(&rs, "writing the status"))?;
         }
-        Ok(Action::await_change())
+        // A soak or a deadline ends by time alone: look again then.
+        Ok(match look_again {
+            Some(after) => Action::requeue(
+                Duration::try_from(after)
+                    .unwrap_or_default()
+                    .max(Duration::from_millis(500)),
+            ),
+            None => Action::await_change(),
+        })
     }
 
     /// Deletes every generated work; with `Foreground`, holds the replica

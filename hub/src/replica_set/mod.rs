@@ -2,6 +2,7 @@
 //! ManifestWork on every cluster its Placements choose.
 
 pub mod controller;
+pub mod rollout;
 pub mod types;
 
 pub use controller::run_replica_set_controller;

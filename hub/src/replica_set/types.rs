@@ -44,6 +44,10 @@ pub struct ManifestWorkReplicaSetSpec {
     /// deleted after) or `Foreground` (it stays until every work is gone).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cascade_deletion_policy: String,
+    /// Hold the rollout: no cluster gets the current template until this
+    /// is false again (ferry addition).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// A placement in the replica set's namespace.
@@ -57,14 +61,79 @@ pub struct LocalPlacementReference {
     pub rollout_strategy: RolloutStrategy,
 }
 
-/// How a change rolls out.
+/// How a change rolls out (OCM's `RolloutStrategy`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStrategy {
-    /// `All` (default): every cluster at once. `Progressive` and
-    /// `ProgressivePerGroup` are not served yet and are reported as such.
+    /// `All` (default): every cluster at once; `Progressive`: at most
+    /// `maxConcurrency` clusters progressing; `ProgressivePerGroup`: one
+    /// decision group at a time.
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
     pub type_: String,
+    /// Settings of `All`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<RolloutConfig>,
+    /// Settings of `Progressive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressive: Option<RolloutProgressive>,
+    /// Settings of `ProgressivePerGroup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressive_per_group: Option<RolloutProgressivePerGroup>,
+}
+
+/// Settings every rollout type shares.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutConfig {
+    /// How long a cluster's work must stay Applied and Available before
+    /// the cluster counts as Succeeded (a duration like `30s`, `5m`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub min_success_time: String,
+    /// How long a cluster may progress before it counts as Failed (a
+    /// duration, or `None`, the default, for no limit).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub progress_deadline: String,
+    /// Failed clusters tolerated before the rollout stops (count or %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::placement::types::int_or_string_schema")]
+    pub max_failures: Option<serde_json::Value>,
+}
+
+/// Settings of `Progressive`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgressive {
+    /// The shared settings.
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+    /// Decision groups that must all succeed first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
+    /// Most clusters progressing at once (count or % of the clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::placement::types::int_or_string_schema")]
+    pub max_concurrency: Option<serde_json::Value>,
+}
+
+/// Settings of `ProgressivePerGroup`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProgressivePerGroup {
+    /// The shared settings.
+    #[serde(flatten)]
+    pub config: RolloutConfig,
+    /// Decision groups that must all succeed first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_decision_groups: Vec<MandatoryDecisionGroup>,
+}
+
+/// A decision group named by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MandatoryDecisionGroup {
+    /// The group's name.
+    #[serde(default)]
+    pub group_name: String,
 }
 
 /// Observed state of a replica set.
