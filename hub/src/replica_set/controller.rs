@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ferry_semantics::contract::{APPLIED, AVAILABLE};
 use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -31,6 +31,9 @@ use super::types::{
 use crate::manifest_work::{Condition, ManifestWork};
 use crate::placement::PlacementDecision;
 use crate::placement::types::PLACEMENT_LABEL;
+
+/// Works written at once by one reconcile.
+const CONCURRENT_WRITES: usize = 16;
 
 /// Field manager of the generated works and the replica set status.
 pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";
@@ -272,26 +275,34 @@ impl Context {
             let applied_at = now
                 .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
                 .to_string();
-            for (cluster, placement) in &start {
-                let work = json!({
-                    "apiVersion": ManifestWork::api_version(&()),
-                    "kind": ManifestWork::kind(&()),
-                    "metadata": {
-                        "name": rs.name_any(),
-                        "namespace": cluster,
-                        "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
-                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
-                    },
-                    "spec": template,
-                });
-                let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), cluster);
-                api.patch(&rs.name_any(), &params, &Patch::Apply(&work))
-                    .await
-                    .map_err(failed(
-                        &rs,
-                        format!("writing the ManifestWork of cluster {cluster}"),
-                    ))?;
-            }
+            let rs = &rs;
+            let (owner, applied_at, params) = (&owner, &applied_at, &params);
+            // Written a few at a time: one template change reaches a
+            // thousand clusters in a few seconds, not one round trip each.
+            futures::stream::iter(start.iter().cloned())
+                .map(|(cluster, placement)| async move {
+                    let work = json!({
+                        "apiVersion": ManifestWork::api_version(&()),
+                        "kind": ManifestWork::kind(&()),
+                        "metadata": {
+                            "name": rs.name_any(),
+                            "namespace": cluster,
+                            "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
+                            "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                        },
+                        "spec": template,
+                    });
+                    let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), &cluster);
+                    api.patch(&rs.name_any(), params, &Patch::Apply(&work))
+                        .await
+                        .map_err(failed(
+                            rs,
+                            format!("writing the ManifestWork of cluster {cluster}"),
+                        ))
+                })
+                .buffer_unordered(CONCURRENT_WRITES)
+                .try_collect::<Vec<_>>()
+                .await?;
         }
         for (cluster, work) in &existing {
             if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
