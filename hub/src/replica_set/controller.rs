@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_semantics::contract::{APPLIED, AVAILABLE};
+use ferry_semantics::contract::{
+    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED,
+    PROGRESSING,
+};
 use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -34,16 +37,6 @@ use crate::placement::types::PLACEMENT_LABEL;
 
 /// Works written at once by one reconcile.
 const CONCURRENT_WRITES: usize = 16;
-
-/// Field manager of the generated works and the replica set status.
-pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";
-/// Condition type: every referenced placement exists and its rollout
-/// strategy is served.
-pub const PLACEMENT_VERIFIED: &str = "PlacementVerified";
-/// Condition type: every chosen cluster has a work of the current template.
-pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
-/// Condition type: every generated work is applied.
-pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
 
 /// A replica set could not be brought up to date; it is retried.
 #[derive(Debug, thiserror::Error)]
@@ -115,10 +108,10 @@ fn summarize<'a>(
         if condition_true(work, AVAILABLE).is_some() {
             s.available += 1;
         }
-        if condition_true(work, "Degraded").is_some() {
+        if condition_true(work, DEGRADED).is_some() {
             s.degraded += 1;
         }
-        if condition_true(work, "Progressing").is_some() {
+        if condition_true(work, PROGRESSING).is_some() {
             s.progressing += 1;
         }
         if &work.spec == template {
@@ -210,7 +203,8 @@ impl Context {
             }
         }
         let existing = self.generated(&rs);
-        let params = PatchParams::apply(super::controller::REPLICA_SET_FIELD_MANAGER).force();
+        let params =
+            PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
         let owner = owner_label(&rs);
         let template = &rs.spec.manifest_work_template;
         let now = Timestamp::now();

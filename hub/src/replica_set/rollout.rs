@@ -1,7 +1,7 @@
 //! A replica set's rollout strategy turned into the semantics' limits, and
 //! each cluster's rollout state read from its generated work.
 
-use ferry_semantics::contract::{APPLIED, AVAILABLE};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED};
 use ferry_semantics::placement::{IntOrPercent, parse_int_or_percent};
 use ferry_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -168,7 +168,7 @@ pub fn cluster_state(
     let degraded = work.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
-            .any(|c| c.type_ == "Degraded" && c.status == "True")
+            .any(|c| c.type_ == DEGRADED && c.status == "True")
     });
     if degraded {
         return (ClusterState::Failed, None);
