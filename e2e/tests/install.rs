@@ -8,7 +8,9 @@
 //! through the Service's EndpointSlice), a work is applied with status and
 //! feedback back, clusters show as connected, a deleted work is collected on
 //! the spoke, and a second cluster joined by an admin is served (its agent in
-//! the chart's restricted mode, `rbac.restricted=true`). The API
+//! the chart's restricted mode, `rbac.restricted=true`); a Placement and a
+//! ManifestWorkReplicaSet put a work on both clusters, a cluster leaving the
+//! placement loses its work, and the replica set is deleted. The API
 //! servers' audit logs of that run then show that every grant of the hub's
 //! roles (and the agent's fixed rules) was used, and nothing was refused. A
 //! third test does the same for the rules `installCRDs=true` adds.
@@ -40,6 +42,8 @@ use ferry_hub::manifest_work::{
     FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
     ResourceIdentifier,
 };
+use ferry_hub::placement::{Placement, PlacementDecision};
+use ferry_hub::replica_set::ManifestWorkReplicaSet;
 use ferry_hub::tls::ServingCert;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -596,6 +600,8 @@ async fn core_path() -> Record {
     .await
     .expect("the work's ConfigMap is collected on the spoke");
 
+    fleet_distribution(&hub_admin, &clusters).await;
+
     hub_process.alive();
     agent_a.alive();
     agent_b.alive();
@@ -611,6 +617,88 @@ async fn core_path() -> Record {
         plane.stop().await;
     }
     record
+}
+
+/// Fleet distribution on the core path: a Placement over both clusters in
+/// two decision groups and a ManifestWorkReplicaSet on it; narrowing the
+/// placement deletes a PlacementDecision and the work of the cluster that
+/// left; deleting the replica set removes its works and its finalizer.
+async fn fleet_distribution(hub_admin: &kube::Client, clusters: &Api<ManagedCluster>) {
+    let placements: Api<Placement> = Api::namespaced(hub_admin.clone(), "default");
+    let placement: Placement = serde_json::from_value(json!({
+        "apiVersion": "cluster.ferry.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": "install", "namespace": "default"},
+        "spec": {
+            "predicates": [{"requiredClusterSelector": {"labelSelector": {"matchExpressions": [{"key": "leave", "operator": "DoesNotExist"}]}}}],
+            "decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": 1}},
+        },
+    }))
+    .expect("placement");
+    placements
+        .create(&PostParams::default(), &placement)
+        .await
+        .expect("create Placement");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub_admin.clone(), "default");
+    let set: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "install-fleet", "namespace": "default"},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [config_map("default", "install-fleet", json!({"k": "v"}))]}},
+            "placementRefs": [{"name": "install"}],
+        },
+    }))
+    .expect("replica set");
+    sets.create(&PostParams::default(), &set)
+        .await
+        .expect("create ManifestWorkReplicaSet");
+    let works_a: Api<ManifestWork> = Api::namespaced(hub_admin.clone(), "spoke-install-a");
+    let works_b: Api<ManifestWork> = Api::namespaced(hub_admin.clone(), "spoke-install-b");
+    for works in [&works_a, &works_b] {
+        wait_applied(works, "install-fleet")
+            .await
+            .expect("the generated work is applied");
+    }
+    wait_until(&sets, "install-fleet", "applied", APPLY_TIMEOUT, |s| {
+        s.status.as_ref().is_some_and(|s| s.summary.applied == 2)
+    })
+    .await
+    .expect("the replica set counts both works applied");
+    clusters
+        .patch(
+            "spoke-install-b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"leave": "true"}}})),
+        )
+        .await
+        .expect("label spoke-install-b");
+    wait_deleted(
+        &works_b,
+        "install-fleet",
+        "work of the leaving cluster",
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the leaving cluster's work is deleted");
+    let decisions: Api<PlacementDecision> = Api::namespaced(hub_admin.clone(), "default");
+    wait_deleted(
+        &decisions,
+        "install-decision-2",
+        "second decision",
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the emptied decision group's PlacementDecision is deleted");
+    sets.delete("install-fleet", &DeleteParams::default())
+        .await
+        .expect("delete the replica set");
+    wait_deleted(&sets, "install-fleet", "replica set deleted", APPLY_TIMEOUT)
+        .await
+        .expect("the replica set goes");
+    wait_deleted(&works_a, "install-fleet", "its work deleted", APPLY_TIMEOUT)
+        .await
+        .expect("its work goes");
 }
 
 async fn recorded() -> &'static Record {

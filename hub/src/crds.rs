@@ -7,12 +7,20 @@ use kube::CustomResourceExt;
 use crate::admission::policy::{binding, install_policy, policy};
 use crate::managed_cluster::ManagedCluster;
 use crate::manifest_work::ManifestWork;
+use crate::placement::{Placement, PlacementDecision};
+use crate::replica_set::ManifestWorkReplicaSet;
 
 /// Every CRD the hub serves, with the file name it is checked in under.
 pub fn hub_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("manifestworks.yaml", ManifestWork::crd()),
         ("managedclusters.yaml", ManagedCluster::crd()),
+        ("placements.yaml", Placement::crd()),
+        ("placementdecisions.yaml", PlacementDecision::crd()),
+        (
+            "manifestworkreplicasets.yaml",
+            ManifestWorkReplicaSet::crd(),
+        ),
     ]
 }
 

@@ -13,6 +13,7 @@ use ferry_hub::admission::{
 };
 use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
+use ferry_hub::cluster_labels::{parse_pairs, set_labels_and_claims};
 use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
 use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
 use ferry_hub::join_accept::set_accepted;
@@ -205,6 +206,14 @@ enum Command {
         /// --agent-service-account).
         #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
         agent_service_account: String,
+        /// Labels of the cluster's ManagedCluster, as key=value pairs
+        /// (added to the ones it has), for placements to select on.
+        #[arg(long, value_delimiter = ',')]
+        labels: Vec<String>,
+        /// Claims of the cluster (status.clusterClaims), as name=value
+        /// pairs, for placements' claimSelector; replace the recorded ones.
+        #[arg(long, value_delimiter = ',')]
+        claims: Vec<String>,
     },
     /// Let a joined cluster's agent in (or, with --deny, keep it out and end
     /// its session): sets its ManagedCluster's spec.hubAcceptsClient.
@@ -372,11 +381,15 @@ async fn main() -> anyhow::Result<()> {
             out,
             token_seconds,
             agent_service_account,
+            labels,
+            claims,
         } => {
+            let labels = parse_pairs("--labels", &labels)?;
+            let claims = parse_pairs("--claims", &claims)?;
             let hub = client_from(hub_kubeconfig.as_deref(), hub_context).await?;
             let to_spoke = spoke_kubeconfig.is_some() || spoke_context.is_some();
             if !to_spoke && output.is_none() {
-                return join_hub_only(
+                join_hub_only(
                     &hub,
                     &cluster,
                     &hub_url,
@@ -385,7 +398,9 @@ async fn main() -> anyhow::Result<()> {
                     token_seconds,
                     &agent_service_account,
                 )
-                .await;
+                .await?;
+                set_labels_and_claims(&hub, &cluster, &labels, &claims).await?;
+                return Ok(());
             }
             let ca_pem = match &ca {
                 Some(path) => std::fs::read_to_string(path)
@@ -418,6 +433,7 @@ async fn main() -> anyhow::Result<()> {
                 }
             };
             let report = join_both_sides(&hub, target, &options).await?;
+            set_labels_and_claims(&hub, &cluster, &labels, &claims).await?;
             for applied in &report.applied {
                 println!("{applied}");
             }

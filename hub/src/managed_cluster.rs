@@ -35,6 +35,38 @@ pub struct ManagedClusterSpec {
     /// being served.
     #[serde(default = "accepted_by_default")]
     pub hub_accepts_client: bool,
+    /// Taints placements must tolerate to choose the cluster (OCM's field).
+    /// The hub keeps `cluster.ferry.dev/unreachable` (NoSelect) here while
+    /// the cluster's agent is not connected; users add their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<ClusterTaint>,
+}
+
+/// A taint on a cluster (OCM's `Taint`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterTaint {
+    /// Taint key, e.g. `cluster.ferry.dev/unreachable`.
+    pub key: String,
+    /// Taint value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSelect`, `NoSelectIfNew` or `PreferNoSelect`.
+    pub effect: String,
+    /// When the taint was added, RFC 3339 (tolerationSeconds count from it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub time_added: String,
+}
+
+/// A claim about a cluster, selected by placements' `claimSelector`
+/// (OCM's `ManagedClusterClaim`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ClusterClaim {
+    /// Claim name, e.g. `region.open-cluster-management.io`.
+    pub name: String,
+    /// Claim value.
+    #[serde(default)]
+    pub value: String,
 }
 
 /// A ManagedCluster without `hubAcceptsClient` is accepted: whoever created
@@ -48,6 +80,7 @@ impl Default for ManagedClusterSpec {
         Self {
             description: String::new(),
             hub_accepts_client: accepted_by_default(),
+            taints: Vec::new(),
         }
     }
 }
@@ -72,6 +105,10 @@ pub struct ManagedClusterStatus {
     /// Why the agent is disconnected, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disconnect_reason: Option<String>,
+    /// Claims about the cluster (OCM's field): set by `ferry-hub join
+    /// --claims`, selected by placements' `claimSelector`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_claims: Vec<ClusterClaim>,
 }
 
 #[cfg(test)]

@@ -298,6 +298,12 @@ pub async fn run_hub(
     );
     let ttl_controller =
         run_ttl_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
+    let placement_controller =
+        crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
+    let taint_controller =
+        crate::cluster_taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
+    let replica_set_controller =
+        crate::replica_set::run_replica_set_controller(client.clone(), stopped(stop_rx.clone()));
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
@@ -307,7 +313,14 @@ pub async fn run_hub(
         }
     };
     let controller = async {
-        tokio::join!(deletion_controller, sweeper, ttl_controller);
+        tokio::join!(
+            deletion_controller,
+            sweeper,
+            ttl_controller,
+            placement_controller,
+            taint_controller,
+            replica_set_controller
+        );
         Ok(())
     };
     tokio::try_join!(

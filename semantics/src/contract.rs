@@ -33,3 +33,29 @@ pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
 /// `strftime` format of a Kubernetes `metav1.Time`: RFC 3339 in UTC with
 /// whole seconds, the only form the API server stores.
 pub const KUBE_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+
+/// Placement condition type: the placement chose as many clusters as it asks for.
+pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";
+/// Placement condition type: the placement's spec cannot be used as written.
+pub const PLACEMENT_MISCONFIGURED: &str = "PlacementMisconfigured";
+/// Field manager of the hub's placement controller (PlacementDecisions,
+/// Placement status, the unreachable taint on ManagedClusters).
+pub const PLACEMENT_FIELD_MANAGER: &str = "ferry-placement";
+/// ManifestWorkReplicaSet condition type: every referenced placement has
+/// decisions and its rollout strategy can be used.
+pub const PLACEMENT_VERIFIED: &str = "PlacementVerified";
+/// ManifestWorkReplicaSet condition type: every chosen cluster holds the
+/// current template and succeeded (False with reason Progressing, Paused or
+/// Failed otherwise).
+pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
+/// ManifestWorkReplicaSet condition type: every generated work is applied
+/// (OCM's spelling).
+pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
+/// Field manager of the works a ManifestWorkReplicaSet generates and of its
+/// status.
+pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";
+/// Work condition type (OCM's): the work is degraded; a ManifestWorkReplicaSet
+/// counts the cluster as Failed.
+pub const DEGRADED: &str = "Degraded";
+/// Work condition type (OCM's): the work is still progressing.
+pub const PROGRESSING: &str = "Progressing";

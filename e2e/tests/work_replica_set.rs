@@ -1,0 +1,217 @@
+//! ManifestWorkReplicaSet: one template becomes a ManifestWork on every
+//! cluster its Placement chooses (rollout `All`), a cluster leaving the
+//! decisions loses its work, and deleting the replica set removes its works
+//! with either cascade policy (issue 13, ManifestWorkReplicaSet).
+
+use std::time::Duration;
+
+use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::wait::{wait_deleted, wait_until};
+use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
+use ferry_hub::manifest_work::ManifestWork;
+use ferry_hub::placement::Placement;
+use ferry_hub::replica_set::ManifestWorkReplicaSet;
+use ferry_hub::replica_set::types::{PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+const NAMESPACE: &str = "default";
+
+async fn create_placement(client: &Client, name: &str, spec: serde_json::Value) {
+    let placement: Placement = serde_json::from_value(json!({
+        "apiVersion": "cluster.ferry.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }))
+    .expect("placement");
+    Api::<Placement>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &placement)
+        .await
+        .expect("create Placement");
+}
+
+async fn create_replica_set(client: &Client, name: &str, placement: &str, cascade: &str) {
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", name, json!({"from": "replica-set"})),
+            ]}},
+            "placementRefs": [{"name": placement, "rolloutStrategy": {"type": "All"}}],
+            "cascadeDeletionPolicy": cascade,
+        },
+    }))
+    .expect("replica set");
+    Api::<ManifestWorkReplicaSet>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("create ManifestWorkReplicaSet");
+}
+
+fn condition_true(rs: &ManifestWorkReplicaSet, type_: &str) -> bool {
+    rs.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_rollout_gives_every_chosen_cluster_a_work_and_a_leaving_cluster_loses_it() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["spoke-a", "spoke-b"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    for name in ["spoke-a", "spoke-b"] {
+        clusters
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"env": "prod"}}})),
+            )
+            .await
+            .expect("label cluster");
+    }
+    create_placement(
+        &hub,
+        "prod",
+        json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {"env": "prod"}}}}]}),
+    )
+    .await;
+    create_replica_set(&hub, "hello-fleet", "prod", "Background").await;
+
+    for cluster in ["spoke-a", "spoke-b"] {
+        let works: Api<ManifestWork> = Api::namespaced(hub.clone(), cluster);
+        let work = wait_applied(&works, "hello-fleet")
+            .await
+            .expect("the generated work is applied");
+        assert_eq!(
+            work.labels().get(REPLICA_SET_LABEL).map(String::as_str),
+            Some("default.hello-fleet")
+        );
+        assert_eq!(
+            work.labels().get(PLACEMENT_NAME_LABEL).map(String::as_str),
+            Some("prod")
+        );
+        let on_spoke: Api<ConfigMap> =
+            Api::namespaced(fleet.spoke(cluster).client.clone(), "default");
+        assert!(
+            on_spoke
+                .get_opt("hello-fleet")
+                .await
+                .expect("read spoke")
+                .is_some()
+        );
+    }
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    let rs = wait_until(&sets, "hello-fleet", "all applied", APPLY_TIMEOUT, |rs| {
+        condition_true(rs, "ManifestworkApplied")
+            && condition_true(rs, "PlacementVerified")
+            && condition_true(rs, "PlacementRolledOut")
+    })
+    .await
+    .expect("the replica set reports every work applied");
+    let status = rs.status.expect("status");
+    assert_eq!(
+        (
+            status.summary.total,
+            status.summary.applied,
+            status.summary.updated
+        ),
+        (2, 2, 2)
+    );
+    assert_eq!(status.placement_summary.len(), 1);
+    assert_eq!(status.placement_summary[0].summary.total, 2);
+
+    // spoke-b leaves the placement: its work goes, and with it the object.
+    clusters
+        .patch(
+            "spoke-b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"env": "dev"}}})),
+        )
+        .await
+        .expect("relabel");
+    let works_b: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-b");
+    wait_deleted(
+        &works_b,
+        "hello-fleet",
+        "work of a leaving cluster",
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("a cluster leaving the decisions loses its work");
+    let on_b: Api<ConfigMap> = Api::namespaced(fleet.spoke("spoke-b").client.clone(), "default");
+    wait_deleted(
+        &on_b,
+        "hello-fleet",
+        "object on the leaving cluster",
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the object leaves with the work");
+    wait_until(&sets, "hello-fleet", "one work", APPLY_TIMEOUT, |rs| {
+        rs.status.as_ref().is_some_and(|s| s.summary.total == 1)
+    })
+    .await
+    .expect("the summary counts one work");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_replica_set_removes_its_works_with_either_cascade_policy() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["spoke-a"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    create_placement(&hub, "everywhere", json!({})).await;
+    create_replica_set(&hub, "background", "everywhere", "Background").await;
+    create_replica_set(&hub, "foreground", "everywhere", "Foreground").await;
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-a");
+    for name in ["background", "foreground"] {
+        wait_applied(&works, name).await.expect("work applied");
+    }
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+
+    // Foreground: the replica set stays until its work is gone.
+    sets.delete("foreground", &DeleteParams::default())
+        .await
+        .expect("delete foreground");
+    wait_deleted(&sets, "foreground", "foreground replica set", APPLY_TIMEOUT)
+        .await
+        .expect("the replica set goes once its works are gone");
+    assert!(
+        works.get_opt("foreground").await.expect("read").is_none(),
+        "a Foreground replica set went before its work"
+    );
+
+    // Background: the replica set goes at once, its work after.
+    sets.delete("background", &DeleteParams::default())
+        .await
+        .expect("delete background");
+    wait_deleted(&sets, "background", "background replica set", APPLY_TIMEOUT)
+        .await
+        .expect("the replica set goes");
+    wait_deleted(&works, "background", "background work", APPLY_TIMEOUT)
+        .await
+        .expect("its work is removed");
+    let on_spoke: Api<ConfigMap> =
+        Api::namespaced(fleet.spoke("spoke-a").client.clone(), "default");
+    for name in ["background", "foreground"] {
+        wait_deleted(
+            &on_spoke,
+            name,
+            "object on the spoke",
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the objects leave the spoke");
+    }
+    fleet.stop().await;
+}

@@ -1,0 +1,641 @@
+//! The placement controller: keeps each Placement's PlacementDecisions and
+//! status up to date from watches of Placements, ManagedClusters and
+//! PlacementDecisions. A cluster change reconciles only the placements it
+//! can affect (those whose predicates select it and those that chose it),
+//! and a reconcile writes only what changed, so a quiet fleet costs no
+//! writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_semantics::contract::{
+    PLACEMENT_FIELD_MANAGER, PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
+};
+use ferry_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+use super::compile::{CompiledPlacement, compile};
+use super::types::{
+    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus, PLACEMENT_LABEL,
+    Placement, PlacementDecision, PlacementStatus,
+};
+use crate::managed_cluster::ManagedCluster;
+use crate::manifest_work::Condition;
+use crate::work_index::watch_backoff;
+
+/// How often a placement is scheduled again without any change seen, so
+/// that `Balance` follows other placements' decisions.
+const RESYNC: Duration = Duration::from_secs(300);
+
+/// A placement could not be brought up to date; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// The API server refused a write.
+    #[error("{action} for placement {namespace}/{placement}: {source}")]
+    Write {
+        /// What was being written.
+        action: String,
+        /// Namespace of the placement.
+        namespace: String,
+        /// The placement's name.
+        placement: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The watches have not listed everything yet (or stopped).
+    #[error("the cluster and decision caches are not ready")]
+    NotReady,
+}
+
+/// A placement's decisions: cluster name to (group name, group index).
+type Previous = BTreeMap<String, (String, usize)>;
+
+struct Context {
+    client: Client,
+    clusters: Store<ManagedCluster>,
+    decisions: Store<PlacementDecision>,
+    /// The decisions this controller last wrote, per placement UID (a
+    /// placement made again under the same name starts afresh): the cache
+    /// of PlacementDecisions may not show its own latest writes yet, and
+    /// scheduling from an older view would move clusters between groups.
+    written: Mutex<BTreeMap<String, Previous>>,
+    /// The placements, to forget what was written for deleted ones.
+    placements: Store<Placement>,
+}
+
+/// The claims of a cluster as a map, for claim selectors.
+fn claims_of(cluster: &ManagedCluster) -> BTreeMap<String, String> {
+    cluster
+        .status
+        .iter()
+        .flat_map(|s| s.cluster_claims.iter())
+        .map(|c| (c.name.clone(), c.value.clone()))
+        .collect()
+}
+
+fn epoch_seconds(text: &str) -> Option<i64> {
+    text.parse::<Timestamp>().ok().map(|t| t.as_second())
+}
+
+/// The decisions of the placement `namespace/name` in the store.
+fn decisions_of<'a>(
+    decisions: &'a [Arc<PlacementDecision>],
+    namespace: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = &'a Arc<PlacementDecision>> {
+    decisions.iter().filter(move |d| {
+        d.namespace().as_deref() == Some(namespace)
+            && d.labels().get(PLACEMENT_LABEL).map(String::as_str) == Some(name)
+    })
+}
+
+fn clusters_in(decision: &PlacementDecision) -> impl Iterator<Item = &str> {
+    decision
+        .status
+        .iter()
+        .flat_map(|s| s.decisions.iter())
+        .map(|d| d.cluster_name.as_str())
+}
+
+/// The condition list `wanted` keeps each condition's transition time when
+/// its status did not change.
+fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
+    wanted
+        .into_iter()
+        .map(|mut c| {
+            if let Some(old) = current.iter().find(|o| o.type_ == c.type_)
+                && old.status == c.status
+            {
+                c.last_transition_time = old.last_transition_time.clone();
+            }
+            c
+        })
+        .collect()
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Timestamp::now()
+            .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+            .to_string(),
+    }
+}
+
+/// Compares status without the transition times the API server rounds.
+fn same_status(a: &PlacementStatus, b: &PlacementStatus) -> bool {
+    let strip = |s: &PlacementStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time.clear();
+        }
+        s
+    };
+    strip(a) == strip(b)
+}
+
+impl Context {
+    fn failed(
+        &self,
+        placement: &Placement,
+        action: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> PlacementError {
+        let action = action.into();
+        let namespace = placement.namespace().unwrap_or_default();
+        let name = placement.name_any();
+        move |source| PlacementError::Write {
+            action,
+            namespace,
+            placement: name,
+            source,
+        }
+    }
+
+    async fn write_status(
+        &self,
+        placement: &Placement,
+        status: PlacementStatus,
+    ) -> Result<(), PlacementError> {
+        let current = placement.status.clone().unwrap_or_default();
+        let status = PlacementStatus {
+            conditions: conditions(&current.conditions, status.conditions),
+            ..status
+        };
+        if same_status(&current, &status) {
+            return Ok(());
+        }
+        let api: Api<Placement> = Api::namespaced(
+            self.client.clone(),
+            &placement.namespace().unwrap_or_default(),
+        );
+        let patch = json!({
+            "apiVersion": Placement::api_version(&()),
+            "kind": Placement::kind(&()),
+            "status": status,
+        });
+        api.patch_status(
+            &placement.name_any(),
+            &PatchParams::apply(PLACEMENT_FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(self.failed(placement, "writing the status"))?;
+        Ok(())
+    }
+
+    /// Schedules `compiled` against the clusters in the cache. The previous
+    /// decisions are `written` (what this controller last wrote) when known,
+    /// else those in the cache.
+    fn schedule(
+        &self,
+        placement: &Placement,
+        compiled: &CompiledPlacement,
+        written: Option<&Previous>,
+    ) -> Schedule {
+        let namespace = placement.namespace().unwrap_or_default();
+        let name = placement.name_any();
+        let decisions = self.decisions.state();
+        let mut input = compiled.input.clone();
+        input.now = Timestamp::now().as_second();
+        let mut other_decisions: BTreeMap<&str, usize> = BTreeMap::new();
+        for decision in decisions.iter() {
+            let own = decision.namespace().as_deref() == Some(namespace.as_str())
+                && decision.labels().get(PLACEMENT_LABEL) == Some(&name);
+            let group_name = decision
+                .labels()
+                .get(DECISION_GROUP_NAME_LABEL)
+                .cloned()
+                .unwrap_or_default();
+            let group_index = decision
+                .labels()
+                .get(DECISION_GROUP_INDEX_LABEL)
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(0);
+            for cluster in clusters_in(decision) {
+                if own {
+                    input
+                        .previous
+                        .insert(cluster.to_string(), (group_name.clone(), group_index));
+                } else {
+                    *other_decisions.entry(cluster).or_default() += 1;
+                }
+            }
+        }
+        let candidates: Vec<Candidate> = self
+            .clusters
+            .state()
+            .iter()
+            .filter(|c| c.meta().deletion_timestamp.is_none())
+            .map(|cluster| {
+                let claims = claims_of(cluster);
+                let cluster_name = cluster.name_any();
+                Candidate {
+                    matches_predicates: compiled.selects(cluster.labels(), &claims),
+                    named_group: compiled.group_of(cluster.labels(), &claims),
+                    taints: cluster
+                        .spec
+                        .taints
+                        .iter()
+                        .map(|t| Taint {
+                            key: t.key.clone(),
+                            value: t.value.clone(),
+                            effect: t.effect.clone(),
+                            added_at: epoch_seconds(&t.time_added),
+                        })
+                        .collect(),
+                    other_decisions: other_decisions
+                        .get(cluster_name.as_str())
+                        .copied()
+                        .unwrap_or(0),
+                    name: cluster_name,
+                }
+            })
+            .collect();
+        if let Some(written) = written {
+            input.previous = written.clone();
+        }
+        schedule(&input, &candidates)
+    }
+
+    /// Writes the PlacementDecisions of `outcome` and deletes the ones no
+    /// longer needed; returns the groups as the status lists them.
+    async fn write_decisions(
+        &self,
+        placement: &Placement,
+        outcome: &Schedule,
+    ) -> Result<Vec<DecisionGroupStatus>, PlacementError> {
+        let namespace = placement.namespace().unwrap_or_default();
+        let name = placement.name_any();
+        let api: Api<PlacementDecision> = Api::namespaced(self.client.clone(), &namespace);
+        let params = PatchParams::apply(PLACEMENT_FIELD_MANAGER).force();
+        let owner = placement.controller_owner_ref(&());
+        let all = self.decisions.state();
+        let existing: BTreeMap<String, &Arc<PlacementDecision>> =
+            decisions_of(&all, &namespace, &name)
+                .map(|d| (d.name_any(), d))
+                .collect();
+        // An empty placement still has one (empty) decision object, as in OCM.
+        let empty = ferry_semantics::placement::DecisionGroup {
+            index: 0,
+            name: String::new(),
+            clusters: Vec::new(),
+        };
+        let groups: Vec<&ferry_semantics::placement::DecisionGroup> = if outcome.groups.is_empty() {
+            vec![&empty]
+        } else {
+            outcome.groups.iter().collect()
+        };
+        let mut wanted = BTreeSet::new();
+        let mut statuses = Vec::new();
+        let mut number = 0;
+        for group in groups {
+            let mut names = Vec::new();
+            for clusters in decision_objects(&group.clusters) {
+                number += 1;
+                let object = format!("{name}-decision-{number}");
+                wanted.insert(object.clone());
+                names.push(object.clone());
+                let labels = BTreeMap::from([
+                    (PLACEMENT_LABEL.to_string(), name.clone()),
+                    (
+                        DECISION_GROUP_INDEX_LABEL.to_string(),
+                        group.index.to_string(),
+                    ),
+                    (DECISION_GROUP_NAME_LABEL.to_string(), group.name.clone()),
+                ]);
+                let decisions: Vec<serde_json::Value> = clusters
+                    .iter()
+                    .map(|c| json!({"clusterName": c, "reason": ""}))
+                    .collect();
+                let current = existing.get(&object);
+                let labels_match = current
+                    .is_some_and(|d| labels.iter().all(|(k, v)| d.labels().get(k) == Some(v)));
+                if !labels_match {
+                    let body = json!({
+                        "apiVersion": PlacementDecision::api_version(&()),
+                        "kind": PlacementDecision::kind(&()),
+                        "metadata": {
+                            "name": object,
+                            "namespace": namespace,
+                            "labels": labels,
+                            "ownerReferences": owner.iter().collect::<Vec<_>>(),
+                        },
+                        "spec": {},
+                    });
+                    api.patch(&object, &params, &Patch::Apply(&body))
+                        .await
+                        .map_err(
+                            self.failed(placement, format!("writing PlacementDecision {object}")),
+                        )?;
+                }
+                let current_clusters: Vec<&str> = current
+                    .map(|d| clusters_in(d).collect())
+                    .unwrap_or_default();
+                let wanted_clusters: Vec<&str> = clusters.iter().map(String::as_str).collect();
+                if current.is_none()
+                    || current_clusters != wanted_clusters
+                    || current.is_some_and(|d| d.status.is_none())
+                {
+                    let body = json!({
+                        "apiVersion": PlacementDecision::api_version(&()),
+                        "kind": PlacementDecision::kind(&()),
+                        "status": {"decisions": decisions},
+                    });
+                    api.patch_status(&object, &params, &Patch::Apply(&body))
+                        .await
+                        .map_err(
+                            self.failed(placement, format!("writing the decisions of {object}")),
+                        )?;
+                }
+            }
+            statuses.push(DecisionGroupStatus {
+                decision_group_index: i32::try_from(group.index).unwrap_or(i32::MAX),
+                decision_group_name: group.name.clone(),
+                decisions: names,
+                clusters_count: i32::try_from(group.clusters.len()).unwrap_or(i32::MAX),
+            });
+        }
+        for object in existing.keys().filter(|o| !wanted.contains(*o)) {
+            match api.delete(object, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(source) => {
+                    return Err(self
+                        .failed(placement, format!("deleting PlacementDecision {object}"))(
+                        source,
+                    ));
+                }
+            }
+        }
+        Ok(statuses)
+    }
+}
+
+async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Action, PlacementError> {
+    // Scheduling against a cache that has not listed every cluster would
+    // drop decisions it simply has not seen yet.
+    ctx.clusters
+        .wait_until_ready()
+        .await
+        .map_err(|_| PlacementError::NotReady)?;
+    ctx.decisions
+        .wait_until_ready()
+        .await
+        .map_err(|_| PlacementError::NotReady)?;
+    let key = placement.uid().unwrap_or_default();
+    if placement.meta().deletion_timestamp.is_some() {
+        // Its decisions go with it (owner references).
+        ctx.written.lock().await.remove(&key);
+        return Ok(Action::await_change());
+    }
+    let generation = placement.meta().generation.unwrap_or(0);
+    let compiled = match compile(&placement.spec) {
+        Ok(compiled) => compiled,
+        Err(error) => {
+            // The decisions stay as they were: a typo must not empty a fleet.
+            let mut status = placement.status.clone().unwrap_or_default();
+            status.conditions = vec![
+                condition(
+                    PLACEMENT_MISCONFIGURED,
+                    true,
+                    "Misconfigured",
+                    error.to_string(),
+                    generation,
+                ),
+                condition(
+                    PLACEMENT_SATISFIED,
+                    false,
+                    "Misconfigured",
+                    "the spec cannot be used; the previous decisions stand".into(),
+                    generation,
+                ),
+            ];
+            ctx.write_status(&placement, status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let written = ctx.written.lock().await.get(&key).cloned();
+    let outcome = ctx.schedule(&placement, &compiled, written.as_ref());
+    let groups = match ctx.write_decisions(&placement, &outcome).await {
+        Ok(groups) => groups,
+        Err(error) => {
+            // Partly written: the cache is the best account now.
+            ctx.written.lock().await.remove(&key);
+            return Err(error);
+        }
+    };
+    let now_written: Previous = outcome
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.clusters
+                .iter()
+                .map(|c| (c.clone(), (g.name.clone(), g.index)))
+        })
+        .collect();
+    {
+        let mut written = ctx.written.lock().await;
+        written.insert(key, now_written);
+        if written.len() > ctx.placements.state().len() {
+            let live: BTreeSet<String> = ctx
+                .placements
+                .state()
+                .iter()
+                .filter_map(|p| p.uid())
+                .collect();
+            written.retain(|uid, _| live.contains(uid));
+        }
+    }
+    let wanted = compiled.input.number_of_clusters;
+    let (satisfied, reason, message) = match wanted {
+        _ if outcome.selected == 0 => (
+            false,
+            "NoManagedClusterMatched",
+            "no ManagedCluster matches the predicates and tolerations".to_string(),
+        ),
+        Some(n) if outcome.selected < n => (
+            false,
+            "NotAllDecisionsScheduled",
+            format!(
+                "{} of {n} clusters chosen: only {} match the predicates and tolerations",
+                outcome.selected, outcome.feasible
+            ),
+        ),
+        _ => (
+            true,
+            "AllDecisionsScheduled",
+            format!("{} clusters chosen", outcome.selected),
+        ),
+    };
+    let status = PlacementStatus {
+        number_of_selected_clusters: i32::try_from(outcome.selected).unwrap_or(i32::MAX),
+        decision_groups: groups,
+        conditions: vec![
+            condition(
+                PLACEMENT_MISCONFIGURED,
+                false,
+                "Succeedconfigured",
+                "the spec is valid".into(),
+                generation,
+            ),
+            condition(PLACEMENT_SATISFIED, satisfied, reason, message, generation),
+        ],
+    };
+    ctx.write_status(&placement, status).await?;
+    let next = match outcome.reschedule_at {
+        Some(at) => Duration::from_secs(
+            u64::try_from(at - Timestamp::now().as_second())
+                .unwrap_or(0)
+                .max(1),
+        )
+        .min(RESYNC),
+        None => RESYNC,
+    };
+    Ok(Action::requeue(next))
+}
+
+fn error_policy(placement: Arc<Placement>, error: &PlacementError, _: Arc<Context>) -> Action {
+    warn!(placement = %placement.name_any(), %error, "placement not brought up to date; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// The part of a cluster placements look at; a change elsewhere (the
+/// liveness writer's heartbeat) reconciles nothing.
+fn placement_view(cluster: &ManagedCluster) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    cluster.labels().hash(&mut hasher);
+    claims_of(cluster).hash(&mut hasher);
+    for taint in &cluster.spec.taints {
+        (&taint.key, &taint.value, &taint.effect, &taint.time_added).hash(&mut hasher);
+    }
+    cluster
+        .meta()
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The placements a change of `cluster` can affect: those whose predicates
+/// select it and those whose decisions name it.
+fn affected(
+    cluster: &ManagedCluster,
+    placements: &Store<Placement>,
+    decisions: &Store<PlacementDecision>,
+) -> Vec<ObjectRef<Placement>> {
+    let name = cluster.name_any();
+    let claims = claims_of(cluster);
+    let mut out: BTreeSet<(String, String)> = decisions
+        .state()
+        .iter()
+        .filter(|d| clusters_in(d).any(|c| c == name))
+        .filter_map(|d| Some((d.namespace()?, d.labels().get(PLACEMENT_LABEL)?.clone())))
+        .collect();
+    for placement in placements.state() {
+        // A placement that does not compile is not scheduled anyway.
+        if compile(&placement.spec).is_ok_and(|c| c.selects(cluster.labels(), &claims)) {
+            out.insert((
+                placement.namespace().unwrap_or_default(),
+                placement.name_any(),
+            ));
+        }
+    }
+    out.into_iter()
+        .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
+        .collect()
+}
+
+/// Runs the placement controller until `shutdown` completes. Watch errors
+/// never end it: they are logged and retried with backoff.
+pub async fn run_placement_controller(
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (placements, placement_writer) = reflector::store();
+    let (clusters, cluster_writer) = reflector::store();
+    let (decisions, decision_writer) = reflector::store();
+    let placement_stream = watcher(
+        Api::<Placement>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(placement_writer)
+    .applied_objects();
+    // Only changes placements look at pass, and every deletion.
+    let cluster_stream = watcher(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(cluster_writer)
+    .scan(BTreeMap::<String, u64>::new(), |seen, event| {
+        let passed = match event {
+            Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
+                let view = placement_view(&c);
+                (seen.insert(c.name_any(), view) != Some(view)).then_some(Ok(c))
+            }
+            Ok(watcher::Event::Delete(c)) => {
+                seen.remove(&c.name_any());
+                Some(Ok(c))
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(Some(passed))
+    })
+    .filter_map(std::future::ready);
+    let decision_stream = watcher(
+        Api::<PlacementDecision>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(decision_writer)
+    .touched_objects();
+    let context = Arc::new(Context {
+        client,
+        clusters,
+        decisions: decisions.clone(),
+        written: Mutex::new(BTreeMap::new()),
+        placements: placements.clone(),
+    });
+    let mapper_placements = placements.clone();
+    Controller::for_stream(placement_stream, placements)
+        .owns_stream(decision_stream)
+        .watches_stream(cluster_stream, move |cluster: ManagedCluster| {
+            affected(&cluster, &mapper_placements, &decisions)
+        })
+        .trigger_backoff(watch_backoff())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            match result {
+                Ok((placement, _)) => debug!(placement = %placement.name, "placement scheduled"),
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(error) => warn!(%error, "placement controller"),
+            }
+            std::future::ready(())
+        })
+        .await;
+}

@@ -1,0 +1,10 @@
+//! Placement: choosing ManagedClusters by labels, claims and taints, and
+//! writing the choice to PlacementDecisions (OCM's Placement API under
+//! `cluster.ferry.dev/v1alpha1`).
+
+pub mod compile;
+pub mod controller;
+pub mod types;
+
+pub use controller::run_placement_controller;
+pub use types::{Placement, PlacementDecision};

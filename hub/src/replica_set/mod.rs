@@ -1,0 +1,9 @@
+//! ManifestWorkReplicaSet: one ManifestWork template made into a
+//! ManifestWork on every cluster its Placements choose.
+
+pub mod controller;
+pub mod rollout;
+pub mod types;
+
+pub use controller::run_replica_set_controller;
+pub use types::ManifestWorkReplicaSet;

@@ -1,0 +1,278 @@
+//! Which clusters of a ManifestWorkReplicaSet get the current template next:
+//! the rollout state machine (OCM's `All`, `Progressive`,
+//! `ProgressivePerGroup`), pure so it is unit- and property-tested. The
+//! hub reads each cluster's state from its generated work and writes the
+//! template to the clusters this returns.
+
+/// Where one cluster stands in a rollout of the current template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterState {
+    /// Its work does not hold the current template (or it has no work).
+    ToApply,
+    /// Its work holds the current template and is not yet Succeeded.
+    Progressing,
+    /// Its work is Applied and Available at the current generation, and
+    /// has been for `minSuccessTime`.
+    Succeeded,
+    /// Its work is Degraded, or did not succeed within `progressDeadline`.
+    Failed,
+}
+
+/// One cluster of the rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutCluster {
+    /// Cluster name.
+    pub name: String,
+    /// Index of its decision group.
+    pub group_index: usize,
+    /// Name of its decision group.
+    pub group_name: String,
+    /// Where it stands.
+    pub state: ClusterState,
+}
+
+/// The rollout type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RolloutType {
+    /// Every cluster at once.
+    All,
+    /// At most `max_concurrency` clusters progressing at a time.
+    Progressive,
+    /// One decision group at a time.
+    ProgressivePerGroup,
+}
+
+/// A rollout strategy with its limits resolved to counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutLimits {
+    /// The type.
+    pub kind: RolloutType,
+    /// Most clusters progressing at once (Progressive).
+    pub max_concurrency: usize,
+    /// Most failed clusters tolerated before the rollout stops.
+    pub max_failures: usize,
+    /// Names of the decision groups that must all succeed before any other
+    /// cluster starts.
+    pub mandatory_groups: Vec<String>,
+}
+
+/// What to do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutStep {
+    /// Clusters that get the current template now.
+    pub start: Vec<String>,
+    /// More clusters failed than `max_failures`: nothing new starts.
+    pub halted: bool,
+    /// Every cluster Succeeded.
+    pub complete: bool,
+}
+
+/// Chooses the clusters that start now, in the order given (decision group
+/// index, then name, is what the hub passes).
+///
+/// Failed clusters count against `max_failures`; past it nothing starts
+/// (clusters already progressing go on). Mandatory groups go first, each
+/// fully succeeded before any other cluster starts. `All` then starts every
+/// cluster; `Progressive` keeps at most `max_concurrency` progressing (a
+/// failed cluster within `max_failures` frees its slot); `ProgressivePerGroup`
+/// starts a group only when every earlier group has no cluster to apply or
+/// progressing.
+pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> RolloutStep {
+    let failed = clusters
+        .iter()
+        .filter(|c| c.state == ClusterState::Failed)
+        .count();
+    let complete = clusters.iter().all(|c| c.state == ClusterState::Succeeded);
+    let halted = failed > strategy.max_failures;
+    if halted || complete {
+        return RolloutStep {
+            start: Vec::new(),
+            halted,
+            complete,
+        };
+    }
+    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
+    let open =
+        |c: &&RolloutCluster| matches!(c.state, ClusterState::ToApply | ClusterState::Progressing);
+    // Mandatory groups first, as a stage of their own.
+    let stage: Vec<&RolloutCluster> = if clusters.iter().filter(|c| mandatory(c)).any(|c| open(&c))
+    {
+        clusters.iter().filter(|c| mandatory(c)).collect()
+    } else {
+        clusters.iter().filter(|c| !mandatory(c)).collect()
+    };
+    let to_apply = stage.iter().filter(|c| c.state == ClusterState::ToApply);
+    let start: Vec<String> = match strategy.kind {
+        RolloutType::All => to_apply.map(|c| c.name.clone()).collect(),
+        RolloutType::Progressive => {
+            let progressing = stage
+                .iter()
+                .filter(|c| c.state == ClusterState::Progressing)
+                .count();
+            let room = strategy.max_concurrency.max(1).saturating_sub(progressing);
+            to_apply.take(room).map(|c| c.name.clone()).collect()
+        }
+        RolloutType::ProgressivePerGroup => {
+            // The first group with open clusters is the only one that moves.
+            match stage.iter().find(|c| open(c)).map(|c| c.group_index) {
+                Some(group) => to_apply
+                    .filter(|c| c.group_index == group)
+                    .map(|c| c.name.clone())
+                    .collect(),
+                None => Vec::new(),
+            }
+        }
+    };
+    RolloutStep {
+        start,
+        halted,
+        complete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cluster(name: &str, group: usize, state: ClusterState) -> RolloutCluster {
+        RolloutCluster {
+            name: name.into(),
+            group_index: group,
+            group_name: if group == 0 {
+                "canary".into()
+            } else {
+                String::new()
+            },
+            state,
+        }
+    }
+
+    fn progressive(max_concurrency: usize, max_failures: usize) -> RolloutLimits {
+        RolloutLimits {
+            kind: RolloutType::Progressive,
+            max_concurrency,
+            max_failures,
+            mandatory_groups: vec![],
+        }
+    }
+
+    use ClusterState::*;
+
+    #[test]
+    fn all_starts_every_cluster_to_apply() {
+        let strategy = RolloutLimits {
+            kind: RolloutType::All,
+            ..progressive(1, 0)
+        };
+        let step = next_step(
+            &strategy,
+            &[
+                cluster("a", 1, ToApply),
+                cluster("b", 1, Progressing),
+                cluster("c", 2, ToApply),
+            ],
+        );
+        assert_eq!(step.start, vec!["a".to_string(), "c".into()]);
+    }
+
+    #[test]
+    fn progressive_keeps_at_most_max_concurrency_progressing() {
+        let clusters = [
+            cluster("a", 1, Succeeded),
+            cluster("b", 1, Progressing),
+            cluster("c", 1, ToApply),
+            cluster("d", 1, ToApply),
+        ];
+        assert_eq!(
+            next_step(&progressive(2, 0), &clusters).start,
+            vec!["c".to_string()]
+        );
+        assert!(next_step(&progressive(1, 0), &clusters).start.is_empty());
+    }
+
+    #[test]
+    fn failures_past_max_failures_halt_the_rollout() {
+        let clusters = [
+            cluster("a", 1, Failed),
+            cluster("b", 1, ToApply),
+            cluster("c", 1, ToApply),
+        ];
+        let step = next_step(&progressive(1, 0), &clusters);
+        assert!(step.halted && step.start.is_empty());
+        // Within maxFailures, a failed cluster frees its slot.
+        assert_eq!(
+            next_step(&progressive(1, 1), &clusters).start,
+            vec!["b".to_string()]
+        );
+    }
+
+    #[test]
+    fn mandatory_groups_succeed_before_any_other_cluster_starts() {
+        let strategy = RolloutLimits {
+            mandatory_groups: vec!["canary".into()],
+            ..progressive(5, 0)
+        };
+        let clusters = [cluster("p", 0, Progressing), cluster("a", 1, ToApply)];
+        assert!(next_step(&strategy, &clusters).start.is_empty());
+        let clusters = [cluster("p", 0, Succeeded), cluster("a", 1, ToApply)];
+        assert_eq!(next_step(&strategy, &clusters).start, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn progressive_per_group_moves_one_group_at_a_time() {
+        let strategy = RolloutLimits {
+            kind: RolloutType::ProgressivePerGroup,
+            ..progressive(1, 0)
+        };
+        let clusters = [
+            cluster("a", 1, Progressing),
+            cluster("b", 1, ToApply),
+            cluster("c", 2, ToApply),
+        ];
+        assert_eq!(next_step(&strategy, &clusters).start, vec!["b".to_string()]);
+        let clusters = [
+            cluster("a", 1, Succeeded),
+            cluster("b", 1, Succeeded),
+            cluster("c", 2, ToApply),
+            cluster("d", 2, ToApply),
+        ];
+        assert_eq!(
+            next_step(&strategy, &clusters).start,
+            vec!["c".to_string(), "d".into()]
+        );
+    }
+
+    fn state() -> impl Strategy<Value = ClusterState> {
+        prop_oneof![
+            Just(ToApply),
+            Just(Progressing),
+            Just(Succeeded),
+            Just(Failed)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn progressive_never_has_more_than_max_concurrency_progressing(
+            states in prop::collection::vec(state(), 0..20),
+            max_concurrency in 1usize..5,
+            max_failures in 0usize..3,
+        ) {
+            let clusters: Vec<RolloutCluster> = states
+                .iter()
+                .enumerate()
+                .map(|(i, s)| cluster(&format!("c{i:02}"), 1, *s))
+                .collect();
+            let step = next_step(&progressive(max_concurrency, max_failures), &clusters);
+            let progressing = clusters.iter().filter(|c| c.state == Progressing).count();
+            prop_assert!(step.start.is_empty() || progressing + step.start.len() <= max_concurrency);
+            for name in &step.start {
+                let c = clusters.iter().find(|c| &c.name == name).expect("started cluster exists");
+                prop_assert_eq!(c.state, ToApply);
+            }
+            let failed = clusters.iter().filter(|c| c.state == Failed).count();
+            prop_assert_eq!(step.halted, failed > max_failures);
+        }
+    }
+}
