@@ -54,8 +54,3 @@ pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
 /// Field manager of the works a ManifestWorkReplicaSet generates and of its
 /// status.
 pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";
-/// Work condition type (OCM's): the work is degraded; a ManifestWorkReplicaSet
-/// counts the cluster as Failed.
-pub const DEGRADED: &str = "Degraded";
-/// Work condition type (OCM's): the work is still progressing.
-pub const PROGRESSING: &str = "Progressing";

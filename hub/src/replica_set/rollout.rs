@@ -1,7 +1,7 @@
 //! A replica set's rollout strategy turned into the semantics' limits, and
 //! each cluster's rollout state read from its generated work.
 
-use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, PROGRESSING};
 use ferry_semantics::placement::{IntOrPercent, parse_int_or_percent};
 use ferry_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -135,13 +135,18 @@ pub fn resolve(strategy: &RolloutStrategy, total: usize) -> Result<ResolvedStrat
 }
 
 fn true_at(work: &ManifestWork, type_: &str, generation: i64) -> Option<Timestamp> {
+    status_at(work, type_, "True", generation)
+}
+
+/// When the work's `type_` condition took `status` at `generation`, if it has.
+fn status_at(work: &ManifestWork, type_: &str, status: &str, generation: i64) -> Option<Timestamp> {
     let condition = work
         .status
         .as_ref()?
         .conditions
         .iter()
         .find(|c| c.type_ == type_)?;
-    if condition.status != "True" || condition.observed_generation != generation {
+    if condition.status != status || condition.observed_generation != generation {
         return None;
     }
     // An unreadable time counts as long ago: the soak is the agent's word.
@@ -181,11 +186,28 @@ pub fn cluster_state(
         .and_then(|t| t.parse().ok());
     // Conditions that stayed True across a template change keep their old
     // transition time: the soak starts no earlier than the template did.
+    // Available means the objects exist (OCM); the agent's health rules
+    // (replicas ready, Job done) are in Progressing, which is False once every
+    // workload has settled. An agent that reports no Progressing is judged
+    // on Applied and Available alone.
+    let has_progressing = work
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == PROGRESSING));
+    let settled = if has_progressing {
+        status_at(work, PROGRESSING, "False", generation)
+    } else {
+        Some(Timestamp::UNIX_EPOCH)
+    };
     let healthy_since = match (
         true_at(work, APPLIED, generation),
         true_at(work, AVAILABLE, generation),
+        settled,
     ) {
-        (Some(a), Some(b)) => Some(started.map_or(a.max(b), |s| a.max(b).max(s))),
+        (Some(a), Some(b), Some(c)) => {
+            let since = a.max(b).max(c);
+            Some(started.map_or(since, |s| since.max(s)))
+        }
         _ => None,
     };
     if let Some(since) = healthy_since {
@@ -332,5 +354,57 @@ mod tests {
         let state = |t| cluster_state(Some(&work), &template, &resolved, at(t)).0;
         assert_eq!(state("2026-11-23T10:00:20Z"), ClusterState::Progressing);
         assert_eq!(state("2026-11-23T10:00:30Z"), ClusterState::Succeeded);
+    }
+
+    #[test]
+    fn a_work_whose_workloads_still_progress_has_not_succeeded() {
+        let template = ManifestWorkSpec::default();
+        let resolved = resolve(
+            &strategy(serde_json::json!({"type": "Progressive", "progressive": {"minSuccessTime": "30s"}})),
+            1,
+        )
+        .expect("resolves");
+        let mut work = ManifestWork::new("w", template.clone());
+        work.metadata.generation = Some(1);
+        let condition = |type_: &str, status: &str, at: &str| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            observed_generation: 1,
+            last_transition_time: at.into(),
+            ..Condition::default()
+        };
+        let at = |t: &str| t.parse::<Timestamp>().expect("time");
+        let late = at("2026-11-23T11:00:00Z");
+        // Applied and Available (the objects exist), but a Deployment is not
+        // ready yet: Progressing True keeps the cluster Progressing.
+        work.status = Some(ManifestWorkStatus {
+            conditions: vec![
+                condition(APPLIED, "True", "2026-11-23T10:00:00Z"),
+                condition(AVAILABLE, "True", "2026-11-23T10:00:00Z"),
+                condition(PROGRESSING, "True", "2026-11-23T10:00:00Z"),
+            ],
+            ..ManifestWorkStatus::default()
+        });
+        assert_eq!(
+            cluster_state(Some(&work), &template, &resolved, late).0,
+            ClusterState::Progressing
+        );
+        // Settled at 10:59:50: the soak counts from then.
+        work.status.as_mut().expect("status").conditions[2] =
+            condition(PROGRESSING, "False", "2026-11-23T10:59:50Z");
+        assert_eq!(
+            cluster_state(Some(&work), &template, &resolved, late).0,
+            ClusterState::Progressing
+        );
+        assert_eq!(
+            cluster_state(
+                Some(&work),
+                &template,
+                &resolved,
+                at("2026-11-23T11:00:20Z")
+            )
+            .0,
+            ClusterState::Succeeded
+        );
     }
 }
