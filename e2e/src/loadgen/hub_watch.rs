@@ -15,9 +15,12 @@ use ferry_hub::manifest_work::ManifestWork;
 
 use crate::work_helpers::is_applied_at_current_generation;
 
+/// (namespace, name) → (generation, when the hub first showed it Applied).
+type Seen = Arc<Mutex<HashMap<(String, String), (i64, Instant)>>>;
+
 /// Applied times seen by a running watch; the watch stops when this drops.
 pub struct AppliedWatch {
-    seen: Arc<Mutex<HashMap<(String, String), (i64, Instant)>>>,
+    seen: Seen,
     task: JoinHandle<()>,
 }
 
@@ -25,7 +28,7 @@ impl AppliedWatch {
     /// Starts watching every work `client` can list. Watch errors are
     /// retried by the watcher's own backoff.
     pub fn start(client: Client) -> Self {
-        let seen: Arc<Mutex<HashMap<(String, String), (i64, Instant)>>> = Arc::default();
+        let seen: Seen = Arc::default();
         let record = seen.clone();
         let task = tokio::spawn(async move {
             let api: Api<ManifestWork> = Api::all(client);

@@ -349,6 +349,43 @@ pub async fn p9_status(
     cores: f64,
 ) -> Result<Row, ScenarioError> {
     let writes = "ferry_hub_status_writes_total";
+    // One work per cluster to report on, each applied and written once
+    // before the measure starts.
+    let before_create = bench.fleet.snapshot();
+    let writes_start = hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default();
+    create_works(
+        &bench.admin,
+        bench.clusters,
+        &["p9".to_string()],
+        bench.write_concurrency,
+    )
+    .await?;
+    let wanted = bench.clusters.len() as u64;
+    bench
+        .fleet
+        .wait_for(bench.timeout, |s| s.since(&before_create).upserts >= wanted)
+        .await
+        .map_err(|s| {
+            ScenarioError::Timeout(format!(
+                "P9: {} of {wanted} works reached their agents",
+                s.since(&before_create).upserts
+            ))
+        })?;
+    let deadline = Instant::now() + bench.timeout;
+    while hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default()
+        < writes_start + wanted as f64
+    {
+        if Instant::now() > deadline {
+            return Err(ScenarioError::Timeout(
+                "P9: the first statuses were not written".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let api_patches = "apiserver_request_total{resource=\"manifestworks\",subresource=\"status\"";
     let api_before = apiserver_metrics(&bench.admin).await;
     let writes_before = hub_metric(bench.hub.probes(), writes)
