@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(grpc)
         .build_server(grpc)
+        // Small initial stream buffers: long-lived, mostly idle streams.
+        .codec_path("crate::codec::SmallBufferCodec")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -146,6 +146,12 @@ enum Command {
         /// TCP keepalive of agent connections, in seconds.
         #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
         tcp_keepalive_seconds: u64,
+        /// Requests the hub has in flight to its API server at once (each
+        /// needs its own connection until answered); more wait their turn.
+        /// Bounds the connections a burst of agents (token reviews, liveness
+        /// writes) opens, and the memory those connections hold.
+        #[arg(long, env = "FERRY_HUB_API_CONCURRENCY", default_value_t = DEFAULT_API_CONCURRENCY)]
+        hub_api_concurrency: usize,
     },
     /// Join a cluster. With --spoke-kubeconfig (or --spoke-context), both
     /// sides at once: on the hub its namespace, agent ServiceAccount and
@@ -240,6 +246,30 @@ enum Command {
     },
 }
 
+/// Default of `--hub-api-concurrency`.
+const DEFAULT_API_CONCURRENCY: usize = 64;
+
+/// The hub's client of its API server (from the kubeconfig or the pod's
+/// ServiceAccount) with at most `concurrency` requests awaiting an answer at
+/// once. kube's client opens one HTTP/1.1 connection per concurrent request
+/// and keeps it idle afterwards: without a bound, 1,000 agents connecting
+/// together (each a TokenReview and a liveness write) left ~1,700 idle TLS
+/// connections to the API server in the hub, 60 % of its memory. A watch
+/// holds its slot only until its response starts, so watches never starve
+/// other requests.
+async fn api_client(concurrency: usize) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("building a Kubernetes client")?;
+    let builder =
+        kube::client::ClientBuilder::try_from(config).context("building a Kubernetes client")?;
+    Ok(builder
+        .with_layer(&tower::limit::ConcurrencyLimitLayer::new(
+            concurrency.max(1),
+        ))
+        .build())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -288,6 +318,7 @@ async fn main() -> anyhow::Result<()> {
             http2_keepalive_timeout_seconds,
             tcp_keepalive_seconds,
             max_connections,
+            hub_api_concurrency,
         } => {
             // The files are followed: a rotated certificate (cert-manager
             // renewing the Secret) is served without a restart.
@@ -303,9 +334,7 @@ async fn main() -> anyhow::Result<()> {
                     "TLS is on by default: give --tls-cert and --tls-key, or --insecure-plaintext for local experiments"
                 ),
             };
-            let client = kube::Client::try_default()
-                .await
-                .context("building a Kubernetes client")?;
+            let client = api_client(hub_api_concurrency).await?;
             if install {
                 install_crds(&client).await?;
             }

@@ -3,6 +3,9 @@
 //! the default `grpc` feature; the messages alone need only prost.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "grpc")]
+pub mod codec;
+
 /// Generated protobuf types (and, with the `grpc` feature, the gRPC stubs)
 /// for package `ferry.v1`.
 #[allow(missing_docs, clippy::all)]

@@ -1,0 +1,114 @@
+//! What the simulated agents saw, counted without locks: bytes and messages
+//! received from the hub, sessions, status reports sent.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Fleet-wide counters every simulated agent adds to.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Encoded bytes of every hub message received (protobuf length, not
+    /// counting HTTP/2 and TLS framing).
+    pub bytes_received: AtomicU64,
+    /// Encoded bytes of the `WorkUpsert` messages received.
+    pub upsert_bytes: AtomicU64,
+    /// `WorkUpsert` messages received.
+    pub upserts: AtomicU64,
+    /// `WorkDelete` messages received.
+    pub deletes: AtomicU64,
+    /// `Welcome` messages received: sessions the hub accepted.
+    pub welcomes: AtomicU64,
+    /// Status reports sent to the hub.
+    pub statuses_sent: AtomicU64,
+    /// Sessions that ended in an error (refused, broken, hub gone).
+    pub session_errors: AtomicU64,
+    /// Agents holding a welcomed session right now.
+    pub connected: AtomicU64,
+    /// Encoded bytes of the latest upsert of every work the agents hold:
+    /// the full state a hub would send to agents that hold nothing.
+    pub held_bytes: AtomicU64,
+}
+
+/// A copy of [`Counters`] at one moment.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    /// See [`Counters::bytes_received`].
+    pub bytes_received: u64,
+    /// See [`Counters::upsert_bytes`].
+    pub upsert_bytes: u64,
+    /// See [`Counters::upserts`].
+    pub upserts: u64,
+    /// See [`Counters::deletes`].
+    pub deletes: u64,
+    /// See [`Counters::welcomes`].
+    pub welcomes: u64,
+    /// See [`Counters::statuses_sent`].
+    pub statuses_sent: u64,
+    /// See [`Counters::session_errors`].
+    pub session_errors: u64,
+    /// See [`Counters::connected`] (a gauge: not differenced by `since`).
+    pub connected: u64,
+    /// See [`Counters::held_bytes`] (a gauge: not differenced by `since`).
+    pub held_bytes: u64,
+}
+
+impl Counters {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Snapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Snapshot {
+            bytes_received: get(&self.bytes_received),
+            upsert_bytes: get(&self.upsert_bytes),
+            upserts: get(&self.upserts),
+            deletes: get(&self.deletes),
+            welcomes: get(&self.welcomes),
+            statuses_sent: get(&self.statuses_sent),
+            session_errors: get(&self.session_errors),
+            connected: get(&self.connected),
+            held_bytes: get(&self.held_bytes),
+        }
+    }
+}
+
+impl Snapshot {
+    /// What was counted between `earlier` and this snapshot; `connected` is
+    /// kept as it is now.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        Snapshot {
+            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            upsert_bytes: self.upsert_bytes.saturating_sub(earlier.upsert_bytes),
+            upserts: self.upserts.saturating_sub(earlier.upserts),
+            deletes: self.deletes.saturating_sub(earlier.deletes),
+            welcomes: self.welcomes.saturating_sub(earlier.welcomes),
+            statuses_sent: self.statuses_sent.saturating_sub(earlier.statuses_sent),
+            session_errors: self.session_errors.saturating_sub(earlier.session_errors),
+            connected: self.connected,
+            held_bytes: self.held_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_differences_counters_and_keeps_the_connected_gauge() {
+        let counters = Counters::default();
+        Counters::add(&counters.bytes_received, 100);
+        Counters::add(&counters.connected, 3);
+        let before = counters.snapshot();
+        Counters::add(&counters.bytes_received, 40);
+        Counters::add(&counters.upserts, 2);
+        counters.connected.fetch_sub(1, Ordering::Relaxed);
+        let delta = counters.snapshot().since(&before);
+        assert_eq!(delta.bytes_received, 40);
+        assert_eq!(delta.upserts, 2);
+        assert_eq!(delta.connected, 2);
+        assert_eq!(delta.welcomes, 0);
+    }
+}
