@@ -112,6 +112,7 @@ pub fn applied_status(work: &HeldWork, now: i64, tick: Option<i64>) -> v1::WorkS
                 })
                 .into_iter()
                 .collect(),
+            drift: None,
         })
         .collect();
     v1::WorkStatus {
