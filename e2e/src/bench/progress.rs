@@ -105,7 +105,7 @@ impl Progress {
                 let m = self.state.borrow();
                 let missing = wanted
                     .iter()
-                    .filter(|(name, generation)| !m.get(*name).is_some_and(|g| g >= *generation))
+                    .filter(|(name, generation)| m.get(*name).is_none_or(|g| g < *generation))
                     .count();
                 Err(ProgressError::Timeout {
                     missing,

@@ -189,6 +189,7 @@ pub async fn run(target: &Target, load: &Workload) -> anyhow::Result<Figures> {
         let bound = load.drift_bound;
         async move {
             let name = format!("seq-{i}");
+            let original = i.to_string();
             let mut changes = watcher(
                 api.clone(),
                 watcher::Config::default().fields(&format!("metadata.name={name}")),
@@ -209,7 +210,7 @@ pub async fn run(target: &Target, load: &Workload) -> anyhow::Result<Figures> {
             .context("drift the object")?;
             let corrected = async {
                 while let Some(seen) = changes.try_next().await? {
-                    if seen.data["data"]["i"] == i.to_string() {
+                    if seen.data["data"]["i"] == original.as_str() {
                         return Ok::<_, anyhow::Error>(started.elapsed());
                     }
                 }
@@ -303,7 +304,7 @@ async fn feedback(
     .boxed();
     let mut samples = Vec::with_capacity(load.feedback_samples);
     for k in 1..=load.feedback_samples as i64 {
-        let status = json!({"status": {"observedGeneration": 1, "replicas": 3,
+        let status = json!({"status": {"observedGeneration": 1, "replicas": 1000,
             "readyReplicas": k, "availableReplicas": k, "updatedReplicas": 3}});
         let started = Instant::now();
         deployments
