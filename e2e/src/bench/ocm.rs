@@ -23,6 +23,10 @@ const API_MODULE: &str = "open-cluster-management.io/api";
 /// The cluster name OCM's agent serves (its namespace on the hub).
 pub const OCM_CLUSTER: &str = "cluster1";
 
+/// The namespace the agent runs in (its leader-election lease); inside a
+/// cluster it is read from the pod, outside it must be given.
+pub const OCM_AGENT_NAMESPACE: &str = "open-cluster-management-agent";
+
 /// OCM's agent could not be built or started.
 #[derive(Debug, thiserror::Error)]
 pub enum OcmError {
@@ -231,6 +235,7 @@ impl OcmFleet {
         install(&hub_client, works).await?;
         install(&spoke_client, applied).await?;
         namespace(&hub_client, OCM_CLUSTER).await?;
+        namespace(&spoke_client, OCM_AGENT_NAMESPACE).await?;
         let log =
             std::env::temp_dir().join(format!("ferry-bench-ocm-work-{}.log", std::process::id()));
         Ok(Self {
@@ -254,6 +259,7 @@ impl OcmFleet {
         let log = std::fs::File::create(&self.log).map_err(io)?;
         let child = tokio::process::Command::new(binary)
             .args(["agent", "--spoke-cluster-name", OCM_CLUSTER])
+            .args(["--namespace", OCM_AGENT_NAMESPACE])
             .arg("--hub-kubeconfig")
             .arg(&self.hub.info.kubeconfig)
             .arg("--kubeconfig")
