@@ -257,11 +257,19 @@ impl OcmFleet {
             source,
         };
         let log = std::fs::File::create(&self.log).map_err(io)?;
+        // The agent watches a directory holding the hub kubeconfig as
+        // `kubeconfig` (its mounted Secret in a pod), even when given the file.
+        let hub_dir = self.log.with_extension("hub");
+        std::fs::create_dir_all(&hub_dir).map_err(io)?;
+        let hub_kubeconfig = hub_dir.join("kubeconfig");
+        std::fs::copy(&self.hub.info.kubeconfig, &hub_kubeconfig).map_err(io)?;
         let child = tokio::process::Command::new(binary)
             .args(["agent", "--spoke-cluster-name", OCM_CLUSTER])
             .args(["--namespace", OCM_AGENT_NAMESPACE])
+            .arg("--hub-kubeconfig-dir")
+            .arg(&hub_dir)
             .arg("--hub-kubeconfig")
-            .arg(&self.hub.info.kubeconfig)
+            .arg(&hub_kubeconfig)
             .arg("--kubeconfig")
             .arg(&self.spoke.info.kubeconfig)
             .stdout(Stdio::from(log.try_clone().map_err(io)?))
