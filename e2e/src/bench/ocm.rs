@@ -270,6 +270,10 @@ impl OcmFleet {
             .arg(&hub_dir)
             .arg("--hub-kubeconfig")
             .arg(&hub_kubeconfig)
+            // The work agent reads its hub from the workload source config,
+            // whose default is the in-pod path of the same Secret.
+            .arg("--workload-source-config")
+            .arg(&hub_kubeconfig)
             .arg("--kubeconfig")
             .arg(&self.spoke.info.kubeconfig)
             .stdout(Stdio::from(log.try_clone().map_err(io)?))
