@@ -110,6 +110,11 @@ impl AgentProcess {
         Ok(agent)
     }
 
+    /// Its process id, None once it has exited and been reaped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()

@@ -285,7 +285,14 @@ pub fn workspace_binary(name: &str, env: &str) -> PathBuf {
         .parent()
         .and_then(|deps| deps.parent())
         .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let mut binary = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    // A binary (ferry-bench) runs from target/<profile>/ itself, next to the
+    // binary it looks for.
+    if !binary.exists()
+        && let Some(own_dir) = exe.parent()
+    {
+        binary = own_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    }
     assert!(
         binary.exists(),
         "{} is missing: run `cargo build -p {name}` (or `cargo test --workspace`), or set {env}",

@@ -123,7 +123,7 @@ impl ServingCert {
     }
 
     /// The rustls server configuration for this certificate (ring provider,
-    /// HTTP/1.1); when it was loaded from files, it follows them, counting
+    /// HTTP/2 or HTTP/1.1 by ALPN); when it was loaded from files, it follows them, counting
     /// reloads in `reloads`. Fails when the PEM holds no certificate or key,
     /// or the key does not match.
     pub async fn server_config(
@@ -141,7 +141,10 @@ impl ServingCert {
             },
         };
         let cert = ReloadingCert::start(&source, "webhook", self.reload_interval, reloads).await?;
-        Ok(cert.server_config(None, &[b"http/1.1"])?)
+        // h2 first: the API server then multiplexes concurrent reviews over
+        // one connection instead of opening (and TLS-handshaking) one per
+        // review in flight and dropping those beyond its idle pool.
+        Ok(cert.server_config(None, &[b"h2", b"http/1.1"])?)
     }
 }
 

@@ -38,6 +38,40 @@ struct Cli {
     /// Namespaces the `--scale-objects` ConfigMaps are spread over.
     #[arg(long, default_value_t = 500)]
     scale_namespaces: usize,
+    /// Instead of the figures above, run one workload against ferry and then
+    /// against the named system (only `ocm`: OCM's work agent, built from the
+    /// Go module cache) and print one table with both.
+    #[arg(long, value_parser = ["ocm"])]
+    compare: Option<String>,
+    /// `--compare`: works created one after another, then as many at once
+    /// and updated at once.
+    #[arg(long, default_value_t = 100)]
+    compare_works: usize,
+    /// `--compare`: longest wait for one drift correction, in seconds (OCM's
+    /// agent does not watch its objects and corrects on a slow resync).
+    #[arg(long, default_value_t = 120)]
+    drift_bound_seconds: u64,
+    /// `--compare`: Deployment status changes timed for the feedback figure.
+    #[arg(long, default_value_t = 5)]
+    feedback_samples: usize,
+    /// `--compare`: seconds over which steady-state writes are counted.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// Instead of the figures above, time this many ManifestWork creates
+    /// issued at once, through the hub's admission webhook and then with its
+    /// registration removed. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    webhook_burst: usize,
+    /// `--webhook-burst`: bursts on each side.
+    #[arg(long, default_value_t = 3)]
+    burst_rounds: usize,
+    /// Instead of the figures above, run the `ferry-agent` binary with this
+    /// many works applied and print where its resident memory is. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    agent_rss: usize,
+    /// `--agent-rss`: an extra argument for `ferry-agent` (repeatable).
+    #[arg(long, allow_hyphen_values = true)]
+    agent_arg: Vec<String>,
 }
 
 #[tokio::main]
@@ -50,6 +84,29 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if cli.compare.is_some() {
+        let load = ferry_e2e::bench::workload::Workload {
+            works: cli.compare_works,
+            drift_objects: cli.drift_samples,
+            drift_bound: Duration::from_secs(cli.drift_bound_seconds),
+            feedback_samples: cli.feedback_samples,
+            steady_window: Duration::from_secs(cli.steady_seconds),
+            step_timeout: Duration::from_secs(300),
+        };
+        return ferry_e2e::bench::compare::compare(&load).await;
+    }
+    if cli.agent_rss > 0 {
+        return ferry_e2e::bench::agent_rss::agent_rss(
+            cli.agent_rss,
+            &cli.agent_arg,
+            Duration::from_secs(10),
+        )
+        .await;
+    }
+    if cli.webhook_burst > 0 {
+        return ferry_e2e::bench::webhook_burst::webhook_burst(cli.webhook_burst, cli.burst_rounds)
+            .await;
+    }
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .context("starting the fleet")?;

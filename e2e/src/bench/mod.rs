@@ -1,0 +1,11 @@
+//! The pieces of `ferry-bench`, one job per file: percentiles and RSS, the
+//! wait for works to be applied, the side-by-side workload, OCM's work agent
+//! built from the Go module cache, and the comparison table.
+
+pub mod agent_rss;
+pub mod compare;
+pub mod ocm;
+pub mod progress;
+pub mod stats;
+pub mod webhook_burst;
+pub mod workload;
