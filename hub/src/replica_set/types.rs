@@ -48,6 +48,72 @@ pub struct ManifestWorkReplicaSetSpec {
     /// is false again (ferry addition).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Per-cluster changes to the template (ferry addition): each override
+    /// whose `clusterSelector` matches a cluster's labels patches one
+    /// manifest of that cluster's work, in list order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<ClusterOverride>,
+}
+
+/// A JSON patch applied to one manifest of the works of the clusters a
+/// label selector matches.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOverride {
+    /// Names the override in status messages and errors.
+    pub name: String,
+    /// Clusters (by their ManagedCluster labels) it applies to; empty
+    /// matches every cluster.
+    #[serde(default)]
+    pub cluster_selector: crate::placement::types::LabelSelector,
+    /// The manifest of the template it patches.
+    pub resource_identifier: OverrideResourceIdentifier,
+    /// RFC 6902 operations applied to that manifest.
+    #[serde(default)]
+    pub json_patch: Vec<JsonPatchOperation>,
+}
+
+/// Names one manifest of the template (OCM's `ResourceIdentifier`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideResourceIdentifier {
+    /// API group, empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Lowercase plural resource (`deployments`), or set `kind`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    /// Kind (`Deployment`), or set `resource`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Namespace, empty for a cluster-scoped manifest.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// One RFC 6902 operation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JsonPatchOperation {
+    /// `add`, `remove`, `replace`, `move`, `copy` or `test`.
+    pub op: String,
+    /// JSON pointer of the target.
+    pub path: String,
+    /// The value of `add`, `replace` and `test`; its strings may hold
+    /// `${CLUSTER_NAME}` and `${CLUSTER_LABEL:key}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_value_schema")]
+    pub value: Option<serde_json::Value>,
+    /// JSON pointer of the source of `move` and `copy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// Schema of any JSON value (kept as written).
+fn any_value_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
 }
 
 /// A placement in the replica set's namespace.
