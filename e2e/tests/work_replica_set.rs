@@ -1,7 +1,9 @@
 //! ManifestWorkReplicaSet: one template becomes a ManifestWork on every
 //! cluster its Placement chooses (rollout `All`), a cluster leaving the
 //! decisions loses its work, and deleting the replica set removes its works
-//! with either cascade policy (issue 13, ManifestWorkReplicaSet).
+//! with either cascade policy; an override patches only the clusters its
+//! selector matches, a bad one fails only its cluster, and `ferry-hub
+//! render` prints what the controller wrote (issue 13).
 
 use std::time::Duration;
 
@@ -334,5 +336,42 @@ async fn an_override_patches_one_cluster_only_and_a_bad_override_fails_only_its_
         "the cluster whose override fails must get no work"
     );
     assert_eq!(status.summary.updated, 2);
+
+    // The dry run, reading the same decisions and labels from the hub,
+    // prints exactly the specs the controller wrote, and names the failure.
+    let output = std::process::Command::new(ferry_e2e::hub_process::sibling_binary(
+        "ferry-hub",
+        "FERRY_HUB_BIN",
+    ))
+    .args([
+        "render",
+        "--replica-set",
+        "default/tuned",
+        "--hub-kubeconfig",
+    ])
+    .arg(&fleet.hub.info.kubeconfig)
+    .output()
+    .expect("run ferry-hub render (build it with cargo build -p ferry-hub)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success(),
+        "spoke-c fails the dry run: {stdout}"
+    );
+    assert!(
+        stdout.contains("# cluster spoke-c: no work: override \"broken\""),
+        "{stdout}"
+    );
+    let printed: Vec<ManifestWork> = serde_yaml::Deserializer::from_str(&stdout)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .collect();
+    assert_eq!(printed.len(), 2, "{stdout}");
+    for work in printed {
+        let cluster = work.namespace().expect("namespace");
+        let written = Api::<ManifestWork>::namespaced(hub.clone(), &cluster)
+            .get("tuned")
+            .await
+            .expect("the written work");
+        assert_eq!(work.spec, written.spec, "{cluster}");
+    }
     fleet.stop().await;
 }
