@@ -1,7 +1,9 @@
 //! ManifestWorkReplicaSet: one template becomes a ManifestWork on every
 //! cluster its Placement chooses (rollout `All`), a cluster leaving the
 //! decisions loses its work, and deleting the replica set removes its works
-//! with either cascade policy (issue 13, ManifestWorkReplicaSet).
+//! with either cascade policy; an override patches only the clusters its
+//! selector matches, a bad one fails only its cluster, and `ferry-hub
+//! render` prints what the controller wrote (issue 13).
 
 use std::time::Duration;
 
@@ -212,6 +214,164 @@ async fn deleting_a_replica_set_removes_its_works_with_either_cascade_policy() {
         )
         .await
         .expect("the objects leave the spoke");
+    }
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_patches_one_cluster_only_and_a_bad_override_fails_only_its_cluster() {
+    let spokes = ["spoke-a", "spoke-b", "spoke-c"];
+    let fleet = Fleet::start(FleetOptions::with_spokes(&spokes))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    for (name, labels) in [
+        ("spoke-a", json!({"region": "eu", "tier": "gold"})),
+        ("spoke-b", json!({"region": "us"})),
+        ("spoke-c", json!({"region": "us", "broken": "yes"})),
+    ] {
+        clusters
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": labels}})),
+            )
+            .await
+            .expect("label cluster");
+    }
+    create_placement(&hub, "everywhere", json!({})).await;
+    let target = json!({"kind": "ConfigMap", "namespace": "default", "name": "tuned"});
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "tuned", "namespace": NAMESPACE},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "tuned", json!({
+                    "cluster": "${CLUSTER_NAME}",
+                    "region": "${CLUSTER_LABEL:region}",
+                })),
+            ]}},
+            // The bad override's cluster counts as one failure: tolerated.
+            "placementRefs": [{"name": "everywhere",
+                "rolloutStrategy": {"type": "All", "all": {"maxFailures": 1}}}],
+            "overrides": [
+                {"name": "gold", "clusterSelector": {"matchLabels": {"tier": "gold"}},
+                 "resourceIdentifier": target,
+                 "jsonPatch": [{"op": "add", "path": "/data/tier", "value": "gold"}]},
+                {"name": "broken", "clusterSelector": {"matchLabels": {"broken": "yes"}},
+                 "resourceIdentifier": target,
+                 "jsonPatch": [{"op": "remove", "path": "/data/missing"}]},
+            ],
+        },
+    }))
+    .expect("replica set");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    sets.create(&PostParams::default(), &rs)
+        .await
+        .expect("create ManifestWorkReplicaSet");
+
+    for (cluster, data) in [
+        (
+            "spoke-a",
+            json!({"cluster": "spoke-a", "region": "eu", "tier": "gold"}),
+        ),
+        ("spoke-b", json!({"cluster": "spoke-b", "region": "us"})),
+    ] {
+        let on_spoke: Api<ConfigMap> =
+            Api::namespaced(fleet.spoke(cluster).client.clone(), "default");
+        let want: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(data).expect("data");
+        wait_until(
+            &on_spoke,
+            "tuned",
+            "the rendered ConfigMap",
+            APPLY_TIMEOUT,
+            |cm| cm.data.as_ref() == Some(&want),
+        )
+        .await
+        .expect("each cluster gets its own rendering of the template");
+    }
+    let rs = wait_until(
+        &sets,
+        "tuned",
+        "the override failure",
+        APPLY_TIMEOUT,
+        |rs| {
+            rs.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "OverridesRendered" && c.status == "False")
+                    && s.summary.applied == 2
+            })
+        },
+    )
+    .await
+    .expect("the replica set reports the failing override");
+    let status = rs.status.expect("status");
+    let rendered = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "OverridesRendered")
+        .expect("condition");
+    assert_eq!(rendered.reason, "OverrideFailed");
+    assert!(
+        rendered.message.contains("cluster spoke-c")
+            && rendered.message.contains("override \"broken\"")
+            && rendered.message.contains("/data/missing"),
+        "{}",
+        rendered.message
+    );
+    assert!(
+        !rendered.message.contains("spoke-a") && !rendered.message.contains("spoke-b"),
+        "{}",
+        rendered.message
+    );
+    // The status is written after the writes of the same reconcile: the
+    // failing cluster got no work.
+    let works_c: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-c");
+    assert!(
+        works_c.get_opt("tuned").await.expect("read").is_none(),
+        "the cluster whose override fails must get no work"
+    );
+    assert_eq!(status.summary.updated, 2);
+
+    // The dry run, reading the same decisions and labels from the hub,
+    // prints exactly the specs the controller wrote, and names the failure.
+    let output = std::process::Command::new(ferry_e2e::hub_process::sibling_binary(
+        "ferry-hub",
+        "FERRY_HUB_BIN",
+    ))
+    .args([
+        "render",
+        "--replica-set",
+        "default/tuned",
+        "--hub-kubeconfig",
+    ])
+    .arg(&fleet.hub.info.kubeconfig)
+    .output()
+    .expect("run ferry-hub render (build it with cargo build -p ferry-hub)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success(),
+        "spoke-c fails the dry run: {stdout}"
+    );
+    assert!(
+        stdout.contains("# cluster spoke-c: no work: override \"broken\""),
+        "{stdout}"
+    );
+    let printed: Vec<ManifestWork> = serde_yaml::Deserializer::from_str(&stdout)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .collect();
+    assert_eq!(printed.len(), 2, "{stdout}");
+    for work in printed {
+        let cluster = work.namespace().expect("namespace");
+        let written = Api::<ManifestWork>::namespaced(hub.clone(), &cluster)
+            .get("tuned")
+            .await
+            .expect("the written work");
+        assert_eq!(work.spec, written.spec, "{cluster}");
     }
     fleet.stop().await;
 }

@@ -51,6 +51,11 @@ pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
 /// ManifestWorkReplicaSet condition type: every generated work is applied
 /// (OCM's spelling).
 pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";
+/// ManifestWorkReplicaSet condition type (ferry addition, present when the
+/// spec has overrides or a cluster's work cannot be rendered): every chosen
+/// cluster's work was rendered (False with reason OverrideFailed, naming
+/// each failing cluster and override, otherwise).
+pub const OVERRIDES_RENDERED: &str = "OverridesRendered";
 /// Field manager of the works a ManifestWorkReplicaSet generates and of its
 /// status.
 pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";

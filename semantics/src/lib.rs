@@ -18,6 +18,7 @@ pub mod jq;
 pub mod list_items;
 pub mod managed_fields;
 pub mod merge;
+pub mod overrides;
 pub mod paths;
 pub mod placement;
 pub mod release;

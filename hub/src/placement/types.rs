@@ -191,7 +191,7 @@ pub struct GroupStrategy {
     /// Largest group, as a count or a percentage of the chosen clusters
     /// (default 100%).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "int_or_string_schema")]
+    #[schemars(schema_with = "clusters_per_group_schema")]
     pub clusters_per_decision_group: Option<serde_json::Value>,
 }
 
@@ -209,6 +209,25 @@ pub struct DecisionGroupSpec {
 /// The schema of a Kubernetes IntOrString.
 pub fn int_or_string_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "x-kubernetes-int-or-string": true })
+}
+
+/// Schema of an int-or-string `field` that must be a count of at least 1
+/// or a percentage from 1% to 100%, checked by a CEL rule naming `field`.
+pub fn positive_count_schema(field: &str) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        // Bounds the cost the API server estimates for the rule.
+        "maxLength": 16,
+        "x-kubernetes-validations": [{
+            "rule": "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]*|([1-9][0-9]?|100)%)$')",
+            "message": format!("{field} must be a count of at least 1 or a percentage from 1% to 100%"),
+            "reason": "FieldValueInvalid"
+        }]
+    })
+}
+
+fn clusters_per_group_schema(_: &mut SchemaGenerator) -> Schema {
+    positive_count_schema("clustersPerDecisionGroup")
 }
 
 /// What the placement chose.

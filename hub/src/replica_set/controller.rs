@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_semantics::contract::{
-    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED,
-    PROGRESSING,
+    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED, PLACEMENT_ROLLED_OUT,
+    PLACEMENT_VERIFIED, PROGRESSING,
 };
 use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use futures::{StreamExt, TryStreamExt};
@@ -21,17 +21,19 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
+use super::render::{RenderFailure, render_for_cluster};
 use super::rollout::{TEMPLATE_APPLIED_AT_ANNOTATION, cluster_state, resolve};
 use super::types::{
     ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, ManifestWorkSummary,
     PLACEMENT_NAME_LABEL, PlacementSummary, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL,
 };
-use crate::manifest_work::{Condition, ManifestWork};
+use crate::managed_cluster::ManagedCluster;
+use crate::manifest_work::{Condition, ManifestWork, ManifestWorkSpec};
 use crate::placement::PlacementDecision;
 use crate::placement::types::PLACEMENT_LABEL;
 
@@ -64,6 +66,7 @@ struct Context {
     client: Client,
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
+    clusters: Store<ManagedCluster>,
 }
 
 /// The label value naming a replica set: namespaces hold no dots, so the
@@ -93,10 +96,11 @@ fn condition_true<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Conditi
     })
 }
 
-/// Counts `works` by state against the current `template`.
+/// Counts `works` by state; `is_current` says whether a work holds its
+/// cluster's rendering of the current template.
 fn summarize<'a>(
     works: impl Iterator<Item = &'a Arc<ManifestWork>>,
-    template: &crate::manifest_work::ManifestWorkSpec,
+    is_current: impl Fn(&ManifestWork) -> bool,
 ) -> ManifestWorkSummary {
     let mut s = ManifestWorkSummary::default();
     for work in works {
@@ -114,7 +118,7 @@ fn summarize<'a>(
         if condition_true(work, PROGRESSING).is_some() {
             s.progressing += 1;
         }
-        if &work.spec == template {
+        if is_current(work) {
             s.updated += 1;
         }
     }
@@ -206,7 +210,31 @@ impl Context {
         let params =
             PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
         let owner = owner_label(&rs);
-        let template = &rs.spec.manifest_work_template;
+        // Each chosen cluster's own work spec: the template with its
+        // overrides and placeholders; a failure fails that cluster only.
+        let rendered: BTreeMap<String, Result<ManifestWorkSpec, RenderFailure>> = wanted
+            .keys()
+            .map(|cluster| {
+                let labels = self
+                    .clusters
+                    .get(&ObjectRef::new(cluster))
+                    .map(|c| c.labels().clone())
+                    .unwrap_or_default();
+                (
+                    cluster.clone(),
+                    render_for_cluster(&rs.spec, cluster, &labels),
+                )
+            })
+            .collect();
+        let render_failures: Vec<String> = rendered
+            .iter()
+            .filter_map(|(cluster, r)| Some(format!("cluster {cluster}: {}", r.as_ref().err()?)))
+            .collect();
+        let is_current = |work: &ManifestWork| {
+            work.namespace()
+                .and_then(|c| rendered.get(&c))
+                .is_some_and(|r| r.as_ref().is_ok_and(|spec| &work.spec == spec))
+        };
         let now = Timestamp::now();
         let mut start: Vec<(String, String)> = Vec::new();
         let mut look_again: Option<SignedDuration> = None;
@@ -230,12 +258,15 @@ impl Context {
             let states: Vec<RolloutCluster> = clusters
                 .iter()
                 .map(|((index, group), cluster)| {
-                    let (state, again) = cluster_state(
-                        existing.get(*cluster).map(|w| &**w),
-                        template,
-                        &strategy,
-                        now,
-                    );
+                    let (state, again) = match rendered.get(*cluster) {
+                        Some(Ok(spec)) => cluster_state(
+                            existing.get(*cluster).map(|w| &**w),
+                            spec,
+                            &strategy,
+                            now,
+                        ),
+                        _ => (ClusterState::Failed, None),
+                    };
                     if let Some(again) = again {
                         look_again = Some(look_again.map_or(again, |l| l.min(again)));
                     }
@@ -270,11 +301,15 @@ impl Context {
                 .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
                 .to_string();
             let rs = &rs;
-            let (owner, applied_at, params) = (&owner, &applied_at, &params);
+            let (owner, applied_at, params, rendered) = (&owner, &applied_at, &params, &rendered);
             // Written a few at a time: one template change reaches a
             // thousand clusters in a few seconds, not one round trip each.
-            futures::stream::iter(start.iter().cloned())
-                .map(|(cluster, placement)| async move {
+            let writes = start.iter().cloned().filter_map(|(cluster, placement)| {
+                let spec = rendered.get(&cluster)?.as_ref().ok()?.clone();
+                Some((cluster, placement, spec))
+            });
+            futures::stream::iter(writes)
+                .map(|(cluster, placement, spec)| async move {
                     let work = json!({
                         "apiVersion": ManifestWork::api_version(&()),
                         "kind": ManifestWork::kind(&()),
@@ -284,7 +319,7 @@ impl Context {
                             "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
                             "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
                         },
-                        "spec": template,
+                        "spec": spec,
                     });
                     let api: Api<ManifestWork> = Api::namespaced(self.client.clone(), &cluster);
                     api.patch(&rs.name_any(), params, &Patch::Apply(&work))
@@ -310,7 +345,7 @@ impl Context {
             works
                 .values()
                 .filter(|w| wanted.contains_key(&w.namespace().unwrap_or_default())),
-            template,
+            is_current,
         );
         let placement_summary = rs
             .spec
@@ -322,7 +357,7 @@ impl Context {
                     works
                         .values()
                         .filter(|w| w.labels().get(PLACEMENT_NAME_LABEL) == Some(&r.name)),
-                    template,
+                    is_current,
                 ),
             })
             .collect();
@@ -417,8 +452,28 @@ impl Context {
                 &current,
             )
         };
+        let mut conditions = vec![verified, rolled_out, applied];
+        if !render_failures.is_empty() {
+            conditions.push(condition(
+                OVERRIDES_RENDERED,
+                false,
+                "OverrideFailed",
+                render_failures.join("; "),
+                generation,
+                &current,
+            ));
+        } else if !rs.spec.overrides.is_empty() {
+            conditions.push(condition(
+                OVERRIDES_RENDERED,
+                true,
+                "AsExpected",
+                format!("{} works rendered", rendered.len()),
+                generation,
+                &current,
+            ));
+        }
         let status = ManifestWorkReplicaSetStatus {
-            conditions: vec![verified, rolled_out, applied],
+            conditions,
             summary,
             placement_summary,
         };
@@ -496,6 +551,10 @@ async fn reconcile(
         ctx.works
             .wait_until_ready()
             .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
+        ctx.clusters
+            .wait_until_ready()
+            .await
             .map_err(|_| ReplicaSetError::NotReady)
     };
     wait.await
@@ -540,6 +599,23 @@ fn referring(
         .collect()
 }
 
+/// The replica sets whose rendering may read a cluster's labels: those
+/// with overrides or a `${CLUSTER_LABEL:` placeholder.
+fn using_labels(
+    replica_sets: &Store<ManifestWorkReplicaSet>,
+) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
+    replica_sets
+        .state()
+        .iter()
+        .filter(|rs| {
+            !rs.spec.overrides.is_empty()
+                || serde_json::to_string(&rs.spec.manifest_work_template)
+                    .is_ok_and(|t| t.contains("${CLUSTER_LABEL:"))
+        })
+        .map(|rs| ObjectRef::from_obj(&**rs))
+        .collect()
+}
+
 /// Runs the replica set controller until `shutdown` completes; watch errors
 /// are logged and retried with backoff.
 pub async fn run_replica_set_controller(
@@ -549,6 +625,7 @@ pub async fn run_replica_set_controller(
     let (replica_sets, rs_writer) = reflector::store();
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
+    let (clusters, cluster_writer) = reflector::store();
     let rs_stream = watcher(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -570,11 +647,23 @@ pub async fn run_replica_set_controller(
     .default_backoff()
     .reflect(work_writer)
     .touched_objects();
+    // Cluster labels feed overrides and `${CLUSTER_LABEL:key}`: only a
+    // label change triggers, not the status heartbeats.
+    let cluster_stream = watcher(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(cluster_writer)
+    .touched_objects()
+    .predicate_filter(predicates::labels, Default::default());
     let context = Arc::new(Context {
         client,
         decisions,
         works,
+        clusters,
     });
+    let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
     Controller::for_stream(rs_stream, replica_sets)
         .watches_stream(decision_stream, move |decision: PlacementDecision| {
@@ -584,6 +673,9 @@ pub async fn run_replica_set_controller(
                 }
                 _ => Vec::new(),
             }
+        })
+        .watches_stream(cluster_stream, move |_: ManagedCluster| {
+            using_labels(&label_sets)
         })
         .watches_stream(work_stream, |work: ManifestWork| {
             work.labels()
@@ -638,7 +730,7 @@ mod tests {
             work(3, Some(2), template.clone()),
             work(1, None, template.clone()),
         ];
-        let s = summarize(works.iter(), &template);
+        let s = summarize(works.iter(), |w| w.spec == template);
         assert_eq!((s.total, s.applied, s.updated, s.available), (3, 1, 3, 0));
     }
 }

@@ -2,6 +2,8 @@
 //! ManifestWork on every cluster its Placements choose.
 
 pub mod controller;
+pub mod dry_run;
+pub mod render;
 pub mod rollout;
 pub mod types;
 

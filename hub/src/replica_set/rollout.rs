@@ -267,6 +267,36 @@ mod tests {
     }
 
     #[test]
+    fn every_duration_shape_admission_accepts_resolves() {
+        // The CRD's CEL rule admits `^([0-9]+(ms|s|m|h))+$`: each such
+        // shape must resolve, or an admitted replica set could not roll out.
+        for (text, millis) in [
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("1h30m", 5_400_000),
+            ("250ms", 250),
+            ("2h", 7_200_000),
+            ("1m30s", 90_000),
+        ] {
+            let resolved = resolve(
+                &strategy(serde_json::json!({"type": "All", "all": {"minSuccessTime": text, "progressDeadline": text}})),
+                1,
+            )
+            .expect("resolves");
+            assert_eq!(
+                resolved.min_success_time,
+                SignedDuration::from_millis(millis),
+                "{text}"
+            );
+            assert_eq!(
+                resolved.progress_deadline,
+                Some(SignedDuration::from_millis(millis)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_strategies_say_what_is_wrong() {
         let error = |v| resolve(&strategy(v), 3).expect_err("refused").to_string();
         assert!(error(serde_json::json!({"type": "Sideways"})).contains("Sideways"));
