@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::link::LinkState;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
@@ -137,6 +138,11 @@ async fn applying_and_deleting_a_work_are_events_and_a_write_without_transition_
     .await
     .expect("feedback written");
 
+    // The agent's link is frozen while the work is deleted, so the hub
+    // writes `Deleting` (waiting for the agent) before the agent can
+    // release the work; a fast agent would otherwise release it first and
+    // the work would go with only a `Released` event.
+    fleet.spoke("cluster-a").link.set(LinkState::Frozen);
     works
         .delete("observed", &DeleteParams::default())
         .await
@@ -148,6 +154,7 @@ async fn applying_and_deleting_a_work_are_events_and_a_write_without_transition_
     })
     .await;
     assert_eq!(deleting.action.as_deref(), Some("Delete"));
+    fleet.spoke("cluster-a").link.set(LinkState::Up);
 
     let applied_events: Vec<Event> = events_of(&hub, "cluster-a", &uid)
         .await

@@ -137,14 +137,28 @@ pub fn bounded_message(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
+    // A list cut before (the agent's message cut once, then again to make
+    // room for a note) already counts what it left out: cut what is still
+    // listed and add the two counts, so the total stays true.
+    let (text, counted) = match text.rsplit_once("… and ").and_then(|(head, tail)| {
+        let n = tail.strip_suffix(" more")?.parse::<usize>().ok()?;
+        Some((head, n))
+    }) {
+        Some((head, n)) => (head, n),
+        None => (text, 0),
+    };
     let room = max.saturating_sub(CUT_NOTE_ROOM);
     let cut = floor_char_boundary(text, room);
     let kept = &text[..cut];
     if let Some(end) = kept.rfind(ITEM_SEPARATOR) {
         let left_out = text[end + ITEM_SEPARATOR.len()..]
             .split(ITEM_SEPARATOR)
-            .count();
+            .count()
+            + counted;
         return format!("{}… and {left_out} more", &text[..end]);
+    }
+    if counted > 0 {
+        return format!("{kept}… and {counted} more");
     }
     format!("{kept}… ({} more bytes)", text.len() - cut)
 }
@@ -474,6 +488,22 @@ mod tests {
             "{cut}"
         );
         assert!(!cut.contains("#299 "));
+    }
+
+    #[test]
+    fn a_list_cut_twice_still_counts_everything_left_out() {
+        let items: Vec<String> = (0..300)
+            .map(|i| format!("#{i} Gadget g{i}: UnknownKind"))
+            .collect();
+        let text = format!("300 of 300 manifests are not applied: {}", items.join("; "));
+        let once = bounded_message(&text, 1024);
+        let twice = bounded_message(&once, 700);
+        assert!(twice.len() <= 700, "{} bytes", twice.len());
+        let kept = twice.matches("UnknownKind").count();
+        assert!(
+            twice.ends_with(&format!("… and {} more", 300 - kept)),
+            "{twice}"
+        );
     }
 
     #[test]
