@@ -19,6 +19,7 @@ pub mod link;
 pub mod loadgen;
 pub mod local_pod;
 pub mod ownership;
+pub mod placement_helpers;
 pub mod proc_stats;
 pub mod spoke_actor;
 pub mod two_config_maps;

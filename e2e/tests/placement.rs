@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::placement_helpers;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::APPLY_TIMEOUT;
 use ferry_hub::cluster_taints::UNREACHABLE_TAINT;
@@ -52,17 +53,7 @@ async fn relabel(client: &Client, name: &str, labels: serde_json::Value) {
 }
 
 async fn create_placement(client: &Client, name: &str, spec: serde_json::Value) {
-    let placement: Placement = serde_json::from_value(json!({
-        "apiVersion": "cluster.ferry.dev/v1alpha1",
-        "kind": "Placement",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    }))
-    .expect("placement");
-    Api::<Placement>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &placement)
-        .await
-        .expect("create Placement");
+    placement_helpers::create_placement(client, NAMESPACE, name, spec).await;
 }
 
 /// The clusters the placement's PlacementDecisions name, with the group

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
+use ferry_e2e::placement_helpers;
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
 use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::placement::Placement;
 use ferry_hub::replica_set::ManifestWorkReplicaSet;
 use ferry_hub::replica_set::types::{PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -22,17 +22,7 @@ use serde_json::json;
 const NAMESPACE: &str = "default";
 
 async fn create_placement(client: &Client, name: &str, spec: serde_json::Value) {
-    let placement: Placement = serde_json::from_value(json!({
-        "apiVersion": "cluster.ferry.dev/v1alpha1",
-        "kind": "Placement",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    }))
-    .expect("placement");
-    Api::<Placement>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &placement)
-        .await
-        .expect("create Placement");
+    placement_helpers::create_placement(client, NAMESPACE, name, spec).await;
 }
 
 async fn create_replica_set(client: &Client, name: &str, placement: &str, cascade: &str) {
