@@ -14,6 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
 
 use ferry_semantics::ManifestIdentity;
+use ferry_semantics::apply_outcome::Applied;
 use ferry_semantics::compare::is_subset;
 use ferry_semantics::contract::AGENT_FIELD_MANAGER;
 use ferry_semantics::hash::{
@@ -108,25 +109,6 @@ impl ApplyError {
     pub fn is_transient(&self) -> bool {
         !matches!(self, ApplyError::Rejected { .. })
     }
-}
-
-/// What applying one manifest did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Applied {
-    /// The object was created.
-    Created,
-    /// The object was changed.
-    Updated,
-    /// The object already matched; nothing was sent.
-    Unchanged,
-    /// CreateOnly found the object present and left it alone.
-    LeftAsIs,
-    /// ReadOnly: the object exists and was not written.
-    Observed,
-    /// ReadOnly: the object does not exist.
-    Missing,
-    /// whenDeleted: Leave, and the object was deleted on the spoke.
-    LeftDeleted,
 }
 
 /// The result of applying one manifest.

@@ -15,7 +15,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::applier::{Applied, ApplyError};
+use ferry_semantics::apply_outcome::Applied;
+
+use crate::applier::ApplyError;
 
 /// Prefix of every agent metric.
 pub const PREFIX: &str = "ferry_agent";

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
-use crate::applier::{Applied, ApplyError, ManifestWrite, api_for, apply_manifest};
+use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{
     Observed, availability_unknown, condition, not_available, observe, work_applied_condition,
     work_available_condition, work_degraded_condition, work_progressing_condition,
@@ -27,13 +27,14 @@ use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use crate::rule_conditions::RuleEvaluator;
+use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
-use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
+use ferry_semantics::strategy::{StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
 
 /// The outcome of one pass over a work.
@@ -97,15 +98,6 @@ struct Target {
     slot: AppliedResource,
 }
 
-/// Whether a strategy writes the object whether or not it exists, so the
-/// object ends up held by the work.
-fn always_writes(strategy: &Strategy) -> bool {
-    matches!(
-        strategy,
-        Strategy::Update | Strategy::ServerSideApply { .. }
-    )
-}
-
 /// Why one manifest is not applied.
 #[derive(Debug, thiserror::Error)]
 enum ManifestFailure {
@@ -117,8 +109,8 @@ enum ManifestFailure {
     Resolve(#[from] ResolveError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    #[error("{0}: the object does not exist on the cluster")]
-    Missing(&'static str),
+    #[error(transparent)]
+    Missing(#[from] ObjectMissing),
     #[error(transparent)]
     Mark(#[from] ReleaseError),
     #[error("cannot record what this work applies: {0}; retrying")]
@@ -135,7 +127,7 @@ impl ManifestFailure {
             ManifestFailure::Resolve(ResolveError::UnknownKind { .. }) => "UnknownKind",
             ManifestFailure::Resolve(ResolveError::Discovery { .. }) => "DiscoveryFailed",
             ManifestFailure::Apply(e) => e.reason(),
-            ManifestFailure::Missing(_) => "ObjectNotFound",
+            ManifestFailure::Missing(_) => ObjectMissing::REASON,
             ManifestFailure::Mark(_) => "ObjectChanged",
             ManifestFailure::Record(_) => "AppliedRecordFailed",
             ManifestFailure::Executor(e) => e.reason(),
@@ -497,16 +489,16 @@ impl Reconciler {
             )
             .await?;
         if !record.holds(&slot) {
-            let creates = match &strategy {
-                Strategy::ReadOnly | Strategy::ReportOnly { .. } => false,
+            let creates = match strategy.writes() {
+                Writes::Never => false,
                 // Recorded only when it will be created: an object CreateOnly
                 // leaves as it is never belongs to the work.
-                Strategy::CreateOnly => api
+                Writes::WhenAbsent => api
                     .get_opt(&identity.name)
                     .await
                     .map(|live| live.is_none())
                     .unwrap_or(true),
-                Strategy::Update | Strategy::ServerSideApply { .. } => true,
+                Writes::Always => true,
             };
             if creates {
                 self.write_intents(record, vec![slot.clone()])
@@ -627,39 +619,8 @@ impl Reconciler {
                 format!("{message}; {}", outcome.notes.join("; "))
             }
         };
-        let (reason, message) = match outcome.applied {
-            Applied::Created | Applied::Updated | Applied::Unchanged => (
-                "AppliedManifestComplete",
-                with_notes("Apply manifest complete"),
-            ),
-            Applied::LeftAsIs => (
-                "AppliedManifestComplete",
-                with_notes("CreateOnly: the object exists and is left as it is"),
-            ),
-            Applied::Observed if matches!(strategy, Strategy::ReportOnly { .. }) => (
-                "ReportOnly",
-                with_notes(
-                    "ReportOnly: the object exists; ferry reports where it differs and does not write it",
-                ),
-            ),
-            Applied::Observed => (
-                "ReadOnly",
-                with_notes("ReadOnly: the object exists; ferry does not write it"),
-            ),
-            Applied::LeftDeleted => (
-                "DeletedOnSpoke",
-                with_notes(
-                    "whenDeleted: Leave: the object was deleted on the cluster and is not recreated",
-                ),
-            ),
-            Applied::Missing => {
-                let strategy = match strategy {
-                    Strategy::ReportOnly { .. } => "ReportOnly",
-                    _ => "ReadOnly",
-                };
-                return Err(ManifestFailure::Missing(strategy));
-            }
-        };
+        let report = applied_report(&strategy, outcome.applied)?;
+        let (reason, message) = (report.reason, with_notes(report.message));
         Ok(Report {
             reason,
             message,
@@ -784,7 +745,7 @@ impl Reconciler {
                 &slot.namespace,
                 &slot.name,
             );
-            let writes = strategy_of(config).is_ok_and(|(s, _)| always_writes(&s));
+            let writes = strategy_of(config).is_ok_and(|(s, _)| s.writes() == Writes::Always);
             if writes && !record.holds(&slot) && !intents.iter().any(|i| i.same_object(&slot)) {
                 intents.push(slot);
             }
@@ -825,17 +786,13 @@ impl Reconciler {
         record: &mut PassRecord,
         marked: bool,
     ) -> Result<Value, ManifestFailure> {
-        let object = match applied {
-            Applied::Created | Applied::Updated | Applied::Unchanged if marked => {
-                adopt(api, object, &record.owner, &slot.describe()).await?
-            }
+        let object = match applied.hold() {
+            Hold::Written if marked => adopt(api, object, &record.owner, &slot.describe()).await?,
             // Orphaned objects stay recorded (the record, not the mark, is
             // what the work releases on deletion) but unmarked.
-            Applied::Created | Applied::Updated | Applied::Unchanged => {
-                unmark(api, object, &record.owner, &slot.describe()).await?
-            }
-            Applied::LeftAsIs if is_owned_by(&object, &record.owner) => object,
-            _ => return Ok(object),
+            Hold::Written => unmark(api, object, &record.owner, &slot.describe()).await?,
+            Hold::KeptIfAlreadyOwned if is_owned_by(&object, &record.owner) => object,
+            Hold::KeptIfAlreadyOwned | Hold::NotHeld => return Ok(object),
         };
         let object = if self.adopt_ocm_objects {
             drop_ocm_marks(api, object, &slot.describe()).await?

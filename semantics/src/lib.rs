@@ -3,6 +3,7 @@
 //! it accepts exactly what an agent can apply. Each submodule has one job.
 #![forbid(unsafe_code)]
 
+pub mod apply_outcome;
 pub mod availability;
 pub mod compare;
 pub mod condition_rules;

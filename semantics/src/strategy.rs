@@ -81,7 +81,10 @@ impl StrategyError {
             StrategyError::InvalidIgnorePath(_) => "InvalidIgnorePath",
             StrategyError::InvalidJsonPointer(_) => "InvalidJsonPointer",
             StrategyError::InvalidJqPath(_) => "InvalidJqPathExpression",
-            _ => "InvalidManifestConfig",
+            StrategyError::EmptyIgnoreField(_)
+            | StrategyError::UnknownStrategy(_)
+            | StrategyError::UnknownCondition(_)
+            | StrategyError::UnknownWhenDeleted(_) => "InvalidManifestConfig",
         }
     }
 }
