@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
+use ferry_api::manifest_work::ManifestWork;
 use ferry_hub::admission::policy::wait_until_policy_enforced;
 use ferry_hub::admission::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget, wait_until_enforced,
@@ -13,7 +14,6 @@ use ferry_hub::admission::{
 use ferry_hub::cert_reload::{CaSource, CertSource};
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::join::{JoinError, join_cluster};
-use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::tls::ServingCert;
 use ferry_hub::{GrpcTls, HubListeners, run_hub};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
@@ -502,7 +502,7 @@ pub async fn install_crds_without_rules(client: &Client) -> Result<(), FleetErro
         }
     }
     let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    for (_, crd) in ferry_hub::crds::hub_crds() {
+    for (_, crd) in ferry_api::crds::hub_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let mut value =
             serde_json::to_value(&crd).map_err(|e| FleetError::Admission(e.to_string()))?;

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::work_helpers::{config_map, manifest_work};
@@ -18,7 +19,6 @@ use ferry_hub::admission::{
 use ferry_hub::cert_reload::CertSource;
 use ferry_hub::crds::install_crds;
 use ferry_hub::join::join_cluster;
-use ferry_hub::manifest_work::ManifestWork;
 use ferry_hub::session::SessionConfig;
 use ferry_hub::tls::ServingCert;
 use ferry_hub::{GrpcTls, HubListeners, run_hub};

@@ -407,7 +407,7 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
         "from-the-image",
         vec![config_map("default", "from-the-image", json!({"a": "1"}))],
     );
-    let works: Api<ferry_hub::manifest_work::ManifestWork> =
+    let works: Api<ferry_api::manifest_work::ManifestWork> =
         Api::namespaced(hub_client.clone(), "spoke-image");
     works
         .create(&Default::default(), &work)

@@ -24,6 +24,13 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::OnceLock;
 
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{
+    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
+    ResourceIdentifier,
+};
+use ferry_api::placement::{Placement, PlacementDecision};
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::audit::{Request, requests_by};
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::helm::{charts_dir, helm, render};
@@ -37,13 +44,6 @@ use ferry_e2e::work_helpers::{
 };
 use ferry_hub::admission::{WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced};
 use ferry_hub::join::join_cluster;
-use ferry_hub::managed_cluster::ManagedCluster;
-use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
-    ResourceIdentifier,
-};
-use ferry_hub::placement::{Placement, PlacementDecision};
-use ferry_hub::replica_set::ManifestWorkReplicaSet;
 use ferry_hub::tls::ServingCert;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};

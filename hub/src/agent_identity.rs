@@ -13,6 +13,7 @@
 //! and a peer may present only so many tokens the hub does not know to be
 //! good (see [`PeerBudget`]).
 
+use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -27,13 +28,9 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use crate::cluster_name::{ClusterNameError, validate_cluster_name};
-use crate::managed_cluster::ManagedCluster;
 use crate::peer_budget::PeerBudget;
-
-/// The audience ferry's agent tokens are issued for: such a token is useless
-/// against the hub's Kubernetes API, and other tokens are useless here.
-pub const AGENT_TOKEN_AUDIENCE: &str = "ferry-hub";
+use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
+use ferry_api::managed_cluster::ManagedCluster;
 
 /// Accepted tokens remembered at once.
 const ACCEPTED_LIMIT: u64 = 10_000;
@@ -218,7 +215,7 @@ pub struct AuthOptions {
 impl Default for AuthOptions {
     fn default() -> Self {
         Self {
-            service_account: crate::join::AGENT_SERVICE_ACCOUNT.to_string(),
+            service_account: ferry_api::contract::AGENT_SERVICE_ACCOUNT.to_string(),
             review_interval: Duration::from_secs(30),
             peer_reviews_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
         }

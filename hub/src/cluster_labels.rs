@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::managed_cluster::{ClusterClaim, ManagedCluster};
+use ferry_api::managed_cluster::{ClusterClaim, ManagedCluster};
 
 /// Labels or claims could not be set.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
 
-use crate::managed_cluster::ManagedCluster;
+use ferry_api::managed_cluster::ManagedCluster;
 
 /// A liveness write failed; sessions go on regardless.
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 //! It follows `status.connected`, which the liveness writer keeps
 //! (hub/src/cluster_liveness.rs).
 
+use ferry_api::contract::UNREACHABLE_TAINT;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,11 +18,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use crate::managed_cluster::{ClusterTaint, ManagedCluster};
 use crate::work_index::watch_backoff;
-
-/// Key of the taint a disconnected cluster carries.
-pub const UNREACHABLE_TAINT: &str = "cluster.ferry.dev/unreachable";
+use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
 
 /// The taint could not be written; it is retried.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +157,7 @@ pub async fn run_taint_controller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::managed_cluster::{ManagedClusterSpec, ManagedClusterStatus};
+    use ferry_api::managed_cluster::{ManagedClusterSpec, ManagedClusterStatus};
 
     fn cluster(connected: Option<bool>, taints: Vec<ClusterTaint>) -> ManagedCluster {
         let mut c = ManagedCluster::new(

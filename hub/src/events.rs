@@ -18,10 +18,10 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::{Condition, ManifestWork, ManifestWorkStatus};
 use crate::metrics::{EventOutcomeLabel, HubMetrics};
 use crate::status_from_wire::bounded_message;
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{Condition, ManifestWork, ManifestWorkStatus};
 
 /// The `reportingController` of every Event the hub publishes.
 pub const REPORTING_CONTROLLER: &str = "ferry-hub";
@@ -339,7 +339,9 @@ pub fn deleting_transition(before: &[Condition], after: &Condition) -> Option<Wo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{ManifestCondition, ManifestResourceMeta, ManifestResourceStatus};
+    use ferry_api::manifest_work::{
+        ManifestCondition, ManifestResourceMeta, ManifestResourceStatus,
+    };
 
     fn condition(type_: &str, status: &str, reason: &str, generation: i64) -> Condition {
         Condition {

@@ -3,6 +3,7 @@
 //! token for that ServiceAccount issued for ferry's audience. The spoke half
 //! is `join_spoke`, both together `join_both`.
 
+use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, TOKEN_BINDING_LABEL};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::authentication::v1::{
@@ -14,13 +15,9 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::agent_identity::{AGENT_TOKEN_AUDIENCE, agent_cluster};
-use crate::cluster_name::{ClusterNameError, validate_cluster_name};
-use crate::managed_cluster::{ManagedCluster, ManagedClusterSpec};
-
-/// Default name of the ServiceAccount agents authenticate as, in their
-/// cluster's namespace (the hub's `--agent-service-account`).
-pub const AGENT_SERVICE_ACCOUNT: &str = "ferry-agent";
+use crate::agent_identity::agent_cluster;
+use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
+use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 
 /// A step of joining failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,10 +102,6 @@ impl Applied {
         }
     }
 }
-
-/// Label on the hub Secrets that agent tokens are bound to; its value is the
-/// ServiceAccount the token is for. Deleting such a Secret revokes its token.
-pub const TOKEN_BINDING_LABEL: &str = "work.ferry.dev/agent-token-for";
 
 async fn create_if_absent<K>(api: &Api<K>, object: &K) -> Result<Change, kube::Error>
 where

@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::join::{Applied, Change};
-use crate::managed_cluster::ManagedCluster;
+use ferry_api::managed_cluster::ManagedCluster;
 
 /// Accepting or denying failed.
 #[derive(Debug, thiserror::Error)]

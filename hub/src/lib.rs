@@ -5,11 +5,9 @@
 
 pub mod admission;
 pub mod agent_identity;
-pub mod cel_rules;
 pub mod cert_reload;
 pub mod cluster_labels;
 pub mod cluster_liveness;
-pub mod cluster_name;
 pub mod cluster_taints;
 pub mod connection_limit;
 pub mod crds;
@@ -20,8 +18,6 @@ pub mod join_accept;
 pub mod join_both;
 pub mod join_bundle;
 pub mod join_spoke;
-pub mod managed_cluster;
-pub mod manifest_work;
 pub mod metrics;
 pub mod peer_budget;
 pub mod placement;

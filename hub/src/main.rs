@@ -1,6 +1,7 @@
 //! `ferry-hub`: serve agents, or print the hub's CRDs.
 #![forbid(unsafe_code)]
 
+use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -8,14 +9,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{ArgGroup, Parser, Subcommand};
+use ferry_api::crds::hub_crds;
 use ferry_hub::admission::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, ServiceRef, WebhookTarget,
 };
 use ferry_hub::agent_identity::AuthOptions;
 use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::cluster_labels::{parse_pairs, set_labels_and_claims};
-use ferry_hub::crds::{POLICY_FILE, hub_crds, install_crds, render_policy_yaml, render_yaml};
-use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster_as};
+use ferry_hub::crds::{POLICY_FILE, install_crds, render_policy_yaml, render_yaml};
+use ferry_hub::join::join_cluster_as;
 use ferry_hub::join_accept::set_accepted;
 use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
 use ferry_hub::join_bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
@@ -552,7 +554,7 @@ async fn render(
     hub_kubeconfig: Option<PathBuf>,
     hub_context: Option<String>,
 ) -> anyhow::Result<()> {
-    use ferry_hub::replica_set::ManifestWorkReplicaSet;
+    use ferry_api::replica_set::ManifestWorkReplicaSet;
     use ferry_hub::replica_set::dry_run::{ChosenCluster, chosen_clusters, render_yaml};
     let offline = file.is_some() && !clusters.is_empty();
     let hub = if offline {

@@ -21,7 +21,6 @@ use tracing::{debug, info, warn};
 
 use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
 use crate::cluster_liveness::{ClusterLiveness, NotAccepted};
-use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, RefusalReason};
 use crate::server::TransportLimits;
 use crate::status_delivery::SessionReports;
@@ -29,6 +28,7 @@ use crate::status_writer::StatusWriter;
 use crate::to_wire::{delete_option, work_ref, work_upsert};
 use crate::work_deletion::{WorkDeletion, awaits_release};
 use crate::work_index::WorkIndex;
+use ferry_api::manifest_work::ManifestWork;
 
 /// Messages queued per agent before the sender waits; a slow agent only ever
 /// slows its own session.

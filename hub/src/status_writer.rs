@@ -15,11 +15,11 @@ use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::events::WorkEvents;
-use crate::manifest_work::ManifestWork;
 use crate::status_delivery::SessionOrder;
 use crate::status_from_wire::work_status;
 use crate::work_deletion::{DeletionError, WorkDeletion};
 use crate::work_index::WorkIndex;
+use ferry_api::manifest_work::ManifestWork;
 use ferry_semantics::contract::DELETING;
 
 /// What became of one agent report.
@@ -372,7 +372,7 @@ fn is_older(work: &ManifestWork, report: &v1::WorkStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{Condition, ManifestWorkStatus};
+    use ferry_api::manifest_work::{Condition, ManifestWorkStatus};
     use ferry_semantics::contract::APPLIED;
 
     fn work_at(observed: &[i64]) -> ManifestWork {

@@ -3,11 +3,11 @@
 use ferry_proto::v1;
 use kube::ResourceExt;
 
-use crate::manifest_work::{
+use ferry_api::manifest_work::{
     ConditionRuleType, DeleteOption, FeedbackType, IgnoreCondition, ManifestConfigOption,
     ManifestWork, PropagationPolicy, UpdateStrategyType, WhenDeleted,
 };
-use crate::manifest_work::{ExecutorSubjectType, ManifestWorkExecutor};
+use ferry_api::manifest_work::{ExecutorSubjectType, ManifestWorkExecutor};
 
 /// The upsert message for `work` at its current generation.
 ///
@@ -168,11 +168,13 @@ fn manifest_config(config: &ManifestConfigOption) -> v1::ManifestConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{
+    use ferry_api::manifest_work::{
         IgnoreField, Manifest, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
         ServerSideApplyConfig, UpdateStrategy,
     };
-    use crate::manifest_work::{ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount};
+    use ferry_api::manifest_work::{
+        ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
+    };
 
     #[test]
     fn an_upsert_carries_generation_manifests_and_ignore_rules() {

@@ -9,6 +9,7 @@
 //! one full copy of each work: the one in its index. Its watch errors are
 //! logged, counted and retried like the index's.
 
+use ferry_api::contract::CLEANUP_FINALIZER;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,12 +27,9 @@ use tracing::{debug, warn};
 use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
 
 use crate::events::WorkEvents;
-use crate::manifest_work::{Condition, ManifestWork};
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::work_index::{WORKS_RESOURCE, watch_backoff};
-
-/// The finalizer that keeps a deleted work until its objects are released.
-pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
+use ferry_api::manifest_work::{Condition, ManifestWork};
 
 /// A finalizer or condition write failed.
 #[derive(Debug, thiserror::Error)]

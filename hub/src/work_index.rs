@@ -23,8 +23,8 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::{RwLock, watch};
 use tracing::warn;
 
-use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, WatchLabel, WorkLabel};
+use ferry_api::manifest_work::ManifestWork;
 
 /// The `resource` label of the hub's ManifestWork watches in metrics.
 pub const WORKS_RESOURCE: &str = "manifestworks";
@@ -428,7 +428,7 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::now(),
             ));
-        object.metadata.finalizers = Some(vec![crate::work_deletion::CLEANUP_FINALIZER.into()]);
+        object.metadata.finalizers = Some(vec![ferry_api::contract::CLEANUP_FINALIZER.into()]);
         object
     }
 

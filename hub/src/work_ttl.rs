@@ -17,9 +17,9 @@ use tracing::{debug, info, warn};
 
 use ferry_semantics::contract::COMPLETE;
 
-use crate::manifest_work::ManifestWork;
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::work_index::{WORKS_RESOURCE, watch_backoff};
+use ferry_api::manifest_work::ManifestWork;
 
 /// Deleting an expired work failed.
 #[derive(Debug, thiserror::Error)]
@@ -184,7 +184,7 @@ pub async fn run_ttl_controller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{Condition, DeleteOption, ManifestWorkStatus};
+    use ferry_api::manifest_work::{Condition, DeleteOption, ManifestWorkStatus};
 
     fn work(ttl: Option<i64>, complete: Option<(&str, &str)>) -> ManifestWork {
         let mut work = ManifestWork::new("w", Default::default());

@@ -3,7 +3,7 @@
 //!
 //! Everything CEL can express runs in the hub API server itself and holds
 //! with no hub process running: the CRD's `x-kubernetes-validations`
-//! (`crate::cel_rules`, `crate::manifest_work`) and a
+//! (`ferry_api::cel_rules`, `crate::manifest_work`) and a
 //! `ValidatingAdmissionPolicy` ([`policy`]) installed with the CRDs. The
 //! hub's validating webhook, served over HTTPS and registered with the API
 //! server, adds what CEL cannot: the JSONPath grammar of ignore and feedback
@@ -41,11 +41,11 @@ use tokio::net::TcpListener;
 use tracing::info;
 
 use crate::cert_reload::CertReloads;
-use crate::manifest_work::{
+use crate::tls::{CertError, ServingCert, TlsListener};
+use ferry_api::manifest_work::{
     FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, NamedJsonPath, ResourceIdentifier,
 };
-use crate::tls::{CertError, ServingCert, TlsListener};
 
 /// Default of `--max-work-bytes`: the largest ManifestWork (as JSON) the hub
 /// admits. The hub API server's etcd refuses writes over 1.5 MiB (its

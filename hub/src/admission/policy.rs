@@ -21,7 +21,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
 use super::SPEC_WRITTEN;
-use crate::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
+use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const POLICY_NAME: &str = "manifestworks.work.ferry.dev";

@@ -5,6 +5,7 @@
 //! and a reconcile writes only what changed, so a quiet fleet costs no
 //! writes.
 
+use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -26,13 +27,10 @@ use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
 use super::compile::{CompiledPlacement, compile};
-use super::types::{
-    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus, PLACEMENT_LABEL,
-    Placement, PlacementDecision, PlacementStatus,
-};
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::Condition;
 use crate::work_index::watch_backoff;
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::Condition;
+use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, PlacementStatus};
 
 /// How often a placement is scheduled again without any change seen, so
 /// that `Balance` follows other placements' decisions.

@@ -4,7 +4,5 @@
 
 pub mod compile;
 pub mod controller;
-pub mod types;
 
 pub use controller::run_placement_controller;
-pub use types::{Placement, PlacementDecision};

@@ -6,6 +6,9 @@
 //! Triggered by the replica sets, the PlacementDecisions and the generated
 //! works, so only the replica sets a change touches are reconciled.
 
+use ferry_api::contract::{
+    PLACEMENT_NAME_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL, TEMPLATE_APPLIED_AT_ANNOTATION,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,15 +30,14 @@ use serde_json::json;
 use tracing::warn;
 
 use super::render::{RenderFailure, render_for_cluster};
-use super::rollout::{TEMPLATE_APPLIED_AT_ANNOTATION, cluster_state, resolve};
-use super::types::{
-    ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, ManifestWorkSummary,
-    PLACEMENT_NAME_LABEL, PlacementSummary, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL,
+use super::rollout::{cluster_state, resolve};
+use ferry_api::contract::PLACEMENT_LABEL;
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{Condition, ManifestWork, ManifestWorkSpec};
+use ferry_api::placement::PlacementDecision;
+use ferry_api::replica_set::{
+    ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, ManifestWorkSummary, PlacementSummary,
 };
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::{Condition, ManifestWork, ManifestWorkSpec};
-use crate::placement::PlacementDecision;
-use crate::placement::types::PLACEMENT_LABEL;
 
 /// Works written at once by one reconcile.
 const CONCURRENT_WRITES: usize = 16;
@@ -184,12 +186,12 @@ impl Context {
                 found = true;
                 let index = decision
                     .labels()
-                    .get(crate::placement::types::DECISION_GROUP_INDEX_LABEL)
+                    .get(ferry_api::contract::DECISION_GROUP_INDEX_LABEL)
                     .and_then(|i| i.parse().ok())
                     .unwrap_or(0);
                 let name = decision
                     .labels()
-                    .get(crate::placement::types::DECISION_GROUP_NAME_LABEL)
+                    .get(ferry_api::contract::DECISION_GROUP_NAME_LABEL)
                     .cloned()
                     .unwrap_or_default();
                 for d in decision.status.iter().flat_map(|s| s.decisions.iter()) {
@@ -700,7 +702,7 @@ pub async fn run_replica_set_controller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{ManifestWorkSpec, ManifestWorkStatus};
+    use ferry_api::manifest_work::{ManifestWorkSpec, ManifestWorkStatus};
 
     fn work(
         generation: i64,

@@ -5,7 +5,5 @@ pub mod controller;
 pub mod dry_run;
 pub mod render;
 pub mod rollout;
-pub mod types;
 
 pub use controller::run_replica_set_controller;
-pub use types::ManifestWorkReplicaSet;

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use ferry_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
 
-use super::types::{ClusterOverride, ManifestWorkReplicaSetSpec};
-use crate::manifest_work::ManifestWorkSpec;
 use crate::placement::compile::compile_selector;
-use crate::placement::types::ClusterSelector;
+use ferry_api::manifest_work::ManifestWorkSpec;
+use ferry_api::placement::ClusterSelector;
+use ferry_api::replica_set::{ClusterOverride, ManifestWorkReplicaSetSpec};
 
 /// Why a cluster's work cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +83,7 @@ pub fn render_for_cluster(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replica_set::types::{JsonPatchOperation, OverrideResourceIdentifier};
+    use ferry_api::replica_set::{JsonPatchOperation, OverrideResourceIdentifier};
     use serde_json::json;
 
     fn spec() -> ManifestWorkReplicaSetSpec {

@@ -9,15 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest_work::{Condition, ManifestWorkSpec};
 
-/// Label on a generated ManifestWork naming its replica set as
-/// `<namespace>.<name>`.
-pub const REPLICA_SET_LABEL: &str = "work.ferry.dev/manifestworkreplicaset";
-/// Label on a generated ManifestWork naming the Placement that chose its
-/// cluster.
-pub const PLACEMENT_NAME_LABEL: &str = "work.ferry.dev/placement";
-/// Finalizer on a replica set: its works are removed before it goes.
-pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
-
 /// A ManifestWork template and the placements whose clusters get it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -95,7 +86,7 @@ pub struct ClusterOverride {
     /// Clusters (by their ManagedCluster labels) it applies to; empty
     /// matches every cluster.
     #[serde(default)]
-    pub cluster_selector: crate::placement::types::LabelSelector,
+    pub cluster_selector: crate::placement::LabelSelector,
     /// The manifest of the template it patches.
     pub resource_identifier: OverrideResourceIdentifier,
     /// RFC 6902 operations applied to that manifest.
@@ -190,7 +181,7 @@ fn max_failures_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Schema of `maxConcurrency`: a count of at least 1 or 1-100%.
 fn max_concurrency_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    crate::placement::types::positive_count_schema("maxConcurrency")
+    crate::placement::positive_count_schema("maxConcurrency")
 }
 
 /// Most placements one replica set refers to (`maxItems`, bounding the

@@ -11,13 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest_work::Condition;
 
-/// Label on a PlacementDecision naming its Placement.
-pub const PLACEMENT_LABEL: &str = "cluster.ferry.dev/placement";
-/// Label on a PlacementDecision holding its decision group's index.
-pub const DECISION_GROUP_INDEX_LABEL: &str = "cluster.ferry.dev/decision-group-index";
-/// Label on a PlacementDecision holding its decision group's name.
-pub const DECISION_GROUP_NAME_LABEL: &str = "cluster.ferry.dev/decision-group-name";
-
 /// Chooses ManagedClusters by labels, claims and taints, and writes the
 /// choice to PlacementDecisions.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -7,11 +7,9 @@
 //! in one object, and refuses a CRD whose rules could cost more than
 //! 10,000,000 units each (100,000,000 in all); so every list and string a
 //! rule reads is bounded here. Checks across manifests live in the admission
-//! policy instead (`admission::policy`), which has no static budget.
+//! policy instead (the hub's `admission::policy`), which has no static budget.
 
-use schemars::{Schema, SchemaGenerator, json_schema};
-
-use crate::manifest_work::Manifest;
+use schemars::{Schema, json_schema};
 
 /// Most manifests (and manifest configs) one work may hold (`maxItems`):
 /// the admission policy's duplicate check stays within the API server's
@@ -75,18 +73,5 @@ pub fn manifest_schema() -> Schema {
                 "reason": "FieldValueInvalid"
             }
         ]
-    })
-}
-
-/// Schema of `spec.workload.manifests`: at most [`MAX_MANIFESTS`] manifests.
-/// That no two name the same object is checked by the admission policy
-/// (`admission::policy`): a CRD rule over pairs of manifests would not fit
-/// the CRD cost budget above about 100 manifests.
-pub fn manifests_schema(generator: &mut SchemaGenerator) -> Schema {
-    let items = generator.subschema_for::<Manifest>();
-    json_schema!({
-        "type": "array",
-        "maxItems": MAX_MANIFESTS,
-        "items": items,
     })
 }

@@ -6,7 +6,7 @@
 //! ferry additions.
 
 use kube::CustomResource;
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::cel_rules;
@@ -104,7 +104,7 @@ pub struct ManifestWorkSubjectServiceAccount {
 pub struct ManifestsTemplate {
     /// Kubernetes objects, each a complete manifest with apiVersion, kind and metadata.
     #[serde(default)]
-    #[schemars(schema_with = "cel_rules::manifests_schema")]
+    #[schemars(schema_with = "manifests_schema")]
     pub manifests: Vec<Manifest>,
 }
 
@@ -125,6 +125,19 @@ impl JsonSchema for Manifest {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         cel_rules::manifest_schema()
     }
+}
+
+/// Schema of `spec.workload.manifests`: at most [`cel_rules::MAX_MANIFESTS`] manifests.
+/// That no two name the same object is checked by the admission policy
+/// (the hub's `admission::policy`): a CRD rule over pairs of manifests would not fit
+/// the CRD cost budget above about 100 manifests.
+pub fn manifests_schema(generator: &mut SchemaGenerator) -> Schema {
+    let items = generator.subschema_for::<Manifest>();
+    json_schema!({
+        "type": "array",
+        "maxItems": cel_rules::MAX_MANIFESTS,
+        "items": items,
+    })
 }
 
 /// How applied objects are treated when the work is deleted.
