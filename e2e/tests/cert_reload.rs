@@ -16,12 +16,13 @@ use ferry_e2e::work_helpers::{config_map, manifest_work};
 use ferry_hub::admission::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget,
 };
-use ferry_hub::cert_reload::CertSource;
+use ferry_hub::certs::reload::CertSource;
+use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;
-use ferry_hub::join::join_cluster;
-use ferry_hub::session::SessionConfig;
-use ferry_hub::tls::ServingCert;
-use ferry_hub::{GrpcTls, HubListeners, run_hub};
+use ferry_hub::grpc::config::GrpcTls;
+use ferry_hub::grpc::config::SessionConfig;
+use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};

@@ -43,8 +43,8 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_work, wait_applied,
 };
 use ferry_hub::admission::{WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced};
-use ferry_hub::join::join_cluster;
-use ferry_hub::tls::ServingCert;
+use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::join::hub_side::join_cluster;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

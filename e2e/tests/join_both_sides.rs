@@ -15,12 +15,12 @@ use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::joined_agent::JoinedAgent;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::join::{Change, token_refusal};
-use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
-use ferry_hub::join_bundle::{
+use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
+use ferry_hub::join::bundle::{
     AGENT_HUB_SECRET, AGENT_NAMESPACE, BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE,
     HubAccess,
 };
+use ferry_hub::join::hub_side::{Change, token_refusal};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};

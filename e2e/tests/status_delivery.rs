@@ -20,7 +20,7 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, feedback_value, manifest_work, strategy_config,
     wait_applied, work_condition,
 };
-use ferry_hub::join::join_cluster;
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authorization::v1::{

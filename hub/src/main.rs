@@ -13,17 +13,17 @@ use ferry_api::crds::hub_crds;
 use ferry_hub::admission::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, ServiceRef, WebhookTarget,
 };
-use ferry_hub::agent_identity::AuthOptions;
-use ferry_hub::cert_reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
-use ferry_hub::cluster_labels::{parse_pairs, set_labels_and_claims};
+use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
+use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::clusters::labels::{parse_pairs, set_labels_and_claims};
 use ferry_hub::crds::{POLICY_FILE, install_crds, render_policy_yaml, render_yaml};
-use ferry_hub::join::join_cluster_as;
-use ferry_hub::join_accept::set_accepted;
-use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
-use ferry_hub::join_bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
-use ferry_hub::session::SessionConfig;
-use ferry_hub::tls::ServingCert;
-use ferry_hub::{GrpcTls, HubListeners, TransportLimits, run_hub};
+use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
+use ferry_hub::grpc::identity::AuthOptions;
+use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::join::accept::set_accepted;
+use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
+use ferry_hub::join::bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
+use ferry_hub::join::hub_side::join_cluster_as;
 use tokio::net::TcpListener;
 
 #[derive(Parser)]

@@ -5,7 +5,7 @@
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 
-use ferry_hub::join::{JoinError, join_cluster};
+use ferry_hub::join::hub_side::{JoinError, join_cluster};
 
 use crate::loadgen::agent::SimCluster;
 

@@ -40,8 +40,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::net::TcpListener;
 use tracing::info;
 
-use crate::cert_reload::CertReloads;
-use crate::tls::{CertError, ServingCert, TlsListener};
+use crate::certs::reload::CertReloads;
+use crate::certs::tls::{CertError, ServingCert, TlsListener};
 use ferry_api::manifest_work::{
     FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, NamedJsonPath, ResourceIdentifier,

@@ -13,7 +13,7 @@ use ferry_proto::v1;
 use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
 
-use crate::to_wire::work_upsert;
+use crate::wire::to_wire::work_upsert;
 use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork};
 
 /// One reason a work is refused: what it is about and what is wrong.

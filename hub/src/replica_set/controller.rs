@@ -6,6 +6,7 @@
 //! Triggered by the replica sets, the PlacementDecisions and the generated
 //! works, so only the replica sets a change touches are reconciled.
 
+use crate::watch::{run_controller, watch};
 use ferry_api::contract::{
     PLACEMENT_NAME_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL, TEMPLATE_APPLIED_AT_ANNOTATION,
 };
@@ -21,7 +22,7 @@ use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
@@ -628,34 +629,30 @@ pub async fn run_replica_set_controller(
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
-    let rs_stream = watcher(
+    let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(rs_writer)
     .applied_objects();
-    let decision_stream = watcher(
+    let decision_stream = watch(
         Api::<PlacementDecision>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(decision_writer)
     .touched_objects();
-    let work_stream = watcher(
+    let work_stream = watch(
         Api::<ManifestWork>::all(client.clone()),
         watcher::Config::default().labels(REPLICA_SET_LABEL),
     )
-    .default_backoff()
     .reflect(work_writer)
     .touched_objects();
     // Cluster labels feed overrides and `${CLUSTER_LABEL:key}`: only a
     // label change triggers, not the status heartbeats.
-    let cluster_stream = watcher(
+    let cluster_stream = watch(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(cluster_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());
@@ -667,7 +664,7 @@ pub async fn run_replica_set_controller(
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
-    Controller::for_stream(rs_stream, replica_sets)
+    let controller = Controller::for_stream(rs_stream, replica_sets)
         .watches_stream(decision_stream, move |decision: PlacementDecision| {
             match (decision.namespace(), decision.labels().get(PLACEMENT_LABEL)) {
                 (Some(namespace), Some(placement)) => {
@@ -684,19 +681,17 @@ pub async fn run_replica_set_controller(
                 .get(REPLICA_SET_LABEL)
                 .and_then(|v| v.split_once('.'))
                 .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
-        })
-        .trigger_backoff(crate::work_index::watch_backoff())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
-        .for_each(|result| {
-            if let Err(error) = result
-                && !matches!(error, controller::Error::ReconcilerFailed(..))
-            {
-                warn!(%error, "replica set controller");
-            }
-            std::future::ready(())
-        })
-        .await;
+        });
+    run_controller(
+        "replica set",
+        controller,
+        None,
+        shutdown,
+        reconcile,
+        error_policy,
+        context,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tracing::debug;
 
-use crate::cert_reload::{
+use crate::certs::reload::{
     CertLoadError, CertReloads, CertSource, DEFAULT_RELOAD_INTERVAL, ReloadingCert,
 };
 

@@ -2,14 +2,13 @@
 //! keeps it up to date, and writes the status it reports.
 
 use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
-use ferry_proto::{MIN_AGENT_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use futures::stream::PollNext;
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
@@ -19,15 +18,17 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::agent_identity::{AgentAuthenticator, AuthError, AuthOptions, bearer_token};
-use crate::cluster_liveness::{ClusterLiveness, NotAccepted};
-use crate::metrics::{HubMetrics, RefusalReason};
-use crate::server::TransportLimits;
-use crate::status_delivery::SessionReports;
-use crate::status_writer::StatusWriter;
-use crate::to_wire::{delete_option, work_ref, work_upsert};
-use crate::work_deletion::{WorkDeletion, awaits_release};
-use crate::work_index::WorkIndex;
+use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
+use crate::grpc::config::SessionConfig;
+use crate::grpc::handshake::{Handshake, handshake};
+use crate::grpc::identity::{AgentAuthenticator, AuthError};
+use crate::metrics::HubMetrics;
+use crate::status::delivery::SessionReports;
+use crate::status::order::SessionOrder;
+use crate::status::writer::StatusWriter;
+use crate::wire::to_wire::{delete_option, work_ref, work_upsert};
+use crate::works::deletion::{WorkDeletion, awaits_release};
+use crate::works::index::WorkIndex;
 use ferry_api::manifest_work::ManifestWork;
 
 /// Messages queued per agent before the sender waits; a slow agent only ever
@@ -39,37 +40,6 @@ const OUTBOUND_QUEUE: usize = 32;
 /// pointer instead of a whole message keep an idle session's queue at a
 /// quarter of a KiB instead of several KiB.
 type Queued = Box<v1::HubMessage>;
-
-/// How long an authenticated agent has to send its Hello. Agents send it as
-/// soon as the stream opens; nothing is read from a stream before its token
-/// is accepted.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Tunables of agent sessions.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    /// How often the hub sends a heartbeat to each agent.
-    pub heartbeat_interval: Duration,
-    /// Longest a session lives; the agent then reconnects (and is
-    /// authenticated afresh). Each session ends at a random point in the last
-    /// tenth of it, so sessions opened together do not all end together.
-    pub max_session_age: Duration,
-    /// Who may be an agent, and how often tokens are reviewed.
-    pub auth: AuthOptions,
-    /// Limits of the agent port's connections.
-    pub transport: TransportLimits,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        Self {
-            heartbeat_interval: Duration::from_secs(10),
-            max_session_age: Duration::from_secs(3600),
-            auth: AuthOptions::default(),
-            transport: TransportLimits::default(),
-        }
-    }
-}
 
 /// The `ferry.v1.WorkDistributor` service.
 pub struct Distributor {
@@ -83,70 +53,15 @@ pub struct Distributor {
     pub liveness: ClusterLiveness,
     /// Writes the status agents report.
     pub status: Arc<StatusWriter>,
+    /// The order of each cluster's live sessions, so the newest one's
+    /// reports win.
+    pub sessions: Arc<SessionOrder>,
     /// Counts what sessions send and write.
     pub metrics: Arc<HubMetrics>,
     /// Heartbeat interval.
     pub config: SessionConfig,
     /// Turns true when the hub shuts down; every session then ends.
     pub stopping: watch::Receiver<bool>,
-}
-
-/// An agent whose protocol version this hub does not serve. The hub serves
-/// its own protocol version and the one before
-/// ([`MIN_AGENT_PROTOCOL_VERSION`]); the message says which side to upgrade.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolSkew {
-    /// The agent is more than one protocol version behind the hub.
-    #[error(
-        "agent speaks protocol {agent}, this hub (protocol {hub}) serves protocols \
-         {min} to {hub}: upgrade the agent"
-    )]
-    AgentTooOld {
-        /// The agent's protocol version.
-        agent: u32,
-        /// The oldest version the hub serves.
-        min: u32,
-        /// The hub's protocol version.
-        hub: u32,
-    },
-    /// The agent is newer than the hub: hubs are upgraded first.
-    #[error(
-        "agent speaks protocol {agent}, this hub (protocol {hub}) serves protocols \
-         {min} to {hub}: upgrade the hub first, then the agents"
-    )]
-    AgentTooNew {
-        /// The agent's protocol version.
-        agent: u32,
-        /// The oldest version the hub serves.
-        min: u32,
-        /// The hub's protocol version.
-        hub: u32,
-    },
-}
-
-impl ProtocolSkew {
-    /// The gRPC status an agent gets: FAILED_PRECONDITION, since retrying
-    /// cannot help until one side is upgraded (the agent still retries with
-    /// backoff, so the upgrade is picked up without a restart).
-    pub fn to_status(&self) -> Status {
-        Status::failed_precondition(self.to_string())
-    }
-}
-
-/// Whether this hub serves an agent speaking `agent`: its own protocol
-/// version or the one before. Fails with which side must be upgraded.
-pub fn check_agent_protocol(agent: u32) -> Result<(), ProtocolSkew> {
-    check_protocol(agent, MIN_AGENT_PROTOCOL_VERSION, PROTOCOL_VERSION)
-}
-
-fn check_protocol(agent: u32, min: u32, hub: u32) -> Result<(), ProtocolSkew> {
-    if agent < min {
-        Err(ProtocolSkew::AgentTooOld { agent, min, hub })
-    } else if agent > hub {
-        Err(ProtocolSkew::AgentTooNew { agent, min, hub })
-    } else {
-        Ok(())
-    }
 }
 
 type HubStream = Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
@@ -159,80 +74,12 @@ impl WorkDistributor for Distributor {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::SyncStream>, Status> {
-        // Who is calling is settled on the metadata alone: an unauthenticated
-        // peer gets nothing read, so it costs the hub no memory but the
-        // transport's flow-control windows.
-        let peer = request.remote_addr().map(|a| a.ip());
-        let cluster = match self.auth.authenticate(request.metadata(), peer).await {
-            Ok(cluster) => cluster,
-            Err(refusal) => {
-                log_refusal(peer, &refusal);
-                self.metrics.refused(RefusalReason::from(&refusal));
-                // A cluster the hub does not accept is told why on its
-                // ManagedCluster too, where whoever can accept it looks.
-                if let AuthError::NotAccepted(cluster) = &refusal {
-                    let liveness = self.liveness.clone();
-                    let cluster = cluster.clone();
-                    let reason = refusal.to_string();
-                    tokio::spawn(async move {
-                        if let Err(error) = liveness.refused(&cluster, &reason).await {
-                            warn!(%cluster, %error, "cannot record why the agent was refused");
-                        }
-                    });
-                }
-                return Err(refusal.to_status());
-            }
-        };
-        let token = bearer_token(request.metadata())
-            .map_err(|refusal| refusal.to_status())?
-            .to_string();
-        let mut inbound = request.into_inner();
-        let refuse = |reason: RefusalReason, status: Status| {
-            self.metrics.refused(reason);
-            status
-        };
-        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
-            .await
-            .map_err(|_| {
-                let status = Status::deadline_exceeded(format!(
-                    "no Hello within {} s",
-                    HELLO_TIMEOUT.as_secs()
-                ));
-                refuse(RefusalReason::BadHello, status)
-            })?;
-        let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
-            Some(v1::AgentMessage {
-                body: Some(agent_message::Body::Hello(hello)),
-            }) => hello,
-            _ => {
-                return Err(refuse(
-                    RefusalReason::BadHello,
-                    Status::invalid_argument("the first message must be a Hello"),
-                ));
-            }
-        };
-        if let Err(skew) = check_agent_protocol(hello.protocol_version) {
-            warn!(%cluster, ?peer, agent_version = %hello.agent_version, %skew, "agent refused");
-            return Err(refuse(RefusalReason::ProtocolVersion, skew.to_status()));
-        }
-        if hello.cluster_name.is_empty() {
-            return Err(refuse(
-                RefusalReason::BadHello,
-                Status::invalid_argument("Hello names no cluster"),
-            ));
-        }
-        // The name in Hello is only compared, never echoed: the token says
-        // which cluster this is.
-        if hello.cluster_name != cluster {
-            warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
-            return Err(refuse(
-                RefusalReason::WrongCluster,
-                AuthError::WrongCluster {
-                    authenticated: cluster,
-                }
-                .to_status(),
-            ));
-        }
+        let Handshake {
+            cluster,
+            token,
+            hello,
+            inbound,
+        } = handshake(request, &self.auth, &self.liveness, &self.metrics).await?;
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
         if let Err(error) = self
@@ -272,6 +119,7 @@ impl WorkDistributor for Distributor {
             cluster: cluster.clone(),
             session_id: session_id.clone(),
             status: self.status.clone(),
+            sessions: self.sessions.clone(),
             liveness: self.liveness.clone(),
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
@@ -321,24 +169,6 @@ impl WorkDistributor for Distributor {
                 .take_while(|message| futures::future::ready(message.is_some()))
                 .filter_map(futures::future::ready);
         Ok(Response::new(Box::pin(messages)))
-    }
-}
-
-/// Logs a refused stream: quietly when anyone could cause it (no token, a
-/// junk one, a flood), loudly when an agent is misconfigured.
-fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
-    match refusal {
-        AuthError::Missing
-        | AuthError::Malformed
-        | AuthError::BadClusterName(_)
-        | AuthError::Invalid(_)
-        | AuthError::WrongAudience
-        | AuthError::RateLimited => debug!(?peer, %refusal, "agent refused"),
-        AuthError::NotAgent { .. }
-        | AuthError::WrongCluster { .. }
-        | AuthError::NotJoined(_)
-        | AuthError::NotAccepted(_)
-        | AuthError::Review(_) => warn!(?peer, %refusal, "agent refused"),
     }
 }
 
@@ -585,6 +415,7 @@ struct Reader {
     cluster: String,
     session_id: String,
     status: Arc<StatusWriter>,
+    sessions: Arc<SessionOrder>,
     liveness: ClusterLiveness,
     metrics: Arc<HubMetrics>,
     heartbeat: Duration,
@@ -609,7 +440,7 @@ impl Reader {
             &cluster,
             self.status.clone(),
             self.metrics.clone(),
-            &self.status.sessions,
+            &self.sessions,
         );
         let reason = loop {
             let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
@@ -655,6 +486,7 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::identity::AuthOptions;
 
     /// A lifetime whose reviews all fail, as when the hub's API server is
     /// away: `AuthError::Review` every time.
@@ -694,35 +526,6 @@ mod tests {
             .await;
         assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
         assert!(end.message().contains("maximum age"), "{}", end.message());
-    }
-
-    #[test]
-    fn the_hub_serves_its_protocol_and_the_one_before() {
-        // A hub on protocol 3 serves 2 and 3, refuses 1 and 4.
-        assert_eq!(check_protocol(3, 2, 3), Ok(()));
-        assert_eq!(check_protocol(2, 2, 3), Ok(()));
-        let old = check_protocol(1, 2, 3).expect_err("too old");
-        assert_eq!(
-            old,
-            ProtocolSkew::AgentTooOld {
-                agent: 1,
-                min: 2,
-                hub: 3
-            }
-        );
-        assert!(old.to_string().contains("upgrade the agent"), "{old}");
-        let new = check_protocol(4, 2, 3).expect_err("too new");
-        assert!(matches!(new, ProtocolSkew::AgentTooNew { agent: 4, .. }));
-        assert!(new.to_string().contains("upgrade the hub first"), "{new}");
-        assert_eq!(new.to_status().code(), tonic::Code::FailedPrecondition);
-        assert!(new.to_status().message().contains("protocol 4"));
-    }
-
-    #[test]
-    fn this_build_serves_its_own_agents_and_at_most_one_version_behind() {
-        assert_eq!(check_agent_protocol(PROTOCOL_VERSION), Ok(()));
-        assert!(check_agent_protocol(PROTOCOL_VERSION + 1).is_err());
-        assert!(check_agent_protocol(MIN_AGENT_PROTOCOL_VERSION - 1).is_err());
     }
 
     #[test]

@@ -12,41 +12,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
-use kube::runtime::utils::{Backoff, ResetTimerBackoff};
-use kube::runtime::watcher::ExponentialBackoff;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{RwLock, watch};
 use tracing::warn;
 
 use crate::metrics::{HubMetrics, WatchLabel, WorkLabel};
+use crate::watch::{WORKS_RESOURCE, WatchErrors, backed_off_watch};
 use ferry_api::manifest_work::ManifestWork;
-
-/// The `resource` label of the hub's ManifestWork watches in metrics.
-pub const WORKS_RESOURCE: &str = "manifestworks";
-
-/// How the hub's watches wait after an error: from 0.5 s, doubling up to
-/// 2.5 s (jitter adds up to as much again), reset after two healthy
-/// minutes. kube's default (client-go's: up to 30 s, up to 60 s with
-/// jitter) left agents without changes for 29 s after the hub's API server
-/// came back from a 10 s outage; the hub runs two watches per replica, so
-/// retrying every few seconds costs a recovering API server nothing.
-pub fn watch_backoff() -> impl Backoff {
-    let exponential = backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_millis(2500))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times();
-    ResetTimerBackoff::new(
-        ExponentialBackoff::from(exponential),
-        Duration::from_secs(120),
-    )
-}
 
 /// Works of every cluster, keyed by cluster then work name.
 #[derive(Default)]
@@ -192,19 +168,17 @@ impl WorkIndex {
     /// watch stream lasts (kube's watcher never ends it by itself; the hub
     /// stops it by dropping this future). Every watch error is logged,
     /// counted in `metrics.watch_errors` and retried after
-    /// [`watch_backoff`]; meanwhile the index keeps what it has and stays ready, and the
+    /// [`crate::watch::watch_backoff`]; meanwhile the index keeps what it has and stays ready, and the
     /// relist that follows an outage brings the changes made meanwhile.
     pub async fn run(self: Arc<Self>, client: Client, metrics: Arc<HubMetrics>) {
         let resource = ApiResource::erase::<ManifestWork>(&());
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let mut events = watcher(api, watcher::Config::default())
-            .backoff(watch_backoff())
-            .boxed();
+        let mut events = backed_off_watch(api, watcher::Config::default()).boxed();
         let mut feed = Feed::new(self, metrics);
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => feed.handle(event).await,
-                Err(error) => feed.watch_failed(&error),
+                Err(error) => feed.errors.failed(&error),
             }
         }
     }
@@ -276,6 +250,8 @@ impl Watched {
 /// `undecodable_works` gauge of every work that does not decode.
 struct Feed {
     index: Arc<WorkIndex>,
+    /// Where the watch's errors are logged and counted.
+    errors: WatchErrors,
     metrics: Arc<HubMetrics>,
     /// Works currently shown in the gauge.
     undecodable: HashSet<WorkLabel>,
@@ -288,22 +264,18 @@ impl Feed {
     fn new(index: Arc<WorkIndex>, metrics: Arc<HubMetrics>) -> Self {
         Self {
             index,
+            errors: WatchErrors {
+                metrics: metrics.clone(),
+                label: WatchLabel {
+                    resource: WORKS_RESOURCE,
+                    watch: "index",
+                },
+            },
             metrics,
             undecodable: HashSet::new(),
             relist: Vec::new(),
             relist_undecodable: HashSet::new(),
         }
-    }
-
-    fn watch_failed(&self, error: &watcher::Error) {
-        warn!(%error, "the ManifestWork watch failed; retrying with backoff, agents are served from the index meanwhile");
-        self.metrics
-            .watch_errors
-            .get_or_create(&WatchLabel {
-                resource: WORKS_RESOURCE,
-                watch: "index",
-            })
-            .inc();
     }
 
     async fn handle(&mut self, event: watcher::Event<DynamicObject>) {
@@ -503,8 +475,8 @@ mod tests {
     async fn watch_errors_are_counted_and_the_index_keeps_serving_what_it_has() {
         let mut feed = feed();
         relist(&mut feed, vec![good("c", "w1", "u1", "1")]).await;
-        feed.watch_failed(&watcher::Error::NoResourceVersion);
-        feed.watch_failed(&watcher::Error::NoResourceVersion);
+        feed.errors.failed(&watcher::Error::NoResourceVersion);
+        feed.errors.failed(&watcher::Error::NoResourceVersion);
         let errors = feed
             .metrics
             .watch_errors
@@ -575,7 +547,7 @@ mod tests {
         feed.handle(watcher::Event::Apply(deleting(bad("c", "held", "u1", "2"))))
             .await;
         let stand_in = feed.index.get("c", "held").await.expect("stand-in");
-        assert!(crate::work_deletion::awaits_release(&*stand_in));
+        assert!(crate::works::deletion::awaits_release(&*stand_in));
         assert_eq!(rv(&stand_in), "2");
         assert_eq!(stand_in.uid().as_deref(), Some("u1"));
 
@@ -584,7 +556,7 @@ mod tests {
         ))))
         .await;
         let stand_in = feed.index.get("c", "never").await.expect("stand-in");
-        assert!(crate::work_deletion::awaits_release(&*stand_in));
+        assert!(crate::works::deletion::awaits_release(&*stand_in));
         assert_eq!(stand_in.spec, Default::default());
 
         feed.handle(watcher::Event::Delete(bad("c", "never", "u2", "4")))
@@ -600,15 +572,6 @@ mod tests {
         assert_eq!(flagged(&feed, "c", "w"), Some(1));
         relist(&mut feed, vec![]).await;
         assert_eq!(flagged(&feed, "c", "w"), None);
-    }
-
-    #[test]
-    fn watch_retries_start_at_half_a_second_and_never_wait_over_five() {
-        let delays: Vec<Duration> = watch_backoff().take(20).collect();
-        assert_eq!(delays.len(), 20, "the backoff never gives up");
-        assert!(delays[0] >= Duration::from_millis(500));
-        assert!(delays.iter().all(|d| *d < Duration::from_secs(5)));
-        assert!(delays[19] >= Duration::from_millis(2500));
     }
 
     #[tokio::test]

@@ -14,21 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
 
-use crate::events::WorkEvents;
 use crate::metrics::{HubMetrics, WatchLabel};
-use crate::work_index::{WORKS_RESOURCE, watch_backoff};
+use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
+use crate::works::events::WorkEvents;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 
 /// A finalizer or condition write failed.
@@ -336,7 +335,7 @@ fn error_policy(work: Arc<WorkMeta>, error: &DeletionError, _: Arc<WorkDeletion>
 
 /// Keeps the finalizer on every work and marks deleted works `Deleting`,
 /// until `shutdown` completes. Watch errors never end it: each is logged,
-/// counted in `metrics.watch_errors` and retried after [`watch_backoff`].
+/// counted in `metrics.watch_errors` and retried after [`crate::watch::watch_backoff`].
 pub async fn run_deletion_controller(
     client: Client,
     deletion: WorkDeletion,
@@ -345,33 +344,28 @@ pub async fn run_deletion_controller(
 ) {
     let works: Api<WorkMeta> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let trigger = watcher(works, watcher::Config::default())
+    let trigger = watch(works, watcher::Config::default())
         .modify(keep_what_deletion_reads)
         .reflect(writer)
         .applied_objects();
     let deletion = Arc::new(deletion);
-    Controller::for_stream(trigger, reader)
-        .trigger_backoff(watch_backoff())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, deletion)
-        .for_each(|result| {
-            match result {
-                Err(controller::Error::QueueError(error)) => {
-                    warn!(%error, "the ManifestWork metadata watch of the deletion controller failed; retrying with backoff");
-                    metrics
-                        .watch_errors
-                        .get_or_create(&WatchLabel {
-                            resource: WORKS_RESOURCE,
-                            watch: "deletion",
-                        })
-                        .inc();
-                }
-                Err(error) => debug!(%error, "work deletion controller"),
-                Ok(_) => {}
-            }
-            std::future::ready(())
-        })
-        .await;
+    let errors = WatchErrors {
+        metrics,
+        label: WatchLabel {
+            resource: WORKS_RESOURCE,
+            watch: "deletion",
+        },
+    };
+    run_controller(
+        "deletion",
+        Controller::for_stream(trigger, reader),
+        Some(errors),
+        shutdown,
+        reconcile,
+        error_policy,
+        deletion,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -28,7 +28,8 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use crate::peer_budget::PeerBudget;
+use crate::grpc::peer_budget::PeerBudget;
+use crate::metrics::RefusalReason;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::managed_cluster::ManagedCluster;
 
@@ -122,6 +123,24 @@ impl AuthError {
             self,
             AuthError::Invalid(_) | AuthError::WrongAudience | AuthError::NotAgent { .. }
         )
+    }
+}
+
+impl From<&AuthError> for RefusalReason {
+    fn from(error: &AuthError) -> Self {
+        match error {
+            AuthError::Missing
+            | AuthError::Malformed
+            | AuthError::Invalid(_)
+            | AuthError::WrongAudience => Self::Unauthenticated,
+            AuthError::NotAgent { .. } => Self::WrongServiceAccount,
+            AuthError::WrongCluster { .. } => Self::WrongCluster,
+            AuthError::BadClusterName(_) => Self::BadClusterName,
+            AuthError::NotJoined(_) => Self::UnknownCluster,
+            AuthError::NotAccepted(_) => Self::NotAccepted,
+            AuthError::RateLimited => Self::OverBudget,
+            AuthError::Review(_) => Self::ReviewFailed,
+        }
     }
 }
 
@@ -366,6 +385,28 @@ fn token_key(token: &str) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_auth_refusal_has_its_reason() {
+        let cases = [
+            (AuthError::Missing, "unauthenticated"),
+            (AuthError::WrongAudience, "unauthenticated"),
+            (
+                AuthError::NotAgent {
+                    username: "alice".into(),
+                    service_account: "ferry-agent".into(),
+                },
+                "wrong_service_account",
+            ),
+            (AuthError::NotJoined("c".into()), "unknown_cluster"),
+            (AuthError::NotAccepted("c".into()), "not_accepted"),
+            (AuthError::RateLimited, "over_budget"),
+            (AuthError::Review("down".into()), "review_failed"),
+        ];
+        for (error, label) in cases {
+            assert_eq!(RefusalReason::from(&error).as_str(), label, "{error}");
+        }
+    }
 
     #[test]
     fn a_service_account_username_names_its_namespace() {

@@ -9,16 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_semantics::placement::NO_SELECT;
-use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use crate::work_index::watch_backoff;
+use crate::watch::{run_controller, watch};
 use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
 
 /// The taint could not be written; it is retried.
@@ -131,27 +130,23 @@ pub async fn run_taint_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
-    let trigger = watcher(
+    let trigger = watch(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(writer)
     .applied_objects()
     .predicate_filter(connection_and_taints, PredicateConfig::default());
-    Controller::for_stream(trigger, reader)
-        .trigger_backoff(watch_backoff())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(client))
-        .for_each(|result| {
-            if let Err(error) = result
-                && !matches!(error, controller::Error::ReconcilerFailed(..))
-            {
-                warn!(%error, "taint controller");
-            }
-            std::future::ready(())
-        })
-        .await;
+    run_controller(
+        "taint",
+        Controller::for_stream(trigger, reader),
+        None,
+        shutdown,
+        reconcile,
+        error_policy,
+        Arc::new(client),
+    )
+    .await;
 }
 
 #[cfg(test)]

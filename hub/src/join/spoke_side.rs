@@ -9,8 +9,8 @@ use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
 use serde_json::Value;
 
-use crate::join::{Applied, Change};
-use crate::join_bundle::{AGENT_HUB_SECRET, AGENT_NAMESPACE, HubAccess};
+use crate::join::bundle::{AGENT_HUB_SECRET, AGENT_NAMESPACE, HubAccess};
+use crate::join::hub_side::{Applied, Change};
 
 /// The field manager of what joining applies on a spoke.
 pub const JOIN_FIELD_MANAGER: &str = "ferry-hub-join";

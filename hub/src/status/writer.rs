@@ -14,11 +14,10 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::histogram::Histogram;
 
-use crate::events::WorkEvents;
-use crate::status_delivery::SessionOrder;
-use crate::status_from_wire::work_status;
-use crate::work_deletion::{DeletionError, WorkDeletion};
-use crate::work_index::WorkIndex;
+use crate::wire::status_from_wire::work_status;
+use crate::works::deletion::{DeletionError, WorkDeletion};
+use crate::works::events::WorkEvents;
+use crate::works::index::WorkIndex;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_semantics::contract::DELETING;
 
@@ -136,8 +135,6 @@ pub struct StatusWriter {
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
     events: WorkEvents,
-    /// The order of the agent sessions whose reports this writer writes.
-    pub sessions: Arc<SessionOrder>,
     /// Seconds each write request takes.
     write_seconds: Histogram,
 }
@@ -165,7 +162,6 @@ impl StatusWriter {
             events,
             client,
             index,
-            sessions: Arc::default(),
             write_seconds,
         }
     }

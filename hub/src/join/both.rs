@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use kube::Client;
 
-use crate::join::{
+use crate::join::bundle::{BundleError, HubAccess, spoke_objects, write_bundle};
+use crate::join::hub_side::{
     Applied, JoinError, is_accepted, mint_bound_token, prepare_hub, revoke_tokens_except,
     token_expiry, token_refusal,
 };
-use crate::join_bundle::{BundleError, HubAccess, spoke_objects, write_bundle};
-use crate::join_spoke::{SpokeJoinError, apply_objects, read_hub_access};
+use crate::join::spoke_side::{SpokeJoinError, apply_objects, read_hub_access};
 
 /// Where the spoke half goes.
 #[derive(Clone, Copy)]

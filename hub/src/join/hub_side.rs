@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::agent_identity::agent_cluster;
+use crate::grpc::identity::agent_cluster;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 

@@ -1,5 +1,5 @@
 //! TLS handshakes of the agent port, done by the hub rather than by tonic so
-//! that the certificate comes from a [`crate::cert_reload::ReloadingCert`]:
+//! that the certificate comes from a [`crate::certs::reload::ReloadingCert`]:
 //! tonic's own TLS takes a fixed identity. Each handshake runs in its own
 //! task under a timeout, so one slow peer never holds up the others; the
 //! connection keeps its connection-limit permit throughout.
@@ -20,7 +20,30 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::debug;
 
-use crate::connection_limit::LimitedConnection;
+use crate::certs::reload::{CertLoadError, ReloadingCert, ReloadingClientCa};
+use crate::grpc::config::GrpcTls;
+use crate::grpc::connection_limit::LimitedConnection;
+use crate::metrics::HubMetrics;
+
+/// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
+/// (and client CA) following their files, reloads counted in `metrics`.
+///
+/// Fails when the certificate, its key or the client CA cannot be loaded.
+pub async fn server_config(
+    tls: &GrpcTls,
+    metrics: &HubMetrics,
+) -> Result<Arc<ServerConfig>, CertLoadError> {
+    let reloads = metrics.certificate_reloads.clone();
+    let cert =
+        ReloadingCert::start(&tls.cert, "grpc", tls.reload_interval, reloads.clone()).await?;
+    let client_ca = match &tls.client_ca {
+        Some(ca) => Some(
+            ReloadingClientCa::start(ca, "grpc-client-ca", tls.reload_interval, reloads).await?,
+        ),
+        None => None,
+    };
+    cert.server_config(client_ca, &[b"h2"])
+}
 
 /// Handshakes finished and not yet taken by the server.
 const READY: usize = 64;

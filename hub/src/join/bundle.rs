@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// The ferry-agent chart rendered with its default values
 /// (`deploy/manifests/ferry-agent.yaml`).
-const AGENT_MANIFESTS: &str = include_str!("../../deploy/manifests/ferry-agent.yaml");
+const AGENT_MANIFESTS: &str = include_str!("../../../deploy/manifests/ferry-agent.yaml");
 
 /// The namespace the agent runs in on the spoke (the chart's default).
 pub const AGENT_NAMESPACE: &str = "ferry-agent";

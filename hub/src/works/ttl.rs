@@ -7,10 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
@@ -18,7 +17,7 @@ use tracing::{debug, info, warn};
 use ferry_semantics::contract::COMPLETE;
 
 use crate::metrics::{HubMetrics, WatchLabel};
-use crate::work_index::{WORKS_RESOURCE, watch_backoff};
+use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
 use ferry_api::manifest_work::ManifestWork;
 
 /// Deleting an expired work failed.
@@ -145,7 +144,7 @@ fn error_policy(work: Arc<ManifestWork>, error: &TtlError, _: Arc<Client>) -> Ac
 
 /// Deletes completed works whose `ttlSecondsAfterFinished` ran out, until
 /// `shutdown` completes. Watch errors never end it: each is logged, counted
-/// in `metrics.watch_errors` and retried after [`watch_backoff`].
+/// in `metrics.watch_errors` and retried after [`crate::watch::watch_backoff`].
 pub async fn run_ttl_controller(
     client: Client,
     metrics: Arc<HubMetrics>,
@@ -153,32 +152,27 @@ pub async fn run_ttl_controller(
 ) {
     let works: Api<ManifestWork> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let trigger = watcher(works, watcher::Config::default())
+    let trigger = watch(works, watcher::Config::default())
         .modify(keep_what_ttl_reads)
         .reflect(writer)
         .applied_objects();
-    Controller::for_stream(trigger, reader)
-        .trigger_backoff(watch_backoff())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(client))
-        .for_each(|result| {
-            match result {
-                Err(controller::Error::QueueError(error)) => {
-                    warn!(%error, "the ManifestWork watch of the TTL controller failed; retrying with backoff");
-                    metrics
-                        .watch_errors
-                        .get_or_create(&WatchLabel {
-                            resource: WORKS_RESOURCE,
-                            watch: "ttl",
-                        })
-                        .inc();
-                }
-                Err(error) => debug!(%error, "work TTL controller"),
-                Ok(_) => {}
-            }
-            std::future::ready(())
-        })
-        .await;
+    let errors = WatchErrors {
+        metrics,
+        label: WatchLabel {
+            resource: WORKS_RESOURCE,
+            watch: "ttl",
+        },
+    };
+    run_controller(
+        "ttl",
+        Controller::for_stream(trigger, reader),
+        Some(errors),
+        shutdown,
+        reconcile,
+        error_policy,
+        Arc::new(client),
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -390,7 +390,7 @@ impl ClientCertVerifier for ReloadingClientCa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::ServingCert;
+    use crate::certs::tls::ServingCert;
 
     fn files(dir: &std::path::Path, cert: &ServingCert) -> CertSource {
         std::fs::write(dir.join("tls.crt"), &cert.chain_pem).expect("write");

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::metrics::{EventOutcomeLabel, HubMetrics};
-use crate::status_from_wire::bounded_message;
+use crate::wire::status_from_wire::bounded_message;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{Condition, ManifestWork, ManifestWorkStatus};
 

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferry_proto::MAX_MESSAGE_BYTES;
 use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
@@ -14,21 +13,20 @@ use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 use crate::admission::{self, AdmissionError, AdmissionOptions};
-use crate::agent_identity::AgentAuthenticator;
-use crate::cert_reload::{
-    CaSource, CertLoadError, CertSource, DEFAULT_RELOAD_INTERVAL, ReloadingCert, ReloadingClientCa,
-};
-use crate::cluster_liveness::{ClusterLiveness, run_liveness_sweeper};
-use crate::connection_limit::limit_connections;
-use crate::events::WorkEvents;
-use crate::grpc_tls::tls_incoming;
+use crate::certs::reload::CertLoadError;
+use crate::clusters::liveness::{ClusterLiveness, run_liveness_sweeper};
+use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
+use crate::grpc::connection_limit::limit_connections;
+use crate::grpc::identity::AgentAuthenticator;
+use crate::grpc::session::Distributor;
+use crate::grpc::tls::{server_config, tls_incoming};
 use crate::metrics::HubMetrics;
 use crate::probes;
-use crate::session::{Distributor, SessionConfig};
-use crate::status_writer::StatusWriter;
-use crate::work_deletion::{WorkDeletion, run_deletion_controller};
-use crate::work_index::WorkIndex;
-use crate::work_ttl::run_ttl_controller;
+use crate::status::writer::StatusWriter;
+use crate::works::deletion::{WorkDeletion, run_deletion_controller};
+use crate::works::events::WorkEvents;
+use crate::works::index::WorkIndex;
+use crate::works::ttl::run_ttl_controller;
 
 /// Why the hub stopped.
 #[derive(Debug, thiserror::Error)]
@@ -45,79 +43,6 @@ pub enum HubError {
     /// The admission webhook failed.
     #[error("admission webhook: {0}")]
     Admission(#[from] AdmissionError),
-}
-
-/// TLS of the port agents dial.
-#[derive(Clone, Debug)]
-pub struct GrpcTls {
-    /// Serving certificate and key; files are followed, so a rotated
-    /// certificate is served to new connections without a restart.
-    pub cert: CertSource,
-    /// When set, agents must present a client certificate signed by this
-    /// CA (mutual TLS), on top of their token; a CA file is followed too.
-    pub client_ca: Option<CaSource>,
-    /// How often certificate files are checked for changes.
-    pub reload_interval: Duration,
-}
-
-impl GrpcTls {
-    /// TLS from `cert`, checked for changes every
-    /// [`DEFAULT_RELOAD_INTERVAL`], with no client certificates.
-    pub fn new(cert: CertSource) -> Self {
-        Self {
-            cert,
-            client_ca: None,
-            reload_interval: DEFAULT_RELOAD_INTERVAL,
-        }
-    }
-}
-
-/// How much longer than the longest session a connection may live, and how
-/// long its streams then have to finish.
-const CONNECTION_AGE_SLACK: Duration = Duration::from_secs(60);
-
-/// Limits of the agent port's connections: what any peer, authenticated or
-/// not, can hold open on the hub.
-#[derive(Clone, Debug)]
-pub struct TransportLimits {
-    /// Streams one HTTP/2 connection may have open at once; more are refused
-    /// by the transport. An agent needs one (and a health check).
-    pub max_concurrent_streams: u32,
-    /// Bytes a peer may send on one stream before the hub reads them (the
-    /// HTTP/2 stream window). Nothing is read before authentication, so this
-    /// bounds what an unauthenticated stream costs.
-    pub stream_window_bytes: u32,
-    /// Bytes a peer may send on one connection, all streams together, before
-    /// the hub reads them.
-    pub connection_window_bytes: u32,
-    /// How often the hub pings an HTTP/2 connection, and how long it waits
-    /// for the answer before closing it.
-    pub http2_keepalive_interval: Duration,
-    /// See `http2_keepalive_interval`.
-    pub http2_keepalive_timeout: Duration,
-    /// Longest a TLS handshake may take before the connection is closed.
-    pub tls_handshake_timeout: Duration,
-    /// TCP keepalive of accepted connections, so dead peers are noticed by
-    /// the kernel too.
-    pub tcp_keepalive: Duration,
-    /// Connections the agent port holds at once; more are closed as soon
-    /// as they are accepted.
-    pub max_connections: usize,
-}
-
-impl Default for TransportLimits {
-    fn default() -> Self {
-        Self {
-            max_concurrent_streams: 16,
-            stream_window_bytes: 256 * 1024,
-            connection_window_bytes: 1024 * 1024,
-            http2_keepalive_interval: Duration::from_secs(30),
-            http2_keepalive_timeout: Duration::from_secs(10),
-            tls_handshake_timeout: Duration::from_secs(5),
-            tcp_keepalive: Duration::from_secs(60),
-            max_connections: 10_000,
-        }
-    }
 }
 
 /// Listeners and tunables of one hub replica.
@@ -139,28 +64,6 @@ fn reporting_instance() -> Option<String> {
     ["POD_NAME", "HOSTNAME"]
         .into_iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-}
-
-/// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
-/// (and client CA) following their files, reloads counted in `metrics`.
-async fn grpc_server_config(
-    tls: &GrpcTls,
-    metrics: &HubMetrics,
-) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, HubError> {
-    let reloads = metrics.certificate_reloads.clone();
-    let cert = ReloadingCert::start(&tls.cert, "grpc", tls.reload_interval, reloads.clone())
-        .await
-        .map_err(HubError::Tls)?;
-    let client_ca = match &tls.client_ca {
-        Some(ca) => Some(
-            ReloadingClientCa::start(ca, "grpc-client-ca", tls.reload_interval, reloads)
-                .await
-                .map_err(HubError::Tls)?,
-        ),
-        None => None,
-    };
-    cert.server_config(client_ca, &[b"h2"])
-        .map_err(HubError::Tls)
 }
 
 /// Runs one hub replica until `shutdown` completes or a component fails.
@@ -215,6 +118,7 @@ pub async fn run_hub(
         deletion,
         liveness,
         status,
+        sessions: Arc::default(),
         metrics: metrics.clone(),
         config: session,
         stopping: stop_rx.clone(),
@@ -238,7 +142,7 @@ pub async fn run_hub(
         .max_connection_age(connection_age)
         .max_connection_age_grace(CONNECTION_AGE_SLACK);
     let tls = match &listeners.grpc_tls {
-        Some(tls) => Some(grpc_server_config(tls, &metrics).await?),
+        Some(tls) => Some(server_config(tls, &metrics).await.map_err(HubError::Tls)?),
         None => None,
     };
     let router = builder.add_service(health_service).add_service(service);
@@ -301,7 +205,7 @@ pub async fn run_hub(
     let placement_controller =
         crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
     let taint_controller =
-        crate::cluster_taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
+        crate::clusters::taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
     let replica_set_controller =
         crate::replica_set::run_replica_set_controller(client.clone(), stopped(stop_rx.clone()));
     // The watch retries its errors for as long as the hub runs, serving

@@ -7,7 +7,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::join::{Applied, Change};
+use crate::join::hub_side::{Applied, Change};
 use ferry_api::managed_cluster::ManagedCluster;
 
 /// Accepting or denying failed.

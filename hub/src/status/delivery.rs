@@ -18,85 +18,24 @@
 //! deleted work the agent no longer holds (it reported `gone`) is released by
 //! the hub when the session syncs.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use ferry_proto::v1;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::metrics::{HubMetrics, OutcomeLabel};
-use crate::status_writer::{Basis, StatusOutcome, StatusWriteError, StatusWriter};
+use crate::status::order::{SessionOrder, SessionTicket};
+use crate::status::writer::{Basis, StatusOutcome, StatusWriteError, StatusWriter};
 
 /// First wait before a failed status write is tried again.
 pub const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// Longest wait between two tries (jitter adds up to as much again).
 pub const MAX_RETRY: Duration = Duration::from_secs(8);
-
-/// The live sessions of each cluster on this replica, in the order they
-/// opened, so that the newest one's reports win.
-#[derive(Default)]
-pub struct SessionOrder {
-    next: AtomicU64,
-    live: watch::Sender<HashMap<String, BTreeSet<u64>>>,
-}
-
-impl SessionOrder {
-    fn open(self: &Arc<Self>, cluster: &str) -> SessionTicket {
-        let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        self.live.send_modify(|live| {
-            live.entry(cluster.to_string()).or_default().insert(seq);
-        });
-        SessionTicket {
-            order: self.clone(),
-            cluster: cluster.to_string(),
-            seq,
-        }
-    }
-}
-
-/// One session's place in its cluster's order; leaves it when dropped.
-struct SessionTicket {
-    order: Arc<SessionOrder>,
-    cluster: String,
-    seq: u64,
-}
-
-impl SessionTicket {
-    fn is_newest(&self) -> bool {
-        self.order
-            .live
-            .borrow()
-            .get(&self.cluster)
-            .and_then(|seqs| seqs.last())
-            == Some(&self.seq)
-    }
-
-    /// Returns once no newer session of the cluster is live.
-    async fn wait_newest(&self) {
-        let mut live = self.order.live.subscribe();
-        let _ = live
-            .wait_for(|live| live.get(&self.cluster).and_then(|s| s.last()) == Some(&self.seq))
-            .await;
-    }
-}
-
-impl Drop for SessionTicket {
-    fn drop(&mut self) {
-        self.order.live.send_modify(|live| {
-            if let Some(seqs) = live.get_mut(&self.cluster) {
-                seqs.remove(&self.seq);
-                if seqs.is_empty() {
-                    live.remove(&self.cluster);
-                }
-            }
-        });
-    }
-}
 
 /// The latest report of one work that still has to be written.
 struct Pending {
