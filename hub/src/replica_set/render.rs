@@ -5,9 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
 use ferry_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
 
 use crate::placement::compile::compile_selector;
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWorkSpec;
 use ferry_api::placement::ClusterSelector;
 use ferry_api::replica_set::{ClusterOverride, ManifestWorkReplicaSetSpec};
@@ -48,6 +52,29 @@ fn semantic(o: &ClusterOverride) -> Override {
             .map(|op| serde_json::to_value(op).unwrap_or_default())
             .collect(),
     }
+}
+
+/// Each chosen cluster's work spec, or why it cannot be rendered.
+pub type Rendered = BTreeMap<String, Result<ManifestWorkSpec, RenderFailure>>;
+
+/// Reconcile phase 2: each `wanted` cluster's own work spec, the template
+/// of `spec` with its overrides and placeholders for the cluster's labels
+/// (from `clusters`); a failure fails that cluster only.
+pub fn render_chosen(
+    spec: &ManifestWorkReplicaSetSpec,
+    wanted: &BTreeMap<String, String>,
+    clusters: &Store<ManagedCluster>,
+) -> Rendered {
+    wanted
+        .keys()
+        .map(|cluster| {
+            let labels = clusters
+                .get(&ObjectRef::new(cluster))
+                .map(|c| c.labels().clone())
+                .unwrap_or_default();
+            (cluster.clone(), render_for_cluster(spec, cluster, &labels))
+        })
+        .collect()
 }
 
 /// The work spec `cluster` (with `labels`) gets from `spec`; fails naming
