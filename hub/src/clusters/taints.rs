@@ -2,9 +2,8 @@
 //! every ManagedCluster whose agent is not connected, removed when it
 //! connects. Placements that do not tolerate it stop choosing the cluster.
 //! It follows `status.connected`, which the liveness writer keeps
-//! (hub/src/cluster_liveness.rs).
+//! (`crate::clusters::liveness`).
 
-use ferry_api::contract::UNREACHABLE_TAINT;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use serde_json::json;
 use tracing::warn;
 
 use crate::watch::{run_controller, watch};
+use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
 
 /// The taint could not be written; it is retried.

@@ -13,7 +13,6 @@
 //! and a peer may present only so many tokens the hub does not know to be
 //! good (see [`PeerBudget`]).
 
-use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -31,6 +30,7 @@ use tonic::metadata::MetadataMap;
 use crate::grpc::peer_budget::PeerBudget;
 use crate::metrics::RefusalReason;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
+use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
 use ferry_api::managed_cluster::ManagedCluster;
 
 /// Accepted tokens remembered at once.

@@ -1,6 +1,6 @@
-//! Joining a cluster in one command: the hub half (`join`), then either the
-//! spoke half applied with the spoke's credentials (`join_spoke`) or a
-//! bundle written for GitOps (`join_bundle`). Running it again changes
+//! Joining a cluster in one command: the hub half (`hub_side`), then either the
+//! spoke half applied with the spoke's credentials (`spoke_side`) or a
+//! bundle written for GitOps (`bundle`). Running it again changes
 //! nothing: the spoke's token is kept while the hub still takes it, and
 //! replaced (the old one revoked) only on request.
 

@@ -1,9 +1,8 @@
 //! The hub half of joining a cluster: its namespace (where its works live),
 //! the ServiceAccount its agent authenticates as, its ManagedCluster, and a
 //! token for that ServiceAccount issued for ferry's audience. The spoke half
-//! is `join_spoke`, both together `join_both`.
+//! is `spoke_side`, both together `both`.
 
-use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, TOKEN_BINDING_LABEL};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::authentication::v1::{
@@ -17,6 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::grpc::identity::agent_cluster;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
+use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, TOKEN_BINDING_LABEL};
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 
 /// A step of joining failed.

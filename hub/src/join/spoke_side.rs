@@ -1,5 +1,5 @@
 //! The spoke half of joining: server-side applies the objects of
-//! `join_bundle` (namespace, the agent's hub Secret, the agent) to the spoke
+//! `bundle` (namespace, the agent's hub Secret, the agent) to the spoke
 //! with the spoke's credentials, resolving each kind by discovery, and says
 //! for each whether it was created, configured or unchanged.
 

@@ -5,7 +5,6 @@
 //! and a reconcile writes only what changed, so a quiet fleet costs no
 //! writes.
 
-use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -28,6 +27,7 @@ use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
 use crate::watch::{run_controller, watch};
+use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::Condition;
 use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, PlacementStatus};

@@ -6,8 +6,6 @@
 //! Triggered by the replica sets, the PlacementDecisions and the generated
 //! works, so only the replica sets a change touches are reconciled.
 
-use crate::watch::{run_controller, watch};
-use ferry_api::contract::{REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +25,8 @@ use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::status::{replica_set_status, write_status};
-use ferry_api::contract::PLACEMENT_LABEL;
+use crate::watch::{run_controller, watch};
+use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::PlacementDecision;

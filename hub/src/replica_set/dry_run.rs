@@ -3,7 +3,6 @@
 //! clusters come from the Placements' decisions and their labels from the
 //! ManagedClusters, or, offline, from the command line.
 
-use ferry_api::contract::{PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
 use std::collections::BTreeMap;
 
 use kube::api::{Api, ListParams};
@@ -11,7 +10,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::render::{RenderFailure, render_for_cluster};
-use ferry_api::contract::PLACEMENT_LABEL;
+use ferry_api::contract::{PLACEMENT_LABEL, PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::PlacementDecision;

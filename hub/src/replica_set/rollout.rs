@@ -1,13 +1,13 @@
 //! A replica set's rollout strategy turned into the semantics' limits, and
 //! each cluster's rollout state read from its generated work.
 
-use ferry_api::contract::TEMPLATE_APPLIED_AT_ANNOTATION;
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, PROGRESSING};
 use ferry_semantics::placement::{IntOrPercent, parse_int_or_percent};
 use ferry_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
 
+use ferry_api::contract::TEMPLATE_APPLIED_AT_ANNOTATION;
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::{RolloutConfig, RolloutStrategy};
 

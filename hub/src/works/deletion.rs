@@ -9,7 +9,6 @@
 //! one full copy of each work: the one in its index. Its watch errors are
 //! logged, counted and retried like the index's.
 
-use ferry_api::contract::CLEANUP_FINALIZER;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
 use crate::works::events::WorkEvents;
+use ferry_api::contract::CLEANUP_FINALIZER;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 
 /// A finalizer or condition write failed.
