@@ -42,6 +42,7 @@ use tracing::info;
 
 use crate::certs::reload::CertReloads;
 use crate::certs::tls::{CertError, ServingCert, TlsListener};
+use ferry_api::contract::WORK_GROUP;
 use ferry_api::manifest_work::{
     FeedbackRule, FeedbackType, Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, NamedJsonPath, ResourceIdentifier,
@@ -147,7 +148,7 @@ pub fn webhook_configuration(
                 service,
             },
             rules: Some(vec![RuleWithOperations {
-                api_groups: Some(vec!["work.ferry.dev".into()]),
+                api_groups: Some(vec![WORK_GROUP.into()]),
                 api_versions: Some(vec!["v1alpha1".into()]),
                 operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
                 // Without "/status": the hub's own status writes are not reviewed.

@@ -21,6 +21,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
 use super::SPEC_WRITTEN;
+use ferry_api::contract::WORK_GROUP;
 use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
@@ -80,7 +81,7 @@ pub fn policy() -> ValidatingAdmissionPolicy {
             failure_policy: Some("Fail".into()),
             match_constraints: Some(MatchResources {
                 resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec!["work.ferry.dev".into()]),
+                    api_groups: Some(vec![WORK_GROUP.into()]),
                     api_versions: Some(vec!["v1alpha1".into()]),
                     operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
                     resources: Some(vec!["manifestworks".into()]),
