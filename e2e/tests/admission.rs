@@ -17,7 +17,7 @@ use ferry_e2e::fleet::{Fleet, FleetOptions, install_crds_without_rules};
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_condition, wait_applied};
 use ferry_hub::admission::policy::{POLICY_NAME, wait_until_policy_enforced};
-use ferry_hub::admission::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
+use ferry_hub::admission::webhook::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
 use ferry_hub::crds::install_crds;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use kube::api::{

@@ -13,9 +13,8 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::work_helpers::{config_map, manifest_work};
-use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget,
-};
+use ferry_hub::admission::target::WebhookTarget;
+use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::certs::reload::CertSource;
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;

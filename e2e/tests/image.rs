@@ -20,7 +20,7 @@ use std::time::Duration;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::image::{IMAGE_ENV, Image, RuntimeConfig, image, unpack};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::admission::wait_until_enforced;
+use ferry_hub::admission::webhook::wait_until_enforced;
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;
 use ferry_hub::join::hub_side::join_cluster;

@@ -42,7 +42,9 @@ use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_work, wait_applied,
 };
-use ferry_hub::admission::{WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced};
+use ferry_hub::admission::webhook::{
+    WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced,
+};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::join::hub_side::join_cluster;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
-use crate::admission::{self, AdmissionError, AdmissionOptions};
+use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::certs::reload::CertLoadError;
 use crate::clusters::liveness::{ClusterLiveness, run_liveness_sweeper};
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
@@ -182,7 +182,7 @@ pub async fn run_hub(
     let review_seconds = metrics.webhook_review_seconds.clone();
     let admission = async {
         match listeners.admission {
-            Some(options) => admission::serve(
+            Some(options) => webhook::serve(
                 admission_client,
                 options,
                 metrics.certificate_reloads.clone(),

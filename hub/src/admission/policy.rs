@@ -20,7 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
-use super::SPEC_WRITTEN;
+use super::webhook::SPEC_WRITTEN;
 use ferry_api::contract::WORK_GROUP;
 use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
 
@@ -171,7 +171,7 @@ pub async fn wait_until_policy_enforced(
         },
     );
     probe.metadata.namespace = Some(namespace.into());
-    super::refused_by(&api, &probe, POLICY_NAME, timeout).await
+    super::webhook::refused_by(&api, &probe, POLICY_NAME, timeout).await
 }
 
 #[cfg(test)]

@@ -9,9 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{ArgGroup, Args};
 use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
-use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, ServiceRef, WebhookTarget,
-};
+use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
+use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;
