@@ -6,16 +6,18 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
+use ferry_api::manifest_work::ManifestWork;
 use ferry_hub::admission::policy::wait_until_policy_enforced;
-use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget, wait_until_enforced,
+use ferry_hub::admission::target::WebhookTarget;
+use ferry_hub::admission::webhook::{
+    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,
 };
-use ferry_hub::cert_reload::{CaSource, CertSource};
+use ferry_hub::certs::reload::{CaSource, CertSource};
+use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::{InstallCrdsError, install_crds};
-use ferry_hub::join::{JoinError, join_cluster};
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::tls::ServingCert;
-use ferry_hub::{GrpcTls, HubListeners, run_hub};
+use ferry_hub::grpc::config::GrpcTls;
+use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::join::hub_side::{JoinError, join_cluster};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -162,9 +164,9 @@ impl FleetOptions {
             mtls: false,
             admission: true,
             hub_replicas: 1,
-            max_session_age: ferry_hub::session::SessionConfig::default().max_session_age,
+            max_session_age: ferry_hub::grpc::config::SessionConfig::default().max_session_age,
             hub_rules: None,
-            token_review_interval: ferry_hub::agent_identity::AuthOptions::default()
+            token_review_interval: ferry_hub::grpc::identity::AuthOptions::default()
                 .review_interval,
             require_executor: false,
             adopt_ocm_objects: false,
@@ -269,7 +271,7 @@ pub struct Fleet {
     /// The CA of the hub's serving certificate.
     pub hub_ca_pem: String,
     grpc_tls: Option<GrpcTls>,
-    session: ferry_hub::session::SessionConfig,
+    session: ferry_hub::grpc::config::SessionConfig,
     hub_run: Option<Running>,
     webhook: Option<Webhook>,
     /// Replicas 1.. (replica 0 is `hub_run` at `hub_addr`).
@@ -371,7 +373,7 @@ async fn start_more_replicas(
     hub_identity: &Client,
     hub_client: &Client,
     tls: &FleetTls,
-    session: &ferry_hub::session::SessionConfig,
+    session: &ferry_hub::grpc::config::SessionConfig,
 ) -> Result<Vec<Replica>, FleetError> {
     let mut started = Vec::new();
     for _ in 1..replicas.max(1) {
@@ -461,7 +463,7 @@ async fn spawn_hub(
     client: Client,
     admin: &Client,
     mut listeners: HubListeners,
-    session: ferry_hub::session::SessionConfig,
+    session: ferry_hub::grpc::config::SessionConfig,
     webhook: Option<&Webhook>,
 ) -> Result<Running, FleetError> {
     let (stop, stopped) = oneshot::channel::<()>();
@@ -502,7 +504,7 @@ pub async fn install_crds_without_rules(client: &Client) -> Result<(), FleetErro
         }
     }
     let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    for (_, crd) in ferry_hub::crds::hub_crds() {
+    for (_, crd) in ferry_api::crds::hub_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let mut value =
             serde_json::to_value(&crd).map_err(|e| FleetError::Admission(e.to_string()))?;
@@ -553,10 +555,10 @@ impl Fleet {
         let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
         let hub_probes_addr = probes.local_addr().map_err(FleetError::Bind)?;
         let hub_url = format!("{scheme}://{hub_addr}");
-        let session = ferry_hub::session::SessionConfig {
+        let session = ferry_hub::grpc::config::SessionConfig {
             heartbeat_interval: options.heartbeat,
             max_session_age: options.max_session_age,
-            auth: ferry_hub::agent_identity::AuthOptions {
+            auth: ferry_hub::grpc::identity::AuthOptions {
                 review_interval: options.token_review_interval,
                 ..Default::default()
             },

@@ -95,7 +95,7 @@ impl HubProcess {
             .prefix("ferry-hub-process-")
             .tempdir()
             .map_err(io("creating the hub's directory"))?;
-        let cert = ferry_hub::tls::ServingCert::generate(&["127.0.0.1".into()])
+        let cert = ferry_hub::certs::tls::ServingCert::generate(&["127.0.0.1".into()])
             .map_err(|e| HubProcessError::Cert(e.to_string()))?;
         std::fs::write(dir.path().join("tls.crt"), &cert.chain_pem)
             .map_err(io("writing tls.crt"))?;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, SessionConfig, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
-use ferry_hub::join_bundle::HubAccess;
-use ferry_hub::join_spoke::{SpokeJoinError, read_hub_access};
+use ferry_hub::join::bundle::HubAccess;
+use ferry_hub::join::spoke_side::{SpokeJoinError, read_hub_access};
 use kube::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

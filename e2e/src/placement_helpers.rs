@@ -1,6 +1,6 @@
 //! Creating the fleet-distribution objects tests place works with.
 
-use ferry_hub::placement::Placement;
+use ferry_api::placement::Placement;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;

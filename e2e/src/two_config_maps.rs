@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::fleet::{Fleet, FleetOptions};
 use crate::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
 
 /// The spoke the set-up runs on.
 pub const CLUSTER: &str = "cluster-a";

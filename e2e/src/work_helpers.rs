@@ -1,6 +1,6 @@
 //! Building ManifestWorks and reading their status in tests and examples.
 
-use ferry_hub::manifest_work::{
+use ferry_api::manifest_work::{
     Condition, FieldValue, IgnoreCondition, IgnoreField, Manifest, ManifestCondition,
     ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
     ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,

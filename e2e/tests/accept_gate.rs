@@ -6,15 +6,16 @@
 
 use std::time::Duration;
 
+use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::joined_agent::JoinedAgent;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, Change};
-use ferry_hub::join_accept::set_accepted;
-use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
-use ferry_hub::managed_cluster::ManagedCluster;
+use ferry_hub::join::accept::set_accepted;
+use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
+use ferry_hub::join::hub_side::Change;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message};

@@ -11,14 +11,14 @@
 
 use std::time::{Duration, Instant};
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::fleet::{Fleet, FleetOptions, install_crds_without_rules};
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_condition, wait_applied};
 use ferry_hub::admission::policy::{POLICY_NAME, wait_until_policy_enforced};
-use ferry_hub::admission::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
+use ferry_hub::admission::webhook::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
 use ferry_hub::crds::install_crds;
-use ferry_hub::manifest_work::ManifestWork;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,

@@ -6,13 +6,13 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::agent_process::agent_binary;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, schemaless_crd, wait_applied,
 };
-use ferry_hub::managed_cluster::ManagedCluster;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;

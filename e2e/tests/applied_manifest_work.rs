@@ -1,6 +1,7 @@
 //! The spoke's AppliedManifestWork records what was applied, with UIDs, and
 //! lets a restarted agent finish a deletion (issue 4, item 8).
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::ownership::{APPLIED_WORK_API_VERSION, hold, unhold};
 use ferry_e2e::spoke_actor::read_json;
@@ -9,7 +10,6 @@ use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::ManifestWork;
 use kube::ResourceExt;
 use serde_json::json;
 

@@ -3,6 +3,7 @@
 //! about workload health is reported as `Progressing` and `Degraded`, per
 //! manifest and for the work.
 
+use ferry_api::manifest_work::{ManifestWork, UpdateStrategyType};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::wait::wait_until;
@@ -10,7 +11,6 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, ssa_config, strategy_config,
     wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::{ManifestWork, UpdateStrategyType};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 

@@ -2,10 +2,10 @@
 //! manifest without a name, and a path that matches nothing (not an error, but
 //! visible); the other manifests of the work apply regardless.
 
+use ferry_api::manifest_work::{IgnoreCondition, ManifestWork};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, manifest_condition, manifest_work, ssa_config};
-use ferry_hub::manifest_work::{IgnoreCondition, ManifestWork};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,19 +9,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::work_helpers::{config_map, manifest_work};
-use ferry_hub::admission::{
-    AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, WebhookTarget,
-};
-use ferry_hub::cert_reload::CertSource;
+use ferry_hub::admission::target::WebhookTarget;
+use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::certs::reload::CertSource;
+use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;
-use ferry_hub::join::join_cluster;
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::session::SessionConfig;
-use ferry_hub::tls::ServingCert;
-use ferry_hub::{GrpcTls, HubListeners, run_hub};
+use ferry_hub::grpc::config::GrpcTls;
+use ferry_hub::grpc::config::SessionConfig;
+use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};

@@ -3,13 +3,13 @@
 //! expression that fails gives a False condition naming it, and the other
 //! rules still report.
 
+use ferry_api::manifest_work::{
+    ConditionRule, ConditionRuleType, ManifestWork, UpdateStrategyType,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, work_condition,
-};
-use ferry_hub::manifest_work::{
-    ConditionRule, ConditionRuleType, ManifestWork, UpdateStrategyType,
 };
 use serde_json::json;
 

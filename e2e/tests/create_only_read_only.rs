@@ -1,14 +1,14 @@
 //! CreateOnly creates once and never updates; ReadOnly never writes and still
 //! reports whether the object is there.
 
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::manifest_work::UpdateStrategyType;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::APPLY_TIMEOUT;
 use ferry_e2e::work_helpers::{
     edit_and_wait, manifest_condition, manifest_work, set_at, strategy_config, wait_applied,
 };
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::manifest_work::UpdateStrategyType;
 use kube::api::PostParams;
 use serde_json::json;
 

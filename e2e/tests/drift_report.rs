@@ -9,6 +9,10 @@
 
 use std::time::Duration;
 
+use ferry_api::manifest_work::{
+    DriftedField, IgnoreCondition, ManifestDrift, ManifestWork, ServerSideApplyConfig,
+    UpdateStrategy, UpdateStrategyType,
+};
 use ferry_e2e::audit::count_reads;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::hub_metrics::{STATUS_REPORTS, hub_metric};
@@ -17,10 +21,6 @@ use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_status, manifest_work, ssa_config,
     strategy_config, wait_applied,
-};
-use ferry_hub::manifest_work::{
-    DriftedField, IgnoreCondition, ManifestDrift, ManifestWork, ServerSideApplyConfig,
-    UpdateStrategy, UpdateStrategyType,
 };
 use ferry_semantics::drift_report::MAX_DRIFT_FIELDS;
 use serde_json::{Value, json};
@@ -40,7 +40,7 @@ fn drifted<'a>(work: &'a ManifestWork, ordinal: i32, pointer: &str) -> Option<&'
 
 /// A ReportOnly manifest config for one ConfigMap in `default`, leaving
 /// `ignored` (OnSpokePresent) to the spoke.
-fn report_only(name: &str, ignored: &[&str]) -> ferry_hub::manifest_work::ManifestConfigOption {
+fn report_only(name: &str, ignored: &[&str]) -> ferry_api::manifest_work::ManifestConfigOption {
     let mut config = strategy_config(
         "",
         "configmaps",

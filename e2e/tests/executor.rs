@@ -7,15 +7,15 @@
 //! deletes its objects needs `delete` too, an orphaning one does not. An
 //! agent run with `--require-executor` refuses works without an executor.
 
+use ferry_api::manifest_work::{
+    DeleteOption, ExecutorSubjectType, ManifestWork, ManifestWorkExecutor,
+    ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount, PropagationPolicy,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::read_json;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, wait_applied,
-};
-use ferry_hub::manifest_work::{
-    DeleteOption, ExecutorSubjectType, ManifestWork, ManifestWorkExecutor,
-    ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount, PropagationPolicy,
 };
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};

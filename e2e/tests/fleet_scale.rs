@@ -7,14 +7,14 @@
 
 use std::time::{Duration, Instant};
 
+use ferry_api::contract::REPLICA_SET_LABEL;
+use ferry_api::contract::UNREACHABLE_TAINT;
+use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::Placement;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::config_map;
-use ferry_hub::cluster_taints::UNREACHABLE_TAINT;
-use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::placement::Placement;
-use ferry_hub::replica_set::ManifestWorkReplicaSet;
-use ferry_hub::replica_set::types::REPLICA_SET_LABEL;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;

@@ -24,7 +24,7 @@ async fn a_stuck_agent_does_not_delay_another_cluster_and_its_missed_edits_coale
     // Long enough that the stuck session is not ended for silence during the test.
     options.heartbeat = Duration::from_secs(60);
     let fleet = Fleet::start(options).await.expect("fleet starts");
-    let stuck: Api<ferry_hub::manifest_work::ManifestWork> =
+    let stuck: Api<ferry_api::manifest_work::ManifestWork> =
         Api::namespaced(fleet.hub_client.clone(), "stuck");
     // Large enough that the frozen stream's HTTP/2 window (1 MiB) and the
     // per-agent queue fill up and the hub has to hold back.

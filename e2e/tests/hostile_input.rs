@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::join::join_cluster;
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::v1::{self, agent_message};
 use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use http_body_util::{BodyExt, Full};

@@ -357,7 +357,7 @@ async fn a_work_the_hub_cannot_decode_is_skipped_and_named_while_other_works_flo
                 .finalizers
                 .iter()
                 .flatten()
-                .any(|f| f == ferry_hub::work_deletion::CLEANUP_FINALIZER)
+                .any(|f| f == ferry_api::contract::CLEANUP_FINALIZER)
         },
     )
     .await

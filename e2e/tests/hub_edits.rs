@@ -1,12 +1,12 @@
 //! Editing a work on the hub changes the objects on the spoke, and the hub
 //! reports the new generation as applied.
 
+use ferry_api::manifest_work::Manifest;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::Manifest;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;

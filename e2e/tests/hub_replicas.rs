@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::link::LinkState;
 use ferry_e2e::wait::{wait_deleted, wait_until};
@@ -11,8 +13,6 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_manifests, is_applied_at_current_generation, manifest_work,
     wait_applied,
 };
-use ferry_hub::managed_cluster::ManagedCluster;
-use ferry_hub::manifest_work::ManifestWork;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 

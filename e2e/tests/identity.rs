@@ -4,12 +4,13 @@
 //! joined cluster, with ferry's audience, is an agent, and a live session
 //! ends when its token is revoked (issue 9, items 3 and 4).
 
+use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
+use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
 use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::agent_identity::AGENT_TOKEN_AUDIENCE;
-use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, join_cluster};
-use ferry_hub::tls::ServingCert;
+use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -462,7 +463,7 @@ async fn a_live_session_ends_unauthenticated_once_its_service_account_is_deleted
     assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
     heartbeats.abort();
 
-    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    let clusters: Api<ferry_api::managed_cluster::ManagedCluster> = Api::all(hub.clone());
     let cluster = ferry_e2e::wait::wait_until(
         &clusters,
         "cluster-a",

@@ -6,11 +6,11 @@
 //! reason, `InvalidJsonPointer`, naming the pointer, while the other
 //! manifests of the work still apply.
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::{apply_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, edit_and_wait, manifest_condition, wait_applied};
-use ferry_hub::manifest_work::ManifestWork;
 use kube::api::{Api, Patch, PatchParams, ValidationDirective};
 use serde_json::{Value, json};
 

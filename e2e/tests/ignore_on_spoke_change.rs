@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
+use ferry_api::manifest_work::IgnoreCondition;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_work, set_at, ssa_config, wait_applied,
 };
-use ferry_hub::manifest_work::IgnoreCondition;
 use kube::api::DynamicObject;
 use serde_json::json;
 

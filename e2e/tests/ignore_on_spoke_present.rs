@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use ferry_api::manifest_work::IgnoreCondition;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::work_helpers::{edit_and_wait, manifest_work, ssa_config, wait_applied};
-use ferry_hub::manifest_work::IgnoreCondition;
 use serde_json::{Value, json};
 
 const RESYNC: Duration = Duration::from_secs(2);

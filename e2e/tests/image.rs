@@ -20,10 +20,10 @@ use std::time::Duration;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::image::{IMAGE_ENV, Image, RuntimeConfig, image, unpack};
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::admission::wait_until_enforced;
+use ferry_hub::admission::webhook::wait_until_enforced;
+use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::crds::install_crds;
-use ferry_hub::join::join_cluster;
-use ferry_hub::tls::ServingCert;
+use ferry_hub::join::hub_side::join_cluster;
 use kube::Api;
 use serde_json::json;
 
@@ -407,7 +407,7 @@ async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_ap
         "from-the-image",
         vec![config_map("default", "from-the-image", json!({"a": "1"}))],
     );
-    let works: Api<ferry_hub::manifest_work::ManifestWork> =
+    let works: Api<ferry_api::manifest_work::ManifestWork> =
         Api::namespaced(hub_client.clone(), "spoke-image");
     works
         .create(&Default::default(), &work)

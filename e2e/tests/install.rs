@@ -24,6 +24,13 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::OnceLock;
 
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{
+    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
+    ResourceIdentifier,
+};
+use ferry_api::placement::{Placement, PlacementDecision};
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::audit::{Request, requests_by};
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::helm::{charts_dir, helm, render};
@@ -35,16 +42,11 @@ use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_work, wait_applied,
 };
-use ferry_hub::admission::{WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced};
-use ferry_hub::join::join_cluster;
-use ferry_hub::managed_cluster::ManagedCluster;
-use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
-    ResourceIdentifier,
+use ferry_hub::admission::webhook::{
+    WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME, wait_until_enforced,
 };
-use ferry_hub::placement::{Placement, PlacementDecision};
-use ferry_hub::replica_set::ManifestWorkReplicaSet;
-use ferry_hub::tls::ServingCert;
+use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::join::hub_side::join_cluster;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

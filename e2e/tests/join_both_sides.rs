@@ -8,18 +8,19 @@
 
 use std::time::Duration;
 
+use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, TOKEN_BINDING_LABEL};
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::joined_agent::JoinedAgent;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::join::{AGENT_SERVICE_ACCOUNT, Change, TOKEN_BINDING_LABEL, token_refusal};
-use ferry_hub::join_both::{JoinOptions, SpokeTarget, join_both_sides};
-use ferry_hub::join_bundle::{
+use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
+use ferry_hub::join::bundle::{
     AGENT_HUB_SECRET, AGENT_NAMESPACE, BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE,
     HubAccess,
 };
-use ferry_hub::managed_cluster::ManagedCluster;
+use ferry_hub::join::hub_side::{Change, token_refusal};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};

@@ -8,16 +8,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{
+    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::local_pod::workspace_binary;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, wait_applied,
     work_condition,
-};
-use ferry_hub::managed_cluster::ManagedCluster;
-use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;

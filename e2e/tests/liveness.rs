@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::link::LinkState;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::APPLY_TIMEOUT;
-use ferry_hub::managed_cluster::ManagedCluster;
 use kube::Api;
 
 fn connected(c: &ManagedCluster) -> bool {

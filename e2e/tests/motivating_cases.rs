@@ -3,13 +3,13 @@
 //! `.operation` a spoke controller removes after use, and a Deployment whose
 //! replicas an autoscaler owns.
 
+use ferry_api::manifest_work::IgnoreCondition;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::{merge_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_work, set_at, ssa_config, wait_applied,
 };
-use ferry_hub::manifest_work::IgnoreCondition;
 use kube::api::DynamicObject;
 use serde_json::json;
 

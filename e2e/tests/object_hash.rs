@@ -2,13 +2,13 @@
 //! deleted on the spoke: recreated with the current spec by default, left
 //! deleted with `whenDeleted: Leave`.
 
+use ferry_api::manifest_work::{IgnoreCondition, ManifestWork, WhenDeleted};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_condition, manifest_work, set_at, ssa_config,
     wait_applied,
 };
-use ferry_hub::manifest_work::{IgnoreCondition, ManifestWork, WhenDeleted};
 use ferry_semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
 use ferry_semantics::paths::IgnorePath;
 use kube::api::{DeleteParams, DynamicObject};

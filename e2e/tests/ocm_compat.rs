@@ -4,13 +4,13 @@
 //! functions under its own prefix: `drift_` (the drift report), `conds_`
 //! (condition rules and completion), `apply_` (executor and ignored fields).
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, edit_and_wait, manifest_condition, manifest_status, wait_applied, work_condition,
 };
-use ferry_hub::manifest_work::ManifestWork;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams, ValidationDirective};

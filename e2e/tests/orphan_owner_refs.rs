@@ -4,10 +4,10 @@
 //! or removing `Orphan`, or a `SelectivelyOrphan` rule, drops or adds the
 //! reference at the next apply of the changed work.
 
+use ferry_api::manifest_work::{DeleteOption, ManifestWork, PropagationPolicy};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::read_json;
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::manifest_work::{DeleteOption, ManifestWork, PropagationPolicy};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 

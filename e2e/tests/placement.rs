@@ -5,16 +5,14 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ferry_api::contract::UNREACHABLE_TAINT;
+use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
+use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
+use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::placement_helpers;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::APPLY_TIMEOUT;
-use ferry_hub::cluster_taints::UNREACHABLE_TAINT;
-use ferry_hub::managed_cluster::{ManagedCluster, ManagedClusterSpec};
-use ferry_hub::placement::types::{
-    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL,
-};
-use ferry_hub::placement::{Placement, PlacementDecision};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -98,7 +96,7 @@ async fn wait_decided(client: &Client, placement: &str, clusters: &[&str]) {
     }
 }
 
-fn condition<'a>(p: &'a Placement, type_: &str) -> Option<&'a ferry_hub::manifest_work::Condition> {
+fn condition<'a>(p: &'a Placement, type_: &str) -> Option<&'a ferry_api::manifest_work::Condition> {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))

@@ -6,13 +6,13 @@
 
 use std::collections::BTreeMap;
 
+use ferry_api::contract::REPLICA_SET_LABEL;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::Placement;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map};
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::placement::Placement;
-use ferry_hub::replica_set::ManifestWorkReplicaSet;
-use ferry_hub::replica_set::types::REPLICA_SET_LABEL;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};

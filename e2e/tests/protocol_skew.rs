@@ -4,7 +4,7 @@
 //! upgrade (hub first, then agents).
 
 use ferry_e2e::fleet::{Fleet, FleetOptions};
-use ferry_hub::join::join_cluster;
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use ferry_proto::{MIN_AGENT_PROTOCOL_VERSION, PROTOCOL_VERSION};

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::hub_metrics::hub_metric;
 use ferry_e2e::link::LinkState;
@@ -11,7 +12,6 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_manifests, is_applied_at_current_generation, manifest_work,
     wait_applied,
 };
-use ferry_hub::managed_cluster::ManagedCluster;
 use kube::Api;
 use serde_json::json;
 

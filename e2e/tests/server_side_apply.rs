@@ -2,13 +2,13 @@
 //! without `force` is reported with the manager and the field and retried; with
 //! `force` ferry takes ownership.
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, manifest_condition, manifest_work, ssa_config, wait_applied,
 };
-use ferry_hub::manifest_work::ManifestWork;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_hub::managed_cluster::ManagedCluster;
 use kube::Api;
 use serde_json::json;
 

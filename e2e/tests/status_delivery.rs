@@ -9,6 +9,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ferry_api::contract::CLEANUP_FINALIZER;
+use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateStrategyType};
 use ferry_e2e::agent_client::agent_client;
 use ferry_e2e::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
 use ferry_e2e::hub_metrics::hub_metric;
@@ -18,9 +20,7 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, feedback_value, manifest_work, strategy_config,
     wait_applied, work_condition,
 };
-use ferry_hub::join::join_cluster;
-use ferry_hub::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateStrategyType};
-use ferry_hub::work_deletion::CLEANUP_FINALIZER;
+use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authorization::v1::{

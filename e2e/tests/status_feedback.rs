@@ -3,16 +3,16 @@
 //! any change to the work. Feedback rules return every JSON type, cap raw
 //! values, and report a path that matches nothing as a visible reason.
 
+use ferry_api::manifest_work::{
+    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
+    ResourceIdentifier, UpdateStrategyType,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::apply_as;
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied, work_condition,
-};
-use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestConfigOption, ManifestWork, NamedJsonPath,
-    ResourceIdentifier, UpdateStrategyType,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};

@@ -1,12 +1,12 @@
 //! A manifest of a kind the spoke does not serve fails alone, with a reason
 //! and message a user can act on; the rest of the work still applies.
 
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::wait::wait_until;
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, work_condition,
 };
-use ferry_hub::manifest_work::ManifestWork;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use serde_json::json;

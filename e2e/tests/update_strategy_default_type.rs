@@ -3,10 +3,10 @@
 //! (CRD rules, admission policy, webhook), stored with `type: Update`, and
 //! applied with the `Update` strategy (the last-applied annotation it keeps).
 
+use ferry_api::manifest_work::{ManifestWork, UpdateStrategyType};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::read_json;
 use ferry_e2e::work_helpers::wait_applied;
-use ferry_hub::manifest_work::{ManifestWork, UpdateStrategyType};
 use ferry_semantics::hash::LAST_APPLIED_ANNOTATION;
 use kube::api::{Api, Patch, PatchParams, ValidationDirective};
 use serde_json::json;

@@ -3,6 +3,9 @@
 //! a completed work is no longer updated, and the hub deletes it once its
 //! `deleteOption.ttlSecondsAfterFinished` runs out.
 
+use ferry_api::manifest_work::{
+    ConditionRule, ConditionRuleType, DeleteOption, ManifestWork, UpdateStrategyType,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::hub_metrics::{hub_metric, wait_metric_above};
 use ferry_e2e::spoke_actor::read_json;
@@ -10,9 +13,6 @@ use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_manifests, manifest_condition, manifest_work, strategy_config,
     wait_applied, work_condition,
-};
-use ferry_hub::manifest_work::{
-    ConditionRule, ConditionRuleType, DeleteOption, ManifestWork, UpdateStrategyType,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};

@@ -2,6 +2,9 @@
 //! deleteOption says; under Foreground the hub keeps the work, marked
 //! `Deleting`, until the objects are gone (issue 4, item 4).
 
+use ferry_api::manifest_work::{
+    DeleteOption, ManifestWork, OrphaningRule, PropagationPolicy, SelectivelyOrphan,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::ownership::{
     APPLIED_WORK_API_VERSION, HOLD_FINALIZER, ferry_owners, has_ferry_annotations, hold, unhold,
@@ -11,9 +14,6 @@ use ferry_e2e::two_config_maps::{CLUSTER, TwoConfigMaps};
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
-};
-use ferry_hub::manifest_work::{
-    DeleteOption, ManifestWork, OrphaningRule, PropagationPolicy, SelectivelyOrphan,
 };
 use kube::ResourceExt;
 use serde_json::json;

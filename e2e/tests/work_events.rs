@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+use ferry_api::manifest_work::{
+    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
+};
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::link::LinkState;
 use ferry_e2e::wait::wait_until;
@@ -13,11 +16,8 @@ use ferry_e2e::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied,
 };
-use ferry_hub::events::{
+use ferry_hub::works::events::{
     REASON_APPLIED, REASON_DELETING, REASON_WORK_EVICTED, REPORTING_CONTROLLER,
-};
-use ferry_hub::manifest_work::{
-    FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;

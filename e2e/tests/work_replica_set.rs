@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
+use ferry_api::contract::{PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::placement_helpers;
 use ferry_e2e::wait::{wait_deleted, wait_until};
 use ferry_e2e::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
-use ferry_hub::manifest_work::ManifestWork;
-use ferry_hub::replica_set::ManifestWorkReplicaSet;
-use ferry_hub::replica_set::types::{PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -59,7 +59,7 @@ async fn all_rollout_gives_every_chosen_cluster_a_work_and_a_leaving_cluster_los
         .await
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
-    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    let clusters: Api<ferry_api::managed_cluster::ManagedCluster> = Api::all(hub.clone());
     for name in ["spoke-a", "spoke-b"] {
         clusters
             .patch(
@@ -215,7 +215,7 @@ async fn an_override_patches_one_cluster_only_and_a_bad_override_fails_only_its_
         .await
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
-    let clusters: Api<ferry_hub::managed_cluster::ManagedCluster> = Api::all(hub.clone());
+    let clusters: Api<ferry_api::managed_cluster::ManagedCluster> = Api::all(hub.clone());
     for (name, labels) in [
         ("spoke-a", json!({"region": "eu", "tier": "gold"})),
         ("spoke-b", json!({"region": "us"})),

@@ -3,8 +3,8 @@
 //! accepts: bounded in size, every condition of `metav1.Condition` shape.
 #![no_main]
 
-use ferry_hub::manifest_work::Condition;
-use ferry_hub::status_from_wire::{
+use ferry_api::manifest_work::Condition;
+use ferry_hub::wire::status_from_wire::{
     MAX_CONDITIONS, MAX_MESSAGE_BYTES, STATUS_BUDGET_BYTES, work_status,
 };
 use ferry_proto::v1;

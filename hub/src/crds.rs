@@ -1,28 +1,12 @@
-//! The hub's CustomResourceDefinitions, rendered from the Rust types. The
-//! checked-in copies under `deploy/crds/` are compared against these by a test.
+//! Installing ferry's CustomResourceDefinitions (from `ferry_api::crds`) and
+//! the admission policy that goes with them, and rendering both as the YAML
+//! checked in under `deploy/crds/`, which a test compares against them.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
+
+use ferry_api::crds::hub_crds;
 
 use crate::admission::policy::{binding, install_policy, policy};
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::ManifestWork;
-use crate::placement::{Placement, PlacementDecision};
-use crate::replica_set::ManifestWorkReplicaSet;
-
-/// Every CRD the hub serves, with the file name it is checked in under.
-pub fn hub_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
-    vec![
-        ("manifestworks.yaml", ManifestWork::crd()),
-        ("managedclusters.yaml", ManagedCluster::crd()),
-        ("placements.yaml", Placement::crd()),
-        ("placementdecisions.yaml", PlacementDecision::crd()),
-        (
-            "manifestworkreplicasets.yaml",
-            ManifestWorkReplicaSet::crd(),
-        ),
-    ]
-}
 
 /// Renders one CRD as the YAML document that is checked in.
 ///
@@ -139,15 +123,5 @@ mod tests {
             expected == actual,
             "deploy/crds/{POLICY_FILE} is stale: run `cargo run -p ferry-hub -- crds --out deploy/crds`"
         );
-    }
-
-    #[test]
-    fn manifests_keep_unknown_fields_as_embedded_resources() {
-        let crd = ManifestWork::crd();
-        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("json");
-        let item = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["workload"]["properties"]
-            ["manifests"]["items"];
-        assert_eq!(item["x-kubernetes-preserve-unknown-fields"], true);
-        assert_eq!(item["x-kubernetes-embedded-resource"], true);
     }
 }

@@ -3,39 +3,33 @@
 //! agents report back to the ManifestWork status subresource.
 #![forbid(unsafe_code)]
 
+/// The ManifestWork admission webhook and policy.
 pub mod admission;
-pub mod agent_identity;
-pub mod cel_rules;
-pub mod cert_reload;
-pub mod cluster_labels;
-pub mod cluster_liveness;
-pub mod cluster_name;
-pub mod cluster_taints;
-pub mod connection_limit;
+/// Serving certificates that follow their files.
+pub mod certs;
+/// ManagedClusters: liveness, the unreachable taint, labels and claims.
+pub mod clusters;
+/// Installing the CRDs and rendering them for `deploy/crds/`.
 pub mod crds;
-pub mod events;
-pub mod grpc_tls;
+/// The agent port: sessions, their handshake, identity and limits.
+pub mod grpc;
+/// The composition root: wires every part of a hub replica together.
+pub mod hub;
+/// Joining a cluster: the hub side, the spoke side, both, and accepting it.
 pub mod join;
-pub mod join_accept;
-pub mod join_both;
-pub mod join_bundle;
-pub mod join_spoke;
-pub mod managed_cluster;
-pub mod manifest_work;
+/// Prometheus metrics of the hub.
 pub mod metrics;
-pub mod peer_budget;
+/// Placement: choosing clusters and writing PlacementDecisions.
 pub mod placement;
+/// The `/healthz`, `/readyz` and `/metrics` endpoints.
 pub mod probes;
+/// ManifestWorkReplicaSet: one template on every placed cluster.
 pub mod replica_set;
-pub mod server;
-pub mod session;
-pub mod status_delivery;
-pub mod status_from_wire;
-pub mod status_writer;
-pub mod tls;
-pub mod to_wire;
-pub mod work_deletion;
-pub mod work_index;
-pub mod work_ttl;
-
-pub use server::{GrpcTls, HubError, HubListeners, TransportLimits, run_hub};
+/// Agents' status reports written to ManifestWork status, in session order.
+pub mod status;
+/// The one way hub controllers watch, back off and log.
+pub mod watch;
+/// To and from the `ferry.v1` messages agents speak.
+pub mod wire;
+/// ManifestWorks on the hub: the index, deletion, TTL and Events.
+pub mod works;

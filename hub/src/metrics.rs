@@ -8,8 +8,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::agent_identity::AuthError;
-
 /// Why the hub refused an agent's stream: the `reason` label of
 /// `ferry_hub_agent_refusals_total`. A closed set; a new refusal path adds
 /// a variant here (and its label in [`RefusalReason::as_str`]).
@@ -69,24 +67,6 @@ impl EncodeLabelValue for RefusalReason {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         use std::fmt::Write;
         encoder.write_str(self.as_str())
-    }
-}
-
-impl From<&AuthError> for RefusalReason {
-    fn from(error: &AuthError) -> Self {
-        match error {
-            AuthError::Missing
-            | AuthError::Malformed
-            | AuthError::Invalid(_)
-            | AuthError::WrongAudience => Self::Unauthenticated,
-            AuthError::NotAgent { .. } => Self::WrongServiceAccount,
-            AuthError::WrongCluster { .. } => Self::WrongCluster,
-            AuthError::BadClusterName(_) => Self::BadClusterName,
-            AuthError::NotJoined(_) => Self::UnknownCluster,
-            AuthError::NotAccepted(_) => Self::NotAccepted,
-            AuthError::RateLimited => Self::OverBudget,
-            AuthError::Review(_) => Self::ReviewFailed,
-        }
     }
 }
 
@@ -334,7 +314,7 @@ mod tests {
     #[test]
     fn build_info_histograms_and_refusals_by_reason_are_exposed() {
         let metrics = HubMetrics::default();
-        metrics.refused(RefusalReason::from(&AuthError::Invalid("expired".into())));
+        metrics.refused(RefusalReason::Unauthenticated);
         metrics.token_review_seconds.observe(0.01);
         let mut registry = Registry::default();
         metrics.register(&mut registry);
@@ -351,28 +331,6 @@ mod tests {
             "ferry_hub_webhook_review_duration_seconds_count 0".to_string(),
         ] {
             assert!(text.contains(&expected), "{expected} in:\n{text}");
-        }
-    }
-
-    #[test]
-    fn every_auth_refusal_has_its_reason() {
-        let cases = [
-            (AuthError::Missing, "unauthenticated"),
-            (AuthError::WrongAudience, "unauthenticated"),
-            (
-                AuthError::NotAgent {
-                    username: "alice".into(),
-                    service_account: "ferry-agent".into(),
-                },
-                "wrong_service_account",
-            ),
-            (AuthError::NotJoined("c".into()), "unknown_cluster"),
-            (AuthError::NotAccepted("c".into()), "not_accepted"),
-            (AuthError::RateLimited, "over_budget"),
-            (AuthError::Review("down".into()), "review_failed"),
-        ];
-        for (error, label) in cases {
-            assert_eq!(RefusalReason::from(&error).as_str(), label, "{error}");
         }
     }
 }

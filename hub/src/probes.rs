@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use crate::work_index::WorkIndex;
+use crate::works::index::WorkIndex;
 
 #[derive(Clone)]
 struct ProbeState {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ferry_hub::managed_cluster::ManagedClusterStatus;
+use ferry_api::managed_cluster::ManagedClusterStatus;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! its conditions, each manifest with its conditions, feedback values and
 //! drift (when it has any), and the recent events.
 
-use ferry_hub::manifest_work::{
+use ferry_api::manifest_work::{
     Condition, FieldValue, ManifestCondition, ManifestResourceMeta, ManifestWork,
 };
 use k8s_openapi::jiff::Timestamp;
@@ -223,7 +223,7 @@ mod tests {
     use super::*;
     use crate::events::event_line;
     use crate::work_summary::tests::{condition, manifest, work_with};
-    use ferry_hub::manifest_work::{FeedbackValue, Manifest, StatusFeedbackResult};
+    use ferry_api::manifest_work::{FeedbackValue, Manifest, StatusFeedbackResult};
     use ferry_semantics::contract::APPLIED;
     use k8s_openapi::api::core::v1::Event;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -330,8 +330,8 @@ mod tests {
             .and_then(|s| s.resource_status.as_mut())
             .map(|r| &mut r.manifests[0])
         {
-            m.drift = Some(ferry_hub::manifest_work::ManifestDrift {
-                fields: vec![ferry_hub::manifest_work::DriftedField {
+            m.drift = Some(ferry_api::manifest_work::ManifestDrift {
+                fields: vec![ferry_api::manifest_work::DriftedField {
                     pointer: "/data/a".into(),
                     hub_value: "\"hub\"".into(),
                     spoke_value: Some("\"edited\"".into()),

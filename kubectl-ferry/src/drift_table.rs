@@ -3,7 +3,7 @@
 //! spoke value, how long ago it was seen and corrected), and a line counting
 //! the fields the agent found but did not list.
 
-use ferry_hub::manifest_work::ManifestDrift;
+use ferry_api::manifest_work::ManifestDrift;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::age::age_of_text;
@@ -45,7 +45,7 @@ pub fn drift_table(drift: Option<&ManifestDrift>, now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_hub::manifest_work::DriftedField;
+    use ferry_api::manifest_work::DriftedField;
 
     fn now() -> Timestamp {
         "2026-11-23T18:00:00Z".parse().expect("now")

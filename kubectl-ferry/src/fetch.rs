@@ -1,8 +1,8 @@
 //! Reading the hub: ManagedClusters, ManifestWorks and Events. The only
 //! module besides [`crate::client`] that talks to an API server.
 
-use ferry_hub::managed_cluster::ManagedCluster;
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList};
 use kube::{Client, Resource, ResourceExt};

@@ -1,6 +1,6 @@
 //! `NS/NAME`: how a user names one work.
 
-use ferry_hub::cluster_name::{ClusterNameError, validate_cluster_name};
+use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 
 /// Longest object name Kubernetes accepts (a DNS-1123 subdomain).
 const MAX_NAME_LEN: usize = 253;

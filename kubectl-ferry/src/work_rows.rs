@@ -1,6 +1,6 @@
 //! `get works`: one row per ManifestWork.
 
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
 use ferry_semantics::contract::{APPLIED, AVAILABLE};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -141,7 +141,7 @@ mod tests {
                 "2026-11-23T17:55:00Z".parse().expect("time"),
             ));
         work.spec.workload.manifests =
-            vec![ferry_hub::manifest_work::Manifest(json!({"kind": "ConfigMap"})); manifests];
+            vec![ferry_api::manifest_work::Manifest(json!({"kind": "ConfigMap"})); manifests];
         work
     }
 

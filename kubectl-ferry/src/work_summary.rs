@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ferry_hub::manifest_work::{Condition, ManifestWork};
+use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED};
 use serde::Serialize;
 
@@ -121,7 +121,7 @@ pub fn failing_cell(failures: &[Failure]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use ferry_hub::manifest_work::{
+    use ferry_api::manifest_work::{
         ManifestCondition, ManifestResourceMeta, ManifestResourceStatus, ManifestWorkSpec,
         ManifestWorkStatus,
     };

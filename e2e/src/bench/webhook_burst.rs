@@ -12,8 +12,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use crate::fleet::{Fleet, FleetOptions};
 use crate::hub_metrics::{scrape, sum_of};
 use crate::work_helpers::{config_map, manifest_work};
-use ferry_hub::admission::{WEBHOOK_CONFIGURATION_NAME, wait_until_enforced};
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_hub::admission::webhook::{WEBHOOK_CONFIGURATION_NAME, wait_until_enforced};
 
 /// Seconds until `count` creates issued at once all returned.
 async fn burst(api: &Api<ManifestWork>, prefix: &str, count: usize) -> anyhow::Result<f64> {

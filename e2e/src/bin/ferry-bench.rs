@@ -5,15 +5,15 @@
 
 use std::time::{Duration, Instant};
 
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::wait::wait_until;
-use ferry_hub::managed_cluster::ManagedCluster;
 
 use anyhow::Context;
 use clap::Parser;
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::spoke_actor::merge_as;
 use ferry_e2e::work_helpers::{config_map, is_applied_at_current_generation, manifest_work};
-use ferry_hub::manifest_work::ManifestWork;
 use futures::{StreamExt, TryStreamExt};
 use hdrhistogram::Histogram;
 use kube::ResourceExt;

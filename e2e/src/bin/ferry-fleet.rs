@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
+use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::fleet::{Fleet, FleetOptions};
 use ferry_e2e::work_helpers::{wait_applied, work_condition};
-use ferry_hub::manifest_work::ManifestWork;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 

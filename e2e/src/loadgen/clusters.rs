@@ -5,7 +5,7 @@
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 
-use ferry_hub::join::{JoinError, join_cluster};
+use ferry_hub::join::hub_side::{JoinError, join_cluster};
 
 use crate::loadgen::agent::SimCluster;
 
@@ -43,6 +43,6 @@ mod tests {
     fn cluster_names_sort_in_index_order_and_are_dns_labels() {
         assert_eq!(cluster_name(42), "sim-00042");
         assert!(cluster_name(9) < cluster_name(10));
-        assert!(ferry_hub::cluster_name::validate_cluster_name(&cluster_name(9999)).is_ok());
+        assert!(ferry_api::cluster_name::validate_cluster_name(&cluster_name(9999)).is_ok());
     }
 }

@@ -11,7 +11,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
 
 use crate::work_helpers::is_applied_at_current_generation;
 

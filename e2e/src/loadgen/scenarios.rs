@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-use ferry_hub::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
 
 use crate::hub_metrics::{hub_metric, scrape, sum_of};
 use crate::hub_process::HubProcess;

@@ -20,8 +20,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
-use super::SPEC_WRITTEN;
-use crate::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
+use super::webhook::SPEC_WRITTEN;
+use ferry_api::contract::WORK_GROUP;
+use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const POLICY_NAME: &str = "manifestworks.work.ferry.dev";
@@ -80,7 +81,7 @@ pub fn policy() -> ValidatingAdmissionPolicy {
             failure_policy: Some("Fail".into()),
             match_constraints: Some(MatchResources {
                 resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec!["work.ferry.dev".into()]),
+                    api_groups: Some(vec![WORK_GROUP.into()]),
                     api_versions: Some(vec!["v1alpha1".into()]),
                     operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
                     resources: Some(vec!["manifestworks".into()]),
@@ -170,7 +171,7 @@ pub async fn wait_until_policy_enforced(
         },
     );
     probe.metadata.namespace = Some(namespace.into());
-    super::refused_by(&api, &probe, POLICY_NAME, timeout).await
+    super::webhook::refused_by(&api, &probe, POLICY_NAME, timeout).await
 }
 
 #[cfg(test)]

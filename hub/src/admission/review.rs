@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
 use super::validate::{Problem, check_size, validate_work};
-use crate::manifest_work::ManifestWork;
+use ferry_api::manifest_work::ManifestWork;
 
 /// Path the API server posts reviews to.
 pub const REVIEW_PATH: &str = "/validate/manifestworks";

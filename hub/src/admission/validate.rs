@@ -1,5 +1,5 @@
 //! What the webhook checks of a ManifestWork: only what CEL in the API
-//! server cannot (see `crate::cel_rules` and [`super::policy`] for the rest,
+//! server cannot (see `ferry_api::cel_rules` and [`super::policy`] for the rest,
 //! which hold even with no hub running): the JSONPath grammar of ignore and
 //! feedback paths, feedback entry names, and the size in bytes.
 //!
@@ -13,8 +13,8 @@ use ferry_proto::v1;
 use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
 
-use crate::manifest_work::{ManifestConfigOption, ManifestWork};
-use crate::to_wire::work_upsert;
+use crate::wire::to_wire::work_upsert;
+use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork};
 
 /// One reason a work is refused: what it is about and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +119,7 @@ fn check_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{
+    use ferry_api::manifest_work::{
         DeleteOption, FeedbackRule, FeedbackType, IgnoreCondition, IgnoreField, Manifest,
         ManifestWorkSpec, ManifestsTemplate, NamedJsonPath, PropagationPolicy, ResourceIdentifier,
         ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,

@@ -11,7 +11,7 @@ use ferry_semantics::placement::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::core::{Selector, SelectorExt};
 
-use super::types::{ClusterSelector, PlacementSpec, SelectorRequirement};
+use ferry_api::placement::{ClusterSelector, PlacementSpec, SelectorRequirement};
 
 /// Why a Placement's spec cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -17,22 +17,20 @@ use ferry_semantics::placement::{Candidate, Schedule, Taint, decision_objects, s
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::Mutex;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
-use super::types::{
-    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, DecisionGroupStatus, PLACEMENT_LABEL,
-    Placement, PlacementDecision, PlacementStatus,
-};
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::Condition;
-use crate::work_index::watch_backoff;
+use crate::watch::{run_controller, watch};
+use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::Condition;
+use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, PlacementStatus};
 
 /// How often a placement is scheduled again without any change seen, so
 /// that `Balance` follows other placements' decisions.
@@ -576,19 +574,17 @@ pub async fn run_placement_controller(
     let (placements, placement_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
     let (decisions, decision_writer) = reflector::store();
-    let placement_stream = watcher(
+    let placement_stream = watch(
         Api::<Placement>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(placement_writer)
     .applied_objects();
     // Only changes placements look at pass, and every deletion.
-    let cluster_stream = watcher(
+    let cluster_stream = watch(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(cluster_writer)
     .scan(BTreeMap::<String, u64>::new(), |seen, event| {
         let passed = match event {
@@ -606,11 +602,10 @@ pub async fn run_placement_controller(
         std::future::ready(Some(passed))
     })
     .filter_map(std::future::ready);
-    let decision_stream = watcher(
+    let decision_stream = watch(
         Api::<PlacementDecision>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .reflect(decision_writer)
     .touched_objects();
     let context = Arc::new(Context {
@@ -621,21 +616,19 @@ pub async fn run_placement_controller(
         placements: placements.clone(),
     });
     let mapper_placements = placements.clone();
-    Controller::for_stream(placement_stream, placements)
+    let controller = Controller::for_stream(placement_stream, placements)
         .owns_stream(decision_stream)
         .watches_stream(cluster_stream, move |cluster: ManagedCluster| {
             affected(&cluster, &mapper_placements, &decisions)
-        })
-        .trigger_backoff(watch_backoff())
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
-        .for_each(|result| {
-            match result {
-                Ok((placement, _)) => debug!(placement = %placement.name, "placement scheduled"),
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(error) => warn!(%error, "placement controller"),
-            }
-            std::future::ready(())
-        })
-        .await;
+        });
+    run_controller(
+        "placement",
+        controller,
+        None,
+        shutdown,
+        reconcile,
+        error_policy,
+        context,
+    )
+    .await;
 }

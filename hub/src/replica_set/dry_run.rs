@@ -10,11 +10,11 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::render::{RenderFailure, render_for_cluster};
-use super::types::{ManifestWorkReplicaSet, PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
-use crate::managed_cluster::ManagedCluster;
-use crate::manifest_work::ManifestWork;
-use crate::placement::PlacementDecision;
-use crate::placement::types::PLACEMENT_LABEL;
+use ferry_api::contract::{PLACEMENT_LABEL, PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::PlacementDecision;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 /// A cluster the replica set would give a work.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,11 +1,25 @@
 //! ManifestWorkReplicaSet: one ManifestWork template made into a
-//! ManifestWork on every cluster its Placements choose.
+//! ManifestWork on every cluster its Placements choose. The controller
+//! reconciles in phases, one file each: decisions, render, plan, deploy,
+//! status.
 
+/// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
+/// Phase 1: the clusters the placements chose.
+pub mod decisions;
+/// Phase 4: writing the works of started clusters, deleting unchosen ones.
+pub mod deploy;
+/// `ferry-hub render`: a replica set's works, without writing them.
 pub mod dry_run;
+/// Why a replica set could not be brought up to date.
+pub mod error;
+/// Phase 3: the rollout plan.
+pub mod plan;
+/// Phase 2: each cluster's work spec, overrides and placeholders applied.
 pub mod render;
+/// A rollout strategy resolved, and each cluster's state in it.
 pub mod rollout;
-pub mod types;
+/// Phase 5: the status, counted and written.
+pub mod status;
 
 pub use controller::run_replica_set_controller;
-pub use types::ManifestWorkReplicaSet;

@@ -5,12 +5,16 @@
 
 use std::collections::BTreeMap;
 
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
 use ferry_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
 
-use super::types::{ClusterOverride, ManifestWorkReplicaSetSpec};
-use crate::manifest_work::ManifestWorkSpec;
 use crate::placement::compile::compile_selector;
-use crate::placement::types::ClusterSelector;
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWorkSpec;
+use ferry_api::placement::ClusterSelector;
+use ferry_api::replica_set::{ClusterOverride, ManifestWorkReplicaSetSpec};
 
 /// Why a cluster's work cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +54,29 @@ fn semantic(o: &ClusterOverride) -> Override {
     }
 }
 
+/// Each chosen cluster's work spec, or why it cannot be rendered.
+pub type Rendered = BTreeMap<String, Result<ManifestWorkSpec, RenderFailure>>;
+
+/// Reconcile phase 2: each `wanted` cluster's own work spec, the template
+/// of `spec` with its overrides and placeholders for the cluster's labels
+/// (from `clusters`); a failure fails that cluster only.
+pub fn render_chosen(
+    spec: &ManifestWorkReplicaSetSpec,
+    wanted: &BTreeMap<String, String>,
+    clusters: &Store<ManagedCluster>,
+) -> Rendered {
+    wanted
+        .keys()
+        .map(|cluster| {
+            let labels = clusters
+                .get(&ObjectRef::new(cluster))
+                .map(|c| c.labels().clone())
+                .unwrap_or_default();
+            (cluster.clone(), render_for_cluster(spec, cluster, &labels))
+        })
+        .collect()
+}
+
 /// The work spec `cluster` (with `labels`) gets from `spec`; fails naming
 /// the override (and operation) or the label placeholder at fault.
 pub fn render_for_cluster(
@@ -83,7 +110,7 @@ pub fn render_for_cluster(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replica_set::types::{JsonPatchOperation, OverrideResourceIdentifier};
+    use ferry_api::replica_set::{JsonPatchOperation, OverrideResourceIdentifier};
     use serde_json::json;
 
     fn spec() -> ManifestWorkReplicaSetSpec {

@@ -7,11 +7,9 @@ use ferry_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
 
-use super::types::{RolloutConfig, RolloutStrategy};
-use crate::manifest_work::{ManifestWork, ManifestWorkSpec};
-
-/// Annotation on a generated work: when it got its current template.
-pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applied-at";
+use ferry_api::contract::TEMPLATE_APPLIED_AT_ANNOTATION;
+use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
+use ferry_api::replica_set::{RolloutConfig, RolloutStrategy};
 
 /// A rollout strategy that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -236,7 +234,7 @@ pub fn cluster_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_work::{Condition, ManifestWorkStatus};
+    use ferry_api::manifest_work::{Condition, ManifestWorkStatus};
 
     fn strategy(value: serde_json::Value) -> RolloutStrategy {
         serde_json::from_value(value).expect("strategy")

@@ -1,0 +1,68 @@
+//! The names ferry writes onto Kubernetes objects and that other parties
+//! (agents, users, `kubectl-ferry`, the tests) read back: API groups, labels,
+//! annotations, finalizers, taints and token audiences. Each is defined here
+//! once. Condition types and field managers, which the agent writes too, are
+//! defined in [`ferry_semantics::contract`]; the agent's bookkeeping
+//! annotations in [`ferry_semantics::hash`].
+//!
+//! The `group = "…"` attribute of each `#[derive(CustomResource)]` must be a
+//! literal, so the types repeat [`WORK_GROUP`] and [`CLUSTER_GROUP`] there; a
+//! test checks they agree.
+
+/// API group of ManifestWork, ManagedCluster and ManifestWorkReplicaSet.
+pub const WORK_GROUP: &str = "work.ferry.dev";
+/// API group of Placement and PlacementDecision.
+pub const CLUSTER_GROUP: &str = "cluster.ferry.dev";
+
+/// Label on a PlacementDecision naming its Placement.
+pub const PLACEMENT_LABEL: &str = "cluster.ferry.dev/placement";
+/// Label on a PlacementDecision holding its decision group's index.
+pub const DECISION_GROUP_INDEX_LABEL: &str = "cluster.ferry.dev/decision-group-index";
+/// Label on a PlacementDecision holding its decision group's name.
+pub const DECISION_GROUP_NAME_LABEL: &str = "cluster.ferry.dev/decision-group-name";
+/// Key of the taint a disconnected cluster carries.
+pub const UNREACHABLE_TAINT: &str = "cluster.ferry.dev/unreachable";
+
+/// Label on a generated ManifestWork naming its replica set as
+/// `<namespace>.<name>`.
+pub const REPLICA_SET_LABEL: &str = "work.ferry.dev/manifestworkreplicaset";
+/// Label on a generated ManifestWork naming the Placement that chose its
+/// cluster.
+pub const PLACEMENT_NAME_LABEL: &str = "work.ferry.dev/placement";
+/// Annotation on a generated work: when it got its current template.
+pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applied-at";
+/// Finalizer on a replica set: its works are removed before it goes.
+pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
+/// The finalizer that keeps a deleted work until its objects are released.
+pub const CLEANUP_FINALIZER: &str = "work.ferry.dev/cleanup";
+
+/// Label on the hub Secrets that agent tokens are bound to; its value is the
+/// ServiceAccount the token is for. Deleting such a Secret revokes its token.
+pub const TOKEN_BINDING_LABEL: &str = "work.ferry.dev/agent-token-for";
+/// The audience ferry's agent tokens are issued for: such a token is useless
+/// against the hub's Kubernetes API, and other tokens are useless here.
+pub const AGENT_TOKEN_AUDIENCE: &str = "ferry-hub";
+/// Default name of the ServiceAccount agents authenticate as, in their
+/// cluster's namespace (the hub's `--agent-service-account`).
+pub const AGENT_SERVICE_ACCOUNT: &str = "ferry-agent";
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+
+    use super::*;
+    use crate::managed_cluster::ManagedCluster;
+    use crate::manifest_work::ManifestWork;
+    use crate::placement::{Placement, PlacementDecision};
+    use crate::replica_set::ManifestWorkReplicaSet;
+
+    // The derive attributes cannot name the constants; this keeps them equal.
+    #[test]
+    fn the_types_use_the_contract_groups() {
+        assert_eq!(ManifestWork::group(&()), WORK_GROUP);
+        assert_eq!(ManagedCluster::group(&()), WORK_GROUP);
+        assert_eq!(ManifestWorkReplicaSet::group(&()), WORK_GROUP);
+        assert_eq!(Placement::group(&()), CLUSTER_GROUP);
+        assert_eq!(PlacementDecision::group(&()), CLUSTER_GROUP);
+    }
+}

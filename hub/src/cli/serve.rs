@@ -1,0 +1,385 @@
+//! `ferry-hub serve`: runs one hub replica, configured by flags and
+//! environment variables, until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{ArgGroup, Args};
+use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
+use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
+use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
+use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::crds::install_crds;
+use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
+use ferry_hub::grpc::identity::AuthOptions;
+use ferry_hub::hub::{HubListeners, run_hub};
+use tokio::net::TcpListener;
+
+/// Arguments of `ferry-hub serve`.
+#[derive(Args)]
+#[command(group(ArgGroup::new("webhook_target").args(["webhook_url", "webhook_service"])))]
+pub struct ServeArgs {
+    /// Address agents connect to.
+    #[arg(long, env = "FERRY_GRPC_ADDR", default_value = "0.0.0.0:8443")]
+    pub grpc_addr: SocketAddr,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "FERRY_PROBE_ADDR", default_value = "0.0.0.0:8080")]
+    pub probe_addr: SocketAddr,
+    /// Seconds between heartbeats to each agent.
+    #[arg(long, env = "FERRY_HEARTBEAT_SECONDS", default_value_t = 10)]
+    pub heartbeat_seconds: u64,
+    /// Apply the hub CRDs at start-up and wait until they are served.
+    #[arg(long, env = "FERRY_INSTALL_CRDS")]
+    pub install_crds: bool,
+    /// Serving certificate chain (PEM) of the agent port; TLS is on
+    /// unless --insecure-plaintext is given. Re-read when it changes.
+    #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that agents' client certificates must chain to: turns
+    /// on mutual TLS, on top of token authentication.
+    #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+    /// Serve agents without TLS. Tokens then travel in clear text: for
+    /// local experiments only.
+    #[arg(long, env = "FERRY_INSECURE_PLAINTEXT", conflicts_with_all = ["tls_cert", "client_ca"])]
+    pub insecure_plaintext: bool,
+    /// Address of the ManifestWork admission webhook (HTTPS). With it,
+    /// the hub registers a ValidatingWebhookConfiguration so invalid
+    /// works are refused when written.
+    /// Needs --webhook-url or --webhook-service.
+    #[arg(long, env = "FERRY_WEBHOOK_ADDR", requires = "webhook_target")]
+    pub webhook_addr: Option<SocketAddr>,
+    /// Base URL at which the hub API server reaches the webhook, e.g.
+    /// https://hub.example:9443 (a hub outside the hub cluster).
+    #[arg(long, env = "FERRY_WEBHOOK_URL", requires = "webhook_addr")]
+    pub webhook_url: Option<String>,
+    /// The Service of the hub cluster in front of the webhook, as
+    /// NAMESPACE/NAME[:PORT] (port of the Service, default 443): the
+    /// registration names the Service, and the certificate must be valid
+    /// for NAME.NAMESPACE.svc.
+    #[arg(long, env = "FERRY_WEBHOOK_SERVICE", requires = "webhook_addr")]
+    pub webhook_service: Option<ServiceRef>,
+    /// PEM certificate chain of the webhook; a certificate for the URL's
+    /// host (or the Service's DNS name) is generated at start when absent.
+    #[arg(long, env = "FERRY_WEBHOOK_CERT", requires = "webhook_key")]
+    pub webhook_cert: Option<PathBuf>,
+    /// PEM private key of the webhook certificate.
+    #[arg(long, env = "FERRY_WEBHOOK_KEY", requires = "webhook_cert")]
+    pub webhook_key: Option<PathBuf>,
+    /// PEM CA bundle the API server uses to trust the webhook
+    /// certificate; defaults to the certificate file itself.
+    #[arg(long, env = "FERRY_WEBHOOK_CA", requires = "webhook_cert")]
+    pub webhook_ca: Option<PathBuf>,
+    /// How often the certificate files (--tls-cert, --tls-key,
+    /// --client-ca, --webhook-cert, --webhook-key) are checked for
+    /// changes; changed files are served to new connections without a
+    /// restart, unusable ones are logged and the previous certificate kept.
+    #[arg(long, env = "FERRY_CERT_RELOAD_SECONDS", default_value_t = DEFAULT_RELOAD_INTERVAL.as_secs())]
+    pub cert_reload_seconds: u64,
+    /// Largest ManifestWork admitted, in bytes of JSON.
+    #[arg(long, env = "FERRY_MAX_WORK_BYTES", default_value_t = DEFAULT_MAX_WORK_BYTES)]
+    pub max_work_bytes: usize,
+    /// What the API server does while it cannot reach the webhook:
+    /// Ignore admits the write (the CRD's rules and the admission policy
+    /// still apply; the agent reports bad paths), Fail refuses it.
+    #[arg(long, env = "FERRY_WEBHOOK_FAILURE_POLICY", value_enum, default_value_t = FailurePolicy::Ignore)]
+    pub webhook_failure_policy: FailurePolicy,
+    /// The ServiceAccount, in each cluster's namespace, that cluster's
+    /// agent authenticates as; tokens of any other account are refused.
+    #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
+    pub agent_service_account: String,
+    /// Seconds a TokenReview answer is reused; live sessions have their
+    /// token reviewed again this often, and end when it is refused.
+    #[arg(long, env = "FERRY_TOKEN_REVIEW_SECONDS", default_value_t = AuthOptions::default().review_interval.as_secs())]
+    pub token_review_seconds: u64,
+    /// Tokens one peer address (IPv6: its /64) may present a minute that
+    /// the hub does not already know to be good; more are refused with
+    /// RESOURCE_EXHAUSTED without a TokenReview.
+    #[arg(long, env = "FERRY_PEER_TOKEN_REVIEWS_PER_MINUTE", default_value_t = AuthOptions::default().peer_reviews_per_minute)]
+    pub peer_token_reviews_per_minute: NonZeroU32,
+    /// Longest an agent session lives before the hub ends it and the agent
+    /// reconnects (each ends at a random point in the last tenth).
+    #[arg(long, env = "FERRY_MAX_SESSION_SECONDS", default_value_t = SessionConfig::default().max_session_age.as_secs())]
+    pub max_session_seconds: u64,
+    /// Streams one connection to the agent port may have open at once.
+    #[arg(long, env = "FERRY_MAX_STREAMS_PER_CONNECTION", default_value_t = TransportLimits::default().max_concurrent_streams)]
+    pub max_streams_per_connection: u32,
+    /// Seconds a TLS handshake on the agent port may take.
+    #[arg(long, env = "FERRY_TLS_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().tls_handshake_timeout.as_secs())]
+    pub tls_handshake_timeout_seconds: u64,
+    /// Seconds between HTTP/2 pings on agent connections.
+    #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_interval.as_secs())]
+    http2_keepalive_seconds: u64,
+    /// Seconds the hub waits for a ping's answer before closing the
+    /// connection.
+    #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_timeout.as_secs())]
+    http2_keepalive_timeout_seconds: u64,
+    /// Connections the agent port holds at once; more are closed as soon
+    /// as they are accepted.
+    #[arg(long, env = "FERRY_MAX_CONNECTIONS", default_value_t = TransportLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// TCP keepalive of agent connections, in seconds.
+    #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
+    pub tcp_keepalive_seconds: u64,
+    /// Requests the hub has in flight to its API server at once (each
+    /// needs its own connection until answered); more wait their turn.
+    /// Bounds the connections a burst of agents (token reviews, liveness
+    /// writes) opens, and the memory those connections hold.
+    #[arg(long, env = "FERRY_HUB_API_CONCURRENCY", default_value_t = DEFAULT_API_CONCURRENCY)]
+    pub hub_api_concurrency: usize,
+}
+
+/// Runs the hub until a shutdown signal. Fails when the TLS flags are
+/// incomplete, a port cannot be bound, the CRDs cannot be installed, or a
+/// part of the hub fails.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let ServeArgs {
+        grpc_addr,
+        probe_addr,
+        heartbeat_seconds,
+        install_crds: install,
+        tls_cert,
+        tls_key,
+        client_ca,
+        insecure_plaintext,
+        webhook_addr,
+        webhook_url,
+        webhook_service,
+        webhook_cert,
+        webhook_key,
+        webhook_ca,
+        cert_reload_seconds,
+        max_work_bytes,
+        webhook_failure_policy,
+        agent_service_account,
+        token_review_seconds,
+        peer_token_reviews_per_minute,
+        max_session_seconds,
+        max_streams_per_connection,
+        tls_handshake_timeout_seconds,
+        http2_keepalive_seconds,
+        http2_keepalive_timeout_seconds,
+        tcp_keepalive_seconds,
+        max_connections,
+        hub_api_concurrency,
+    } = args;
+    // The files are followed: a rotated certificate (cert-manager
+    // renewing the Secret) is served without a restart.
+    let reload_interval = Duration::from_secs(cert_reload_seconds.max(1));
+    let grpc_tls = match (tls_cert, tls_key) {
+        (Some(cert), Some(key)) => Some(GrpcTls {
+            client_ca: client_ca.map(CaSource::File),
+            reload_interval,
+            ..GrpcTls::new(CertSource::Files { cert, key })
+        }),
+        _ if insecure_plaintext => None,
+        _ => anyhow::bail!(
+            "TLS is on by default: give --tls-cert and --tls-key, or --insecure-plaintext for local experiments"
+        ),
+    };
+    let client = api_client(hub_api_concurrency).await?;
+    if install {
+        install_crds(&client).await?;
+    }
+    let listeners = HubListeners {
+        grpc: TcpListener::bind(grpc_addr)
+            .await
+            .with_context(|| format!("binding {grpc_addr}"))?,
+        grpc_tls,
+        probes: Some(
+            TcpListener::bind(probe_addr)
+                .await
+                .with_context(|| format!("binding {probe_addr}"))?,
+        ),
+        admission: match (webhook_addr, webhook_target(webhook_url, webhook_service)) {
+            (Some(addr), Some(target)) => {
+                let cert = match (webhook_cert, webhook_key) {
+                    (Some(cert), Some(key)) => ServingCert {
+                        reload_interval,
+                        ..ServingCert::load(&cert, &key, webhook_ca.as_deref())?
+                    },
+                    _ => ServingCert::generate(&[match &target {
+                        WebhookTarget::Url(url) => url_host(url)?,
+                        WebhookTarget::Service(service) => service.dns_name(),
+                    }])?,
+                };
+                Some(AdmissionOptions {
+                    listener: TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("binding {addr}"))?,
+                    target,
+                    cert,
+                    max_work_bytes,
+                    failure_policy: webhook_failure_policy,
+                })
+            }
+            _ => None,
+        },
+    };
+    let seconds = |s: u64| Duration::from_secs(s.max(1));
+    let session = SessionConfig {
+        heartbeat_interval: seconds(heartbeat_seconds),
+        max_session_age: seconds(max_session_seconds),
+        auth: AuthOptions {
+            service_account: agent_service_account,
+            review_interval: seconds(token_review_seconds),
+            peer_reviews_per_minute: peer_token_reviews_per_minute,
+        },
+        transport: TransportLimits {
+            max_concurrent_streams: max_streams_per_connection.max(1),
+            tls_handshake_timeout: seconds(tls_handshake_timeout_seconds),
+            http2_keepalive_interval: seconds(http2_keepalive_seconds),
+            http2_keepalive_timeout: seconds(http2_keepalive_timeout_seconds),
+            tcp_keepalive: seconds(tcp_keepalive_seconds),
+            max_connections: max_connections.max(1),
+            ..TransportLimits::default()
+        },
+    };
+    run_hub(client, listeners, session, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Default of `--hub-api-concurrency`.
+const DEFAULT_API_CONCURRENCY: usize = 64;
+
+/// The hub's client of its API server (from the kubeconfig or the pod's
+/// ServiceAccount) with at most `concurrency` requests awaiting an answer at
+/// once. kube's client opens one HTTP/1.1 connection per concurrent request
+/// and keeps it idle afterwards: without a bound, 1,000 agents connecting
+/// together (each a TokenReview and a liveness write) left ~1,700 idle TLS
+/// connections to the API server in the hub, 60 % of its memory. A watch
+/// holds its slot only until its response starts, so watches never starve
+/// other requests.
+async fn api_client(concurrency: usize) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("building a Kubernetes client")?;
+    let builder =
+        kube::client::ClientBuilder::try_from(config).context("building a Kubernetes client")?;
+    Ok(builder
+        .with_layer(&tower::limit::ConcurrencyLimitLayer::new(
+            concurrency.max(1),
+        ))
+        .build())
+}
+
+/// The webhook's target from --webhook-url or --webhook-service (clap lets
+/// at most one through).
+fn webhook_target(url: Option<String>, service: Option<ServiceRef>) -> Option<WebhookTarget> {
+    url.map(WebhookTarget::Url)
+        .or(service.map(WebhookTarget::Service))
+}
+
+/// The host of an https URL, for the generated certificate's name.
+fn url_host(url: &str) -> anyhow::Result<String> {
+    let uri: http::Uri = url
+        .parse()
+        .with_context(|| format!("--webhook-url {url:?} is not a URL"))?;
+    anyhow::ensure!(
+        uri.scheme_str() == Some("https"),
+        "--webhook-url {url:?} must be https: the API server only calls webhooks over TLS"
+    );
+    let host = uri
+        .host()
+        .with_context(|| format!("--webhook-url {url:?} has no host"))?;
+    // IPv6 hosts come bracketed; the certificate wants the bare address.
+    Ok(host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string())
+}
+
+/// Completes on SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn serve(args: &[&str]) -> Result<Cli, clap::Error> {
+        let base = ["ferry-hub", "serve", "--insecure-plaintext"];
+        Cli::try_parse_from(base.iter().chain(args))
+    }
+
+    #[test]
+    fn the_webhook_is_registered_by_service_reference() {
+        let cli = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/ferry-hub-webhook",
+        ])
+        .expect("parses");
+        let Command::Serve(ServeArgs {
+            webhook_url,
+            webhook_service,
+            ..
+        }) = cli.command
+        else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            webhook_target(webhook_url, webhook_service),
+            Some(WebhookTarget::Service(ServiceRef {
+                namespace: "ferry".into(),
+                name: "ferry-hub-webhook".into(),
+                port: 443,
+            }))
+        );
+    }
+
+    #[test]
+    fn the_webhook_needs_exactly_one_target_and_an_address() {
+        let both = serve(&[
+            "--webhook-addr=0.0.0.0:9443",
+            "--webhook-service=ferry/hook",
+            "--webhook-url=https://h:9443",
+        ]);
+        assert_eq!(
+            both.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ArgumentConflict)
+        );
+        let neither = serve(&["--webhook-addr=0.0.0.0:9443"]);
+        assert_eq!(
+            neither.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let no_addr = serve(&["--webhook-service=ferry/hook"]);
+        assert_eq!(
+            no_addr.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::MissingRequiredArgument)
+        );
+        let malformed = serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-service=hook"]);
+        assert_eq!(
+            malformed.err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::ValueValidation)
+        );
+        assert!(serve(&["--webhook-addr=0.0.0.0:9443", "--webhook-url=https://h"]).is_ok());
+    }
+}

@@ -1,0 +1,147 @@
+//! The start of an agent stream, before anything of it is served: the
+//! token in its metadata is authenticated (nothing is read from a stream
+//! before that), then its first message must be a Hello naming the same
+//! cluster, in a protocol version this hub serves. Every refusal is logged
+//! and counted; a cluster refused because the hub does not accept it is told
+//! why on its ManagedCluster too.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ferry_proto::v1::{self, agent_message};
+use tonic::{Request, Status, Streaming};
+use tracing::{debug, warn};
+
+use crate::clusters::liveness::ClusterLiveness;
+use crate::grpc::identity::{AgentAuthenticator, AuthError, bearer_token};
+use crate::grpc::protocol::check_agent_protocol;
+use crate::metrics::{HubMetrics, RefusalReason};
+
+/// How long an authenticated agent has to send its Hello. Agents send it as
+/// soon as the stream opens; nothing is read from a stream before its token
+/// is accepted.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An agent stream that passed the handshake.
+pub struct Handshake {
+    /// The cluster the agent's token is for (and its Hello names).
+    pub cluster: String,
+    /// The agent's bearer token, reviewed again while the session lives.
+    pub token: String,
+    /// The agent's Hello.
+    pub hello: v1::Hello,
+    /// The rest of the agent's messages, after its Hello.
+    pub inbound: Streaming<v1::AgentMessage>,
+}
+
+/// Authenticates the stream of `request` and reads its Hello.
+///
+/// Fails with the gRPC status the agent gets: UNAUTHENTICATED (or another
+/// code, by [`AuthError::to_status`]) for a refused token,
+/// DEADLINE_EXCEEDED when no Hello comes within [`HELLO_TIMEOUT`],
+/// INVALID_ARGUMENT for a first message that is no Hello or names no
+/// cluster, PERMISSION_DENIED for a Hello naming another cluster than the
+/// token, FAILED_PRECONDITION for a protocol version this hub does not serve.
+pub async fn handshake(
+    request: Request<Streaming<v1::AgentMessage>>,
+    auth: &AgentAuthenticator,
+    liveness: &ClusterLiveness,
+    metrics: &HubMetrics,
+) -> Result<Handshake, Status> {
+    // Who is calling is settled on the metadata alone: an unauthenticated
+    // peer gets nothing read, so it costs the hub no memory but the
+    // transport's flow-control windows.
+    let peer = request.remote_addr().map(|a| a.ip());
+    let cluster = match auth.authenticate(request.metadata(), peer).await {
+        Ok(cluster) => cluster,
+        Err(refusal) => {
+            log_refusal(peer, &refusal);
+            metrics.refused(RefusalReason::from(&refusal));
+            // A cluster the hub does not accept is told why on its
+            // ManagedCluster too, where whoever can accept it looks.
+            if let AuthError::NotAccepted(cluster) = &refusal {
+                let liveness = liveness.clone();
+                let cluster = cluster.clone();
+                let reason = refusal.to_string();
+                tokio::spawn(async move {
+                    if let Err(error) = liveness.refused(&cluster, &reason).await {
+                        warn!(%cluster, %error, "cannot record why the agent was refused");
+                    }
+                });
+            }
+            return Err(refusal.to_status());
+        }
+    };
+    let token = bearer_token(request.metadata())
+        .map_err(|refusal| refusal.to_status())?
+        .to_string();
+    let mut inbound = request.into_inner();
+    let refuse = |reason: RefusalReason, status: Status| {
+        metrics.refused(reason);
+        status
+    };
+    let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
+        .await
+        .map_err(|_| {
+            let status =
+                Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()));
+            refuse(RefusalReason::BadHello, status)
+        })?;
+    let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
+        Some(v1::AgentMessage {
+            body: Some(agent_message::Body::Hello(hello)),
+        }) => hello,
+        _ => {
+            return Err(refuse(
+                RefusalReason::BadHello,
+                Status::invalid_argument("the first message must be a Hello"),
+            ));
+        }
+    };
+    if let Err(skew) = check_agent_protocol(hello.protocol_version) {
+        warn!(%cluster, ?peer, agent_version = %hello.agent_version, %skew, "agent refused");
+        return Err(refuse(RefusalReason::ProtocolVersion, skew.to_status()));
+    }
+    if hello.cluster_name.is_empty() {
+        return Err(refuse(
+            RefusalReason::BadHello,
+            Status::invalid_argument("Hello names no cluster"),
+        ));
+    }
+    // The name in Hello is only compared, never echoed: the token says
+    // which cluster this is.
+    if hello.cluster_name != cluster {
+        warn!(%cluster, ?peer, "agent refused: its Hello names another cluster than its token");
+        return Err(refuse(
+            RefusalReason::WrongCluster,
+            AuthError::WrongCluster {
+                authenticated: cluster,
+            }
+            .to_status(),
+        ));
+    }
+    Ok(Handshake {
+        cluster,
+        token,
+        hello,
+        inbound,
+    })
+}
+
+/// Logs a refused stream: quietly when anyone could cause it (no token, a
+/// junk one, a flood), loudly when an agent is misconfigured.
+fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
+    match refusal {
+        AuthError::Missing
+        | AuthError::Malformed
+        | AuthError::BadClusterName(_)
+        | AuthError::Invalid(_)
+        | AuthError::WrongAudience
+        | AuthError::RateLimited => debug!(?peer, %refusal, "agent refused"),
+        AuthError::NotAgent { .. }
+        | AuthError::WrongCluster { .. }
+        | AuthError::NotJoined(_)
+        | AuthError::NotAccepted(_)
+        | AuthError::Review(_) => warn!(?peer, %refusal, "agent refused"),
+    }
+}

@@ -1,0 +1,19 @@
+//! The agent port: the `ferry.v1.WorkDistributor` gRPC service and what
+//! guards it.
+
+/// Tunables of the agent port: TLS, transport limits and sessions.
+pub mod config;
+/// A bound on the connections the port holds at once.
+pub mod connection_limit;
+/// The start of a stream: the agent's token, its Hello and its protocol.
+pub mod handshake;
+/// Who an agent is: its token, reviewed for ferry's audience.
+pub mod identity;
+/// How many unknown tokens one network peer may make the hub review.
+pub mod peer_budget;
+/// Which agent protocol versions this hub serves.
+pub mod protocol;
+/// One agent's stream: works out, status in, until the session ends.
+pub mod session;
+/// TLS handshakes of the agent port, with reloading certificates.
+pub mod tls;

@@ -1,0 +1,539 @@
+//! One agent's stream: sends the works of its cluster that the agent lacks,
+//! keeps it up to date, and writes the status it reports.
+
+use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::work_distributor_server::WorkDistributor;
+use ferry_proto::v1::{self, agent_message, hub_message};
+use futures::stream::PollNext;
+use futures::{Stream, StreamExt};
+use kube::ResourceExt;
+use rand::Rng;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
+use crate::grpc::config::SessionConfig;
+use crate::grpc::handshake::{Handshake, handshake};
+use crate::grpc::identity::{AgentAuthenticator, AuthError};
+use crate::metrics::HubMetrics;
+use crate::status::delivery::SessionReports;
+use crate::status::order::SessionOrder;
+use crate::status::writer::StatusWriter;
+use crate::wire::to_wire::{delete_option, work_ref, work_upsert};
+use crate::works::deletion::{WorkDeletion, awaits_release};
+use crate::works::index::WorkIndex;
+use ferry_api::manifest_work::ManifestWork;
+
+/// Messages queued per agent before the sender waits; a slow agent only ever
+/// slows its own session.
+const OUTBOUND_QUEUE: usize = 32;
+
+/// A message queued for one agent. Boxed because the queue's storage is
+/// allocated in blocks of 32 slots when the session opens: slots of a
+/// pointer instead of a whole message keep an idle session's queue at a
+/// quarter of a KiB instead of several KiB.
+type Queued = Box<v1::HubMessage>;
+
+/// The `ferry.v1.WorkDistributor` service.
+pub struct Distributor {
+    /// Works by cluster, kept by the hub's watch.
+    pub index: Arc<WorkIndex>,
+    /// Checks the token each agent presents.
+    pub auth: Arc<AgentAuthenticator>,
+    /// Lets deleted works go when their agent never held them.
+    pub deletion: WorkDeletion,
+    /// Writes ManagedCluster liveness.
+    pub liveness: ClusterLiveness,
+    /// Writes the status agents report.
+    pub status: Arc<StatusWriter>,
+    /// The order of each cluster's live sessions, so the newest one's
+    /// reports win.
+    pub sessions: Arc<SessionOrder>,
+    /// Counts what sessions send and write.
+    pub metrics: Arc<HubMetrics>,
+    /// Heartbeat interval.
+    pub config: SessionConfig,
+    /// Turns true when the hub shuts down; every session then ends.
+    pub stopping: watch::Receiver<bool>,
+}
+
+type HubStream = Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl WorkDistributor for Distributor {
+    type SyncStream = HubStream;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::SyncStream>, Status> {
+        let Handshake {
+            cluster,
+            token,
+            hello,
+            inbound,
+        } = handshake(request, &self.auth, &self.liveness, &self.metrics).await?;
+        info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
+        let session_id = format!("{:016x}", rand::random::<u64>());
+        if let Err(error) = self
+            .liveness
+            .connected(&cluster, &session_id, &hello.agent_version)
+            .await
+        {
+            warn!(%cluster, %error, "cannot record the agent as connected");
+        }
+
+        let (outbound, outbound_rx) = mpsc::channel::<Queued>(OUTBOUND_QUEUE);
+        let (inbound_done, inbound_done_rx) = oneshot::channel();
+        let known: HashMap<String, i64> = hello
+            .known_works
+            .iter()
+            .map(|w| (w.uid.clone(), w.generation))
+            .collect();
+        let changes = self.index.subscribe(&cluster).await;
+        self.metrics.sessions.inc();
+        tokio::spawn(push_works(
+            Pusher {
+                cluster: cluster.clone(),
+                index: self.index.clone(),
+                deletion: self.deletion.clone(),
+                metrics: self.metrics.clone(),
+                heartbeat: self.config.heartbeat_interval,
+                outbound,
+                seen: HashSet::new(),
+                deleting: HashSet::new(),
+            },
+            known,
+            changes,
+            inbound_done_rx,
+            self.stopping.clone(),
+        ));
+        let reader = Reader {
+            cluster: cluster.clone(),
+            session_id: session_id.clone(),
+            status: self.status.clone(),
+            sessions: self.sessions.clone(),
+            liveness: self.liveness.clone(),
+            metrics: self.metrics.clone(),
+            heartbeat: self.config.heartbeat_interval,
+        };
+        let lifetime = Lifetime {
+            auth: self.auth.clone(),
+            token,
+            cluster: cluster.clone(),
+            max_age: jittered(self.config.max_session_age),
+            not_accepted: self.liveness.not_accepted(),
+        };
+        let (end_tx, end_rx) = oneshot::channel::<Status>();
+        let liveness = self.liveness.clone();
+        tokio::spawn(async move {
+            // Held outside the select so that it is dropped only once the
+            // end is queued: the stream below ends when the pusher does.
+            let mut reading = Box::pin(reader.read_reports(inbound, inbound_done));
+            tokio::select! {
+                biased;
+                end = lifetime.expire() => {
+                    let reason = end.message().to_string();
+                    info!(%cluster, %reason, "ending the agent session");
+                    let _ = end_tx.send(end);
+                    // Dropping the reader stops the pusher too, so nothing
+                    // more is delivered or written for this session.
+                    drop(reading);
+                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
+                        warn!(%cluster, %error, "cannot record the agent as disconnected");
+                    }
+                }
+                () = &mut reading => {}
+            }
+        });
+        // The end of the session, when the hub decides it, goes out before
+        // anything still queued: a revoked agent gets nothing more.
+        let ended = futures::stream::once(end_rx)
+            .filter_map(|end| futures::future::ready(end.ok().map(|end| Some(Err(end)))));
+        // The stream ends as soon as the pusher is done (the hub stopping,
+        // the agent gone): a merged stream would wait for `ended` too, which
+        // only the agent's side ends, so agents of a stopping hub would learn
+        // of it only from its silence.
+        let pushed = ReceiverStream::new(outbound_rx)
+            .map(|message| Some(Ok(*message)))
+            .chain(futures::stream::once(futures::future::ready(None)));
+        let messages =
+            futures::stream::select_with_strategy(ended, pushed, |_: &mut ()| PollNext::Left)
+                .take_while(|message| futures::future::ready(message.is_some()))
+                .filter_map(futures::future::ready);
+        Ok(Response::new(Box::pin(messages)))
+    }
+}
+
+/// `max` less up to a tenth, at random.
+fn jittered(max: Duration) -> Duration {
+    max.mul_f64(rand::rng().random_range(0.9..=1.0))
+}
+
+/// How long a session may go on: until its token is refused on review, or
+/// it reaches its maximum age.
+struct Lifetime {
+    auth: Arc<AgentAuthenticator>,
+    token: String,
+    cluster: String,
+    max_age: Duration,
+    /// Clusters not accepted as of the latest liveness sweep.
+    not_accepted: watch::Receiver<NotAccepted>,
+}
+
+impl Lifetime {
+    /// Reviews the token every review interval, and at once when a sweep
+    /// finds the cluster not accepted (a sweep's answer may be stale, so the
+    /// review decides); returns the status the session ends with.
+    async fn expire(mut self) -> Status {
+        let every = self.auth.review_interval();
+        let expired = tokio::time::sleep(self.max_age);
+        tokio::pin!(expired);
+        let mut review = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        review.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sweeps = true;
+        loop {
+            let due = tokio::select! {
+                () = &mut expired => {
+                    return Status::unavailable(format!(
+                        "the session reached its maximum age of {} s; reconnect",
+                        self.max_age.as_secs()
+                    ));
+                }
+                _ = review.tick() => true,
+                // Each sweep wakes this; a cluster it lists has its session
+                // reviewed now (once more than needed if the sweep listed
+                // just before the cluster was accepted).
+                changed = self.not_accepted.changed(), if sweeps => match changed {
+                    Ok(()) => self.not_accepted.borrow_and_update().contains(&self.cluster),
+                    // The hub is stopping: the reviews go on alone.
+                    Err(_) => {
+                        sweeps = false;
+                        false
+                    }
+                },
+            };
+            if !due {
+                continue;
+            }
+            match self.auth.review_again(&self.token).await {
+                Ok(cluster) if cluster == self.cluster => {}
+                Ok(other) => {
+                    return Status::unauthenticated(format!(
+                        "the token now belongs to the agent of cluster {other}"
+                    ));
+                }
+                // The API server being away is no reason to drop agents:
+                // the next interval tries again.
+                Err(AuthError::Review(error)) => {
+                    warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
+                }
+                // Un-accepting the cluster ends its session with the same
+                // code a new connection would get.
+                Err(refusal @ AuthError::NotAccepted(_)) => {
+                    return Status::permission_denied(format!(
+                        "the hub no longer serves this cluster: {refusal}"
+                    ));
+                }
+                Err(refusal) => {
+                    return Status::unauthenticated(format!(
+                        "the token is no longer accepted: {refusal}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+struct Pusher {
+    cluster: String,
+    index: Arc<WorkIndex>,
+    deletion: WorkDeletion,
+    metrics: Arc<HubMetrics>,
+    heartbeat: Duration,
+    outbound: mpsc::Sender<Queued>,
+    /// Works this session has seen in the index: when one of them vanishes
+    /// the hub saw it go, so the agent deletes at once instead of evicting.
+    seen: HashSet<String>,
+    /// Deleted works whose delete was sent; the agent reports `gone`.
+    deleting: HashSet<String>,
+}
+
+impl Pusher {
+    async fn send(&self, body: hub_message::Body) -> bool {
+        self.outbound
+            .send(Box::new(v1::HubMessage { body: Some(body) }))
+            .await
+            .is_ok()
+    }
+
+    async fn send_delete(&self, delete: v1::WorkDelete) -> bool {
+        let sent = self.send(hub_message::Body::Delete(delete)).await;
+        if sent {
+            self.metrics.deletes_sent.inc();
+        }
+        sent
+    }
+
+    /// Sends what differs between the index and what the agent holds, updating
+    /// `held`. Returns false when the agent is gone.
+    async fn sync_cluster(&mut self, held: &mut HashMap<String, i64>) -> bool {
+        let works = self.index.works_of(&self.cluster).await;
+        let mut present = HashSet::with_capacity(works.len());
+        for work in &works {
+            let uid = work.uid().unwrap_or_default();
+            let generation = work.metadata.generation.unwrap_or_default();
+            present.insert(uid.clone());
+            if work.metadata.deletion_timestamp.is_some() {
+                if !self.sync_deleted(work, &uid, held).await {
+                    return false;
+                }
+                continue;
+            }
+            self.seen.insert(uid.clone());
+            if held.get(&uid) == Some(&generation) {
+                continue;
+            }
+            let upsert = match work_upsert(work) {
+                Ok(upsert) => upsert,
+                Err(error) => {
+                    warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot encode work");
+                    continue;
+                }
+            };
+            if !self.send(hub_message::Body::Upsert(upsert)).await {
+                return false;
+            }
+            self.metrics.upserts_sent.inc();
+            held.insert(uid, generation);
+        }
+        let gone: Vec<String> = held
+            .keys()
+            .filter(|uid| !present.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            held.remove(&uid);
+            // The agent reported it gone, which let the work go.
+            if self.deleting.remove(&uid) {
+                continue;
+            }
+            let delete = v1::WorkDelete {
+                work: Some(v1::WorkRef {
+                    uid: uid.clone(),
+                    namespace: self.cluster.clone(),
+                    name: String::new(),
+                }),
+                evict: !self.seen.contains(&uid),
+                delete_option: None,
+            };
+            let evict = delete.evict;
+            if !self.send_delete(delete).await {
+                return false;
+            }
+            if evict {
+                self.deletion.events().evicted(&self.cluster, &uid);
+            }
+        }
+        true
+    }
+
+    /// A deleted work: the agent that holds it is told once to release it;
+    /// one that never got it has nothing to release, so the hub lets the work
+    /// go itself. Returns false when the agent is gone.
+    async fn sync_deleted(
+        &mut self,
+        work: &ManifestWork,
+        uid: &str,
+        held: &HashMap<String, i64>,
+    ) -> bool {
+        if !awaits_release(work) {
+            return true;
+        }
+        if !held.contains_key(uid) {
+            if let Err(error) = self.deletion.release(work).await {
+                warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot let a deleted work go");
+            }
+            return true;
+        }
+        if !self.deleting.insert(uid.to_string()) {
+            return true;
+        }
+        let delete = v1::WorkDelete {
+            work: Some(work_ref(work)),
+            evict: false,
+            delete_option: work.spec.delete_option.as_ref().map(delete_option),
+        };
+        self.send_delete(delete).await
+    }
+}
+
+async fn push_works(
+    mut pusher: Pusher,
+    mut held: HashMap<String, i64>,
+    mut changes: watch::Receiver<u64>,
+    mut inbound_done: oneshot::Receiver<()>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    pusher.index.wait_ready().await;
+    let welcome = v1::Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        hub_version: env!("CARGO_PKG_VERSION").into(),
+        heartbeat_interval_seconds: u32::try_from(pusher.heartbeat.as_secs()).unwrap_or(u32::MAX),
+    };
+    let mut alive = pusher.send(hub_message::Body::Welcome(welcome)).await;
+    changes.mark_changed();
+    let mut heartbeat = tokio::time::interval(pusher.heartbeat);
+    while alive {
+        tokio::select! {
+            changed = changes.changed() => {
+                alive = changed.is_ok() && pusher.sync_cluster(&mut held).await;
+            }
+            _ = heartbeat.tick() => {
+                alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat::now())).await;
+            }
+            _ = &mut inbound_done => alive = false,
+            // Ending the stream lets a graceful shutdown finish at once; the
+            // agent reconnects to another replica or to this one restarted.
+            _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => alive = false,
+        }
+    }
+    pusher.metrics.sessions.dec();
+    info!(cluster = %pusher.cluster, "agent session ended");
+}
+
+/// Reads one agent's messages, writes its reports, and keeps its
+/// ManagedCluster liveness.
+struct Reader {
+    cluster: String,
+    session_id: String,
+    status: Arc<StatusWriter>,
+    sessions: Arc<SessionOrder>,
+    liveness: ClusterLiveness,
+    metrics: Arc<HubMetrics>,
+    heartbeat: Duration,
+}
+
+impl Reader {
+    /// Agents heartbeat every interval; three missed in a row end the session.
+    fn silence_limit(&self) -> Duration {
+        self.heartbeat * 3
+    }
+
+    async fn read_reports(
+        self,
+        mut inbound: Streaming<v1::AgentMessage>,
+        _done: oneshot::Sender<()>,
+    ) {
+        let cluster = self.cluster.clone();
+        let mut recorded_seen = Instant::now();
+        // Retries of this session's reports end with it; the agent's next
+        // session sends every work's latest status again.
+        let mut reports = SessionReports::new(
+            &cluster,
+            self.status.clone(),
+            self.metrics.clone(),
+            &self.sessions,
+        );
+        let reason = loop {
+            let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
+            {
+                Ok(Ok(Some(message))) => message,
+                Ok(Ok(None)) => break "the agent closed the stream".to_string(),
+                Ok(Err(error)) => {
+                    debug!(%cluster, %error, "agent stream ended");
+                    break format!("the stream broke: {}", error.message());
+                }
+                Err(_) => {
+                    break format!("no heartbeat for {} s", self.silence_limit().as_secs());
+                }
+            };
+            // Last-seen is written every other heartbeat, not on each: it is
+            // for people and for the sweeper, which allows five intervals.
+            if recorded_seen.elapsed() >= self.heartbeat * 2 {
+                recorded_seen = Instant::now();
+                if let Err(error) = self.liveness.seen(&cluster).await {
+                    debug!(%cluster, %error, "cannot record last seen");
+                }
+            }
+            match message.body {
+                Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
+                Some(agent_message::Body::Heartbeat(_)) => {}
+                Some(agent_message::Body::Hello(_)) | None => {
+                    warn!(%cluster, "unexpected message after Hello; closing the session");
+                    break "the agent sent a second Hello or an empty message".to_string();
+                }
+            }
+        };
+        info!(%cluster, %reason, "agent disconnected");
+        if let Err(error) = self
+            .liveness
+            .disconnected(&cluster, &self.session_id, &reason)
+            .await
+        {
+            warn!(%cluster, %error, "cannot record the agent as disconnected");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::identity::AuthOptions;
+
+    /// A lifetime whose reviews all fail, as when the hub's API server is
+    /// away: `AuthError::Review` every time.
+    fn offline_lifetime(review_interval: Duration, max_age: Duration) -> Lifetime {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let auth = AgentAuthenticator::new(
+            client,
+            AuthOptions {
+                review_interval,
+                ..AuthOptions::default()
+            },
+        );
+        Lifetime {
+            auth: Arc::new(auth),
+            token: "token".into(),
+            cluster: "cluster-a".into(),
+            max_age,
+            not_accepted: watch::Sender::new(NotAccepted::default()).subscribe(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_ends_at_its_maximum_age_asking_the_agent_to_reconnect() {
+        let end = offline_lifetime(Duration::from_secs(3600), Duration::from_millis(100))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable);
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[tokio::test]
+    async fn failed_reviews_do_not_end_a_session() {
+        // Many reviews fail before the maximum age; none of them ends it.
+        let end = offline_lifetime(Duration::from_millis(20), Duration::from_millis(400))
+            .expire()
+            .await;
+        assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
+        assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[test]
+    fn jitter_shortens_by_at_most_a_tenth() {
+        let max = Duration::from_secs(3600);
+        for _ in 0..1000 {
+            let age = jittered(max);
+            assert!(age <= max && age >= max.mul_f64(0.9), "{age:?}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! TLS handshakes of the agent port, done by the hub rather than by tonic so
+//! that the certificate comes from a [`crate::certs::reload::ReloadingCert`]:
+//! tonic's own TLS takes a fixed identity. Each handshake runs in its own
+//! task under a timeout, so one slow peer never holds up the others; the
+//! connection keeps its connection-limit permit throughout.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::server::TlsStream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+use tracing::debug;
+
+use crate::certs::reload::{CertLoadError, ReloadingCert, ReloadingClientCa};
+use crate::grpc::config::GrpcTls;
+use crate::grpc::connection_limit::LimitedConnection;
+use crate::metrics::HubMetrics;
+
+/// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
+/// (and client CA) following their files, reloads counted in `metrics`.
+///
+/// Fails when the certificate, its key or the client CA cannot be loaded.
+pub async fn server_config(
+    tls: &GrpcTls,
+    metrics: &HubMetrics,
+) -> Result<Arc<ServerConfig>, CertLoadError> {
+    let reloads = metrics.certificate_reloads.clone();
+    let cert =
+        ReloadingCert::start(&tls.cert, "grpc", tls.reload_interval, reloads.clone()).await?;
+    let client_ca = match &tls.client_ca {
+        Some(ca) => Some(
+            ReloadingClientCa::start(ca, "grpc-client-ca", tls.reload_interval, reloads).await?,
+        ),
+        None => None,
+    };
+    cert.server_config(client_ca, &[b"h2"])
+}
+
+/// Handshakes finished and not yet taken by the server.
+const READY: usize = 64;
+
+/// An agent connection after its TLS handshake. It reports the peer's TCP
+/// address to the service like a plaintext connection does, which is all the
+/// hub reads of it (agents are identified by their token).
+pub struct TlsConnection(TlsStream<LimitedConnection>);
+
+impl Connected for TlsConnection {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.0.get_ref().0.connect_info()
+    }
+}
+
+impl AsyncRead for TlsConnection {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConnection {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+}
+
+/// The connections of `incoming` whose TLS handshake with `config`
+/// succeeded within `timeout`; the others are logged and closed. Accept
+/// errors (usually out of descriptors) are logged and accepting resumes
+/// after a short pause. Accepting stops when the returned stream is dropped.
+pub fn tls_incoming<S>(
+    incoming: S,
+    config: Arc<ServerConfig>,
+    timeout: Duration,
+) -> impl Stream<Item = io::Result<TlsConnection>>
+where
+    S: Stream<Item = io::Result<LimitedConnection>> + Send + 'static,
+{
+    let (ready, taken) = mpsc::channel(READY);
+    let acceptor = TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        let mut incoming = std::pin::pin!(incoming);
+        loop {
+            let accepted = tokio::select! {
+                () = ready.closed() => return,
+                accepted = incoming.next() => accepted,
+            };
+            let connection = match accepted {
+                Some(Ok(connection)) => connection,
+                Some(Err(error)) => {
+                    debug!(%error, "agent port accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                None => return,
+            };
+            let acceptor = acceptor.clone();
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                let peer = connection.connect_info().remote_addr();
+                match tokio::time::timeout(timeout, acceptor.accept(connection)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = ready.send(Ok(TlsConnection(tls))).await;
+                    }
+                    Ok(Err(error)) => debug!(?peer, %error, "agent TLS handshake failed"),
+                    Err(_) => debug!(?peer, "agent TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(taken)
+}

@@ -1,0 +1,238 @@
+//! Wires the hub together: the work index, the gRPC service with health
+//! checking, and the probe endpoints.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ferry_proto::MAX_MESSAGE_BYTES;
+use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
+use kube::Client;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tracing::info;
+
+use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
+use crate::certs::reload::CertLoadError;
+use crate::clusters::liveness::{ClusterLiveness, run_liveness_sweeper};
+use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
+use crate::grpc::connection_limit::limit_connections;
+use crate::grpc::identity::AgentAuthenticator;
+use crate::grpc::session::Distributor;
+use crate::grpc::tls::{server_config, tls_incoming};
+use crate::metrics::HubMetrics;
+use crate::probes;
+use crate::status::writer::StatusWriter;
+use crate::works::deletion::{WorkDeletion, run_deletion_controller};
+use crate::works::events::WorkEvents;
+use crate::works::index::WorkIndex;
+use crate::works::ttl::run_ttl_controller;
+
+/// Why the hub stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+    /// The agent port's certificate, key or client CA could not be loaded.
+    #[error("gRPC TLS configuration: {0}")]
+    Tls(#[source] CertLoadError),
+    /// The probe server failed.
+    #[error("probe server: {0}")]
+    Probes(#[source] std::io::Error),
+    /// The admission webhook failed.
+    #[error("admission webhook: {0}")]
+    Admission(#[from] AdmissionError),
+}
+
+/// Listeners and tunables of one hub replica.
+pub struct HubListeners {
+    /// Where agents connect.
+    pub grpc: TcpListener,
+    /// TLS for `grpc`; None serves plaintext (only for tests and local use).
+    pub grpc_tls: Option<GrpcTls>,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
+    pub probes: Option<TcpListener>,
+    /// The ManifestWork admission webhook, if this replica serves it.
+    pub admission: Option<AdmissionOptions>,
+}
+
+/// The `reportingInstance` of the hub's Events: the pod's name, which
+/// Kubernetes sets as the container's hostname (`POD_NAME`, when the
+/// deployment passes it from the downward API, wins).
+fn reporting_instance() -> Option<String> {
+    ["POD_NAME", "HOSTNAME"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+}
+
+/// Runs one hub replica until `shutdown` completes or a component fails.
+pub async fn run_hub(
+    client: Client,
+    listeners: HubListeners,
+    session: SessionConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HubError> {
+    let index = WorkIndex::new();
+    let metrics = Arc::new(HubMetrics::default());
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let registry = Arc::new(registry);
+
+    let events = WorkEvents::start(client.clone(), reporting_instance(), metrics.clone());
+    let status = Arc::new(StatusWriter::new(
+        client.clone(),
+        index.clone(),
+        events.clone(),
+        metrics.status_write_seconds.clone(),
+    ));
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let deletion = WorkDeletion::new(client.clone(), events.clone());
+    let liveness = ClusterLiveness::new(client.clone());
+    let sweeper = run_liveness_sweeper(
+        liveness.clone(),
+        session.heartbeat_interval,
+        session.heartbeat_interval * 5,
+        stopped(stop_rx.clone()),
+    );
+    let auth = Arc::new(
+        AgentAuthenticator::new(client.clone(), session.auth.clone())
+            .with_review_latency(metrics.token_review_seconds.clone()),
+    );
+    let limits = session.transport.clone();
+    // Sessions end by their maximum age and agents dial a new connection;
+    // a connection older than that (plus slack) holds no agent session, only
+    // perhaps an idle peer, and is closed gracefully.
+    let connection_age = session.max_session_age + CONNECTION_AGE_SLACK;
+    let distributor = Distributor {
+        index: index.clone(),
+        auth,
+        deletion,
+        liveness,
+        status,
+        sessions: Arc::default(),
+        metrics: metrics.clone(),
+        config: session,
+        stopping: stop_rx.clone(),
+    };
+
+    let service = WorkDistributorServer::new(distributor)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<WorkDistributorServer<Distributor>>()
+        .await;
+
+    info!(addr = ?listeners.grpc.local_addr().ok(), "hub serving agents");
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_stream_window_size(limits.stream_window_bytes)
+        .initial_connection_window_size(limits.connection_window_bytes)
+        .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
+        .max_connection_age(connection_age)
+        .max_connection_age_grace(CONNECTION_AGE_SLACK);
+    let tls = match &listeners.grpc_tls {
+        Some(tls) => Some(server_config(tls, &metrics).await.map_err(HubError::Tls)?),
+        None => None,
+    };
+    let router = builder.add_service(health_service).add_service(service);
+    let accepted = limit_connections(
+        TcpIncoming::from(listeners.grpc)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(limits.tcp_keepalive)),
+        limits.max_connections,
+    );
+    let grpc = async {
+        match tls {
+            Some(config) => {
+                router
+                    .serve_with_incoming_shutdown(
+                        tls_incoming(accepted, config, limits.tls_handshake_timeout),
+                        stopped(stop_rx.clone()),
+                    )
+                    .await
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(accepted, stopped(stop_rx.clone()))
+                    .await
+            }
+        }
+    };
+    let probes = async {
+        match listeners.probes {
+            Some(listener) => axum::serve(listener, probes::router(index.clone(), registry))
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .await
+                .map_err(HubError::Probes),
+            None => Ok(()),
+        }
+    };
+    let admission_client = client.clone();
+    let review_seconds = metrics.webhook_review_seconds.clone();
+    let admission = async {
+        match listeners.admission {
+            Some(options) => webhook::serve(
+                admission_client,
+                options,
+                metrics.certificate_reloads.clone(),
+                review_seconds,
+                stopped(stop_rx.clone()),
+            )
+            .await
+            .map_err(HubError::from),
+            None => Ok(()),
+        }
+    };
+    let deletion_controller = run_deletion_controller(
+        client.clone(),
+        WorkDeletion::new(client.clone(), events),
+        metrics.clone(),
+        stopped(stop_rx.clone()),
+    );
+    let ttl_controller =
+        run_ttl_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
+    let placement_controller =
+        crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
+    let taint_controller =
+        crate::clusters::taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
+    let replica_set_controller =
+        crate::replica_set::run_replica_set_controller(client.clone(), stopped(stop_rx.clone()));
+    // The watch retries its errors for as long as the hub runs, serving
+    // agents from the index meanwhile; only the hub stopping ends it.
+    let watch = async {
+        tokio::select! {
+            () = index.clone().run(client, metrics.clone()) => Ok(()),
+            () = stopped(stop_rx.clone()) => Ok(()),
+        }
+    };
+    let controller = async {
+        tokio::join!(
+            deletion_controller,
+            sweeper,
+            ttl_controller,
+            placement_controller,
+            taint_controller,
+            replica_set_controller
+        );
+        Ok(())
+    };
+    tokio::try_join!(
+        async { grpc.await.map_err(HubError::from) },
+        probes,
+        admission,
+        watch,
+        controller
+    )?;
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! Reconcile phase 5: the replica set's status. Its works counted by state,
+//! in all and per placement, and its conditions: placements verified,
+//! rollout, works applied and overrides rendered (OCM's, and ferry's
+//! `OverridesRendered`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferry_semantics::contract::{
+    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED, PLACEMENT_ROLLED_OUT,
+    PLACEMENT_VERIFIED, PROGRESSING,
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::error::{ReplicaSetError, failed};
+use super::plan::RolloutPlan;
+use super::render::Rendered;
+use ferry_api::contract::PLACEMENT_NAME_LABEL;
+use ferry_api::manifest_work::{Condition, ManifestWork};
+use ferry_api::replica_set::{
+    ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, ManifestWorkSummary, PlacementSummary,
+};
+
+/// The condition of `type_` of `work`, when it is True.
+fn condition_true<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Condition> {
+    work.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+    })
+}
+
+/// Counts `works` by state; `is_current` says whether a work holds its
+/// cluster's rendering of the current template.
+pub fn summarize<'a>(
+    works: impl Iterator<Item = &'a Arc<ManifestWork>>,
+    is_current: impl Fn(&ManifestWork) -> bool,
+) -> ManifestWorkSummary {
+    let mut s = ManifestWorkSummary::default();
+    for work in works {
+        let generation = work.meta().generation.unwrap_or(0);
+        s.total += 1;
+        if condition_true(work, APPLIED).is_some_and(|c| c.observed_generation == generation) {
+            s.applied += 1;
+        }
+        if condition_true(work, AVAILABLE).is_some() {
+            s.available += 1;
+        }
+        if condition_true(work, DEGRADED).is_some() {
+            s.degraded += 1;
+        }
+        if condition_true(work, PROGRESSING).is_some() {
+            s.progressing += 1;
+        }
+        if is_current(work) {
+            s.updated += 1;
+        }
+    }
+    s
+}
+
+/// A condition of `type_` for `generation`, keeping the transition time of
+/// the `current` one when its status is unchanged.
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+    current: &[Condition],
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    let last_transition_time = current
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| {
+            Timestamp::now()
+                .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+                .to_string()
+        });
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// The status of `rs`: its generated `works` of the `wanted` clusters
+/// counted against their `rendered` specs, and its conditions from the
+/// `problems` found, the rollout `plan` and the renderings.
+pub fn replica_set_status(
+    rs: &ManifestWorkReplicaSet,
+    wanted: &BTreeMap<String, String>,
+    works: &BTreeMap<String, Arc<ManifestWork>>,
+    rendered: &Rendered,
+    problems: &[String],
+    plan: &RolloutPlan,
+) -> ManifestWorkReplicaSetStatus {
+    let generation = rs.meta().generation.unwrap_or(0);
+    let current = rs.status.clone().unwrap_or_default().conditions;
+    let (halted, all_complete) = (&plan.halted, plan.all_complete);
+    let render_failures: Vec<String> = rendered
+        .iter()
+        .filter_map(|(cluster, r)| Some(format!("cluster {cluster}: {}", r.as_ref().err()?)))
+        .collect();
+    let is_current = |work: &ManifestWork| {
+        work.namespace()
+            .and_then(|c| rendered.get(&c))
+            .is_some_and(|r| r.as_ref().is_ok_and(|spec| &work.spec == spec))
+    };
+    // The status counts what the cache shows; the writes above come
+    // back through the work watch and reconcile again.
+    let summary = summarize(
+        works
+            .values()
+            .filter(|w| wanted.contains_key(&w.namespace().unwrap_or_default())),
+        is_current,
+    );
+    let placement_summary = rs
+        .spec
+        .placement_refs
+        .iter()
+        .map(|r| PlacementSummary {
+            name: r.name.clone(),
+            summary: summarize(
+                works
+                    .values()
+                    .filter(|w| w.labels().get(PLACEMENT_NAME_LABEL) == Some(&r.name)),
+                is_current,
+            ),
+        })
+        .collect();
+    let total = i32::try_from(wanted.len()).unwrap_or(i32::MAX);
+    let verified = if problems.is_empty() {
+        condition(
+            PLACEMENT_VERIFIED,
+            true,
+            "AsExpected",
+            "every placement is found".into(),
+            generation,
+            &current,
+        )
+    } else {
+        condition(
+            PLACEMENT_VERIFIED,
+            false,
+            "PlacementDecisionNotFound",
+            problems.join("; "),
+            generation,
+            &current,
+        )
+    };
+    let rolled_out = if !halted.is_empty() {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            false,
+            "Failed",
+            halted.join("; "),
+            generation,
+            &current,
+        )
+    } else if all_complete && summary.updated == total && summary.total == total {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            true,
+            "Complete",
+            format!("{total} clusters have the current template"),
+            generation,
+            &current,
+        )
+    } else if rs.spec.paused {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            false,
+            "Paused",
+            format!(
+                "paused with {} of {total} clusters at the current template",
+                summary.updated
+            ),
+            generation,
+            &current,
+        )
+    } else {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            false,
+            "Progressing",
+            format!(
+                "{} of {total} clusters have the current template",
+                summary.updated
+            ),
+            generation,
+            &current,
+        )
+    };
+    let applied = if total > 0 && summary.applied == total {
+        condition(
+            MANIFESTWORK_APPLIED,
+            true,
+            "AsExpected",
+            format!("{total} works applied"),
+            generation,
+            &current,
+        )
+    } else if total == 0 {
+        condition(
+            MANIFESTWORK_APPLIED,
+            false,
+            "NotFound",
+            "no cluster is chosen".into(),
+            generation,
+            &current,
+        )
+    } else {
+        condition(
+            MANIFESTWORK_APPLIED,
+            false,
+            "Processing",
+            format!("{} of {total} works applied", summary.applied),
+            generation,
+            &current,
+        )
+    };
+    let mut conditions = vec![verified, rolled_out, applied];
+    if !render_failures.is_empty() {
+        conditions.push(condition(
+            OVERRIDES_RENDERED,
+            false,
+            "OverrideFailed",
+            render_failures.join("; "),
+            generation,
+            &current,
+        ));
+    } else if !rs.spec.overrides.is_empty() {
+        conditions.push(condition(
+            OVERRIDES_RENDERED,
+            true,
+            "AsExpected",
+            format!("{} works rendered", rendered.len()),
+            generation,
+            &current,
+        ));
+    }
+    ManifestWorkReplicaSetStatus {
+        conditions,
+        summary,
+        placement_summary,
+    }
+}
+
+/// Writes `status` to `rs` when it differs from what `rs` has. Fails when
+/// the API server refuses the write.
+pub async fn write_status(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+    status: ManifestWorkReplicaSetStatus,
+) -> Result<(), ReplicaSetError> {
+    let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
+    if rs.status.as_ref() != Some(&status) {
+        let api: Api<ManifestWorkReplicaSet> =
+            Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
+        let patch = json!({
+            "apiVersion": ManifestWorkReplicaSet::api_version(&()),
+            "kind": ManifestWorkReplicaSet::kind(&()),
+            "status": status,
+        });
+        api.patch_status(&rs.name_any(), &params, &Patch::Apply(&patch))
+            .await
+            .map_err(failed(rs, "writing the status"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_api::manifest_work::{ManifestWorkSpec, ManifestWorkStatus};
+
+    fn work(
+        generation: i64,
+        applied_for: Option<i64>,
+        spec: ManifestWorkSpec,
+    ) -> Arc<ManifestWork> {
+        let mut w = ManifestWork::new("w", spec);
+        w.metadata.generation = Some(generation);
+        w.status = applied_for.map(|g| ManifestWorkStatus {
+            conditions: vec![Condition {
+                type_: APPLIED.into(),
+                status: "True".into(),
+                reason: "Applied".into(),
+                observed_generation: g,
+                ..Condition::default()
+            }],
+            ..ManifestWorkStatus::default()
+        });
+        Arc::new(w)
+    }
+
+    #[test]
+    fn a_work_counts_as_applied_only_for_its_current_generation() {
+        let template = ManifestWorkSpec::default();
+        let works = [
+            work(2, Some(2), template.clone()),
+            work(3, Some(2), template.clone()),
+            work(1, None, template.clone()),
+        ];
+        let s = summarize(works.iter(), |w| w.spec == template);
+        assert_eq!((s.total, s.applied, s.updated, s.available), (3, 1, 3, 0));
+    }
+}
