@@ -1,9 +1,9 @@
-//! ferry's container image as tests see it: the OCI layout directory CI built
-//! (named by `FERRY_IMAGE_OCI`), or one built here with the real build script
-//! `deploy/image/build.sh` from the workspace's binaries; and its root
-//! filesystem and config, read from the layout (index.json → manifest →
-//! config and gzip-compressed tar layers), every blob checked against its
-//! digest.
+//! ferry's container image as tests see it: the OCI layout directory named
+//! by `FERRY_IMAGE_OCI`, or one the test writes with ferry-tools' image
+//! writer into a directory this handle owns; the workspace's ferry-hub and
+//! ferry-agent binaries; and the image's root filesystem and config, read
+//! from the layout (index.json → manifest → config and gzip-compressed tar
+//! layers), every blob checked against its digest.
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -30,7 +30,7 @@ pub enum ImageError {
         #[source]
         source: std::io::Error,
     },
-    /// A build step (cargo, build.sh) could not start or failed.
+    /// A build step (cargo) could not start or failed.
     #[error("{step} failed: {detail}")]
     Build {
         /// The command.
@@ -121,56 +121,26 @@ pub fn workspace_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
-/// The image named by `FERRY_IMAGE_OCI`, or else one built now by
-/// `deploy/image/build.sh` from `cargo build -p ferry-hub -p ferry-agent`
-/// (debug profile: the binaries `cargo test --workspace` builds anyway; CI
-/// passes the release image it built). Blocking.
-///
-/// Fails when cargo, buildah or the script fail; their output is inherited
-/// so it shows in the test log.
-pub fn image() -> Result<Image, ImageError> {
-    if let Some(layout) = std::env::var_os(IMAGE_ENV) {
-        let layout = PathBuf::from(layout);
-        return Ok(Image {
-            origin: format!("{IMAGE_ENV}={}", layout.display()),
-            layout,
-            _built: None,
-        });
-    }
-    let binaries = build_binaries()?;
-    let dir = tempfile::Builder::new()
-        .prefix("ferry-image-")
-        .tempdir()
-        .map_err(|source| ImageError::Io {
-            action: "creating a directory for",
-            path: PathBuf::from("the image"),
-            source,
-        })?;
-    let layout = dir.path().join("oci");
-    let script = workspace_dir().join("deploy/image/build.sh");
-    let status = Command::new(&script)
-        .arg(&layout)
-        .args(&binaries)
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| ImageError::Build {
-            step: script.display().to_string(),
-            detail: e.to_string(),
-        })?;
-    if !status.success() {
-        return Err(ImageError::Build {
-            step: script.display().to_string(),
-            detail: status.to_string(),
-        });
-    }
-    Ok(Image {
-        origin: format!(
-            "built by deploy/image/build.sh from {} (set {IMAGE_ENV} to test another image)",
-            binaries[0].display()
-        ),
+/// The image named by `FERRY_IMAGE_OCI`, if it is set.
+pub fn named_image() -> Option<Image> {
+    let layout = PathBuf::from(std::env::var_os(IMAGE_ENV)?);
+    Some(Image {
+        origin: format!("{IMAGE_ENV}={}", layout.display()),
         layout,
-        _built: Some(dir),
+        _built: None,
     })
+}
+
+impl Image {
+    /// An image written into `dir` (its layout at `layout`, inside `dir`),
+    /// removed with the returned handle; `origin` says how it was made.
+    pub fn built(dir: tempfile::TempDir, layout: PathBuf, origin: String) -> Self {
+        Self {
+            layout,
+            origin,
+            _built: Some(dir),
+        }
+    }
 }
 
 /// Builds ferry-hub and ferry-agent with the cargo running the tests and

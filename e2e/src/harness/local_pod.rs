@@ -309,23 +309,17 @@ pub fn free_port(ip: std::net::IpAddr) -> u16 {
         .expect("free port")
 }
 
-/// An IPv4 address of this machine's interfaces that is not loopback (the
-/// first global one `ip -4 -o addr show scope global` lists), or None.
+/// An IPv4 address of this machine's interfaces that is not loopback: the
+/// source address the kernel picks for the default route, read from a UDP
+/// socket connected to a documentation address (connecting a UDP socket sends
+/// nothing), so no outside tool is needed. None without such a route.
 pub fn non_loopback_ipv4() -> Option<Ipv4Addr> {
-    let output = std::process::Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .ok()?;
-    // Lines look like: "2: eth0    inet 192.0.2.2/24 brd ... scope global eth0".
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            words.find(|w| *w == "inet")?;
-            words.next()?.split('/').next()?.parse::<IpAddr>().ok()
-        })
-        .find_map(|ip| match ip {
-            IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() => Some(v4),
-            _ => None,
-        })
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9)).ok()?;
+    match socket.local_addr().ok()?.ip() {
+        IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified() => {
+            Some(v4)
+        }
+        _ => None,
+    }
 }

@@ -86,7 +86,8 @@ fn config_maps(fleet: &Fleet, spoke: &str) -> Api<ConfigMap> {
     Api::namespaced(fleet.spoke(spoke).client.clone(), "default")
 }
 
-/// This process's resident set (hub, agents and test share it), in KiB.
+/// This process's resident set (hub, agents and this test, which runs alone
+/// in its process: see `own_process`), in KiB.
 fn process_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -101,6 +102,15 @@ fn process_rss_kib() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_serves_agents_through_an_outage_of_its_api_server_and_its_watch_recovers() {
+    // It prints this process's memory: run it where no other test runs.
+    if !crate::own_process::alone(
+        module_path!(),
+        "the_hub_serves_agents_through_an_outage_of_its_api_server_and_its_watch_recovers",
+    )
+    .await
+    {
+        return;
+    }
     let mut options = FleetOptions::with_spokes(&["outage-a", "outage-b"]);
     options.heartbeat = Duration::from_secs(2);
     let mut fleet = Fleet::start(options).await.expect("fleet starts");

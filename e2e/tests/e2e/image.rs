@@ -4,10 +4,13 @@
 //! and ferry-hub and ferry-agent run from it, as the image's user on a
 //! read-only root, apply a work end to end on real control planes.
 //!
-//! The image is the one CI built (`FERRY_IMAGE_OCI`), or one built here by
-//! `deploy/image/build.sh`. Running it needs root on the host (a private
-//! mount namespace, bind mounts and `chroot --userspec`): this machine cannot
-//! run containers, so this is how the image's filesystem and user are used.
+//! The image is the one named by `FERRY_IMAGE_OCI`, or one written here by
+//! ferry-tools' image writer (what `ferry-tools image` and
+//! `deploy/image/build.sh` run) from the workspace's binaries: no container
+//! tool is needed. Running it needs root on the host and util-linux's
+//! `unshare` and `mount` and coreutils' `chroot` (a private mount namespace,
+//! bind mounts and `chroot --userspec`): this machine cannot run containers,
+//! so this is how the image's filesystem and user are used.
 
 use ferry_e2e::harness::local_pod::free_port;
 use std::net::SocketAddr;
@@ -18,7 +21,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_e2e::harness::image::{IMAGE_ENV, Image, RuntimeConfig, image, unpack};
+use ferry_e2e::harness::image::{
+    IMAGE_ENV, Image, RuntimeConfig, build_binaries, named_image, unpack,
+};
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::admission::wait_until_enforced;
 use ferry_hub::crds::install_crds;
@@ -40,12 +45,41 @@ struct Unpacked {
     config: RuntimeConfig,
 }
 
+/// The image named by `FERRY_IMAGE_OCI`, or else one written now by
+/// ferry-tools' image writer from `cargo build -p ferry-hub -p ferry-agent`
+/// (debug profile: the binaries `cargo test --workspace` builds anyway).
+/// Blocking.
+fn image() -> Image {
+    if let Some(image) = named_image() {
+        return image;
+    }
+    let binaries = build_binaries().unwrap_or_else(|e| panic!("building ferry's binaries: {e}"));
+    let dir = tempfile::Builder::new()
+        .prefix("ferry-image-")
+        .tempdir()
+        .expect("image directory");
+    let layout = dir.path().join("oci");
+    let started = std::time::Instant::now();
+    let written = ferry_tools::image::write_image(
+        &layout,
+        &binaries,
+        &ferry_tools::image::ImageMeta::default(),
+    )
+    .unwrap_or_else(|e| panic!("writing ferry's image (or set {IMAGE_ENV} to an OCI layout): {e}"));
+    let origin = format!(
+        "written by ferry-tools' image writer from {} in {:.1} s: {} bytes in its layer,          {} uncompressed (set {IMAGE_ENV} to test another image)",
+        binaries[0].display(),
+        started.elapsed().as_secs_f64(),
+        written.layer.size,
+        written.layer.tar_size,
+    );
+    Image::built(dir, layout, origin)
+}
+
 fn unpacked() -> &'static Unpacked {
     static UNPACKED: OnceLock<Unpacked> = OnceLock::new();
     UNPACKED.get_or_init(|| {
-        let image = image().unwrap_or_else(|e| {
-            panic!("building ferry's image (set {IMAGE_ENV} to a built OCI layout): {e}")
-        });
+        let image = image();
         eprintln!("image: {}", image.origin);
         let root = tempfile::Builder::new()
             .prefix("ferry-rootfs-")
@@ -164,6 +198,41 @@ async fn the_image_holds_the_two_binaries_their_libraries_and_ca_certificates_an
     for shell in ["/bin/sh", "/usr/bin/sh", "/bin/bash"] {
         assert!(!root.join(&shell[1..]).exists(), "{shell} is in the image");
     }
+}
+
+/// Fails at once, naming what is missing and how to get it, unless this
+/// process is root and util-linux's `unshare` and `mount` and coreutils'
+/// `chroot` are on the PATH.
+fn can_run_the_image() {
+    let uid = std::fs::metadata("/proc/self").expect("/proc/self").uid();
+    assert_eq!(
+        uid, 0,
+        "this test runs the image's binaries with unshare --mount and chroot --userspec, which need root; \
+         run the tests as root (CI does)"
+    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = |tool: &str| {
+        std::env::split_paths(&path)
+            .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+            .any(|dir| dir.join(tool).is_file())
+    };
+    let missing: Vec<&str> = [
+        (
+            "unshare",
+            "unshare (util-linux: apt-get install util-linux)",
+        ),
+        ("mount", "mount (apt-get install mount)"),
+        ("chroot", "chroot (coreutils: apt-get install coreutils)"),
+    ]
+    .into_iter()
+    .filter(|(tool, _)| !found(tool))
+    .map(|(_, hint)| hint)
+    .collect();
+    assert!(
+        missing.is_empty(),
+        "this test runs the image's binaries under unshare, mount and chroot; missing: {}",
+        missing.join(", ")
+    );
 }
 
 /// A kubeconfig for `plane`'s API server with its admin token, naming the CA
@@ -289,12 +358,7 @@ exec chroot --userspec="$user" "$root" "$@"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hub_and_agent_from_the_image_run_as_its_user_on_a_read_only_root_and_apply_a_work() {
-    let uid = std::fs::metadata("/proc/self").expect("/proc/self").uid();
-    assert_eq!(
-        uid, 0,
-        "this test runs the image's binaries with unshare --mount and chroot --userspec, which need root; \
-         run it as root (CI does)"
-    );
+    can_run_the_image();
     let image = unpacked_async().await;
     let image_uid: u32 = image
         .config

@@ -389,7 +389,8 @@ async fn core_path() -> Record {
     // No kubelet runs the hub's pod and no kube-proxy routes ClusterIPs: the
     // chart's webhook Service gets an EndpointSlice pointing at the hub
     // process, and the API server (--enable-aggregator-routing) calls that.
-    let ip = non_loopback_ipv4().expect("an IPv4 address that is not loopback");
+    let ip = non_loopback_ipv4()
+        .expect("an IPv4 address that is not loopback (this machine needs a default IPv4 route)");
     let webhook_port = free_port(ip.into());
     let slice: EndpointSlice = serde_json::from_value(json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",

@@ -1,6 +1,7 @@
 //! ferry's end-to-end tests, one binary: one module per behaviour, each on
 //! its own hub and spoke control planes. Run one behaviour alone with
-//! `cargo test -p ferry-e2e --test e2e MODULE::`.
+//! `cargo test -p ferry-e2e --test e2e MODULE::`. `own_process` is support:
+//! tests that read this process's memory run alone in a child process.
 #![forbid(unsafe_code)]
 
 mod accept_gate;
@@ -46,6 +47,7 @@ mod object_hash;
 mod ocm_compat;
 mod ocm_migration;
 mod orphan_owner_refs;
+mod own_process;
 mod placement;
 mod preauth_limits;
 mod progressive_rollout;

@@ -28,7 +28,8 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 const SYNC_PATH: &str = "/ferry.v1.WorkDistributor/Sync";
 
-/// This process's resident and peak resident memory, in MiB.
+/// This process's resident and peak resident memory, in MiB (the test runs
+/// alone in its process: see `own_process`).
 fn memory() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     let field = |name: &str| {
@@ -382,6 +383,15 @@ async fn stalled_handshakes(addr: std::net::SocketAddr, count: usize) -> Duratio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_floods_are_refused_with_bounded_memory_and_the_agent_is_served() {
+    // It prints this process's memory: run it where no other test runs.
+    if !crate::own_process::alone(
+        module_path!(),
+        "unauthenticated_floods_are_refused_with_bounded_memory_and_the_agent_is_served",
+    )
+    .await
+    {
+        return;
+    }
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
