@@ -5,9 +5,10 @@
 # in), the CA certificate bundle, and /etc/passwd + /etc/group naming the
 # non-root user 65532. Nothing else: no shell, no package manager.
 #
-# Used by both image builds, so they produce the same layout:
-#   deploy/Containerfile   (docker build / buildah bud), in its builder stage
-#   deploy/image/build.sh  (buildah from scratch, what CI runs)
+# deploy/Containerfile (docker build / buildah bud) runs it in its builder
+# stage; deploy/image/build.sh and the tests write the same files with
+# `ferry-tools image` (tools/src/image/rootfs.rs), and a unit test there
+# compares the two.
 #
 # usage: rootfs.sh DIR BINARY...
 set -eu

@@ -1,0 +1,17 @@
+//! The machinery: the Go control plane built and run, ferry's hub and agents
+//! as tasks and as processes, the links between them, the spokes' audit logs,
+//! Helm, and the container image as tests read it.
+
+pub mod agent_client;
+pub mod agent_process;
+pub mod audit;
+pub mod controlplane;
+pub mod controlplane_build;
+pub mod fleet;
+pub mod helm;
+pub mod hub_metrics;
+pub mod hub_process;
+pub mod image;
+pub mod joined_agent;
+pub mod link;
+pub mod local_pod;

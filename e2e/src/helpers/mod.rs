@@ -1,0 +1,10 @@
+//! The tests' vocabulary: building works and placements, waiting for objects
+//! by watching them, ferry's ownership marks on spoke objects, other actors
+//! on a spoke, and set-ups several tests share.
+
+pub mod ownership;
+pub mod placement_helpers;
+pub mod spoke_actor;
+pub mod two_config_maps;
+pub mod wait;
+pub mod work_helpers;

@@ -1,0 +1,118 @@
+//! Two hub replicas against one hub control plane: agents on either get
+//! their works, status writes do not fight, and an agent moved to the other
+//! replica carries on (issue 5, item 7).
+
+use std::time::Duration;
+
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::link::LinkState;
+use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
+use ferry_e2e::helpers::work_helpers::{
+    APPLY_TIMEOUT, config_map, edit_manifests, is_applied_at_current_generation, manifest_work,
+    wait_applied,
+};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> {
+    let mut versions = Vec::new();
+    for (api, name) in works {
+        let work = api.get(name).await.expect("read");
+        versions.push(work.resource_version().unwrap_or_default());
+    }
+    versions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a", "cluster-b"]);
+    options.hub_replicas = 2;
+    options.heartbeat = Duration::from_secs(1);
+    let mut fleet = Fleet::start(options).await.expect("fleet starts");
+    let work = |cluster: &str, name: &str| {
+        manifest_work(
+            cluster,
+            name,
+            vec![config_map("default", name, json!({"v": "1"}))],
+        )
+    };
+    // cluster-a dials replica 0, cluster-b replica 1.
+    let a = fleet
+        .create_work(&work("cluster-a", "on-a"))
+        .await
+        .expect("create");
+    let b = fleet
+        .create_work(&work("cluster-b", "on-b"))
+        .await
+        .expect("create");
+    wait_applied(&a, "on-a").await.expect("served by replica 0");
+    wait_applied(&b, "on-b").await.expect("served by replica 1");
+    for (api, name) in [(&a, "on-a"), (&b, "on-b")] {
+        edit_manifests(api, name, |m| m[0]["data"]["v"] = json!("2"))
+            .await
+            .expect("edit");
+        wait_until(
+            api,
+            name,
+            "edit applied",
+            APPLY_TIMEOUT,
+            is_applied_at_current_generation,
+        )
+        .await
+        .expect("applied");
+    }
+
+    // Settled: nobody keeps rewriting a work's status.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await,
+        settled,
+        "two replicas leave a settled work alone"
+    );
+
+    // Replica 1 goes away; cluster-b's traffic is sent to replica 0.
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let before = clusters.get("cluster-b").await.expect("read");
+    let old_session = before.status.map(|s| s.session_id).unwrap_or_default();
+    fleet
+        .spoke("cluster-b")
+        .link
+        .retarget(fleet.hub_replica_addr(0));
+    fleet.stop_hub_replica(1).await;
+    fleet.spoke("cluster-b").link.set(LinkState::Up);
+    let moved = |c: &ManagedCluster| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.connected && s.session_id != old_session)
+    };
+    wait_until(
+        &clusters,
+        "cluster-b",
+        "reconnected to replica 0",
+        APPLY_TIMEOUT,
+        moved,
+    )
+    .await
+    .expect("the agent moves to the other replica");
+    edit_manifests(&b, "on-b", |m| m[0]["data"]["v"] = json!("3"))
+        .await
+        .expect("edit");
+    wait_until(
+        &b,
+        "on-b",
+        "edit applied",
+        APPLY_TIMEOUT,
+        is_applied_at_current_generation,
+    )
+    .await
+    .expect("served by the remaining replica");
+    b.delete("on-b", &Default::default()).await.expect("delete");
+    wait_deleted(&b, "on-b", "deleted", APPLY_TIMEOUT)
+        .await
+        .expect("deletion completes through the remaining replica");
+    fleet.stop().await;
+}

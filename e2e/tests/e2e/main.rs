@@ -1,0 +1,70 @@
+//! ferry's end-to-end tests, one binary: one module per behaviour, each on
+//! its own hub and spoke control planes. Run one behaviour alone with
+//! `cargo test -p ferry-e2e --test e2e MODULE::`. `own_process` is support:
+//! tests that read this process's memory run alone in a child process.
+#![forbid(unsafe_code)]
+
+mod accept_gate;
+mod admission;
+mod agent_metrics;
+mod agent_readiness;
+mod agent_sigterm;
+mod applied_manifest_work;
+mod available_means_exists;
+mod bad_input;
+mod cert_reload;
+mod chaos;
+mod charts;
+mod condition_rules;
+mod crash_window;
+mod create_only_read_only;
+mod drift;
+mod drift_report;
+mod eviction;
+mod executor;
+mod field_managers;
+mod fleet_admission;
+mod fleet_scale;
+mod flow_control;
+mod garbage_collection;
+mod hostile_input;
+mod hub_api_outage;
+mod hub_edits;
+mod hub_replicas;
+mod identity;
+mod ignore_fields_jq;
+mod ignore_fields_pointers;
+mod ignore_on_spoke_change;
+mod ignore_on_spoke_present;
+mod image;
+mod install;
+mod join_both_sides;
+mod kubectl_plugin;
+mod liveness;
+mod mixed_kinds;
+mod motivating_cases;
+mod object_hash;
+mod ocm_compat;
+mod ocm_migration;
+mod orphan_owner_refs;
+mod own_process;
+mod placement;
+mod preauth_limits;
+mod progressive_rollout;
+mod protocol_skew;
+mod restarts;
+mod resync;
+mod server_side_apply;
+mod session_age;
+mod simulated_agents;
+mod status_delivery;
+mod status_feedback;
+mod unknown_kind;
+mod update_strategy;
+mod update_strategy_default_type;
+mod work_completion;
+mod work_deletion;
+mod work_events;
+mod work_reaches_its_cluster;
+mod work_replica_set;
+mod work_status;

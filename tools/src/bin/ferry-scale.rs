@@ -1,0 +1,186 @@
+//! `ferry-scale`: the hub at fleet scale. Starts a hub control plane and the
+//! real `ferry-hub` process, joins N simulated clusters, connects N
+//! simulated agents (in this process) and runs the scenarios P3 (idle
+//! clusters), P2 (one change in each of many clusters), P6 (hub restart)
+//! and P9 (status throughput); prints one table.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+
+use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
+use ferry_e2e::harness::local_pod::free_port;
+use ferry_tools::loadgen::agent::Behaviour;
+use ferry_tools::loadgen::clusters::join_clusters;
+use ferry_tools::loadgen::report::{Row, table};
+use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
+use ferry_tools::loadgen::scenarios::{Bench, p2_fan_out, p3_idle, p6_restart, p9_status};
+use ferry_tools::proc_stats::{cpu_seconds, rss_kib};
+
+#[derive(Parser, Debug)]
+#[command(about = "Measure the ferry hub with many simulated agents")]
+struct Args {
+    /// Simulated clusters (each one ServiceAccount, ManagedCluster and agent).
+    #[arg(long, default_value_t = 100)]
+    clusters: usize,
+    /// Clusters whose work is changed in P2 (default min(clusters, 1000)).
+    #[arg(long)]
+    p2_clusters: Option<usize>,
+    /// Clusters holding `--works-per-cluster` works in P6 (default min(clusters, 1000)).
+    #[arg(long)]
+    p6_clusters: Option<usize>,
+    /// Works per cluster in P6.
+    #[arg(long, default_value_t = 50)]
+    works_per_cluster: usize,
+    /// How long P9 churns status.
+    #[arg(long, default_value_t = 20)]
+    p9_seconds: u64,
+    /// Scenarios to run, in order.
+    #[arg(long, value_delimiter = ',', default_value = "p3,p2,p6,p9")]
+    scenarios: Vec<String>,
+    /// Joins (namespace, ServiceAccount, ManagedCluster, token) in flight at once.
+    #[arg(long, default_value_t = 32)]
+    join_concurrency: usize,
+    /// Work writes in flight at once.
+    #[arg(long, default_value_t = 32)]
+    write_concurrency: usize,
+    /// Longest wait of any step, seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_seconds: u64,
+    /// More `ferry-hub serve` arguments (repeatable), e.g. `--hub-arg=--heartbeat-seconds=30`.
+    #[arg(long, allow_hyphen_values = true)]
+    hub_arg: Vec<String>,
+    /// Environment of the hub process, `NAME=VALUE` (repeatable).
+    #[arg(long)]
+    hub_env: Vec<String>,
+    /// Milliseconds each simulated agent waits before reporting a work.
+    #[arg(long, default_value_t = 0)]
+    status_delay_ms: u64,
+    /// Seconds after which each simulated agent drops and redials its stream.
+    #[arg(long)]
+    flap_seconds: Option<u64>,
+    /// Seconds the hub's RSS settles after the agents connect before P3 reads it.
+    #[arg(long, default_value_t = 5)]
+    settle_seconds: u64,
+}
+
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let n = args.clusters;
+    let timeout = Duration::from_secs(args.timeout_seconds);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
+    let ticks = ticks_per_second();
+
+    let plane = ControlPlane::start("scale-hub", ControlPlaneOptions::default()).await?;
+    let admin = plane.client().await?;
+    ferry_hub::crds::install_crds(&admin).await?;
+    let ip = std::net::IpAddr::from([127, 0, 0, 1]);
+    let mut extra = vec![
+        // One process dials every agent from 127.0.0.1: the per-peer review
+        // budget (meant for one peer per agent) would throttle it.
+        "--peer-token-reviews-per-minute=1000000".to_string(),
+        format!("--max-connections={}", n + 1000),
+    ];
+    extra.extend(args.hub_arg.iter().cloned());
+    let env = args
+        .hub_env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut hub = HubProcess::start(
+        &plane,
+        HubProcessOptions {
+            grpc: (ip, free_port(ip)).into(),
+            probes: (ip, free_port(ip)).into(),
+            extra_args: extra,
+            env,
+        },
+    )
+    .await?;
+    let pid = hub.pid().context("the hub exited")?;
+    // The hub has listed the (empty) fleet; its RSS now is the baseline.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let baseline = rss_kib(pid)?;
+    let cpu_start = cpu_seconds(pid, ticks)?;
+    eprintln!("hub pid {pid}, RSS {baseline} KiB with no agents");
+
+    let join_start = Instant::now();
+    let clusters = join_clusters(&admin, 0, n, args.join_concurrency, 24 * 3600).await?;
+    eprintln!(
+        "joined {n} clusters in {:.1} s",
+        join_start.elapsed().as_secs_f64()
+    );
+    let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
+    let behaviour = Behaviour {
+        heartbeat: Duration::from_secs(10),
+        status_delay: Duration::from_millis(args.status_delay_ms),
+        flap_every: args.flap_seconds.map(Duration::from_secs),
+    };
+    let endpoint = hub_endpoint(&hub.url(), Some(&hub.ca_pem))?;
+    let connect_start = Instant::now();
+    let fleet = SimFleet::start(clusters, endpoint, behaviour);
+    let connect = fleet.wait_connected(timeout).await?;
+    eprintln!(
+        "{n} agents connected in {:.1} s",
+        connect_start.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+
+    let mut bench = Bench {
+        hub: &mut hub,
+        admin: admin.clone(),
+        fleet: &fleet,
+        clusters: &names,
+        write_concurrency: args.write_concurrency,
+        ticks_per_second: ticks,
+        timeout,
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for scenario in &args.scenarios {
+        let row = match scenario.as_str() {
+            "p3" => p3_idle(&bench, baseline, cpu_start, connect)?,
+            "p2" => {
+                let count = args.p2_clusters.unwrap_or(n.min(1000)).min(n);
+                p2_fan_out(&bench, &names[..count]).await?
+            }
+            "p6" => {
+                let count = args.p6_clusters.unwrap_or(n.min(1000)).min(n);
+                p6_restart(&mut bench, &names[..count], args.works_per_cluster).await?
+            }
+            "p9" => p9_status(&bench, Duration::from_secs(args.p9_seconds), cores).await?,
+            other => anyhow::bail!("unknown scenario {other}: use p2, p3, p6, p9"),
+        };
+        eprintln!("{}", table(std::slice::from_ref(&row)));
+        rows.push(row);
+    }
+    println!(
+        "\nferry-scale: {n} simulated clusters, {cores} cores, load average at the end {}\n",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!("{}", table(&rows));
+    fleet.stop().await;
+    drop(hub);
+    plane.stop().await;
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! One simulated agent: dials the hub, says Hello with the works it holds,
+//! keeps every upsert in memory and reports it Applied, heartbeats, and
+//! redials with backoff when the session ends, like the real agent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use ferry_proto::v1::{self, agent_message, hub_message};
+use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use prost::Message;
+use tokio::sync::{Mutex, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+
+use crate::loadgen::counters::Counters;
+use crate::loadgen::status::{HeldWork, applied_status, gone_status, held_work};
+use ferry_e2e::harness::agent_client::agent_client;
+
+/// Messages an agent queues for the hub before it waits: the hub's flow
+/// control, not memory, absorbs a burst.
+const OUTBOUND_QUEUE: usize = 4;
+
+/// How every simulated agent behaves.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// Heartbeat interval until the hub's Welcome says otherwise.
+    pub heartbeat: Duration,
+    /// Wait this long after an upsert before reporting it (a slow agent).
+    pub status_delay: Duration,
+    /// Drop the stream and redial after this long (a flapping agent).
+    pub flap_every: Option<Duration>,
+}
+
+/// When each work generation reached an agent, for latency figures.
+#[derive(Debug, Default)]
+pub struct Arrivals {
+    /// (namespace, name) → (generation, when it arrived).
+    latest: Mutex<HashMap<(String, String), (i64, Instant)>>,
+}
+
+impl Arrivals {
+    async fn record(&self, work: &v1::WorkRef, generation: i64) {
+        self.latest.lock().await.insert(
+            (work.namespace.clone(), work.name.clone()),
+            (generation, Instant::now()),
+        );
+    }
+
+    /// When generation `generation` (or a later one) of work `namespace/name`
+    /// first reached its agent, if it has.
+    pub async fn arrived(&self, namespace: &str, name: &str, generation: i64) -> Option<Instant> {
+        self.latest
+            .lock()
+            .await
+            .get(&(namespace.to_string(), name.to_string()))
+            .filter(|(held, _)| *held >= generation)
+            .map(|(_, at)| *at)
+    }
+}
+
+/// What all simulated agents share: one TLS endpoint (one rustls client
+/// configuration), the counters, the arrival log and the switches.
+#[derive(Debug)]
+pub struct Shared {
+    /// The hub, with TLS configured once for every agent.
+    pub endpoint: Endpoint,
+    /// Fleet-wide counters.
+    pub counters: Counters,
+    /// When works reached agents.
+    pub arrivals: Arrivals,
+    /// How agents behave.
+    pub behaviour: Behaviour,
+    /// While true, every agent sends status reports with a changing
+    /// feedback value as fast as the hub takes them (P9).
+    pub churn: watch::Receiver<bool>,
+    /// Turns true when agents must stop.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// One simulated cluster: its name and its agent's bearer token.
+#[derive(Debug, Clone)]
+pub struct SimCluster {
+    /// Cluster name (its namespace on the hub).
+    pub name: String,
+    /// A token of the cluster's agent ServiceAccount.
+    pub token: String,
+}
+
+/// Why one session ended.
+enum Ended {
+    /// The fleet is stopping.
+    Stop,
+    /// The flap interval passed.
+    Flap,
+    /// The hub ended the stream or could not be reached.
+    Failed,
+}
+
+/// Runs the agent of `cluster` until `shared.stop` turns true.
+pub async fn run_agent(cluster: SimCluster, shared: Arc<Shared>) {
+    let mut works: HashMap<String, HeldWork> = HashMap::new();
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times();
+    let mut delays = backoff.build();
+    loop {
+        let mut stop = shared.stop.clone();
+        if *stop.borrow_and_update() {
+            return;
+        }
+        match session(&cluster, &shared, &mut works).await {
+            Ended::Stop => return,
+            Ended::Flap => delays = backoff.build(),
+            Ended::Failed => {
+                Counters::add(&shared.counters.session_errors, 1);
+                let delay = delays.next().unwrap_or(Duration::from_secs(5));
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = stopped(&mut stop) => return,
+                }
+            }
+        }
+    }
+}
+
+/// Completes when `stop` turns true (or its sender is gone); holds no
+/// borrow of the value, so the future stays `Send`.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await.map(|_| ());
+}
+
+/// Unix seconds now.
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+fn status_message(status: v1::WorkStatus) -> v1::AgentMessage {
+    v1::AgentMessage {
+        body: Some(agent_message::Body::Status(status)),
+    }
+}
+
+/// Marks the agent connected while it lives.
+struct Connected<'a>(&'a Counters);
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        self.0.connected.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn session(
+    cluster: &SimCluster,
+    shared: &Shared,
+    works: &mut HashMap<String, HeldWork>,
+) -> Ended {
+    let Ok(channel) = shared.endpoint.connect().await else {
+        return Ended::Failed;
+    };
+    let mut client = agent_client(channel, Some(&cluster.token))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (tx, rx) = mpsc::channel::<v1::AgentMessage>(OUTBOUND_QUEUE);
+    let hello = v1::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_name: cluster.name.clone(),
+        agent_version: "ferry-loadgen".into(),
+        known_works: works
+            .iter()
+            .map(|(uid, w)| v1::WorkVersion {
+                uid: uid.clone(),
+                generation: w.generation,
+            })
+            .collect(),
+    };
+    let hello = v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(hello)),
+    };
+    if tx.send(hello).await.is_err() {
+        return Ended::Failed;
+    }
+    let Ok(response) = client.sync(ReceiverStream::new(rx)).await else {
+        return Ended::Failed;
+    };
+    let mut inbound = response.into_inner();
+    let mut heartbeat = tokio::time::interval(shared.behaviour.heartbeat);
+    let flap = tokio::time::sleep(shared.behaviour.flap_every.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(flap);
+    let mut stop = shared.stop.clone();
+    let mut churn = shared.churn.clone();
+    let mut churning = *churn.borrow_and_update();
+    let mut churn_open = true;
+    // The works in turn for churned reports, and the tick they carry.
+    let mut churn_order: Vec<String> = Vec::new();
+    let mut churn_next = 0usize;
+    // Ticks start from the clock so a new session never repeats a report.
+    let mut tick = now_seconds().saturating_mul(1000);
+    let mut connected: Option<Connected<'_>> = None;
+    loop {
+        tokio::select! {
+            message = inbound.message() => {
+                let message = match message {
+                    Ok(Some(message)) => message,
+                    Ok(None) | Err(_) => return Ended::Failed,
+                };
+                Counters::add(&shared.counters.bytes_received, message.encoded_len() as u64);
+                match message.body {
+                    Some(hub_message::Body::Welcome(welcome)) => {
+                        Counters::add(&shared.counters.welcomes, 1);
+                        if connected.is_none() {
+                            Counters::add(&shared.counters.connected, 1);
+                            connected = Some(Connected(&shared.counters));
+                        }
+                        let every = Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
+                        heartbeat = tokio::time::interval(every);
+                    }
+                    Some(hub_message::Body::Upsert(upsert)) => {
+                        Counters::add(&shared.counters.upserts, 1);
+                        Counters::add(&shared.counters.upsert_bytes, upsert.encoded_len() as u64);
+                        let held = held_work(&upsert);
+                        shared.arrivals.record(&held.work, held.generation).await;
+                        let report = status_message(applied_status(&held, now_seconds(), None));
+                        Counters::add(&shared.counters.held_bytes, held.upsert_bytes);
+                        if let Some(old) = works.insert(held.work.uid.clone(), held) {
+                            shared.counters.held_bytes.fetch_sub(old.upsert_bytes, Ordering::Relaxed);
+                        }
+                        if shared.behaviour.status_delay.is_zero() {
+                            if tx.send(report).await.is_err() {
+                                return Ended::Failed;
+                            }
+                        } else {
+                            let tx = tx.clone();
+                            let delay = shared.behaviour.status_delay;
+                            tokio::spawn(async move {
+                                tokio::time::sleep(delay).await;
+                                let _ = tx.send(report).await;
+                            });
+                        }
+                        Counters::add(&shared.counters.statuses_sent, 1);
+                    }
+                    Some(hub_message::Body::Delete(delete)) => {
+                        Counters::add(&shared.counters.deletes, 1);
+                        let work = delete.work.unwrap_or_default();
+                        if let Some(old) = works.remove(&work.uid) {
+                            shared.counters.held_bytes.fetch_sub(old.upsert_bytes, Ordering::Relaxed);
+                        }
+                        if tx.send(status_message(gone_status(work))).await.is_err() {
+                            return Ended::Failed;
+                        }
+                        Counters::add(&shared.counters.statuses_sent, 1);
+                    }
+                    Some(hub_message::Body::Heartbeat(_)) | None => {}
+                }
+            }
+            _ = heartbeat.tick() => {
+                let beat = v1::AgentMessage {
+                    body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
+                };
+                if tx.send(beat).await.is_err() {
+                    return Ended::Failed;
+                }
+            }
+            permit = tx.reserve(), if churning && !works.is_empty() => {
+                let Ok(permit) = permit else { return Ended::Failed };
+                if churn_next >= churn_order.len() {
+                    churn_order = works.keys().cloned().collect();
+                    churn_next = 0;
+                }
+                let uid = &churn_order[churn_next];
+                churn_next += 1;
+                if let Some(work) = works.get(uid) {
+                    tick += 1;
+                    permit.send(status_message(applied_status(work, now_seconds(), Some(tick))));
+                    Counters::add(&shared.counters.statuses_sent, 1);
+                }
+            }
+            changed = churn.changed(), if churn_open => {
+                if changed.is_err() {
+                    churning = false;
+                    churn_open = false;
+                } else {
+                    churning = *churn.borrow_and_update();
+                }
+            }
+            () = &mut flap => return Ended::Flap,
+            () = stopped(&mut stop) => return Ended::Stop,
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! The scale scenarios run against a real hub process: P3 (idle clusters),
+//! P2 (one change in each of many clusters), P6 (hub restart) and P9
+//! (sustained status throughput). Each returns one table row.
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+use ferry_api::manifest_work::ManifestWork;
+
+use crate::loadgen::hub_watch::AppliedWatch;
+use crate::loadgen::report::{Latencies, Row, percent};
+use crate::loadgen::run::SimFleet;
+use crate::proc_stats::{cpu_seconds, rss_kib};
+use ferry_e2e::harness::hub_metrics::{hub_metric, scrape, sum_of};
+use ferry_e2e::harness::hub_process::HubProcess;
+use ferry_e2e::helpers::work_helpers::{config_map, manifest_work};
+
+/// A scenario could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The hub API server refused a write.
+    #[error("writing work {work}: {source}")]
+    Write {
+        /// `namespace/name`.
+        work: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Something did not happen in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The hub process could not be measured or restarted.
+    #[error("hub process: {0}")]
+    Hub(String),
+}
+
+/// What the scenarios need: the hub process, its API server, the agents.
+pub struct Bench<'a> {
+    /// The hub process.
+    pub hub: &'a mut HubProcess,
+    /// Admin client of the hub API server.
+    pub admin: Client,
+    /// The simulated agents.
+    pub fleet: &'a SimFleet,
+    /// Names of the simulated clusters, in order.
+    pub clusters: &'a [String],
+    /// Writes to the hub API server in flight at once.
+    pub write_concurrency: usize,
+    /// Clock ticks per second of `/proc/<pid>/stat`.
+    pub ticks_per_second: f64,
+    /// Longest any wait in a scenario lasts.
+    pub timeout: Duration,
+}
+
+/// The hub's RSS (KiB) and CPU seconds now.
+fn hub_usage(bench: &Bench<'_>) -> Result<(u64, f64), ScenarioError> {
+    let pid = bench
+        .hub
+        .pid()
+        .ok_or_else(|| ScenarioError::Hub("the hub is not running".into()))?;
+    let rss = rss_kib(pid).map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    let cpu =
+        cpu_seconds(pid, bench.ticks_per_second).map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    Ok((rss, cpu))
+}
+
+/// A work holding one ConfigMap whose data says `value`.
+fn work(cluster: &str, name: &str, value: &str) -> ManifestWork {
+    manifest_work(
+        cluster,
+        name,
+        vec![config_map(
+            "default",
+            name,
+            serde_json::json!({"value": value}),
+        )],
+    )
+}
+
+/// Creates work `name` in each of `clusters`, `concurrency` at a time.
+pub async fn create_works(
+    admin: &Client,
+    clusters: &[String],
+    names: &[String],
+    concurrency: usize,
+) -> Result<(), ScenarioError> {
+    let pairs: Vec<(&String, &String)> = clusters
+        .iter()
+        .flat_map(|c| names.iter().map(move |n| (c, n)))
+        .collect();
+    futures::stream::iter(pairs)
+        .map(|(cluster, name)| async move {
+            let api: Api<ManifestWork> = Api::namespaced(admin.clone(), cluster);
+            match api
+                .create(&PostParams::default(), &work(cluster, name, "v1"))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(source) => Err(ScenarioError::Write {
+                    work: format!("{cluster}/{name}"),
+                    source,
+                }),
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// P3: the clusters connected and idle. `baseline_kib` is the hub's RSS
+/// before any agent connected, `connect` how long connecting them took.
+pub fn p3_idle(
+    bench: &Bench<'_>,
+    baseline_kib: u64,
+    cpu_before: f64,
+    connect: Duration,
+) -> Result<Row, ScenarioError> {
+    let (rss, cpu) = hub_usage(bench)?;
+    let clusters = bench.fleet.size();
+    let per_cluster = rss.saturating_sub(baseline_kib) as f64 / clusters.max(1) as f64;
+    Ok(Row {
+        scenario: "P3 idle".into(),
+        clusters,
+        works: 0,
+        hub_rss_kib: rss,
+        hub_cpu_seconds: cpu - cpu_before,
+        wall: connect,
+        bottleneck: format!(
+            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s",
+            baseline_kib / 1024,
+            rss / 1024,
+            connect.as_secs_f64()
+        ),
+        ..Default::default()
+    })
+}
+
+/// P2: work `p2` exists in each of `clusters` (applied); one change to each,
+/// measured from its write to (a) its agent receiving it and (b) the hub
+/// showing it Applied at the new generation.
+pub async fn p2_fan_out(bench: &Bench<'_>, clusters: &[String]) -> Result<Row, ScenarioError> {
+    const NAME: &str = "p2";
+    create_works(
+        &bench.admin,
+        clusters,
+        &[NAME.to_string()],
+        bench.write_concurrency,
+    )
+    .await?;
+    let watch = AppliedWatch::start(bench.admin.clone());
+    // Every cluster's work applied at generation 1 before the change.
+    wait_all(bench, clusters, NAME, 1, &watch).await?;
+    let (_, cpu_before) = hub_usage(bench)?;
+    let sent_before = bench.fleet.snapshot();
+    let start = Instant::now();
+    let written: Vec<(String, Instant, i64)> = futures::stream::iter(clusters.iter())
+        .map(|cluster| async move {
+            let api: Api<ManifestWork> = Api::namespaced(bench.admin.clone(), cluster);
+            let at = Instant::now();
+            let patch = serde_json::json!({"spec": {"workload": {"manifests": [
+                config_map("default", NAME, serde_json::json!({"value": "v2"}))
+            ]}}});
+            let stored = api
+                .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| ScenarioError::Write {
+                    work: format!("{cluster}/{NAME}"),
+                    source,
+                })?;
+            Ok::<_, ScenarioError>((cluster.clone(), at, stored.metadata.generation.unwrap_or(2)))
+        })
+        .buffer_unordered(bench.write_concurrency.max(1))
+        .try_collect()
+        .await?;
+    let writes_done = start.elapsed();
+    let mut received = Latencies::new();
+    let mut applied = Latencies::new();
+    for (cluster, at, generation) in &written {
+        let deadline = start + bench.timeout;
+        let (got, shown) = loop {
+            let got = bench
+                .fleet
+                .arrivals()
+                .arrived(cluster, NAME, *generation)
+                .await;
+            let shown = watch.applied(cluster, NAME, *generation).await;
+            if let (Some(got), Some(shown)) = (got, shown) {
+                break (got, shown);
+            }
+            if Instant::now() > deadline {
+                return Err(ScenarioError::Timeout(format!(
+                    "P2: work {cluster}/{NAME} generation {generation}: received {}, applied on the hub {}",
+                    got.is_some(),
+                    shown.is_some()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        received.record(got.saturating_duration_since(*at));
+        applied.record(shown.saturating_duration_since(*at));
+    }
+    let wall = start.elapsed();
+    let (rss, cpu) = hub_usage(bench)?;
+    let sent = bench.fleet.snapshot().since(&sent_before);
+    let write_rate = clusters.len() as f64 / writes_done.as_secs_f64().max(1e-3);
+    Ok(Row {
+        scenario: "P2 fan-out".into(),
+        clusters: clusters.len(),
+        works: clusters.len(),
+        hub_rss_kib: rss,
+        hub_cpu_seconds: cpu - cpu_before,
+        wall,
+        latency_a: received.percentiles(),
+        latency_b: applied.percentiles(),
+        bytes_sent: sent.bytes_received,
+        status_writes_per_second: 0.0,
+        bottleneck: format!(
+            "hub API server writes: {} patches took {:.1} s ({write_rate:.0}/s at {} in flight)",
+            clusters.len(),
+            writes_done.as_secs_f64(),
+            bench.write_concurrency
+        ),
+    })
+}
+
+/// Waits until work `name` of every one of `clusters` reached its agent and
+/// shows Applied on the hub at `generation` or later.
+async fn wait_all(
+    bench: &Bench<'_>,
+    clusters: &[String],
+    name: &str,
+    generation: i64,
+    watch: &AppliedWatch,
+) -> Result<(), ScenarioError> {
+    let deadline = Instant::now() + bench.timeout;
+    for cluster in clusters {
+        loop {
+            let got = bench
+                .fleet
+                .arrivals()
+                .arrived(cluster, name, generation)
+                .await;
+            let shown = watch.applied(cluster, name, generation).await;
+            if got.is_some() && shown.is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(ScenarioError::Timeout(format!(
+                    "work {cluster}/{name} not applied at generation {generation} within {:?}",
+                    bench.timeout
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
+/// P6: `works_per_cluster` works in each of `clusters`; the hub is killed
+/// and started again. Measures until every agent holds a session again,
+/// and the bytes the hub sent after the restart against the full state.
+pub async fn p6_restart(
+    bench: &mut Bench<'_>,
+    clusters: &[String],
+    works_per_cluster: usize,
+) -> Result<Row, ScenarioError> {
+    let names: Vec<String> = (0..works_per_cluster).map(|i| format!("p6-{i}")).collect();
+    let before_create = bench.fleet.snapshot();
+    create_works(&bench.admin, clusters, &names, bench.write_concurrency).await?;
+    let expected = (clusters.len() * names.len()) as u64;
+    bench
+        .fleet
+        .wait_for(bench.timeout, |s| {
+            s.since(&before_create).upserts >= expected
+        })
+        .await
+        .map_err(|s| {
+            ScenarioError::Timeout(format!(
+                "P6: {} of {expected} works reached their agents",
+                s.since(&before_create).upserts
+            ))
+        })?;
+    let all = bench.fleet.size() as u64;
+    let before = bench.fleet.snapshot();
+    bench.hub.kill().await;
+    // Agents see the connection drop; wait until none holds a session.
+    bench
+        .fleet
+        .wait_for(bench.timeout, |s| s.connected == 0)
+        .await
+        .map_err(|s| {
+            ScenarioError::Timeout(format!(
+                "P6: {} agents still connected to a killed hub",
+                s.connected
+            ))
+        })?;
+    let start = Instant::now();
+    bench
+        .hub
+        .restart()
+        .map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    // A fresh process: all its CPU time is the restart's.
+    let cpu_before = 0.0;
+    let served = bench
+        .fleet
+        .wait_for(bench.timeout, |s| {
+            s.connected >= all && s.since(&before).welcomes >= all
+        })
+        .await
+        .map_err(|s| {
+            ScenarioError::Timeout(format!("P6: {} of {all} agents served again", s.connected))
+        })?;
+    let (rss, cpu) = hub_usage(bench)?;
+    let after = bench.fleet.snapshot().since(&before);
+    let full = after.held_bytes;
+    Ok(Row {
+        scenario: "P6 restart".into(),
+        clusters: bench.fleet.size(),
+        works: clusters.len() * names.len(),
+        hub_rss_kib: rss,
+        hub_cpu_seconds: cpu - cpu_before,
+        wall: served,
+        bytes_sent: after.bytes_received,
+        bottleneck: format!(
+            "served again in {:.1} s; resent {} upserts, {} B = {:.2} % of the full state ({} B); {} reconnect failures",
+            start.elapsed().as_secs_f64(),
+            after.upserts,
+            after.bytes_received,
+            percent(after.bytes_received, full),
+            full,
+            after.session_errors
+        ),
+        ..Default::default()
+    })
+}
+
+/// P9: every agent sends changed status reports as fast as the hub takes
+/// them for `duration`; counts the status writes reaching the hub API
+/// server and names what limited them.
+pub async fn p9_status(
+    bench: &Bench<'_>,
+    duration: Duration,
+    cores: f64,
+) -> Result<Row, ScenarioError> {
+    let writes = "ferry_hub_status_writes_total";
+    // One work per cluster to report on, each applied and written once
+    // before the measure starts.
+    let before_create = bench.fleet.snapshot();
+    let writes_start = hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default();
+    create_works(
+        &bench.admin,
+        bench.clusters,
+        &["p9".to_string()],
+        bench.write_concurrency,
+    )
+    .await?;
+    let wanted = bench.clusters.len() as u64;
+    bench
+        .fleet
+        .wait_for(bench.timeout, |s| s.since(&before_create).upserts >= wanted)
+        .await
+        .map_err(|s| {
+            ScenarioError::Timeout(format!(
+                "P9: {} of {wanted} works reached their agents",
+                s.since(&before_create).upserts
+            ))
+        })?;
+    let deadline = Instant::now() + bench.timeout;
+    while hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default()
+        < writes_start + wanted as f64
+    {
+        if Instant::now() > deadline {
+            return Err(ScenarioError::Timeout(
+                "P9: the first statuses were not written".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let api_patches = "apiserver_request_total{resource=\"manifestworks\",subresource=\"status\"";
+    let api_before = apiserver_metrics(&bench.admin).await;
+    let writes_before = hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default();
+    let reports_before = hub_metric(bench.hub.probes(), "ferry_hub_status_reports_total")
+        .await
+        .unwrap_or_default();
+    let (_, cpu_before) = hub_usage(bench)?;
+    let sent_before = bench.fleet.snapshot();
+    let own_before = cpu_seconds(std::process::id(), bench.ticks_per_second).unwrap_or_default();
+    let start = Instant::now();
+    bench.fleet.churn(true);
+    tokio::time::sleep(duration).await;
+    bench.fleet.churn(false);
+    let wall = start.elapsed();
+    let (rss, cpu) = hub_usage(bench)?;
+    let own =
+        cpu_seconds(std::process::id(), bench.ticks_per_second).unwrap_or_default() - own_before;
+    let writes_after = hub_metric(bench.hub.probes(), writes)
+        .await
+        .unwrap_or_default();
+    let reports_after = hub_metric(bench.hub.probes(), "ferry_hub_status_reports_total")
+        .await
+        .unwrap_or_default();
+    let metrics_after = scrape(bench.hub.probes()).await.unwrap_or_default();
+    let pending = sum_of(&metrics_after, "ferry_hub_status_reports_pending");
+    let api_after = apiserver_metrics(&bench.admin).await;
+    let secs = wall.as_secs_f64();
+    let sent = bench.fleet.snapshot().since(&sent_before).statuses_sent as f64 / secs;
+    let reports = (reports_after - reports_before) / secs;
+    let written = (writes_after - writes_before) / secs;
+    let api_rate =
+        (sum_of_prefix(&api_after, api_patches) - sum_of_prefix(&api_before, api_patches)) / secs;
+    let hub_cpu = (cpu - cpu_before) / secs;
+    let own_cpu = own / secs;
+    let busiest = [("hub", hub_cpu), ("load generator", own_cpu)];
+    let bottleneck = format!(
+        "agents sent {sent:.0}/s, hub took {reports:.0} reports/s, wrote {written:.0}/s (API server counted {api_rate:.0} status PATCH/s), {pending} pending; CPU cores: hub {:.2}, load generator {:.2}, of {cores}; limit: {}",
+        busiest[0].1,
+        busiest[1].1,
+        name_limit(written, reports, hub_cpu, own_cpu, cores),
+    );
+    Ok(Row {
+        scenario: "P9 status".into(),
+        clusters: bench.fleet.size(),
+        works: 0,
+        hub_rss_kib: rss,
+        hub_cpu_seconds: cpu - cpu_before,
+        wall,
+        status_writes_per_second: written,
+        bottleneck,
+        ..Default::default()
+    })
+}
+
+/// Names what limited the status write rate from what was measured: the
+/// machine's cores when hub and load generator together use them up, the
+/// hub's status writer when it takes reports much faster than it writes
+/// them, else the hub API server (the writer's awaits are its answers).
+pub fn name_limit(written: f64, reports: f64, hub_cpu: f64, own_cpu: f64, cores: f64) -> String {
+    if hub_cpu + own_cpu >= 0.8 * cores {
+        format!(
+            "the machine's CPU ({:.2} of {cores} cores taken by hub + load generator alone, the API server and etcd share the rest)",
+            hub_cpu + own_cpu
+        )
+    } else if reports > 2.0 * written.max(1.0) {
+        "status writes: reports are coalesced per work while a write is in flight, so each write waits for the hub API server's answer (its PATCH latency)".into()
+    } else {
+        "the hub API server's PATCH latency".into()
+    }
+}
+
+/// The hub API server's own `/metrics` text (empty if it cannot be read).
+async fn apiserver_metrics(admin: &Client) -> String {
+    let request = http::Request::get("/metrics").body(Vec::new());
+    match request {
+        Ok(request) => admin.request_text(request).await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The sum of the samples whose series starts with `prefix` (labels in any
+/// order after the ones `prefix` holds are accepted).
+fn sum_of_prefix(exposition: &str, prefix: &str) -> f64 {
+    let (name, labels) = prefix.split_once('{').unwrap_or((prefix, ""));
+    let wanted: Vec<&str> = labels.split(',').filter(|l| !l.is_empty()).collect();
+    exposition
+        .lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with('{'))
+        .filter(|line| wanted.iter().all(|w| line.contains(w)))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apiserver_samples_are_summed_over_the_other_labels() {
+        let text = "apiserver_request_total{code=\"200\",resource=\"manifestworks\",subresource=\"status\",verb=\"PATCH\"} 7\n\
+                    apiserver_request_total{code=\"409\",resource=\"manifestworks\",subresource=\"status\",verb=\"PATCH\"} 2\n\
+                    apiserver_request_total{code=\"200\",resource=\"manifestworks\",verb=\"GET\"} 5\n\
+                    apiserver_request_total_other{resource=\"manifestworks\",subresource=\"status\"} 100\n";
+        let prefix = "apiserver_request_total{resource=\"manifestworks\",subresource=\"status\"";
+        assert_eq!(sum_of_prefix(text, prefix), 9.0);
+    }
+
+    #[test]
+    fn the_limit_named_follows_the_figures() {
+        assert!(name_limit(500.0, 600.0, 1.0, 0.8, 2.0).contains("CPU"));
+        assert!(name_limit(100.0, 900.0, 0.3, 0.3, 2.0).contains("coalesced"));
+        assert!(name_limit(500.0, 600.0, 0.3, 0.3, 2.0).contains("API server"));
+    }
+}
