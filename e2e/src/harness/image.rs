@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -141,6 +142,30 @@ impl Image {
             _built: Some(dir),
         }
     }
+}
+
+/// Every file under `root` (an unpacked or assembled image root) with its
+/// permission bits, keyed by its absolute path inside the image. Panics when
+/// the tree cannot be read: it is for tests.
+pub fn root_files(root: &Path) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                let inside = path.strip_prefix(root).expect("inside root");
+                out.insert(
+                    format!("/{}", inside.display()),
+                    meta.permissions().mode() & 0o7777,
+                );
+            }
+        }
+    }
+    out
 }
 
 /// Builds ferry-hub and ferry-agent with the cargo running the tests and

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::image::{
-    IMAGE_ENV, Image, RuntimeConfig, build_binaries, named_image, unpack,
+    IMAGE_ENV, Image, RuntimeConfig, build_binaries, named_image, root_files, unpack,
 };
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::admission::webhook::wait_until_enforced;
@@ -67,7 +67,7 @@ fn image() -> Image {
     )
     .unwrap_or_else(|e| panic!("writing ferry's image (or set {IMAGE_ENV} to an OCI layout): {e}"));
     let origin = format!(
-        "written by ferry-tools' image writer from {} in {:.1} s: {} bytes in its layer,          {} uncompressed (set {IMAGE_ENV} to test another image)",
+        "written by ferry-tools' image writer from {} in {:.1} s: {} bytes in its layer, {} uncompressed (set {IMAGE_ENV} to test another image)",
         binaries[0].display(),
         started.elapsed().as_secs_f64(),
         written.layer.size,
@@ -101,26 +101,6 @@ async fn unpacked_async() -> &'static Unpacked {
     tokio::task::spawn_blocking(unpacked)
         .await
         .expect("unpacking task")
-}
-
-/// Every file of the tree under `root`, as absolute paths inside it.
-fn files(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let meta = std::fs::symlink_metadata(&path).expect("metadata");
-            if meta.is_dir() {
-                stack.push(path);
-            } else {
-                let inside = path.strip_prefix(root).expect("inside root");
-                out.push(format!("/{}", inside.display()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +140,7 @@ async fn the_image_config_names_a_numeric_non_root_user_the_hub_entrypoint_and_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_holds_the_two_binaries_their_libraries_and_ca_certificates_and_no_shell() {
     let root = unpacked_async().await.root.path();
-    let files = files(root);
+    let files: Vec<String> = root_files(root).into_keys().collect();
     for required in [
         "/usr/local/bin/ferry-hub",
         "/usr/local/bin/ferry-agent",

@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use ferry_e2e::harness::image::unpack;
+use ferry_e2e::harness::image::{root_files, unpack};
 use sha2::{Digest, Sha256};
 
 use super::*;
@@ -48,28 +48,6 @@ fn blob(out: &Path, digest: &str) -> Vec<u8> {
     .expect("blob")
 }
 
-/// Every regular file under `root` with its mode, as absolute image paths.
-fn tree(root: &Path) -> BTreeMap<String, u32> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            let meta = std::fs::symlink_metadata(&path).expect("metadata");
-            if meta.is_dir() {
-                stack.push(path);
-            } else {
-                let inside = path.strip_prefix(root).expect("inside");
-                out.insert(
-                    format!("/{}", inside.display()),
-                    meta.permissions().mode() & 0o7777,
-                );
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn the_layout_reads_back_with_the_containerfile_config_and_every_digest_matching() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,7 +76,7 @@ fn the_layout_reads_back_with_the_containerfile_config_and_every_digest_matching
         config.labels["org.opencontainers.image.source"],
         "https://github.com/ferry-rs/ferry"
     );
-    let files = tree(&root);
+    let files = root_files(&root);
     assert_eq!(files["/usr/local/bin/ferry-hub"], 0o755);
     assert_eq!(files["/usr/local/bin/ferry-agent"], 0o755);
     assert!(files.contains_key(CA_BUNDLE));
@@ -211,7 +189,7 @@ fn the_root_filesystem_has_the_files_and_modes_rootfs_sh_assembles_for_the_conta
         .status()
         .expect("run rootfs.sh");
     assert!(status.success(), "rootfs.sh: {status}");
-    let from_script = tree(&shell_root);
+    let from_script = root_files(&shell_root);
     let from_rust: BTreeMap<String, u32> = assemble(&binaries)
         .expect("assemble")
         .into_iter()
