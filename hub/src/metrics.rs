@@ -144,8 +144,11 @@ pub struct HubMetrics {
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
     pub deletes_sent: Counter,
-    /// Agent status reports by outcome.
+    /// Agent status reports by outcome, counted once each is settled.
     pub status_reports: Family<OutcomeLabel, Counter>,
+    /// Agent status reports as they arrive, before any is written: a report
+    /// whose status is visible on the API server is already counted here.
+    pub status_reports_received: Counter,
     /// Errors the hub's watches met and recovered from.
     pub watch_errors: Family<WatchLabel, Counter>,
     /// 1 for each stored ManifestWork the hub cannot decode (and so skips).
@@ -184,6 +187,7 @@ impl Default for HubMetrics {
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
+            status_reports_received: Counter::default(),
             watch_errors: Family::default(),
             undecodable_works: Family::default(),
             status_writes: Counter::default(),
@@ -231,6 +235,11 @@ impl HubMetrics {
             "status_reports",
             "Agent status reports by outcome",
             self.status_reports.clone(),
+        );
+        registry.register(
+            "status_reports_received",
+            "Agent status reports as they arrive, before any is written",
+            self.status_reports_received.clone(),
         );
         registry.register(
             "watch_errors",

@@ -86,6 +86,10 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), ScrapeEr
 /// (summed over its `outcome` label).
 pub const STATUS_REPORTS: &str = "ferry_hub_status_reports_total";
 
+/// Every status report the hub received, counted on arrival before it is
+/// written: once a report's status shows on the API server, it is counted.
+pub const STATUS_REPORTS_RECEIVED: &str = "ferry_hub_status_reports_received_total";
+
 /// Waits until `name` at `addr` (a hub's or an agent's; a [`sum_of`]
 /// selector) exceeds `baseline`, scraping every 50 ms the way a monitoring
 /// system would; the signal tests use to know the hub or agent saw something

@@ -15,7 +15,7 @@ use ferry_api::manifest_work::{
 };
 use ferry_e2e::harness::audit::count_reads;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::harness::hub_metrics::{STATUS_REPORTS, hub_metric};
+use ferry_e2e::harness::hub_metrics::{STATUS_REPORTS_RECEIVED, hub_metric};
 use ferry_e2e::helpers::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
@@ -359,7 +359,9 @@ async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
     })
     .await
     .expect("drift reported");
-    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+    // Counted on arrival, before the write: the report that put the drift
+    // on the API server is already in this figure.
+    let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS_RECEIVED)
         .await
         .expect("hub metrics");
     assert!(reports >= 1.0, "the hub counts the reports it received");
@@ -381,7 +383,7 @@ async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        hub_metric(fleet.hub_probes_addr, STATUS_REPORTS)
+        hub_metric(fleet.hub_probes_addr, STATUS_REPORTS_RECEIVED)
             .await
             .expect("hub metrics"),
         reports,

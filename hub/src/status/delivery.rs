@@ -103,6 +103,7 @@ impl SessionReports {
     pub async fn deliver(&mut self, report: v1::WorkStatus) {
         while self.retries.try_join_next().is_some() {}
         let shared = &self.shared;
+        shared.metrics.status_reports_received.inc();
         let Some(uid) = report.work.as_ref().map(|w| w.uid.clone()) else {
             let error = StatusWriteError::MissingWorkRef {
                 cluster: shared.cluster.clone(),
