@@ -29,13 +29,13 @@ use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use crate::rule_conditions::RuleEvaluator;
 use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
-use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for};
+use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for, options_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{StrategyError, strategy_of};
-use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, config_for, identify};
+use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, identify};
 
 /// The outcome of one pass over a work.
 pub struct Reconciled {
@@ -459,14 +459,14 @@ impl Reconciler {
             &namespace,
             &identity.name,
         ));
-        let config = config_for(
+        let config = options_for(
             configs,
             &identity.group,
             &resource.plural,
             &namespace,
             &identity.name,
         );
-        let (strategy, when_deleted) = strategy_of(config)?;
+        let (strategy, when_deleted) = strategy_of(config.as_ref())?;
         // Before anything is recorded or written: a manifest the executor
         // may not apply leaves no trace on the cluster.
         let deletes = policy.disposition(
@@ -738,14 +738,15 @@ impl Reconciler {
                 continue;
             };
             let slot = target.slot;
-            let config = config_for(
+            let config = options_for(
                 configs,
                 &slot.group,
                 &slot.resource,
                 &slot.namespace,
                 &slot.name,
             );
-            let writes = strategy_of(config).is_ok_and(|(s, _)| s.writes() == Writes::Always);
+            let writes =
+                strategy_of(config.as_ref()).is_ok_and(|(s, _)| s.writes() == Writes::Always);
             if writes && !record.holds(&slot) && !intents.iter().any(|i| i.same_object(&slot)) {
                 intents.push(slot);
             }

@@ -1,9 +1,10 @@
-//! Which manifest config options govern an object's status (feedback and
-//! condition rules), matched as OCM
-//! matches them: a `*` anywhere in a `resourceIdentifier` name or namespace
-//! matches any run of characters (`deploy*`, `*-web`, `*`), and each kind of
-//! option comes from the first matching config that sets it, so one config
-//! may give the feedback rules and another the update strategy.
+//! The one matcher of manifest configs: which options govern an object
+//! (update strategy, `whenDeleted`, feedback and condition rules), matched
+//! as OCM matches them. A `*` anywhere in a `resourceIdentifier` name or
+//! namespace matches any run of characters (`deploy*`, `*-web`, `*`), and
+//! each option comes from the first config that selects the object and sets
+//! that option, so one config may give the feedback rules and another the
+//! update strategy.
 
 use ferry_proto::v1;
 use regex::Regex;
@@ -39,6 +40,44 @@ pub fn selects(
             && wildcard_match(namespace, &id.namespace)
             && wildcard_match(name, &id.name)
     })
+}
+
+/// Every option that governs the object `group`/`resource`
+/// `namespace`/`name`, gathered option by option: each from the first config
+/// that selects the object and sets it. None when no config selects the
+/// object (the defaults then apply). Never fails; whether the options are
+/// valid is for `strategy_of` to say.
+pub fn options_for(
+    configs: &[v1::ManifestConfig],
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<v1::ManifestConfig> {
+    let mut selecting = configs
+        .iter()
+        .filter(|c| selects(c, group, resource, namespace, name))
+        .peekable();
+    let first = selecting.peek().copied()?;
+    let mut options = v1::ManifestConfig {
+        resource_identifier: first.resource_identifier.clone(),
+        ..Default::default()
+    };
+    for config in selecting {
+        if options.update_strategy.is_none() {
+            options.update_strategy.clone_from(&config.update_strategy);
+        }
+        if options.when_deleted.is_empty() {
+            options.when_deleted.clone_from(&config.when_deleted);
+        }
+        if options.feedback_rules.is_empty() {
+            options.feedback_rules.clone_from(&config.feedback_rules);
+        }
+        if options.condition_rules.is_empty() {
+            options.condition_rules.clone_from(&config.condition_rules);
+        }
+    }
+    Some(options)
 }
 
 /// The feedback rules of an object: those of the first config that selects
@@ -149,7 +188,92 @@ mod tests {
         assert!(condition_rules_for(&configs, "apps", "deployments", "ns", "web").is_empty());
     }
 
+    fn strategy(name: &str, kind: &str) -> v1::ManifestConfig {
+        v1::ManifestConfig {
+            update_strategy: Some(v1::UpdateStrategy {
+                r#type: kind.into(),
+                ..Default::default()
+            }),
+            ..config(name, "")
+        }
+    }
+
+    #[test]
+    fn a_star_inside_a_name_selects_the_update_strategy_too() {
+        let configs = vec![strategy("web-*", "ServerSideApply")];
+        let options =
+            options_for(&configs, "apps", "deployments", "ns", "web-1").expect("selected");
+        let kind = options.update_strategy.map(|s| s.r#type);
+        assert_eq!(kind.as_deref(), Some("ServerSideApply"));
+        assert!(options_for(&configs, "apps", "deployments", "ns", "api-1").is_none());
+        assert!(options_for(&configs, "", "deployments", "ns", "web-1").is_none());
+    }
+
+    #[test]
+    fn a_first_config_with_only_feedback_rules_does_not_hide_a_later_strategy() {
+        let mut leave = strategy("*", "CreateOnly");
+        leave.when_deleted = "Leave".into();
+        let configs = vec![
+            config("web", "WellKnownStatus"),
+            leave,
+            strategy("web", "ReadOnly"),
+        ];
+        let options = options_for(&configs, "apps", "deployments", "ns", "web").expect("selected");
+        let kind = options.update_strategy.map(|s| s.r#type);
+        assert_eq!(
+            kind.as_deref(),
+            Some("CreateOnly"),
+            "the first that sets it"
+        );
+        assert_eq!(options.when_deleted, "Leave");
+        assert_eq!(options.feedback_rules[0].r#type, "WellKnownStatus");
+    }
+
     proptest! {
+        #[test]
+        fn each_option_comes_from_the_first_selecting_config_that_sets_it(
+            sets in proptest::collection::vec((any::<bool>(), any::<bool>(), 0u8..3), 1..6),
+        ) {
+            // Configs that select "web" (or not), set a strategy (or not) and
+            // a feedback rule (or not); the answer is the first of each.
+            let configs: Vec<v1::ManifestConfig> = sets
+                .iter()
+                .enumerate()
+                .map(|(i, (selects, feedback, kind))| {
+                    let name = if *selects { "w*" } else { "other" };
+                    let rule = if *feedback { format!("rule-{i}") } else { String::new() };
+                    let mut c = config(name, &rule);
+                    if *kind > 0 {
+                        c.update_strategy = Some(v1::UpdateStrategy {
+                            r#type: format!("kind-{i}"),
+                            ..Default::default()
+                        });
+                    }
+                    c
+                })
+                .collect();
+            let options = options_for(&configs, "apps", "deployments", "ns", "web");
+            let first_strategy = sets.iter().position(|(s, _, k)| *s && *k > 0);
+            let first_feedback = sets.iter().position(|(s, f, _)| *s && *f);
+            match options {
+                None => prop_assert!(sets.iter().all(|(s, _, _)| !*s)),
+                Some(options) => {
+                    prop_assert_eq!(
+                        options.update_strategy.map(|s| s.r#type),
+                        first_strategy.map(|i| format!("kind-{i}"))
+                    );
+                    prop_assert_eq!(
+                        options.feedback_rules.first().map(|r| r.r#type.clone()),
+                        first_feedback.map(|i| format!("rule-{i}"))
+                    );
+                    prop_assert_eq!(
+                        feedback_rules_for(&configs, "apps", "deployments", "ns", "web"),
+                        options.feedback_rules.as_slice()
+                    );
+                }
+            }
+        }
+
         #[test]
         fn a_pattern_without_stars_matches_only_itself(value in "[a-z.+()-]{0,8}", pattern in "[a-z.+()-]{0,8}") {
             prop_assert_eq!(wildcard_match(&value, &pattern), value == pattern);

@@ -1,7 +1,6 @@
-//! What a manifest is, in which order the manifests of a work are applied,
-//! and which manifest config governs each.
+//! What a manifest is and in which order the manifests of a work are applied
+//! (which manifest config governs each is `config_match`'s job).
 
-use ferry_proto::v1;
 use serde_json::Value;
 
 /// What identifies a manifest on the spoke.
@@ -162,25 +161,6 @@ pub fn apply_order(identities: &[Option<&ManifestIdentity>]) -> Vec<usize> {
     order
 }
 
-/// The manifest config that governs an object: the first whose identifier
-/// matches, where `*` matches any name or namespace.
-pub fn config_for<'a>(
-    configs: &'a [v1::ManifestConfig],
-    group: &str,
-    resource: &str,
-    namespace: &str,
-    name: &str,
-) -> Option<&'a v1::ManifestConfig> {
-    configs.iter().find(|config| {
-        config.resource_identifier.as_ref().is_some_and(|id| {
-            id.group == group
-                && id.resource == resource
-                && (id.name == "*" || id.name == name)
-                && (id.namespace == "*" || id.namespace == namespace)
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,21 +230,5 @@ mod tests {
         ];
         let refs: Vec<Option<&ManifestIdentity>> = ids.iter().map(Some).chain([None]).collect();
         assert_eq!(apply_order(&refs), vec![5, 3, 4, 1, 2, 0, 6]);
-    }
-
-    #[test]
-    fn a_wildcard_config_matches_any_name_and_namespace() {
-        let config = v1::ManifestConfig {
-            resource_identifier: Some(v1::ResourceIdentifier {
-                group: "apps".into(),
-                resource: "deployments".into(),
-                name: "*".into(),
-                namespace: "*".into(),
-            }),
-            ..Default::default()
-        };
-        let configs = [config];
-        assert!(config_for(&configs, "apps", "deployments", "ns", "web").is_some());
-        assert!(config_for(&configs, "", "configmaps", "ns", "web").is_none());
     }
 }

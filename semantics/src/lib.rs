@@ -38,9 +38,7 @@ pub use hash::{
     FIELD_HASHES_ANNOTATION, LAST_APPLIED_ANNOTATION, OBJECT_HASH_ANNOTATION, canonical_json,
     field_hash, object_hash, parse_field_hashes, render_field_hashes,
 };
-pub use identity::{
-    ManifestError, ManifestIdentity, apply_order, apply_rank, config_for, identify,
-};
+pub use identity::{ManifestError, ManifestIdentity, apply_order, apply_rank, identify};
 pub use ignore::{
     IgnoreCondition, IgnoreRule, PathNote, SsaInput, SsaPlan, plan_server_side_apply,
 };

@@ -41,6 +41,7 @@ mod install;
 mod join_both_sides;
 mod kubectl_plugin;
 mod liveness;
+mod manifest_config_matching;
 mod mixed_kinds;
 mod motivating_cases;
 mod object_hash;

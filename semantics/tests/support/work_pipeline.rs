@@ -12,8 +12,8 @@ use ferry_semantics::feedback::{evaluate_feedback, static_problems};
 use ferry_semantics::paths::IgnorePath;
 use ferry_semantics::strategy::{Strategy, strategy_of};
 use ferry_semantics::{
-    IgnoreCondition, NoSchema, SsaInput, apply_order, config_for, identify, merge_patch,
-    object_hash, plan_server_side_apply, three_way_merge,
+    IgnoreCondition, NoSchema, SsaInput, apply_order, identify, merge_patch, object_hash,
+    plan_server_side_apply, three_way_merge,
 };
 use serde_json::{Value, json};
 
@@ -67,19 +67,19 @@ pub fn run_work(spec: &v1::WorkSpec) {
         assert!(!identity.name.is_empty() && !identity.kind.is_empty());
         let resource = resource_of(&identity.kind);
         let namespace = identity.namespace.clone().unwrap_or_default();
-        let config = config_for(
+        let config = ferry_semantics::config_match::options_for(
             &spec.manifest_configs,
             &identity.group,
             &resource,
             &namespace,
             &identity.name,
         );
-        if let Some(config) = config {
+        if let Some(config) = &config {
             let problems = static_problems(&config.feedback_rules);
             assert!(problems.iter().all(|p| !p.to_string().is_empty()));
         }
         let live = drifted(desired);
-        let (strategy, _) = match strategy_of(config) {
+        let (strategy, _) = match strategy_of(config.as_ref()) {
             Ok(found) => found,
             Err(error) => {
                 assert!(!error.to_string().is_empty(), "an error says what is wrong");
