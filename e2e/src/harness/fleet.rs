@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_hub::admission::policy::wait_until_policy_enforced;
 use ferry_hub::admission::target::WebhookTarget;
@@ -29,8 +30,22 @@ use tokio::task::JoinHandle;
 use tracing::error;
 
 use crate::harness::controlplane::{ControlPlane, ControlPlaneOptions, StartError};
-use crate::harness::hub_metrics::{MetricWaitError, STATUS_REPORTS, hub_metric, wait_metric_above};
+use crate::harness::hub_metrics::{
+    MetricWaitError, STATUS_REPORTS_RECEIVED, hub_metric, wait_metric_above,
+};
 use crate::harness::link::Link;
+use crate::helpers::wait::{WaitError, wait_until};
+
+/// A restarted agent did not show that it has made its first pass.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    /// The hub never marked the stopped agent's session as ended.
+    #[error("waiting for the old session to end: {0}")]
+    OldSession(#[source] WaitError),
+    /// The hub's report counter could not be read or did not move.
+    #[error("waiting for the restarted agent's first report: {0}")]
+    Report(#[source] MetricWaitError),
+}
 
 /// A fleet could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -629,16 +644,38 @@ impl Fleet {
     /// Stops the agent of spoke `name`, starts a fresh one, and waits until
     /// the hub has a status report from it. A restarted agent reports a work
     /// only after its first pass over it, so this is the signal that it has
-    /// had its chance to act (or to leave something alone).
+    /// had its chance to act (or to leave something alone). The hub marking
+    /// the old session disconnected comes after every message of that
+    /// session was handled, so no late report of the old agent counts.
     pub async fn restart_agent_until_it_reports(
         &mut self,
         name: &str,
         timeout: Duration,
-    ) -> Result<(), MetricWaitError> {
+    ) -> Result<(), RestartError> {
         self.stop_agent(name).await;
-        let reports = hub_metric(self.hub_probes_addr, STATUS_REPORTS).await?;
+        let clusters: Api<ManagedCluster> = Api::all(self.hub_client.clone());
+        let disconnected = |c: &ManagedCluster| c.status.as_ref().is_some_and(|s| !s.connected);
+        wait_until(
+            &clusters,
+            name,
+            "the old session ended",
+            timeout,
+            disconnected,
+        )
+        .await
+        .map_err(RestartError::OldSession)?;
+        let reports = hub_metric(self.hub_probes_addr, STATUS_REPORTS_RECEIVED)
+            .await
+            .map_err(|e| RestartError::Report(e.into()))?;
         self.start_agent(name);
-        wait_metric_above(self.hub_probes_addr, STATUS_REPORTS, reports, timeout).await?;
+        wait_metric_above(
+            self.hub_probes_addr,
+            STATUS_REPORTS_RECEIVED,
+            reports,
+            timeout,
+        )
+        .await
+        .map_err(RestartError::Report)?;
         Ok(())
     }
 

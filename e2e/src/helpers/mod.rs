@@ -3,6 +3,7 @@
 //! on a spoke, and set-ups several tests share.
 
 pub mod ownership;
+pub mod passes;
 pub mod placement_helpers;
 pub mod spoke_actor;
 pub mod two_config_maps;

@@ -251,6 +251,21 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
         .await
         .expect("session on A")
         .into_inner();
+    // Heartbeats at twice the hub's rate, as a real agent sends them, so the
+    // hub never ends this session for silence while the test runs.
+    let beating = outbound.clone();
+    let heartbeats = tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            ticker.tick().await;
+            let beat = v1::AgentMessage {
+                body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
+            };
+            if beating.send(beat).await.is_err() {
+                return;
+            }
+        }
+    });
     assert_eq!(
         served_leaf(&ca.pem, grpc_addr, b"h2").await,
         leaf_der(&grpc_a),
@@ -338,6 +353,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
         "B still served on the webhook port"
     );
 
+    heartbeats.abort();
     drop(outbound);
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), hub_task).await;

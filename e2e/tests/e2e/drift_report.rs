@@ -13,9 +13,9 @@ use ferry_api::manifest_work::{
     DriftedField, IgnoreCondition, ManifestDrift, ManifestWork, ServerSideApplyConfig,
     UpdateStrategy, UpdateStrategyType,
 };
-use ferry_e2e::harness::audit::count_reads;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::{STATUS_REPORTS_RECEIVED, hub_metric};
+use ferry_e2e::helpers::passes::{reads_so_far, wait_for_passes};
 use ferry_e2e::helpers::spoke_actor::{apply_as, merge_as, read_json};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
@@ -371,17 +371,12 @@ async fn an_unchanged_drift_report_sends_nothing_to_the_hub() {
         .info
         .audit_log
         .clone();
-    // Five more passes, each seen as the agent's read of the object.
+    // Five more whole passes, seen as the agent's reads of the object.
     let object = "/api/v1/namespaces/default/configmaps/steady";
-    let reads = count_reads(&audit, object);
-    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
-    while count_reads(&audit, object) < reads + 5 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the agent stopped re-reading {object}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let start = reads_so_far(&audit, object);
+    wait_for_passes(&audit, object, start, 5, APPLY_TIMEOUT)
+        .await
+        .expect("the agent keeps re-reading the object");
     assert_eq!(
         hub_metric(fleet.hub_probes_addr, STATUS_REPORTS_RECEIVED)
             .await

@@ -25,6 +25,11 @@ async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> 
     versions
 }
 
+async fn last_seen(clusters: &Api<ManagedCluster>, name: &str) -> String {
+    let cluster = clusters.get(name).await.expect("read cluster");
+    cluster.status.map(|s| s.last_seen_time).unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
     let mut options = FleetOptions::with_spokes(&["cluster-a", "cluster-b"]);
@@ -64,10 +69,25 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
         .expect("applied");
     }
 
-    // Settled: nobody keeps rewriting a work's status.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Settled: nobody keeps rewriting a work's status. The signal that both
+    // replicas kept working meanwhile: each recorded its cluster's last-seen
+    // time twice (every other heartbeat) while their sweepers ran.
     let settled = resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    for cluster in ["cluster-a", "cluster-b"] {
+        for _ in 0..2 {
+            let seen = last_seen(&clusters, cluster).await;
+            wait_until(
+                &clusters,
+                cluster,
+                "a newer last-seen time",
+                APPLY_TIMEOUT,
+                |c| c.status.as_ref().map(|s| s.last_seen_time.as_str()) != Some(seen.as_str()),
+            )
+            .await
+            .expect("each replica keeps recording its agent's heartbeats");
+        }
+    }
     assert_eq!(
         resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await,
         settled,
@@ -75,7 +95,6 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
     );
 
     // Replica 1 goes away; cluster-b's traffic is sent to replica 0.
-    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
     let before = clusters.get("cluster-b").await.expect("read");
     let old_session = before.status.map(|s| s.session_id).unwrap_or_default();
     fleet

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ferry_api::manifest_work::IgnoreCondition;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::passes::{reads_so_far, wait_for_passes};
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
@@ -20,6 +21,7 @@ const RESYNC: Duration = Duration::from_secs(2);
 async fn on_spoke_change_keeps_the_spoke_value_until_the_hub_changes_that_field() {
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
     options.resync = RESYNC;
+    options.audit_spokes = true;
     let fleet = Fleet::start(options).await.expect("fleet starts");
     let manifest = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -72,8 +74,14 @@ async fn on_spoke_change_keeps_the_spoke_value_until_the_hub_changes_that_field(
         "a hub change to another field keeps the spoke's value"
     );
 
-    // Deliberate wait: two resync periods in which the agent could wrongly revert.
-    tokio::time::sleep(RESYNC * 2 + Duration::from_millis(500)).await;
+    // Two whole passes of the agent over the object (its reads in the
+    // spoke's audit log), in which it could wrongly revert.
+    let audit = &fleet.spoke("cluster-a").control_plane.info.audit_log;
+    let uri = "/api/v1/namespaces/default/configmaps/target";
+    let start = reads_so_far(audit, uri);
+    wait_for_passes(audit, uri, start, 2, APPLY_TIMEOUT)
+        .await
+        .expect("the agent keeps resyncing");
     assert_eq!(
         read().await["data"]["color"],
         "red",

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use ferry_api::manifest_work::IgnoreCondition;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::passes::{reads_so_far, wait_for_passes};
 use ferry_e2e::helpers::spoke_actor::apply_as;
-use ferry_e2e::helpers::work_helpers::{edit_and_wait, manifest_work, ssa_config, wait_applied};
+use ferry_e2e::helpers::work_helpers::{
+    APPLY_TIMEOUT, edit_and_wait, manifest_work, ssa_config, wait_applied,
+};
 use serde_json::{Value, json};
 
 const RESYNC: Duration = Duration::from_secs(2);
@@ -36,6 +39,7 @@ struct Case {
 async fn prove_on_spoke_present(case: Case) {
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
     options.resync = RESYNC;
+    options.audit_spokes = true;
     let fleet = Fleet::start(options).await.expect("fleet starts");
     let [created, spoke_value, hub_value] = case.values.clone();
     let mut work = manifest_work("cluster-a", "w", vec![(case.manifest)(&created, "o1")]);
@@ -124,8 +128,18 @@ async fn prove_on_spoke_present(case: Case) {
         "a spoke change survives re-apply"
     );
 
-    // Deliberate wait: two resync periods in which the agent could wrongly revert.
-    tokio::time::sleep(RESYNC * 2 + Duration::from_millis(500)).await;
+    // Two whole passes of the agent over the object (its reads in the
+    // spoke's audit log), in which it could wrongly revert.
+    let audit = &fleet.spoke("cluster-a").control_plane.info.audit_log;
+    let prefix = if case.group.is_empty() { "api" } else { "apis" };
+    let uri = format!(
+        "/{prefix}/{}/namespaces/default/{}/target",
+        case.api_version, case.resource
+    );
+    let start = reads_so_far(audit, &uri);
+    wait_for_passes(audit, &uri, start, 2, APPLY_TIMEOUT)
+        .await
+        .expect("the agent keeps resyncing");
     assert_eq!(
         (case.read_ignored)(&live().await),
         spoke_value,

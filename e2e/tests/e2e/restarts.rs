@@ -86,19 +86,19 @@ async fn hub_and_agent_restarts_lose_no_update_and_send_no_needless_writes() {
     let two = config_maps.get("two").await.expect("read");
     assert_eq!(two.data.expect("data")["v"], "2");
 
-    // Settle, then restart each side and count what reaches the spoke.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Applied at the current generation means the agent's pass, writes
+    // included, is over: restart each side and count what reaches the spoke.
     let before = count_writes(&audit);
     let session = session_of(&fleet).await;
     fleet.stop_hub().await;
     fleet.start_hub().await.expect("hub restarts");
     reconnected(&fleet, &session).await;
-    let session = session_of(&fleet).await;
-    fleet.stop_agent("cluster-a").await;
-    fleet.start_agent("cluster-a");
-    reconnected(&fleet, &session).await;
-    // Give the restarted agent time to re-apply everything it was resent.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A restarted agent reports a work only once its pass over it (reads
+    // and any writes) is over.
+    fleet
+        .restart_agent_until_it_reports("cluster-a", APPLY_TIMEOUT)
+        .await
+        .expect("the restarted agent reports the work");
     let after = count_writes(&audit);
     let writes = list_writes(&audit);
     assert_eq!(

@@ -405,14 +405,21 @@ mod tests {
         key.end_entity_cert().expect("leaf").to_vec()
     }
 
-    async fn wait_for(reloads: &CertReloads, outcome: &'static str) {
+    /// Waits until `outcome` was counted `at_least` times: the poller's own
+    /// signal that it looked at the files, instead of a sleep.
+    async fn wait_for(reloads: &CertReloads, outcome: &'static str, at_least: u64) {
         let label = CertReloadLabel {
             listener: "test",
             outcome,
         };
-        while reloads.get_or_create(&label).get() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let counted = async {
+            while reloads.get_or_create(&label).get() < at_least {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), counted)
+            .await
+            .unwrap_or_else(|_| panic!("{outcome} was not counted {at_least} times"));
     }
 
     #[tokio::test]
@@ -429,17 +436,17 @@ mod tests {
         let served_a = leaf(&cert.current());
 
         files(dir.path(), &b);
-        wait_for(&reloads, "reloaded").await;
+        wait_for(&reloads, "reloaded", 1).await;
         let served_b = leaf(&cert.current());
         assert_ne!(served_a, served_b, "B is served after the files change");
 
         // B's certificate with A's key: a mismatch, as while the kubelet
         // has written one file and not yet the other.
         std::fs::write(dir.path().join("tls.key"), &a.key_pem).expect("write");
-        wait_for(&reloads, "failed").await;
+        wait_for(&reloads, "failed", 1).await;
         assert_eq!(leaf(&cert.current()), served_b, "B stays");
         std::fs::write(dir.path().join("tls.crt"), "-----BEGIN CERT").expect("write");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        wait_for(&reloads, "failed", 2).await;
         assert_eq!(leaf(&cert.current()), served_b, "B stays");
     }
 
@@ -489,11 +496,11 @@ mod tests {
                 .is_err()
         );
         std::fs::write(&path, &b.ca_pem).expect("write");
-        wait_for(&reloads, "reloaded").await;
+        wait_for(&reloads, "reloaded", 1).await;
         ca.verify_client_cert(&b_leaf, &[], UnixTime::now())
             .expect("B's CA is trusted now");
         std::fs::write(&path, "garbage").expect("write");
-        wait_for(&reloads, "failed").await;
+        wait_for(&reloads, "failed", 1).await;
         ca.verify_client_cert(&b_leaf, &[], UnixTime::now())
             .expect("B's CA is still trusted");
     }
