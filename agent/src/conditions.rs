@@ -75,11 +75,10 @@ pub fn carry_transition_times(previous: &[v1::Condition], current: &mut [v1::Con
 pub fn carry_work_transition_times(previous: &v1::WorkStatus, current: &mut v1::WorkStatus) {
     carry_transition_times(&previous.conditions, &mut current.conditions);
     for m in &mut current.manifests {
-        let ordinal = m.resource_meta.as_ref().map(|r| r.ordinal);
         if let Some(prev) = previous
             .manifests
             .iter()
-            .find(|p| p.resource_meta.as_ref().map(|r| r.ordinal) == ordinal)
+            .find(|p| same_resource(p.resource_meta.as_ref(), m.resource_meta.as_ref()))
         {
             let values_changed = prev.feedback != m.feedback;
             let now: Vec<i64> = m
@@ -97,6 +96,30 @@ pub fn carry_work_transition_times(previous: &v1::WorkStatus, current: &mut v1::
             }
         }
     }
+}
+
+/// Whether two manifest statuses are about the same object: by resource
+/// identity, not position, so an edit that reorders or swaps manifests does
+/// not hand one object's transition times to another (OCM's rule). A manifest
+/// that could not be parsed has no identity and is matched by ordinal.
+fn same_resource(a: Option<&v1::ResourceMeta>, b: Option<&v1::ResourceMeta>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else {
+        return false;
+    };
+    let identity = |r: &v1::ResourceMeta| {
+        (
+            r.group.clone(),
+            r.version.clone(),
+            r.kind.clone(),
+            r.resource.clone(),
+            r.namespace.clone(),
+            r.name.clone(),
+        )
+    };
+    if a.kind.is_empty() && a.name.is_empty() {
+        return b.kind.is_empty() && b.name.is_empty() && a.ordinal == b.ordinal;
+    }
+    identity(a) == identity(b)
 }
 
 fn now_seconds() -> i64 {
@@ -619,6 +642,54 @@ mod tests {
         assert_eq!(find(PROGRESSING).status, "True");
         assert_eq!(find(DEGRADED).status, "True");
         assert!(find(DEGRADED).message.contains("BackoffLimitExceeded"));
+    }
+
+    #[test]
+    fn transition_times_follow_the_object_not_its_position() {
+        let old_stamp = 5;
+        let applied = |stamp| {
+            let mut c = condition(APPLIED, true, "Applied", "ok", 1);
+            c.last_transition_unix_seconds = stamp;
+            c
+        };
+        let at = |ordinal: i32, kind: &str, name: &str, stamp| v1::ManifestStatus {
+            resource_meta: Some(v1::ResourceMeta {
+                ordinal,
+                kind: kind.into(),
+                name: name.into(),
+                ..Default::default()
+            }),
+            conditions: vec![applied(stamp)],
+            ..Default::default()
+        };
+        let previous = v1::WorkStatus {
+            manifests: vec![
+                at(0, "Deployment", "web", old_stamp),
+                at(1, "ConfigMap", "cfg", old_stamp),
+            ],
+            ..Default::default()
+        };
+        // The edit put a new ServiceAccount where the Deployment was and
+        // moved the ConfigMap.
+        let mut current = v1::WorkStatus {
+            manifests: vec![
+                at(0, "ServiceAccount", "sa", 100),
+                at(1, "Deployment", "other", 100),
+                at(2, "ConfigMap", "cfg", 100),
+            ],
+            ..Default::default()
+        };
+        carry_work_transition_times(&previous, &mut current);
+        let stamps: Vec<i64> = current
+            .manifests
+            .iter()
+            .map(|m| m.conditions[0].last_transition_unix_seconds)
+            .collect();
+        assert_eq!(
+            stamps,
+            vec![100, 100, old_stamp],
+            "only the ConfigMap is the same object"
+        );
     }
 
     #[test]
