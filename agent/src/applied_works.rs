@@ -367,13 +367,20 @@ impl AppliedWorks {
             }
         };
         if record.spec != spec {
+            // A merge patch leaves out what the spec no longer has; an
+            // explicit null removes a deleteOption the work dropped, or its
+            // old orphaning rules would still apply when the work goes.
+            let mut patch = json!({ "spec": spec });
+            match &spec.delete_option {
+                None => patch["spec"]["deleteOption"] = serde_json::Value::Null,
+                Some(option) if option.orphaning_rules.is_empty() => {
+                    patch["spec"]["deleteOption"]["orphaningRules"] = json!([]);
+                }
+                Some(_) => {}
+            }
             record = self
                 .api
-                .patch(
-                    &work.uid,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "spec": spec })),
-                )
+                .patch(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(Self::request("updating", &work.uid))?;
         }
