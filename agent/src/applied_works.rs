@@ -384,19 +384,29 @@ impl AppliedWorks {
                 .await
                 .map_err(Self::request("updating", &work.uid))?;
         }
+        self.call_off_eviction(record).await
+    }
+
+    /// Clears `record`'s eviction start time, if it has one, and returns the
+    /// record as it is afterwards: the hub has the work after all, or
+    /// eviction is off. Fails when the API server refuses the write.
+    pub async fn call_off_eviction(
+        &self,
+        record: AppliedManifestWork,
+    ) -> Result<AppliedManifestWork, AppliedWorksError> {
         if record
             .status
             .as_ref()
-            .is_some_and(|s| s.eviction_start_time.is_some())
+            .is_none_or(|s| s.eviction_start_time.is_none())
         {
-            let patch = json!({ "status": { "evictionStartTime": null } });
-            record = self
-                .api
-                .patch_status(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(Self::request("calling off the eviction of", &work.uid))?;
+            return Ok(record);
         }
-        Ok(record)
+        let name = record.name_any();
+        let patch = json!({ "status": { "evictionStartTime": null } });
+        self.api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(Self::request("calling off the eviction of", &name))
     }
 
     /// Replaces the list of applied objects.

@@ -56,7 +56,8 @@ struct Cli {
     #[arg(long, env = "FERRY_RESYNC_SECONDS", default_value_t = 600)]
     resync_seconds: u64,
     /// Seconds a work the hub does not have (a rebuilt hub, a work removed
-    /// while the hub was away) keeps its objects before they are released.
+    /// while the hub was away) keeps its objects before they are released;
+    /// 100 years (3153600000) or more turns eviction off, as in OCM.
     #[arg(long, env = "FERRY_EVICTION_GRACE_SECONDS", default_value_t = 3600)]
     eviction_grace_seconds: u64,
     /// Seconds passes still running at SIGTERM may take to finish before they

@@ -423,7 +423,13 @@ async fn release(
     }
 }
 
-/// None when the eviction grace period is over, else how long is left.
+/// A grace period this long or longer turns eviction off (OCM's bound): the
+/// objects of works the hub does not have are kept for good, and any
+/// eviction already started is called off.
+pub const EVICTION_OFF_AT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// None when the eviction grace period is over, else how long is left
+/// (forever, with any start time cleared, when eviction is off).
 async fn eviction_due(
     uid: &str,
     shared: &Shared,
@@ -432,6 +438,10 @@ async fn eviction_due(
     let Some(record) = applied.get(uid).await? else {
         return Ok(None);
     };
+    if shared.eviction_grace >= EVICTION_OFF_AT {
+        applied.call_off_eviction(record).await?;
+        return Ok(Some(shared.eviction_grace));
+    }
     let started = applied.start_eviction(&record).await?;
     let elapsed = Timestamp::now().duration_since(started);
     let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);

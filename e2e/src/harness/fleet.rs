@@ -688,6 +688,12 @@ impl Fleet {
         }
     }
 
+    /// Changes the options the agent of spoke `name` starts with next time
+    /// (a restarted agent with other flags); the running agent keeps its own.
+    pub fn set_agent_options(&mut self, name: &str, change: impl FnOnce(&mut AgentOptions)) {
+        change(&mut self.spoke_mut(name).agent_options);
+    }
+
     /// Starts the agent of spoke `name` again, as a fresh process would:
     /// with nothing in memory but what the spoke itself records.
     pub fn start_agent(&mut self, name: &str) {
