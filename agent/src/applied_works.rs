@@ -4,6 +4,7 @@
 //! what to garbage-collect, and which objects `whenDeleted: Leave` saw. Its
 //! UID is what ferry's owner references on applied objects point at.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use ferry_proto::v1;
@@ -336,12 +337,15 @@ impl AppliedWorks {
             .map_err(Self::request("reading", uid))
     }
 
-    /// The record of `work`, created if missing, with its deleteOption
-    /// brought up to date and any eviction called off (the hub has the work).
+    /// The record of `work`, created if missing, with its deleteOption and
+    /// the work's `labels` (as OCM copies them) brought up to date and any
+    /// eviction called off (the hub has the work). Fails when the API server
+    /// refuses a read or write.
     pub async fn ensure(
         &self,
         work: &v1::WorkRef,
         delete_option: Option<&v1::DeleteOption>,
+        labels: &HashMap<String, String>,
     ) -> Result<AppliedManifestWork, AppliedWorksError> {
         let spec = AppliedManifestWorkSpec {
             cluster_name: self.cluster.clone(),
@@ -353,7 +357,9 @@ impl AppliedWorks {
         let mut record = match self.get(&work.uid).await? {
             Some(existing) => existing,
             None => {
-                let fresh = AppliedManifestWork::new(&work.uid, spec.clone());
+                let mut fresh = AppliedManifestWork::new(&work.uid, spec.clone());
+                fresh.metadata.labels =
+                    Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
                 match self.api.create(&PostParams::default(), &fresh).await {
                     Ok(created) => created,
                     // Another pass created it first; use theirs.
@@ -383,6 +389,13 @@ impl AppliedWorks {
                 .patch(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(Self::request("updating", &work.uid))?;
+        }
+        if let Some(patch) = labels_patch(record.metadata.labels.as_ref(), labels) {
+            record = self
+                .api
+                .patch(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(Self::request("copying the work's labels to", &work.uid))?;
         }
         self.call_off_eviction(record).await
     }
@@ -479,6 +492,30 @@ pub fn render_spoke_crd(crd: &CustomResourceDefinition) -> Result<String, serde_
     ))
 }
 
+/// The merge patch that makes a record's labels `wanted` (the work's):
+/// labels the work no longer has are removed with explicit nulls. None when
+/// they already match.
+fn labels_patch(
+    current: Option<&std::collections::BTreeMap<String, String>>,
+    wanted: &HashMap<String, String>,
+) -> Option<serde_json::Value> {
+    let empty = std::collections::BTreeMap::new();
+    let current = current.unwrap_or(&empty);
+    let same =
+        current.len() == wanted.len() && current.iter().all(|(k, v)| wanted.get(k) == Some(v));
+    if same {
+        return None;
+    }
+    let mut labels = serde_json::Map::new();
+    for key in current.keys().filter(|k| !wanted.contains_key(*k)) {
+        labels.insert(key.clone(), serde_json::Value::Null);
+    }
+    for (key, value) in wanted {
+        labels.insert(key.clone(), serde_json::Value::String(value.clone()));
+    }
+    Some(json!({ "metadata": { "labels": labels } }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,6 +533,27 @@ mod tests {
                 "deploy/spoke-crds/{file} is stale: run `cargo run -p ferry-agent -- crds --out deploy/spoke-crds`"
             );
         }
+    }
+
+    #[test]
+    fn labels_the_work_dropped_are_removed_and_matching_labels_send_nothing() {
+        let current: std::collections::BTreeMap<String, String> = [
+            ("app".to_string(), "web".to_string()),
+            ("old".into(), "x".into()),
+        ]
+        .into();
+        let wanted: HashMap<String, String> = [
+            ("app".to_string(), "web".to_string()),
+            ("new".into(), "y".into()),
+        ]
+        .into();
+        assert_eq!(
+            labels_patch(Some(&current), &wanted),
+            Some(json!({"metadata": {"labels": {"app": "web", "old": null, "new": "y"}}}))
+        );
+        let same: HashMap<String, String> = current.clone().into_iter().collect();
+        assert_eq!(labels_patch(Some(&current), &same), None);
+        assert_eq!(labels_patch(None, &HashMap::new()), None);
     }
 
     #[test]

@@ -244,7 +244,7 @@ impl Reconciler {
         // unable to find and delete, so no manifest is applied without one.
         let mut record = self
             .applied
-            .ensure(&work_ref, spec.delete_option.as_ref())
+            .ensure(&work_ref, spec.delete_option.as_ref(), &upsert.labels)
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| {

@@ -173,7 +173,8 @@ impl WorkManager {
     }
 
     /// Takes a new desired state for a work. Ignored when it names no work,
-    /// is not newer than what the worker already has, or the work is being
+    /// is not newer than what the worker already has (newer: a later
+    /// generation, or new labels at the same one), or the work is being
     /// deleted. Calls off an eviction: the hub has the work after all.
     pub async fn upsert(&self, upsert: v1::WorkUpsert) {
         let Some(uid) = upsert
@@ -185,11 +186,17 @@ impl WorkManager {
             return;
         };
         let generation = upsert.generation;
+        let labels = upsert.labels.clone();
         self.steer(
             uid,
             Desired::Apply(Arc::new(upsert)),
             |current| match current {
-                Desired::Apply(held) => generation > held.generation,
+                // Labels change without a new generation; the pass that
+                // follows copies them to the work's record.
+                Desired::Apply(held) => {
+                    generation > held.generation
+                        || (generation == held.generation && labels != held.labels)
+                }
                 Desired::Evict => true,
                 Desired::Delete { .. } => false,
             },

@@ -14,15 +14,17 @@ pub mod v1 {
 }
 
 /// The protocol version this build speaks; sent in Hello and Welcome so that
-/// either side can refuse a peer it does not understand.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// either side can refuse a peer it does not understand. Version 2 added the
+/// work's labels to `WorkUpsert` (a label change alone is sent again to
+/// agents of version 2 or later; version 1 agents ignore the field).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The oldest agent protocol version a hub of this build serves. The policy:
 /// a hub serves agents of its own protocol version and of the one before, so
 /// a fleet upgrades the hub first and then its agents, at their own pace.
 /// Agents older than this, or newer than [`PROTOCOL_VERSION`], are refused
-/// with a message naming both versions. Version 1 is the first, so a hub
-/// speaking 1 has nothing older to serve.
+/// with a message naming both versions. (Were this build at version 1, the
+/// first, it would have nothing older to serve.)
 pub const MIN_AGENT_PROTOCOL_VERSION: u32 = if PROTOCOL_VERSION > 1 {
     PROTOCOL_VERSION - 1
 } else {

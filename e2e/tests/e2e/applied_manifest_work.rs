@@ -1,5 +1,6 @@
 //! The spoke's AppliedManifestWork records what was applied, with UIDs, and
-//! lets a restarted agent finish a deletion (issue 4, item 8).
+//! lets a restarted agent finish a deletion (issue 4, item 8); it carries
+//! the work's labels, as OCM's does.
 
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
@@ -11,6 +12,7 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
 use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,5 +145,63 @@ async fn an_agent_restarted_in_the_middle_of_a_deletion_finishes_it() {
         .await
         .expect("the restarted agent finishes the deletion");
     assert!(config_maps.get_opt("held").await.expect("read").is_none());
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_works_labels_are_copied_to_its_record_and_follow_label_changes() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let mut work = manifest_work(
+        "cluster-a",
+        "labelled",
+        vec![config_map("default", "labelled", json!({"k": "v"}))],
+    );
+    work.labels_mut().insert("app".into(), "web".into());
+    work.labels_mut().insert("stage".into(), "canary".into());
+    let works = fleet.create_work(&work).await.expect("create work");
+    let uid = wait_applied(&works, "labelled")
+        .await
+        .expect("applied")
+        .uid()
+        .expect("uid");
+    let records =
+        fleet
+            .spoke("cluster-a")
+            .api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let labelled = |wanted: serde_json::Value| {
+        move |r: &kube::api::DynamicObject| {
+            serde_json::to_value(&r.metadata.labels).unwrap_or_default() == wanted
+        }
+    };
+    wait_until(
+        &records,
+        &uid,
+        "the work's labels on the record",
+        APPLY_TIMEOUT,
+        labelled(json!({"app": "web", "stage": "canary"})),
+    )
+    .await
+    .expect("labels copied at creation");
+
+    // A label change alone (no new generation), as OCM's test makes it.
+    works
+        .patch(
+            "labelled",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"stage": null, "team": "a"}}})),
+        )
+        .await
+        .expect("relabel the work");
+    wait_until(
+        &records,
+        &uid,
+        "the new labels on the record",
+        APPLY_TIMEOUT,
+        labelled(json!({"app": "web", "team": "a"})),
+    )
+    .await
+    .expect("labels follow the work");
     fleet.stop().await;
 }

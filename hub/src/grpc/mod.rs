@@ -7,6 +7,8 @@ pub mod config;
 pub mod connection_limit;
 /// The start of a stream: the agent's token, its Hello and its protocol.
 pub mod handshake;
+/// What one agent holds: each work's generation and labels as last sent.
+pub mod held;
 /// Who an agent is: its token, reviewed for ferry's audience.
 pub mod identity;
 /// How many unknown tokens one network peer may make the hub review.

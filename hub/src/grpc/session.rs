@@ -1,7 +1,7 @@
 //! One agent's stream: sends the works of its cluster that the agent lacks,
 //! keeps it up to date, and writes the status it reports.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
 use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
+use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
@@ -92,11 +93,7 @@ impl WorkDistributor for Distributor {
 
         let (outbound, outbound_rx) = mpsc::channel::<Queued>(OUTBOUND_QUEUE);
         let (inbound_done, inbound_done_rx) = oneshot::channel();
-        let known: HashMap<String, i64> = hello
-            .known_works
-            .iter()
-            .map(|w| (w.uid.clone(), w.generation))
-            .collect();
+        let known = HeldWorks::from_hello(&hello.known_works, hello.protocol_version);
         let changes = self.index.subscribe(&cluster).await;
         self.metrics.sessions.inc();
         tokio::spawn(push_works(
@@ -284,7 +281,7 @@ impl Pusher {
 
     /// Sends what differs between the index and what the agent holds, updating
     /// `held`. Returns false when the agent is gone.
-    async fn sync_cluster(&mut self, held: &mut HashMap<String, i64>) -> bool {
+    async fn sync_cluster(&mut self, held: &mut HeldWorks) -> bool {
         let works = self.index.works_of(&self.cluster).await;
         let mut present = HashSet::with_capacity(works.len());
         for work in &works {
@@ -298,7 +295,8 @@ impl Pusher {
                 continue;
             }
             self.seen.insert(uid.clone());
-            if held.get(&uid) == Some(&generation) {
+            let labels = labels_digest(work.labels());
+            if !held.is_due(&uid, generation, labels) {
                 continue;
             }
             let upsert = match work_upsert(work) {
@@ -312,14 +310,9 @@ impl Pusher {
                 return false;
             }
             self.metrics.upserts_sent.inc();
-            held.insert(uid, generation);
+            held.sent(uid, generation, labels);
         }
-        let gone: Vec<String> = held
-            .keys()
-            .filter(|uid| !present.contains(*uid))
-            .cloned()
-            .collect();
-        for uid in gone {
+        for uid in held.missing_from(&present) {
             held.remove(&uid);
             // The agent reported it gone, which let the work go.
             if self.deleting.remove(&uid) {
@@ -348,16 +341,11 @@ impl Pusher {
     /// A deleted work: the agent that holds it is told once to release it;
     /// one that never got it has nothing to release, so the hub lets the work
     /// go itself. Returns false when the agent is gone.
-    async fn sync_deleted(
-        &mut self,
-        work: &ManifestWork,
-        uid: &str,
-        held: &HashMap<String, i64>,
-    ) -> bool {
+    async fn sync_deleted(&mut self, work: &ManifestWork, uid: &str, held: &HeldWorks) -> bool {
         if !awaits_release(work) {
             return true;
         }
-        if !held.contains_key(uid) {
+        if !held.contains(uid) {
             if let Err(error) = self.deletion.release(work).await {
                 warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot let a deleted work go");
             }
@@ -377,7 +365,7 @@ impl Pusher {
 
 async fn push_works(
     mut pusher: Pusher,
-    mut held: HashMap<String, i64>,
+    mut held: HeldWorks,
     mut changes: watch::Receiver<u64>,
     mut inbound_done: oneshot::Receiver<()>,
     mut stopping: watch::Receiver<bool>,

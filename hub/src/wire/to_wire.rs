@@ -35,6 +35,11 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
                 .collect(),
             executor: work.spec.executor.as_ref().map(executor),
         }),
+        labels: work
+            .labels()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     })
 }
 

@@ -155,6 +155,7 @@ mod tests {
                 ],
                 ..Default::default()
             }),
+            ..Default::default()
         }
     }
 
