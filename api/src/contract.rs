@@ -14,6 +14,12 @@ pub const WORK_GROUP: &str = "work.ferry.dev";
 /// API group of Placement and PlacementDecision.
 pub const CLUSTER_GROUP: &str = "cluster.ferry.dev";
 
+/// The RBAC verb on `manifestworks` (group [`WORK_GROUP`]) a requester
+/// needs to write a work, or a replica set, naming an executor; the
+/// resource name checked is the executor's user name,
+/// `system:serviceaccount:<namespace>:<name>` (OCM's rule, in ferry's group).
+pub const EXECUTE_AS_VERB: &str = "execute-as";
+
 /// Label on a PlacementDecision naming its Placement.
 pub const PLACEMENT_LABEL: &str = "cluster.ferry.dev/placement";
 /// Label on a PlacementDecision holding its decision group's index.

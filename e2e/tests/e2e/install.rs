@@ -781,15 +781,27 @@ fn used(grant: &Grant, requests: &[Request]) -> bool {
 
 /// Grants of the hub's roles the core path does not use, each with the rare
 /// path that does. Keep it short: every entry is a right no test exercises.
-const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[(
-    "work.ferry.dev",
-    "manifestworks",
-    "delete",
-    // hub/src/work_ttl.rs deletes a work only once it is Complete and its
-    // deleteOption.ttlSecondsAfterFinished ran out; the core path sets no
-    // TTL (e2e/tests/e2e/work_completion.rs uses it).
-    "deleting a completed work after its ttlSecondsAfterFinished",
-)];
+const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
+    (
+        "work.ferry.dev",
+        "manifestworks",
+        "delete",
+        // hub/src/work_ttl.rs deletes a work only once it is Complete and its
+        // deleteOption.ttlSecondsAfterFinished ran out; the core path sets no
+        // TTL (e2e/tests/e2e/work_completion.rs uses it).
+        "deleting a completed work after its ttlSecondsAfterFinished",
+    ),
+    (
+        "work.ferry.dev",
+        "manifestworks",
+        "execute-as",
+        // Not a request: the executor admission policy asks the API server's
+        // authorizer whether the hub may name an executor when the
+        // replica-set controller writes a work whose template names one
+        // (e2e/tests/e2e/executor_authorization.rs); the core path names none.
+        "writing generated works whose template names an executor",
+    ),
+];
 
 /// Grants of the agent's fixed rules the core path does not use, each with
 /// the path that does.

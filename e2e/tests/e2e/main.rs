@@ -22,6 +22,7 @@ mod drift;
 mod drift_report;
 mod eviction;
 mod executor;
+mod executor_authorization;
 mod field_managers;
 mod fleet_admission;
 mod fleet_scale;

@@ -15,8 +15,12 @@
 //!   message lists all problems at once when it is up).
 //! - [`review`]: the decision for one `AdmissionReview` and its route.
 //! - [`policy`]: the admission policy (duplicate manifests).
+//! - [`executor_policy`]: who may name an executor (`execute-as`, asked of
+//!   the API server's authorizer).
 //! - [`webhook`]: the webhook's registration and server.
 
+/// Who may name an executor: a policy asking the API server's authorizer.
+pub mod executor_policy;
 /// The admission policy the API server runs itself (duplicate manifests).
 pub mod policy;
 /// The decision for one `AdmissionReview`, and its route.

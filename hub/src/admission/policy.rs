@@ -20,6 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
+use super::executor_policy::{EXECUTOR_POLICY_NAME, executor_binding, executor_policy};
 use super::webhook::SPEC_WRITTEN;
 use ferry_api::contract::WORK_GROUP;
 use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
@@ -131,7 +132,8 @@ pub fn binding() -> ValidatingAdmissionPolicyBinding {
     }
 }
 
-/// Server-side applies [`policy`] and [`binding`]. Fails when the API
+/// Server-side applies [`policy`] and [`binding`], then the executor policy
+/// and its binding ([`super::executor_policy`]). Fails when the API
 /// server refuses either (RBAC: the hub needs `patch` on
 /// `validatingadmissionpolicies` and `validatingadmissionpolicybindings`,
 /// and `create` when an apply creates one;
@@ -145,6 +147,20 @@ pub async fn install_policy(client: &kube::Client) -> Result<(), kube::Error> {
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     bindings
         .patch(POLICY_NAME, &params, &Patch::Apply(&binding()))
+        .await?;
+    policies
+        .patch(
+            EXECUTOR_POLICY_NAME,
+            &params,
+            &Patch::Apply(&executor_policy()),
+        )
+        .await?;
+    bindings
+        .patch(
+            EXECUTOR_POLICY_NAME,
+            &params,
+            &Patch::Apply(&executor_binding()),
+        )
         .await?;
     Ok(())
 }
