@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferry_api::contract::CLEANUP_FINALIZER;
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateStrategyType};
 use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
@@ -316,7 +317,7 @@ fn report(work: &ManifestWork, uid: &str, generation: i64, reason: &str) -> v1::
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_older_session_cannot_write_an_older_generation_over_a_newer_one() {
+async fn reports_of_an_older_generation_a_future_one_or_another_work_are_dropped_as_stale() {
     let fleet = Fleet::start(FleetOptions {
         tls: false,
         ..FleetOptions::with_spokes(&[CLUSTER])
@@ -511,5 +512,90 @@ async fn a_gone_whose_release_is_refused_lets_the_work_go_once_the_hub_may() {
         "work released {:?} after the hub's right was restored",
         restored.elapsed()
     );
+    fleet.stop().await;
+}
+
+async fn session_of(clusters: &Api<ManagedCluster>) -> String {
+    let cluster = clusters.get(CLUSTER).await.expect("read cluster");
+    cluster.status.map(|s| s.session_id).unwrap_or_default()
+}
+
+async fn wait_new_session(clusters: &Api<ManagedCluster>, previous: &str) {
+    let previous = previous.to_string();
+    wait_until(
+        clusters,
+        CLUSTER,
+        "a newer session",
+        APPLY_TIMEOUT,
+        move |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.connected && s.session_id != previous)
+        },
+    )
+    .await
+    .expect("the hub records the newer session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_older_than_the_clusters_newest_cannot_write_its_status() {
+    let mut fleet = Fleet::start(FleetOptions {
+        tls: false,
+        ..FleetOptions::with_spokes(&[CLUSTER])
+    })
+    .await
+    .expect("fleet starts");
+    let metrics = fleet.hub_probes_addr;
+    let work = manifest_work(
+        CLUSTER,
+        "sessions",
+        vec![config_map("default", "sessions", json!({"v": "1"}))],
+    );
+    let works = fleet.create_work(&work).await.expect("create");
+    let applied = wait_applied(&works, "sessions").await.expect("applied");
+    let uid = applied.uid().expect("uid");
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+
+    // A second session of the cluster opens (with the cluster's real token)
+    // and is the newest for a moment; then the agent restarts, and its new
+    // session is newer still.
+    let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
+        .await
+        .expect("token");
+    let before = session_of(&clusters).await;
+    let older = raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
+    wait_new_session(&clusters, &before).await;
+    let raw = session_of(&clusters).await;
+    fleet.stop_agent(CLUSTER).await;
+    fleet.start_agent(CLUSTER);
+    wait_new_session(&clusters, &raw).await;
+    let settled = works.get("sessions").await.expect("read");
+
+    // The older session reports the current generation with another
+    // status: only the order of sessions can keep it out.
+    let superseded = r#"ferry_hub_status_reports_total{outcome="superseded"}"#;
+    let before = metric(metrics, superseded).await;
+    older
+        .send(v1::AgentMessage {
+            body: Some(agent_message::Body::Status(report(
+                &settled,
+                &uid,
+                1,
+                "OlderSession",
+            ))),
+        })
+        .await
+        .expect("the older session is still open");
+    wait_metric(metrics, superseded, |v| v > before).await;
+    let live = works.get("sessions").await.expect("read");
+    assert_eq!(
+        live.status, settled.status,
+        "the newest session's status stands"
+    );
+    assert_eq!(
+        work_condition(&live, "Applied").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    drop(older);
     fleet.stop().await;
 }
