@@ -6,6 +6,13 @@
 //! orphan it). Answers are cached for [`ANSWER_TTL`], so a work re-applied
 //! often costs no more reviews, and a grant or revocation is seen within
 //! that time.
+//!
+//! A Role, ClusterRole or binding can grant rights: the agent writes with
+//! its own identity, so the API server's escalation and bind checks would
+//! judge the agent, not the executor. For those kinds the agent also makes a
+//! dry-run create impersonating the executor (OCM's check), so the spoke's
+//! API server runs RBAC's `escalate` and `bind` rules against the executor:
+//! forbidden means the executor may not grant what the object grants.
 
 use std::time::Duration;
 
@@ -59,6 +66,21 @@ pub enum ExecutorError {
         /// The verbs refused, comma-separated.
         verbs: String,
     },
+    /// The object is RBAC and the executor may not grant what it grants
+    /// (it holds neither the rights nor `escalate` / `bind`).
+    #[error(
+        "not allowed to apply the resource {resource} {object}: ServiceAccount {account} may not grant what it grants (permission escalation; it needs the rights itself, or escalate on roles / bind on bindings): {message}"
+    )]
+    Escalation {
+        /// `resource.group`, e.g. `roles.rbac.authorization.k8s.io`.
+        resource: String,
+        /// `namespace/name`, or `name` for cluster-scoped objects.
+        object: String,
+        /// `namespace/name` of the ServiceAccount.
+        account: String,
+        /// What the API server said.
+        message: String,
+    },
     /// The SubjectAccessReview itself failed (the spoke is unreachable, or
     /// the agent may not create reviews).
     #[error("cannot ask the cluster whether the executor may apply {object}: {message}")]
@@ -76,7 +98,9 @@ impl ExecutorError {
     /// may not apply it; ferry's own for the others.
     pub fn reason(&self) -> &'static str {
         match self {
-            ExecutorError::NotAllowed { .. } => "AppliedManifestFailed",
+            ExecutorError::NotAllowed { .. } | ExecutorError::Escalation { .. } => {
+                "AppliedManifestFailed"
+            }
             ExecutorError::Required => "ExecutorRequired",
             ExecutorError::UnsupportedSubject(_) | ExecutorError::MissingServiceAccount => {
                 "InvalidExecutor"
@@ -90,7 +114,9 @@ impl ExecutorError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ExecutorError::NotAllowed { .. } | ExecutorError::Review { .. }
+            ExecutorError::NotAllowed { .. }
+                | ExecutorError::Escalation { .. }
+                | ExecutorError::Review { .. }
         )
     }
 }
@@ -108,6 +134,9 @@ pub struct Target<'a> {
     pub namespace: &'a str,
     /// Object name.
     pub name: &'a str,
+    /// The manifest as the work gives it, for the escalation check of RBAC
+    /// objects.
+    pub manifest: &'a serde_json::Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -203,22 +232,78 @@ impl ExecutorCheck {
                 refused.push(verb);
             }
         }
-        if refused.is_empty() {
-            return Ok(());
+        let account = format!(
+            "{}/{}",
+            executor.service_account_namespace, executor.service_account_name
+        );
+        if !refused.is_empty() {
+            return Err(ExecutorError::NotAllowed {
+                resource: describe_resource(&target),
+                object: describe_object(&target),
+                account,
+                verbs: refused.join(", "),
+            });
         }
-        Err(ExecutorError::NotAllowed {
-            resource: if target.group.is_empty() {
-                target.resource.to_string()
-            } else {
-                format!("{}.{}", target.resource, target.group)
-            },
-            object: describe_object(&target),
-            account: format!(
-                "{}/{}",
-                executor.service_account_namespace, executor.service_account_name
-            ),
-            verbs: refused.join(", "),
-        })
+        if grants_rights(&target) {
+            self.check_escalation(executor, &target, account).await?;
+        }
+        Ok(())
+    }
+
+    /// A dry-run create of the RBAC object impersonating the executor: the
+    /// API server refuses it when the executor may not grant what it
+    /// grants. AlreadyExists means the escalation check passed (it runs
+    /// before the existence check), as OCM reads it.
+    async fn check_escalation(
+        &self,
+        executor: &v1::Executor,
+        target: &Target<'_>,
+        account: String,
+    ) -> Result<(), ExecutorError> {
+        let review_failed = |message: String| ExecutorError::Review {
+            object: describe_object(target),
+            message,
+        };
+        let mut object = target.manifest.clone();
+        if !target.namespace.is_empty() {
+            object["metadata"]["namespace"] = serde_json::Value::from(target.namespace);
+        }
+        let path = if target.namespace.is_empty() {
+            format!(
+                "/apis/{}/{}/{}",
+                target.group, target.version, target.resource
+            )
+        } else {
+            format!(
+                "/apis/{}/{}/namespaces/{}/{}",
+                target.group, target.version, target.namespace, target.resource
+            )
+        };
+        let body = serde_json::to_vec(&object).map_err(|e| review_failed(e.to_string()))?;
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let mut request = kube::core::Request::new(path)
+            .create(&params, body)
+            .map_err(|e| review_failed(e.to_string()))?;
+        let user = format!(
+            "system:serviceaccount:{}:{}",
+            executor.service_account_namespace, executor.service_account_name
+        );
+        let user = http::HeaderValue::from_str(&user).map_err(|e| review_failed(e.to_string()))?;
+        request.headers_mut().insert("Impersonate-User", user);
+        match self.client.request::<serde_json::Value>(request).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 403 => Err(ExecutorError::Escalation {
+                resource: describe_resource(target),
+                object: describe_object(target),
+                account,
+                message: status.message,
+            }),
+            Err(other) => Err(review_failed(other.to_string())),
+        }
     }
 
     async fn ask(&self, question: &Question) -> Result<bool, kube::Error> {
@@ -257,6 +342,24 @@ fn review_of(question: &Question) -> SubjectAccessReview {
             ..Default::default()
         },
         ..Default::default()
+    }
+}
+
+/// Whether the object can grant rights: Roles, ClusterRoles and their
+/// bindings.
+fn grants_rights(target: &Target<'_>) -> bool {
+    target.group == "rbac.authorization.k8s.io"
+        && matches!(
+            target.resource,
+            "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings"
+        )
+}
+
+fn describe_resource(target: &Target<'_>) -> String {
+    if target.group.is_empty() {
+        target.resource.to_string()
+    } else {
+        format!("{}.{}", target.resource, target.group)
     }
 }
 

@@ -484,6 +484,7 @@ impl Reconciler {
                     resource: &resource.plural,
                     namespace: &namespace,
                     name: &identity.name,
+                    manifest: value,
                 },
                 deletes,
             )

@@ -6,6 +6,8 @@
 //! rights later lets it apply without any change to the work. A work that
 //! deletes its objects needs `delete` too, an orphaning one does not. An
 //! agent run with `--require-executor` refuses works without an executor.
+//! An executor cannot grant, through a Role or binding, rights it holds
+//! neither itself nor through `escalate` / `bind` (OCM's escalation case).
 
 use ferry_api::manifest_work::{
     DeleteOption, ExecutorSubjectType, ManifestWork, ManifestWorkExecutor,
@@ -278,5 +280,141 @@ async fn an_agent_that_requires_an_executor_refuses_works_without_one() {
     wait_applied(&works, "named")
         .await
         .expect("a work with an executor applies");
+    fleet.stop().await;
+}
+
+/// Lets the executor `verbs` on `resources` of the RBAC group in `namespace`
+/// (Role and RoleBinding named `name`).
+async fn grant_rbac(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    resources: &[&str],
+    verbs: &[&str],
+) {
+    let meta = ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        ..Default::default()
+    };
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    roles
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: meta.clone(),
+                rules: Some(vec![PolicyRule {
+                    api_groups: Some(vec!["rbac.authorization.k8s.io".into()]),
+                    resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+                    verbs: verbs.iter().map(|v| v.to_string()).collect(),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .expect("create role");
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    bindings
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: meta,
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: name.into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: ACCOUNT.into(),
+                    namespace: Some(ACCOUNT_NAMESPACE.into()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .expect("create role binding");
+}
+
+fn cm_role(verbs: &[&str]) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "role-cm-creator", "namespace": "escalation"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]})
+}
+
+#[tokio::test]
+async fn an_executor_without_escalate_cannot_widen_a_role_and_can_once_granted() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    let admin = fleet.spoke(CLUSTER).client.clone();
+    prepare_spoke(&admin).await;
+    create_namespace(&admin, "escalation").await;
+    // OCM's escalation case: the executor may write Roles and RoleBindings
+    // but holds neither escalate nor bind, and a Role exists with less.
+    grant_rbac(
+        &admin,
+        "escalation",
+        "rbac-writer",
+        &["roles", "rolebindings"],
+        &["get", "create", "update", "patch", "delete"],
+    )
+    .await;
+    let existing: Role = serde_json::from_value(cm_role(&["get", "list"])).expect("role");
+    Api::<Role>::namespaced(admin.clone(), "escalation")
+        .create(&PostParams::default(), &existing)
+        .await
+        .expect("the existing role");
+    let widened = cm_role(&["create", "update", "patch", "get", "list", "delete"]);
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "cm-creators", "namespace": "escalation"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "role-cm-creator"},
+        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ACCOUNT_NAMESPACE}]});
+    let mut work = manifest_work(CLUSTER, "widen", vec![widened, binding]);
+    work.spec.executor = Some(executor());
+    let works = fleet.create_work(&work).await.expect("create work");
+    let refused = |w: &ManifestWork, ordinal| {
+        manifest_condition(w, ordinal, "Applied")
+            .is_some_and(|c| c.status == "False" && c.reason == "AppliedManifestFailed")
+    };
+    let reported = wait_until(&works, "widen", "both refused", APPLY_TIMEOUT, |w| {
+        refused(w, 0) && refused(w, 1)
+    })
+    .await
+    .expect("the escalation is refused");
+    let message = &manifest_condition(&reported, 0, "Applied")
+        .expect("Applied")
+        .message;
+    assert!(
+        message.contains("permission escalation")
+            && message.contains(&format!("{ACCOUNT_NAMESPACE}/{ACCOUNT}")),
+        "the refusal names the executor and the escalation: {message}"
+    );
+    let roles =
+        fleet
+            .spoke(CLUSTER)
+            .api("rbac.authorization.k8s.io/v1", "Role", Some("escalation"));
+    assert_eq!(
+        read_json(&roles, "role-cm-creator").await["rules"][0]["verbs"],
+        json!(["get", "list"]),
+        "the Role keeps its verbs"
+    );
+
+    // With escalate and bind the same work applies, unchanged.
+    grant_rbac(
+        &admin,
+        "escalation",
+        "rbac-escalator",
+        &["roles"],
+        &["escalate", "bind"],
+    )
+    .await;
+    wait_applied(&works, "widen")
+        .await
+        .expect("applied once the executor may escalate and bind");
+    assert_eq!(
+        read_json(&roles, "role-cm-creator").await["rules"][0]["verbs"],
+        json!(["create", "update", "patch", "get", "list", "delete"])
+    );
     fleet.stop().await;
 }

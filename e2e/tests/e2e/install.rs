@@ -824,6 +824,14 @@ const AGENT_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // Only works that name an executor ask the cluster.
         "works with spec.executor (e2e/tests/e2e/executor.rs)",
     ),
+    (
+        "",
+        "serviceaccounts",
+        "impersonate",
+        // Only an executor work carrying a Role, ClusterRole or binding is
+        // dry-run created as its executor (escalation check).
+        "executor works with RBAC objects (e2e/tests/e2e/executor.rs)",
+    ),
 ];
 
 fn unused<'a>(
