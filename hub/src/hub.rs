@@ -20,6 +20,7 @@ use crate::grpc::connection_limit::limit_connections;
 use crate::grpc::identity::AgentAuthenticator;
 use crate::grpc::session::Distributor;
 use crate::grpc::tls::{server_config, tls_incoming};
+use crate::leader::{LeaderElection, LeaderError, elect, while_leading};
 use crate::metrics::HubMetrics;
 use crate::probes;
 use crate::status::writer::StatusWriter;
@@ -43,6 +44,9 @@ pub enum HubError {
     /// The admission webhook failed.
     #[error("admission webhook: {0}")]
     Admission(#[from] AdmissionError),
+    /// Leader election could not start.
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
 }
 
 /// Listeners and tunables of one hub replica.
@@ -55,6 +59,9 @@ pub struct HubListeners {
     pub probes: Option<TcpListener>,
     /// The ManifestWork admission webhook, if this replica serves it.
     pub admission: Option<AdmissionOptions>,
+    /// Leader election among replicas; None runs every controller here
+    /// (one replica).
+    pub leader_election: Option<LeaderElection>,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -95,13 +102,35 @@ pub async fn run_hub(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let leading = match &listeners.leader_election {
+        Some(election) => Some(elect(client.clone(), election).await?),
+        None => None,
+    };
+    if let Some(mut leading) = leading.clone() {
+        // Ends with the hub: the Lease is released once every receiver of
+        // the election is dropped.
+        let gauge = metrics.leader.clone();
+        let mut stopping = stop_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                gauge.set(i64::from(*leading.borrow_and_update()));
+                tokio::select! {
+                    changed = leading.changed() => if changed.is_err() { break },
+                    _ = stopping.wait_for(|s| *s) => break,
+                }
+            }
+            gauge.set(0);
+        });
+    }
     let deletion = WorkDeletion::new(client.clone(), events.clone());
     let liveness = ClusterLiveness::new(client.clone());
-    let sweeper = run_liveness_sweeper(
-        liveness.clone(),
-        session.heartbeat_interval,
-        session.heartbeat_interval * 5,
-        stopped(stop_rx.clone()),
+    let heartbeat = session.heartbeat_interval;
+    let swept = liveness.clone();
+    let sweeper = while_leading(
+        leading.clone(),
+        stop_rx.clone(),
+        "liveness sweep",
+        move |stop| run_liveness_sweeper(swept.clone(), heartbeat, heartbeat * 5, stop),
     );
     let auth = Arc::new(
         AgentAuthenticator::new(client.clone(), session.auth.clone())
@@ -171,10 +200,13 @@ pub async fn run_hub(
     };
     let probes = async {
         match listeners.probes {
-            Some(listener) => axum::serve(listener, probes::router(index.clone(), registry))
-                .with_graceful_shutdown(stopped(stop_rx.clone()))
-                .await
-                .map_err(HubError::Probes),
+            Some(listener) => axum::serve(
+                listener,
+                probes::router(index.clone(), registry, leading.clone()),
+            )
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .await
+            .map_err(HubError::Probes),
             None => Ok(()),
         }
     };
@@ -194,25 +226,34 @@ pub async fn run_hub(
             None => Ok(()),
         }
     };
-    let deletion_controller = run_deletion_controller(
-        client.clone(),
-        WorkDeletion::new(client.clone(), events),
-        metrics.clone(),
-        stopped(stop_rx.clone()),
-    );
-    let ttl_controller =
-        run_ttl_controller(client.clone(), metrics.clone(), stopped(stop_rx.clone()));
+    // The controllers that must run once run in the leading replica only.
+    let deletion_controller = while_leading(leading.clone(), stop_rx.clone(), "deletion", |stop| {
+        run_deletion_controller(
+            client.clone(),
+            WorkDeletion::new(client.clone(), events.clone()),
+            metrics.clone(),
+            stop,
+        )
+    });
+    let ttl_controller = while_leading(leading.clone(), stop_rx.clone(), "ttl", |stop| {
+        run_ttl_controller(client.clone(), metrics.clone(), stop)
+    });
     let placement_controller =
-        crate::placement::run_placement_controller(client.clone(), stopped(stop_rx.clone()));
-    let taint_controller =
-        crate::clusters::taints::run_taint_controller(client.clone(), stopped(stop_rx.clone()));
+        while_leading(leading.clone(), stop_rx.clone(), "placement", |stop| {
+            crate::placement::run_placement_controller(client.clone(), stop)
+        });
+    let taint_controller = while_leading(leading.clone(), stop_rx.clone(), "taints", |stop| {
+        crate::clusters::taints::run_taint_controller(client.clone(), stop)
+    });
     let replica_set_controller =
-        crate::replica_set::run_replica_set_controller(client.clone(), stopped(stop_rx.clone()));
+        while_leading(leading.clone(), stop_rx.clone(), "replica sets", |stop| {
+            crate::replica_set::run_replica_set_controller(client.clone(), stop)
+        });
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
         tokio::select! {
-            () = index.clone().run(client, metrics.clone()) => Ok(()),
+            () = index.clone().run(client.clone(), metrics.clone()) => Ok(()),
             () = stopped(stop_rx.clone()) => Ok(()),
         }
     };

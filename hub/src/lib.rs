@@ -17,6 +17,9 @@ pub mod grpc;
 pub mod hub;
 /// Joining a cluster: the hub side, the spoke side, both, and accepting it.
 pub mod join;
+/// Leader election: the controllers that must run once run in the replica
+/// holding a Lease.
+pub mod leader;
 /// Prometheus metrics of the hub.
 pub mod metrics;
 /// Placement: choosing clusters and writing PlacementDecisions.

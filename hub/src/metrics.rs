@@ -140,6 +140,9 @@ pub struct WorkLabel {
 pub struct HubMetrics {
     /// Agent sessions currently open on this replica.
     pub sessions: Gauge,
+    /// 1 while this replica holds the leader Lease (runs the controllers
+    /// that must run once), else 0.
+    pub leader: Gauge,
     /// Work upserts sent to agents.
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
@@ -184,6 +187,7 @@ impl Default for HubMetrics {
     fn default() -> Self {
         Self {
             sessions: Gauge::default(),
+            leader: Gauge::default(),
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
@@ -220,6 +224,11 @@ impl HubMetrics {
             "agent_sessions",
             "Open agent sessions",
             self.sessions.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            self.leader.clone(),
         );
         registry.register(
             "work_upserts_sent",

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 
 use crate::works::index::WorkIndex;
 
@@ -15,23 +16,37 @@ use crate::works::index::WorkIndex;
 struct ProbeState {
     index: Arc<WorkIndex>,
     registry: Arc<Registry>,
+    leading: Option<watch::Receiver<bool>>,
 }
 
 /// The probe and metrics router. Ready means the work index holds a full list,
-/// so a new replica takes no agents before it can serve them correctly.
-pub fn router(index: Arc<WorkIndex>, registry: Arc<Registry>) -> Router {
+/// so a new replica takes no agents before it can serve them correctly; the
+/// body says whether this replica leads (`leading` is None without leader
+/// election).
+pub fn router(
+    index: Arc<WorkIndex>,
+    registry: Arc<Registry>,
+    leading: Option<watch::Receiver<bool>>,
+) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(ProbeState { index, registry })
+        .with_state(ProbeState {
+            index,
+            registry,
+            leading,
+        })
 }
 
 async fn readyz(State(state): State<ProbeState>) -> (StatusCode, &'static str) {
-    if state.index.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "work index not synced")
+    if !state.index.is_ready() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "work index not synced");
+    }
+    match state.leading.as_ref().map(|l| *l.borrow()) {
+        None => (StatusCode::OK, "ok"),
+        Some(true) => (StatusCode::OK, "ok: leader"),
+        Some(false) => (StatusCode::OK, "ok: follower"),
     }
 }
 

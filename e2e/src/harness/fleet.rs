@@ -19,6 +19,7 @@ use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::grpc::config::GrpcTls;
 use ferry_hub::hub::{HubListeners, run_hub};
 use ferry_hub::join::hub_side::{JoinError, join_cluster};
+use ferry_hub::leader::LeaderElection;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -382,6 +383,27 @@ impl FleetTls {
     }
 }
 
+/// Name and namespace of the Lease the fleet's hub replicas elect a leader
+/// with.
+pub const LEADER_LEASE: (&str, &str) = ("default", "ferry-hub");
+
+/// How long the fleet's leader Lease holds without renewal: short, so a
+/// test that kills the leader sees the handover quickly.
+pub const LEADER_LEASE_DURATION: Duration = Duration::from_secs(6);
+
+/// Leader election for replica `index` of `replicas`: none for a single
+/// replica (it runs every controller), else the fleet's Lease, with the
+/// replica named `replica-<index>`.
+fn leader_election(replicas: usize, index: usize) -> Option<LeaderElection> {
+    (replicas > 1).then(|| LeaderElection {
+        lease_name: LEADER_LEASE.1.into(),
+        namespace: LEADER_LEASE.0.into(),
+        identity: format!("replica-{index}"),
+        lease_duration: LEADER_LEASE_DURATION,
+        renew_before: LEADER_LEASE_DURATION / 3,
+    })
+}
+
 /// Starts the hub replicas beyond the first (`replicas` counts them all).
 async fn start_more_replicas(
     replicas: usize,
@@ -391,7 +413,7 @@ async fn start_more_replicas(
     session: &ferry_hub::grpc::config::SessionConfig,
 ) -> Result<Vec<Replica>, FleetError> {
     let mut started = Vec::new();
-    for _ in 1..replicas.max(1) {
+    for index in 1..replicas.max(1) {
         let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
@@ -401,6 +423,7 @@ async fn start_more_replicas(
             grpc_tls: tls.grpc.clone(),
             probes: None,
             admission: None,
+            leader_election: leader_election(replicas, index),
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -584,6 +607,7 @@ impl Fleet {
             grpc_tls: tls.grpc.clone(),
             probes: Some(probes),
             admission: None,
+            leader_election: leader_election(options.hub_replicas, 0),
         };
         let webhook = if options.admission {
             Some(Webhook::new().await?)
@@ -810,6 +834,7 @@ impl Fleet {
                 grpc_tls: self.grpc_tls.clone(),
                 probes: Some(probes),
                 admission: None,
+                leader_election: leader_election(self.replicas.len() + 1, 0),
             };
             self.hub_run = Some(
                 spawn_hub(

@@ -210,6 +210,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
             failure_policy: FailurePolicy::default(),
         }),
+        leader_election: None,
     };
     let session = SessionConfig {
         heartbeat_interval: Duration::from_secs(1),

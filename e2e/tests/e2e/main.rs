@@ -41,6 +41,7 @@ mod image;
 mod install;
 mod join_both_sides;
 mod kubectl_plugin;
+mod leader_election;
 mod liveness;
 mod manifest_config_matching;
 mod mixed_kinds;

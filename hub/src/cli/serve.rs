@@ -17,6 +17,7 @@ use ferry_hub::crds::install_crds;
 use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
 use ferry_hub::grpc::identity::AuthOptions;
 use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::leader::LeaderElection;
 use tokio::net::TcpListener;
 
 /// Arguments of `ferry-hub serve`.
@@ -134,6 +135,30 @@ pub struct ServeArgs {
     /// writes) opens, and the memory those connections hold.
     #[arg(long, env = "FERRY_HUB_API_CONCURRENCY", default_value_t = DEFAULT_API_CONCURRENCY)]
     pub hub_api_concurrency: usize,
+    /// Namespace of the leader Lease (the hub's own). Set, replicas elect a
+    /// leader that alone runs the placement, taint, replica-set, TTL,
+    /// deletion and liveness-sweep controllers; every replica serves agents.
+    /// Unset, this replica runs them all (run one replica only).
+    #[arg(long, env = "FERRY_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(long, env = "FERRY_LEADER_ELECTION_LEASE", default_value = "ferry-hub")]
+    pub leader_election_lease: String,
+    /// Seconds the Lease holds without renewal: the longest the controllers
+    /// stay stopped after a leader dies (a leader that stops cleanly hands
+    /// over at once). It is renewed a third of this before it ends.
+    #[arg(long, env = "FERRY_LEADER_LEASE_SECONDS", default_value_t = 15)]
+    pub leader_lease_seconds: u64,
+}
+
+/// This replica's name in the leader Lease: the pod name (`POD_NAME` from
+/// the downward API, else the hostname Kubernetes sets to it), else a
+/// random one so two local replicas never share it.
+fn replica_identity() -> String {
+    ["POD_NAME", "HOSTNAME"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| format!("ferry-hub-{:016x}", rand::random::<u64>()))
 }
 
 /// Runs the hub until a shutdown signal. Fails when the TLS flags are
@@ -169,7 +194,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tcp_keepalive_seconds,
         max_connections,
         hub_api_concurrency,
+        leader_election_namespace,
+        leader_election_lease,
+        leader_lease_seconds,
     } = args;
+    let leader_election = leader_election_namespace.map(|namespace| {
+        let lease_duration = Duration::from_secs(leader_lease_seconds.max(3));
+        LeaderElection {
+            lease_name: leader_election_lease,
+            namespace,
+            identity: replica_identity(),
+            lease_duration,
+            renew_before: lease_duration / 3,
+        }
+    });
     // The files are followed: a rotated certificate (cert-manager
     // renewing the Secret) is served without a restart.
     let reload_interval = Duration::from_secs(cert_reload_seconds.max(1));
@@ -189,6 +227,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         install_crds(&client).await?;
     }
     let listeners = HubListeners {
+        leader_election,
         grpc: TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?,
