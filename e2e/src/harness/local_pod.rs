@@ -1,7 +1,8 @@
 //! A chart's Deployment run as local processes, as a kubelet would start its
 //! container: the Secret volumes are written to a directory and the
 //! arguments' mount paths point there, `env` is resolved (values and
-//! `secretKeyRef`s), and the container's identity is a kubeconfig holding
+//! `secretKeyRef`s, the pod's name and namespace from the downward API),
+//! and the container's identity is a kubeconfig holding
 //! only a token minted for the pod's ServiceAccount (TokenRequest), so the
 //! process has exactly the rights RBAC gives that ServiceAccount.
 //!
@@ -217,8 +218,16 @@ pub async fn local_container(
         let name = var["name"]
             .as_str()
             .ok_or(LocalPodError::Missing("env name"))?;
+        let field = var["valueFrom"]["fieldRef"]["fieldPath"].as_str();
         let value = match (var["value"].as_str(), &var["valueFrom"]["secretKeyRef"]) {
             (Some(value), _) => value.to_string(),
+            // The downward API: the pod's name and namespace, as the kubelet
+            // would give them (a pod of the Deployment, named after it).
+            (None, _) if field == Some("metadata.name") => format!(
+                "{}-local",
+                deployment["metadata"]["name"].as_str().unwrap_or("pod")
+            ),
+            (None, _) if field == Some("metadata.namespace") => namespace.to_string(),
             (None, key_ref) => {
                 let secret = key_ref["name"]
                     .as_str()

@@ -55,6 +55,7 @@ mod placement;
 mod preauth_limits;
 mod progressive_rollout;
 mod protocol_skew;
+mod report_flood;
 mod restarts;
 mod resync;
 mod server_side_apply;

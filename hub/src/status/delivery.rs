@@ -112,6 +112,14 @@ impl SessionReports {
             shared.count("error");
             return;
         };
+        // Only works the hub holds for this cluster: what a session keeps
+        // (one pending slot per work) is then bounded by the cluster's works,
+        // whatever UIDs an agent sends.
+        if !shared.writer.holds(&shared.cluster, &report).await {
+            shared.metrics.status_reports_stale.inc();
+            shared.count("unknown_work");
+            return;
+        }
         {
             let mut pending = shared.pending.lock().await;
             if let Some(slot) = pending.get_mut(&uid) {

@@ -230,6 +230,23 @@ impl StatusWriter {
         }
     }
 
+    /// Whether the hub holds the work `report` names for `cluster` (same
+    /// namespace, name and UID in the index). Reports for anything else are
+    /// dropped before they can take memory: an agent cannot make the hub
+    /// keep state for UIDs it invents. Never fails.
+    pub async fn holds(&self, cluster: &str, report: &v1::WorkStatus) -> bool {
+        let Some(work_ref) = report.work.as_ref() else {
+            return false;
+        };
+        if work_ref.namespace != cluster {
+            return false;
+        }
+        self.index
+            .get(cluster, &work_ref.name)
+            .await
+            .is_some_and(|w| w.metadata.uid.as_deref() == Some(work_ref.uid.as_str()))
+    }
+
     async fn read(
         &self,
         cluster: &str,

@@ -1,0 +1,190 @@
+//! Bounded state per agent: a session that is not its cluster's newest used
+//! to park every report it sent, keyed by whatever UID it named, with a retry
+//! task each. Now the hub keeps nothing for a work it does not hold for that
+//! cluster: 100,000 reports naming random UIDs, from an older session with
+//! the cluster's real token, are counted and dropped, the hub's memory stays
+//! flat (printed) and the cluster's real agent is served throughout.
+
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_e2e::harness::agent_client::agent_client;
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::hub_metrics::{hub_metric, wait_metric_above};
+use ferry_e2e::helpers::wait::wait_until;
+use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
+use ferry_hub::join::hub_side::join_cluster;
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::{self, agent_message};
+use kube::api::Api;
+use serde_json::json;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+const CLUSTER: &str = "cluster-a";
+const REPORTS: usize = 100_000;
+/// Generous: the whole test process (hub, agent, control-plane clients)
+/// may grow this much; parking 100,000 reports took far more.
+const GROWTH_BOUND_MIB: f64 = 48.0;
+
+/// This process's resident memory, in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kib| kib / 1024.0)
+        .expect("VmRSS")
+}
+
+async fn session_of(clusters: &Api<ManagedCluster>) -> String {
+    let cluster = clusters.get(CLUSTER).await.expect("read cluster");
+    cluster.status.map(|s| s.session_id).unwrap_or_default()
+}
+
+async fn wait_new_session(clusters: &Api<ManagedCluster>, previous: String) {
+    wait_until(
+        clusters,
+        CLUSTER,
+        "a newer session",
+        APPLY_TIMEOUT,
+        move |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.connected && s.session_id != previous)
+        },
+    )
+    .await
+    .expect("the hub records the newer session");
+}
+
+fn random_report(i: usize) -> v1::AgentMessage {
+    v1::AgentMessage {
+        body: Some(agent_message::Body::Status(v1::WorkStatus {
+            work: Some(v1::WorkRef {
+                uid: format!("{:032x}-{i}", rand::random::<u128>()),
+                namespace: CLUSTER.into(),
+                name: format!("invented-{i}"),
+            }),
+            generation: 1,
+            conditions: vec![v1::Condition {
+                r#type: "Applied".into(),
+                status: "True".into(),
+                reason: "Invented".into(),
+                message: "x".repeat(200),
+                observed_generation: 1,
+                last_transition_unix_seconds: 1_700_000_000,
+            }],
+            manifests: vec![],
+            gone: false,
+        })),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_for_100000_invented_works_keep_the_hubs_memory_flat() {
+    // It reads this process's memory: run it where no other test runs.
+    if !crate::own_process::alone(
+        module_path!(),
+        "reports_for_100000_invented_works_keep_the_hubs_memory_flat",
+    )
+    .await
+    {
+        return;
+    }
+    let mut fleet = Fleet::start(FleetOptions {
+        tls: false,
+        ..FleetOptions::with_spokes(&[CLUSTER])
+    })
+    .await
+    .expect("fleet starts");
+    let works = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "real",
+            vec![config_map("default", "real", json!({"v": "1"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "real").await.expect("applied");
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+
+    // A session with the cluster's real token opens, then the agent
+    // restarts: the flooding session is the older one.
+    let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
+        .await
+        .expect("token");
+    let before = session_of(&clusters).await;
+    let channel = Channel::from_shared(fleet.hub_url.clone())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_name: CLUSTER.into(),
+            agent_version: "flood".into(),
+            known_works: vec![],
+        })),
+    })
+    .await
+    .expect("queue Hello");
+    let mut inbound = agent_client(channel, Some(&token))
+        .sync(ReceiverStream::new(rx))
+        .await
+        .expect("session opens")
+        .into_inner();
+    tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+    wait_new_session(&clusters, before).await;
+    let flooding = session_of(&clusters).await;
+    fleet.stop_agent(CLUSTER).await;
+    fleet.start_agent(CLUSTER);
+    wait_new_session(&clusters, flooding).await;
+
+    let unknown = r#"ferry_hub_status_reports_total{outcome="unknown_work"}"#;
+    let counted = hub_metric(fleet.hub_probes_addr, unknown)
+        .await
+        .expect("scrape");
+    let baseline = rss_mib();
+    let started = std::time::Instant::now();
+    for i in 0..REPORTS {
+        tx.send(random_report(i))
+            .await
+            .expect("the hub keeps the session open");
+    }
+    wait_metric_above(
+        fleet.hub_probes_addr,
+        unknown,
+        counted + REPORTS as f64 - 1.0,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("every invented report is counted and dropped");
+    let after = rss_mib();
+    println!(
+        "{REPORTS} reports for invented works in {:?}: RSS {baseline:.1} MiB before, {after:.1} MiB after (+{:.1})",
+        started.elapsed(),
+        after - baseline
+    );
+    assert!(
+        after - baseline < GROWTH_BOUND_MIB,
+        "the hub kept state for invented works: +{:.1} MiB",
+        after - baseline
+    );
+
+    // The real agent is served meanwhile and after.
+    let later = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "later",
+            vec![config_map("default", "later", json!({"v": "1"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&later, "later")
+        .await
+        .expect("the cluster's agent is served");
+    drop(tx);
+    fleet.stop().await;
+}
