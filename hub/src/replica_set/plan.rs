@@ -10,6 +10,7 @@ use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
+use super::deploy::Refused;
 use super::render::Rendered;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
@@ -23,6 +24,9 @@ pub struct RolloutPlan {
     pub look_again: Option<SignedDuration>,
     /// Each placement whose rollout stopped at too many failures, and why.
     pub halted: Vec<String>,
+    /// Each placement whose rollout a failed mandatory decision group
+    /// holds, and which clusters failed there.
+    pub held: Vec<String>,
     /// Whether every placement's rollout is complete.
     pub all_complete: bool,
     /// Each placement whose rollout strategy cannot be used, and why.
@@ -30,12 +34,14 @@ pub struct RolloutPlan {
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
-/// `rendered` works and the `existing` ones, as of `now`.
+/// `rendered` works and the `existing` ones, as of `now`. A cluster whose
+/// rendering the hub API server `refused` counts as failed.
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
     chosen: &Chosen,
     rendered: &Rendered,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
+    refused: &Refused,
     now: Timestamp,
 ) -> RolloutPlan {
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
@@ -43,6 +49,7 @@ pub fn plan_rollout(
     let mut start: Vec<(String, String)> = Vec::new();
     let mut look_again: Option<SignedDuration> = None;
     let mut halted = Vec::new();
+    let mut held = Vec::new();
     let mut all_complete = true;
     for reference in &rs.spec.placement_refs {
         let mut clusters: Vec<(&(usize, String), &String)> = wanted
@@ -63,6 +70,7 @@ pub fn plan_rollout(
             .iter()
             .map(|((index, group), cluster)| {
                 let (state, again) = match rendered.get(*cluster) {
+                    _ if refused.contains_key(*cluster) => (ClusterState::Failed, None),
                     Some(Ok(spec)) => {
                         cluster_state(existing.get(*cluster).map(|w| &**w), spec, &strategy, now)
                     }
@@ -95,12 +103,26 @@ pub fn plan_rollout(
                 strategy.limits.max_failures
             ));
         }
+        if !step.held_by.is_empty() {
+            let groups: std::collections::BTreeSet<&str> = states
+                .iter()
+                .filter(|c| step.held_by.contains(&c.name))
+                .map(|c| c.group_name.as_str())
+                .collect();
+            held.push(format!(
+                "placement {}: held by failed mandatory decision group {} (cluster {}): mandatory groups tolerate no failure",
+                reference.name,
+                groups.into_iter().collect::<Vec<_>>().join(", "),
+                step.held_by.join(", ")
+            ));
+        }
         start.extend(step.start.into_iter().map(|c| (c, reference.name.clone())));
     }
     RolloutPlan {
         start,
         look_again,
         halted,
+        held,
         all_complete,
         problems,
     }

@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ferry_semantics::contract::{
-    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED, PLACEMENT_ROLLED_OUT,
-    PLACEMENT_VERIFIED, PROGRESSING,
+    APPLIED, AVAILABLE, DEGRADED, MANDATORY_GROUP_FAILED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED,
+    PLACEMENT_DECISION_NOT_FOUND, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED, PROGRESSING,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::decisions::Chosen;
+use super::deploy::Refused;
 use super::error::{ReplicaSetError, failed};
 use super::plan::RolloutPlan;
 use super::render::Rendered;
@@ -92,20 +94,63 @@ pub fn condition(
     }
 }
 
-/// The status of `rs`: its generated `works` of the `wanted` clusters
+/// The status of `rs`: its generated `works` of the `chosen` clusters
 /// counted against their `rendered` specs, and its conditions from the
-/// `problems` found, the rollout `plan` and the renderings.
+/// placements, the works the API server `refused`, the rollout `plan` and
+/// the renderings. While a placement is missing only `PlacementVerified`
+/// changes: the rest stands as it was, like the works (OCM).
 pub fn replica_set_status(
     rs: &ManifestWorkReplicaSet,
-    wanted: &BTreeMap<String, String>,
+    chosen: &Chosen,
     works: &BTreeMap<String, Arc<ManifestWork>>,
     rendered: &Rendered,
-    problems: &[String],
+    refused: &Refused,
     plan: &RolloutPlan,
 ) -> ManifestWorkReplicaSetStatus {
     let generation = rs.meta().generation.unwrap_or(0);
     let current = rs.status.clone().unwrap_or_default().conditions;
+    if !chosen.missing.is_empty() {
+        let mut status = rs.status.clone().unwrap_or_default();
+        let verified = condition(
+            PLACEMENT_VERIFIED,
+            false,
+            PLACEMENT_DECISION_NOT_FOUND,
+            format!(
+                "placement {} not found: no work is written or deleted until it is back",
+                chosen.missing.join(", ")
+            ),
+            generation,
+            &current,
+        );
+        status.conditions.retain(|c| c.type_ != PLACEMENT_VERIFIED);
+        status.conditions.insert(0, verified);
+        return status;
+    }
+    let wanted = &chosen.wanted;
+    let problems: Vec<String> = chosen
+        .problems
+        .iter()
+        .chain(&plan.problems)
+        .cloned()
+        .collect();
     let (halted, all_complete) = (&plan.halted, plan.all_complete);
+    // Each refused work, named with its cluster and the API server's word.
+    let refusals = refused
+        .iter()
+        .map(|(cluster, r)| {
+            format!(
+                "cluster {cluster}: the hub API server refused its work: {}",
+                r.message
+            )
+        })
+        .collect::<Vec<_>>();
+    let with_refusals = |message: String| {
+        if refusals.is_empty() {
+            message
+        } else {
+            format!("{message}; {}", refusals.join("; "))
+        }
+    };
     let render_failures: Vec<String> = rendered
         .iter()
         .filter_map(|(cluster, r)| Some(format!("cluster {cluster}: {}", r.as_ref().err()?)))
@@ -151,7 +196,7 @@ pub fn replica_set_status(
         condition(
             PLACEMENT_VERIFIED,
             false,
-            "PlacementDecisionNotFound",
+            PLACEMENT_DECISION_NOT_FOUND,
             problems.join("; "),
             generation,
             &current,
@@ -162,7 +207,16 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            halted.join("; "),
+            with_refusals(halted.join("; ")),
+            generation,
+            &current,
+        )
+    } else if !plan.held.is_empty() {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            false,
+            MANDATORY_GROUP_FAILED,
+            with_refusals(plan.held.join("; ")),
             generation,
             &current,
         )
@@ -192,10 +246,10 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Progressing",
-            format!(
+            with_refusals(format!(
                 "{} of {total} clusters have the current template",
                 summary.updated
-            ),
+            )),
             generation,
             &current,
         )
