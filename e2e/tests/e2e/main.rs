@@ -53,6 +53,7 @@ mod placement;
 mod preauth_limits;
 mod progressive_rollout;
 mod protocol_skew;
+mod replica_set_defects;
 mod restarts;
 mod resync;
 mod server_side_apply;

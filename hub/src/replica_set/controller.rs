@@ -83,6 +83,7 @@ impl Context {
         // A missing placement stops everything (OCM): its clusters are not
         // in the decisions, and deleting their works would take the
         // application off them.
+        let mut newly_refused = false;
         if chosen.missing.is_empty() {
             let new = deploy(
                 &self.client,
@@ -95,6 +96,7 @@ impl Context {
                 now,
             )
             .await?;
+            newly_refused = !new.is_empty();
             refused.extend(new);
         }
         {
@@ -120,8 +122,9 @@ impl Context {
             // The placement's return is seen by the placement watch.
             return Ok(Action::await_change());
         }
-        if !chosen.unsettled.is_empty() {
-            // Decisions being rewritten: look again when they have settled.
+        if !chosen.unsettled.is_empty() || newly_refused {
+            // Decisions being rewritten, or a refusal the plan has not
+            // counted yet: look again shortly.
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
         // A soak or a deadline ends by time alone: look again then.

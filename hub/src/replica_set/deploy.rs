@@ -149,6 +149,45 @@ pub async fn deploy(
             return Err(error);
         }
     }
+    // A label added to the replica set reaches works that get no new
+    // template: a merge patch of the labels alone, which neither restarts
+    // the rollout nor touches the spec.
+    let started: std::collections::BTreeSet<&str> = start.iter().map(|(c, _)| c.as_str()).collect();
+    for (cluster, work) in existing {
+        let Some(placement) = wanted.get(cluster) else {
+            continue;
+        };
+        if started.contains(cluster.as_str()) || work.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let labels = work_labels(rs, placement);
+        let stale: BTreeMap<&String, &String> = labels
+            .iter()
+            .filter(|(k, v)| work.labels().get(*k) != Some(*v))
+            .collect();
+        if stale.is_empty() {
+            continue;
+        }
+        let api: Api<ManifestWork> = Api::namespaced(client.clone(), cluster);
+        let patch = json!({"metadata": {"labels": stale}});
+        let merge = PatchParams {
+            field_manager: Some(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&rs.name_any(), &merge, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(failed(
+                    rs,
+                    format!("labelling the ManifestWork of cluster {cluster}"),
+                )(source));
+            }
+        }
+    }
     if may_delete {
         for (cluster, work) in existing {
             if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
