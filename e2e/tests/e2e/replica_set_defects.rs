@@ -140,6 +140,24 @@ async fn groups_of(hub: &Client, placement: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// Waits until the placement has chosen `clusters` clusters.
+async fn wait_selected(hub: &Client, placement: &str, clusters: i32) {
+    let placements: Api<Placement> = Api::namespaced(hub.clone(), NAMESPACE);
+    wait_until(
+        &placements,
+        placement,
+        "every spoke chosen",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == clusters)
+        },
+    )
+    .await
+    .expect("every spoke is chosen");
+}
+
 fn canary_placement() -> Value {
     json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
         {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
@@ -156,6 +174,7 @@ async fn a_cluster_moving_between_decision_groups_keeps_its_work_and_no_delete_r
     label_cluster(&hub, "spoke-a", json!({"ring": "canary"})).await;
     label_cluster(&hub, "spoke-b", json!({"ring": "main"})).await;
     create_placement(&hub, NAMESPACE, "staged", canary_placement()).await;
+    wait_selected(&hub, "staged", 2).await;
     create_replica_set(
         &hub,
         "steady",
@@ -234,14 +253,7 @@ async fn a_failed_mandatory_group_holds_the_rollout_whatever_max_failures_allows
         .await
         .expect("create namespace");
     create_placement(&hub, NAMESPACE, "staged", canary_placement()).await;
-    let placements: Api<Placement> = Api::namespaced(hub.clone(), NAMESPACE);
-    wait_until(&placements, "staged", "two clusters", APPLY_TIMEOUT, |p| {
-        p.status
-            .as_ref()
-            .is_some_and(|s| s.number_of_selected_clusters == 2)
-    })
-    .await
-    .expect("both spokes are chosen");
+    wait_selected(&hub, "staged", 2).await;
     create_replica_set(
         &hub,
         "guarded",
@@ -296,6 +308,7 @@ async fn a_work_the_hub_refuses_fails_only_its_cluster_and_the_status_names_it()
     let hub = fleet.hub_client.clone();
     label_cluster(&hub, "spoke-b", json!({"broken": "yes"})).await;
     create_placement(&hub, NAMESPACE, "both", json!({})).await;
+    wait_selected(&hub, "both", 2).await;
     create_replica_set(
         &hub,
         "refused",
@@ -323,7 +336,26 @@ async fn a_work_the_hub_refuses_fails_only_its_cluster_and_the_status_names_it()
         }),
     )
     .await;
-    wait_version(&fleet, "spoke-a", "refused", "v2").await;
+    let on_a: Api<ConfigMap> = Api::namespaced(fleet.spoke("spoke-a").client.clone(), NAMESPACE);
+    if wait_until(&on_a, "refused", "v2", APPLY_TIMEOUT, |cm| {
+        version(cm) == Some("v2")
+    })
+    .await
+    .is_err()
+    {
+        let rs = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+            .get("refused")
+            .await
+            .expect("replica set");
+        let work = Api::<ManifestWork>::namespaced(hub.clone(), "spoke-a")
+            .get_opt("refused")
+            .await
+            .expect("work");
+        panic!(
+            "spoke-a never got v2; replica set status {:?}; its work {:?}",
+            rs.status, work
+        );
+    }
     let rolled = wait_condition(&hub, "refused", "PlacementRolledOut", generation, |c| {
         c.reason == "Failed" && c.message.contains("refused")
     })
@@ -339,7 +371,21 @@ async fn a_work_the_hub_refuses_fails_only_its_cluster_and_the_status_names_it()
     );
     // spoke-b keeps the last work it was given.
     let on_b: Api<ConfigMap> = Api::namespaced(fleet.spoke("spoke-b").client.clone(), NAMESPACE);
-    let cm = on_b.get("refused").await.expect("spoke-b keeps its object");
+    let Some(cm) = on_b.get_opt("refused").await.expect("read spoke-b") else {
+        let works: Vec<_> = futures::future::join_all(spokes.iter().map(|s| {
+            let api: Api<ManifestWork> = Api::namespaced(hub.clone(), s);
+            async move { api.get_opt("refused").await }
+        }))
+        .await;
+        let rs = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+            .get("refused")
+            .await
+            .expect("replica set");
+        panic!(
+            "spoke-b lost its object; works {works:#?}; replica set status {:#?}",
+            rs.status
+        );
+    };
     assert_eq!(version(&cm), Some("v1"));
     let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
     let rs = sets.get("refused").await.expect("replica set");

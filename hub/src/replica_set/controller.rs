@@ -122,9 +122,9 @@ impl Context {
             // The placement's return is seen by the placement watch.
             return Ok(Action::await_change());
         }
-        if !chosen.unsettled.is_empty() || newly_refused {
-            // Decisions being rewritten, or a refusal the plan has not
-            // counted yet: look again shortly.
+        // Decisions being rewritten come back through the placement and
+        // decision watches; a refusal the plan has not counted yet does not.
+        if newly_refused {
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
         // A soak or a deadline ends by time alone: look again then.

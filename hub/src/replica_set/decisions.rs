@@ -83,7 +83,18 @@ pub fn chosen_by_decisions(
             .flat_map(|g| g.decisions.iter())
             .filter(|name| !present.contains(*name))
             .collect();
-        if own.is_empty() {
+        // The placement controller writes the placement's status after
+        // every decision object: before that (a placement made again), the
+        // objects may not hold their clusters yet.
+        let scheduled = placement
+            .and_then(|p| p.status.as_ref())
+            .is_some_and(|s| !s.decision_groups.is_empty());
+        if !scheduled {
+            chosen.unsettled.push(format!(
+                "placement {} has not been scheduled yet",
+                reference.name
+            ));
+        } else if own.is_empty() {
             chosen.problems.push(format!(
                 "placement {} has no PlacementDecisions",
                 reference.name
@@ -184,13 +195,19 @@ mod tests {
         assert!(!chosen.may_delete(), "{:?}", chosen.unsettled);
         let chosen = chosen_by_decisions(
             &rs(),
-            &[placement],
+            std::slice::from_ref(&placement),
             &[
                 decision("p-decision-1", &["a"]),
                 decision("p-decision-2", &["b"]),
             ],
         );
         assert!(chosen.may_delete());
+        let unscheduled = Arc::new(Placement {
+            status: None,
+            ..(*placement).clone()
+        });
+        let chosen2 = chosen_by_decisions(&rs(), &[unscheduled], &[decision("p-decision-1", &[])]);
+        assert!(!chosen2.may_delete(), "a placement made again");
         assert_eq!(chosen.wanted.keys().collect::<Vec<_>>(), ["a", "b"]);
     }
 }
