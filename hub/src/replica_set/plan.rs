@@ -127,3 +127,105 @@ pub fn plan_rollout(
         problems,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replica_set::deploy::{Refusal, spec_hash};
+    use ferry_api::manifest_work::ManifestWorkSpec;
+    use serde_json::json;
+
+    fn rs(strategy: serde_json::Value) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p", "rolloutStrategy": strategy}]},
+        }))
+        .expect("replica set")
+    }
+
+    fn chosen() -> Chosen {
+        let mut chosen = Chosen::default();
+        for (cluster, group) in [("a", "canary"), ("b", "")] {
+            chosen.wanted.insert(cluster.into(), "p".into());
+            let index = usize::from(group.is_empty());
+            chosen
+                .group_of
+                .insert(cluster.into(), (index, group.to_string()));
+        }
+        chosen
+    }
+
+    fn rendered() -> Rendered {
+        ["a", "b"]
+            .into_iter()
+            .map(|c| (c.to_string(), Ok(ManifestWorkSpec::default())))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_cluster_counts_as_failed_and_the_others_go_on() {
+        let refused = Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                message: "422".into(),
+            },
+        )]);
+        let now = Timestamp::now();
+        let tolerant = rs(json!({"type": "All", "all": {"maxFailures": 1}}));
+        let plan = plan_rollout(
+            &tolerant,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            now,
+        );
+        assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
+        assert!(!plan.all_complete);
+        let strict = rs(json!({"type": "All"}));
+        let plan = plan_rollout(
+            &strict,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            now,
+        );
+        assert!(plan.start.is_empty());
+        assert!(
+            plan.halted[0].contains("1 clusters failed (a)"),
+            "{:?}",
+            plan.halted
+        );
+    }
+
+    #[test]
+    fn a_failed_mandatory_group_is_named_in_the_plan() {
+        let refused = Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                message: "422".into(),
+            },
+        )]);
+        let guarded = rs(json!({"type": "Progressive", "progressive": {
+            "maxFailures": "100%", "mandatoryDecisionGroups": [{"groupName": "canary"}]}}));
+        let plan = plan_rollout(
+            &guarded,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            Timestamp::now(),
+        );
+        assert!(plan.start.is_empty());
+        assert!(
+            plan.held[0].contains("group canary (cluster a)"),
+            "{:?}",
+            plan.held
+        );
+    }
+}

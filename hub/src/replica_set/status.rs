@@ -369,3 +369,64 @@ mod tests {
         assert_eq!((s.total, s.applied, s.updated, s.available), (3, 1, 3, 0));
     }
 }
+
+#[cfg(test)]
+mod missing_placement_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_missing_placement_changes_only_placement_verified() {
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "generation": 2},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p"}]},
+            "status": {
+                "conditions": [
+                    {"type": PLACEMENT_VERIFIED, "status": "True", "reason": "AsExpected",
+                     "message": "", "observedGeneration": 1, "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                    {"type": PLACEMENT_ROLLED_OUT, "status": "True", "reason": "Complete",
+                     "message": "1 clusters have the current template", "observedGeneration": 1,
+                     "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                ],
+                "summary": {"total": 1, "applied": 1, "available": 1, "degraded": 0, "progressing": 0, "updated": 1},
+            },
+        }))
+        .expect("replica set");
+        let chosen = Chosen {
+            missing: vec!["p".into()],
+            ..Chosen::default()
+        };
+        let plan = RolloutPlan {
+            start: vec![],
+            look_again: None,
+            halted: vec![],
+            held: vec![],
+            all_complete: true,
+            problems: vec![],
+        };
+        let status = replica_set_status(
+            &rs,
+            &chosen,
+            &BTreeMap::new(),
+            &Rendered::new(),
+            &Refused::new(),
+            &plan,
+        );
+        let verified = &status.conditions[0];
+        assert_eq!(
+            (
+                verified.type_.as_str(),
+                verified.status.as_str(),
+                verified.reason.as_str()
+            ),
+            (PLACEMENT_VERIFIED, "False", PLACEMENT_DECISION_NOT_FOUND)
+        );
+        assert!(verified.message.contains("placement p not found"));
+        assert_eq!(verified.observed_generation, 2);
+        let before = rs.status.expect("status");
+        assert_eq!(status.conditions[1], before.conditions[1]);
+        assert_eq!(status.summary, before.summary);
+    }
+}
