@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::decisions::chosen_by_decisions;
-use super::deploy::{Refused, delete_work, deploy, owner_label, spec_hash};
+use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
@@ -75,9 +75,10 @@ impl Context {
             .cloned()
             .unwrap_or_default();
         refused.retain(|cluster, r| {
-            rendered
-                .get(cluster)
-                .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
+            now.duration_since(r.at) < REFUSAL_RETRY
+                && rendered
+                    .get(cluster)
+                    .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
         let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
         // A missing placement stops everything (OCM): its clusters are not
@@ -127,8 +128,17 @@ impl Context {
         if newly_refused {
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
-        // A soak or a deadline ends by time alone: look again then.
-        Ok(match plan.look_again {
+        // A soak, a deadline or a refusal ends by time alone: look again
+        // then.
+        let retry = refused
+            .values()
+            .map(|r| REFUSAL_RETRY - now.duration_since(r.at))
+            .min();
+        let look_again = match (plan.look_again, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(match look_again {
             Some(after) => Action::requeue(
                 Duration::try_from(after)
                     .unwrap_or_default()

@@ -7,7 +7,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -38,7 +38,15 @@ pub struct Refusal {
     pub spec_hash: u64,
     /// The API server's answer.
     pub message: String,
+    /// When it was refused: the write is tried again [`REFUSAL_RETRY`]
+    /// later, for an answer that can change (a namespace made, a policy
+    /// changed).
+    pub at: Timestamp,
 }
+
+/// How long a refused work counts its cluster failed before it is written
+/// again (sooner when the cluster's rendering changes).
+pub const REFUSAL_RETRY: SignedDuration = SignedDuration::from_mins(5);
 
 /// Refused works by cluster.
 pub type Refused = BTreeMap<String, Refusal>;
@@ -134,6 +142,7 @@ pub async fn deploy(
                         Refusal {
                             spec_hash,
                             message: error.to_string(),
+                            at: now,
                         },
                     );
                 }

@@ -171,6 +171,7 @@ mod tests {
             Refusal {
                 spec_hash: spec_hash(&ManifestWorkSpec::default()),
                 message: "422".into(),
+                at: Timestamp::now(),
             },
         )]);
         let now = Timestamp::now();
@@ -209,6 +210,7 @@ mod tests {
             Refusal {
                 spec_hash: spec_hash(&ManifestWorkSpec::default()),
                 message: "422".into(),
+                at: Timestamp::now(),
             },
         )]);
         let guarded = rs(json!({"type": "Progressive", "progressive": {
