@@ -44,10 +44,18 @@ pub const PLACEMENT_FIELD_MANAGER: &str = "ferry-placement";
 /// ManifestWorkReplicaSet condition type: every referenced placement has
 /// decisions and its rollout strategy can be used.
 pub const PLACEMENT_VERIFIED: &str = "PlacementVerified";
+/// Reason of `PlacementVerified=False` (OCM's): a referenced Placement is
+/// missing (nothing is written or deleted until it is back) or has no
+/// PlacementDecisions.
+pub const PLACEMENT_DECISION_NOT_FOUND: &str = "PlacementDecisionNotFound";
 /// ManifestWorkReplicaSet condition type: every chosen cluster holds the
-/// current template and succeeded (False with reason Progressing, Paused or
-/// Failed otherwise).
+/// current template and succeeded (False with reason Progressing, Paused,
+/// Failed or MandatoryGroupFailed otherwise).
 pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
+/// Reason of `PlacementRolledOut=False` (ferry's): a cluster of a mandatory
+/// decision group failed, which holds the rollout whatever `maxFailures`
+/// allows.
+pub const MANDATORY_GROUP_FAILED: &str = "MandatoryGroupFailed";
 /// ManifestWorkReplicaSet condition type: every generated work is applied
 /// (OCM's spelling).
 pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";

@@ -63,6 +63,10 @@ pub struct RolloutStep {
     pub start: Vec<String>,
     /// More clusters failed than `max_failures`: nothing new starts.
     pub halted: bool,
+    /// The failed clusters of mandatory decision groups, which tolerate no
+    /// failure (OCM): while any is listed nothing new starts, whatever
+    /// `max_failures` allows.
+    pub held_by: Vec<String>,
     /// Every cluster Succeeded.
     pub complete: bool,
 }
@@ -72,7 +76,8 @@ pub struct RolloutStep {
 ///
 /// Failed clusters count against `max_failures`; past it nothing starts
 /// (clusters already progressing go on). Mandatory groups go first, each
-/// fully succeeded before any other cluster starts. `All` then starts every
+/// fully succeeded before any other cluster starts; they tolerate no
+/// failure (OCM): one failed mandatory cluster holds the rollout. `All` then starts every
 /// cluster; `Progressive` keeps at most `max_concurrency` progressing (a
 /// failed cluster within `max_failures` frees its slot); `ProgressivePerGroup`
 /// starts a group only when every earlier group has no cluster to apply or
@@ -84,14 +89,20 @@ pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> Rollo
         .count();
     let complete = clusters.iter().all(|c| c.state == ClusterState::Succeeded);
     let halted = failed > strategy.max_failures;
-    if halted || complete {
+    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
+    let held_by: Vec<String> = clusters
+        .iter()
+        .filter(|c| mandatory(c) && c.state == ClusterState::Failed)
+        .map(|c| c.name.clone())
+        .collect();
+    if halted || complete || !held_by.is_empty() {
         return RolloutStep {
             start: Vec::new(),
             halted,
+            held_by,
             complete,
         };
     }
-    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
     let open =
         |c: &&RolloutCluster| matches!(c.state, ClusterState::ToApply | ClusterState::Progressing);
     // Mandatory groups first, as a stage of their own.
@@ -126,6 +137,7 @@ pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> Rollo
     RolloutStep {
         start,
         halted,
+        held_by,
         complete,
     }
 }
@@ -217,6 +229,32 @@ mod tests {
         assert!(next_step(&strategy, &clusters).start.is_empty());
         let clusters = [cluster("p", 0, Succeeded), cluster("a", 1, ToApply)];
         assert_eq!(next_step(&strategy, &clusters).start, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn a_failed_mandatory_cluster_holds_the_rollout_whatever_max_failures_allows() {
+        let strategy = RolloutLimits {
+            mandatory_groups: vec!["canary".into()],
+            ..progressive(5, 100)
+        };
+        let clusters = [
+            cluster("p", 0, Failed),
+            cluster("q", 0, Succeeded),
+            cluster("a", 1, ToApply),
+        ];
+        let step = next_step(&strategy, &clusters);
+        assert!(step.start.is_empty(), "{:?}", step.start);
+        assert!(!step.halted && !step.complete);
+        assert_eq!(step.held_by, vec!["p".to_string()]);
+        // A failure outside the mandatory groups is tolerated as before.
+        let clusters = [
+            cluster("p", 0, Succeeded),
+            cluster("a", 1, Failed),
+            cluster("b", 1, ToApply),
+        ];
+        let step = next_step(&strategy, &clusters);
+        assert_eq!(step.start, vec!["b".to_string()]);
+        assert!(step.held_by.is_empty());
     }
 
     #[test]

@@ -55,6 +55,7 @@ mod placement;
 mod preauth_limits;
 mod progressive_rollout;
 mod protocol_skew;
+mod replica_set_defects;
 mod report_flood;
 mod restarts;
 mod resync;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use ferry_semantics::contract::{
     PLACEMENT_FIELD_MANAGER, PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
 };
+use ferry_semantics::decision_rewrite::decision_writes;
 use ferry_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
@@ -307,6 +308,8 @@ impl Context {
         };
         let mut wanted = BTreeSet::new();
         let mut statuses = Vec::new();
+        // Each object's clusters, in write order.
+        let mut contents: Vec<(String, Vec<String>)> = Vec::new();
         let mut number = 0;
         for group in groups {
             let mut names = Vec::new();
@@ -315,6 +318,7 @@ impl Context {
                 let object = format!("{name}-decision-{number}");
                 wanted.insert(object.clone());
                 names.push(object.clone());
+                contents.push((object.clone(), clusters.to_vec()));
                 let labels = BTreeMap::from([
                     (PLACEMENT_LABEL.to_string(), name.clone()),
                     (
@@ -323,10 +327,6 @@ impl Context {
                     ),
                     (DECISION_GROUP_NAME_LABEL.to_string(), group.name.clone()),
                 ]);
-                let decisions: Vec<serde_json::Value> = clusters
-                    .iter()
-                    .map(|c| json!({"clusterName": c, "reason": ""}))
-                    .collect();
                 let current = existing.get(&object);
                 let labels_match = current
                     .is_some_and(|d| labels.iter().all(|(k, v)| d.labels().get(k) == Some(v)));
@@ -348,25 +348,6 @@ impl Context {
                             self.failed(placement, format!("writing PlacementDecision {object}")),
                         )?;
                 }
-                let current_clusters: Vec<&str> = current
-                    .map(|d| clusters_in(d).collect())
-                    .unwrap_or_default();
-                let wanted_clusters: Vec<&str> = clusters.iter().map(String::as_str).collect();
-                if current.is_none()
-                    || current_clusters != wanted_clusters
-                    || current.is_some_and(|d| d.status.is_none())
-                {
-                    let body = json!({
-                        "apiVersion": PlacementDecision::api_version(&()),
-                        "kind": PlacementDecision::kind(&()),
-                        "status": {"decisions": decisions},
-                    });
-                    api.patch_status(&object, &params, &Patch::Apply(&body))
-                        .await
-                        .map_err(
-                            self.failed(placement, format!("writing the decisions of {object}")),
-                        )?;
-                }
             }
             statuses.push(DecisionGroupStatus {
                 decision_group_index: i32::try_from(group.index).unwrap_or(i32::MAX),
@@ -374,6 +355,33 @@ impl Context {
                 decisions: names,
                 clusters_count: i32::try_from(group.clusters.len()).unwrap_or(i32::MAX),
             });
+        }
+        // Additions before removals: a cluster moving between groups is in
+        // some object at every moment, so no reader of the decisions sees
+        // it leave (ocm#1203).
+        let current: BTreeMap<String, Option<Vec<String>>> = existing
+            .iter()
+            .map(|(object, d)| {
+                let clusters = d
+                    .status
+                    .as_ref()
+                    .map(|_| clusters_in(d).map(str::to_string).collect());
+                (object.clone(), clusters)
+            })
+            .collect();
+        for (object, clusters) in decision_writes(&current, &contents) {
+            let decisions: Vec<serde_json::Value> = clusters
+                .iter()
+                .map(|c| json!({"clusterName": c, "reason": ""}))
+                .collect();
+            let body = json!({
+                "apiVersion": PlacementDecision::api_version(&()),
+                "kind": PlacementDecision::kind(&()),
+                "status": {"decisions": decisions},
+            });
+            api.patch_status(&object, &params, &Patch::Apply(&body))
+                .await
+                .map_err(self.failed(placement, format!("writing the decisions of {object}")))?;
         }
         for object in existing.keys().filter(|o| !wanted.contains(*o)) {
             match api.delete(object, &DeleteParams::default()).await {

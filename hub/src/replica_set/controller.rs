@@ -17,10 +17,11 @@ use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
+use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::decisions::chosen_by_decisions;
-use super::deploy::{delete_work, deploy, owner_label};
+use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
@@ -29,14 +30,19 @@ use crate::watch::{run_controller, watch};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
-use ferry_api::placement::PlacementDecision;
+use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 struct Context {
     client: Client,
+    placements: Store<Placement>,
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
     clusters: Store<ManagedCluster>,
+    /// The works the API server refused, per replica set (owner label):
+    /// their clusters count as failed until their rendering changes. An
+    /// entry goes with its replica set; a hub restart tries them again.
+    refused: Mutex<BTreeMap<String, Refused>>,
 }
 
 impl Context {
@@ -55,40 +61,84 @@ impl Context {
     /// after the other: the chosen clusters, their renderings, the rollout
     /// plan, the works, the status.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
-        let chosen = chosen_by_decisions(&rs, &self.decisions.state());
+        let chosen = chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
         let existing = self.generated(&rs);
         let rendered = render_chosen(&rs.spec, &chosen.wanted, &self.clusters);
         let now = Timestamp::now();
-        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, now);
-        deploy(
-            &self.client,
-            &rs,
-            &plan.start,
-            &rendered,
-            &existing,
-            &chosen.wanted,
-            now,
-        )
-        .await?;
+        let owner = owner_label(&rs);
+        // Refusals of a rendering the cluster no longer gets are void.
+        let mut refused = self
+            .refused
+            .lock()
+            .await
+            .get(&owner)
+            .cloned()
+            .unwrap_or_default();
+        refused.retain(|cluster, r| {
+            now.duration_since(r.at) < REFUSAL_RETRY
+                && rendered
+                    .get(cluster)
+                    .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
+        });
+        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
+        // A missing placement stops everything (OCM): its clusters are not
+        // in the decisions, and deleting their works would take the
+        // application off them.
+        let mut newly_refused = false;
+        if chosen.missing.is_empty() {
+            let new = deploy(
+                &self.client,
+                &rs,
+                &plan.start,
+                &rendered,
+                &existing,
+                &chosen.wanted,
+                chosen.may_delete(),
+                now,
+            )
+            .await?;
+            newly_refused = !new.is_empty();
+            refused.extend(new);
+        }
+        {
+            let mut all = self.refused.lock().await;
+            if refused.is_empty() {
+                all.remove(&owner);
+            } else {
+                all.insert(owner.clone(), refused.clone());
+            }
+        }
         // The status counts what the cache shows; the writes above come
         // back through the work watch and reconcile again.
-        let problems: Vec<String> = chosen
-            .problems
-            .iter()
-            .chain(&plan.problems)
-            .cloned()
-            .collect();
         let status = replica_set_status(
             &rs,
-            &chosen.wanted,
+            &chosen,
             &self.generated(&rs),
             &rendered,
-            &problems,
+            &refused,
             &plan,
         );
         write_status(&self.client, &rs, status).await?;
-        // A soak or a deadline ends by time alone: look again then.
-        Ok(match plan.look_again {
+        if !chosen.missing.is_empty() {
+            // The placement's return is seen by the placement watch.
+            return Ok(Action::await_change());
+        }
+        // Decisions being rewritten come back through the placement and
+        // decision watches; a refusal the plan has not counted yet does not.
+        if newly_refused {
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        // A soak, a deadline or a refusal ends by time alone: look again
+        // then.
+        let retry = refused
+            .values()
+            .map(|r| REFUSAL_RETRY - now.duration_since(r.at))
+            .min();
+        let look_again = match (plan.look_again, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(match look_again {
             Some(after) => Action::requeue(
                 Duration::try_from(after)
                     .unwrap_or_default()
@@ -101,6 +151,7 @@ impl Context {
     /// Deletes every generated work; with `Foreground`, holds the replica
     /// set until they are gone.
     async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
+        self.refused.lock().await.remove(&owner_label(&rs));
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -127,6 +178,10 @@ async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, kube::runtime::finalizer::Error<ReplicaSetError>> {
     let wait = async {
+        ctx.placements
+            .wait_until_ready()
+            .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
         ctx.decisions
             .wait_until_ready()
             .await
@@ -206,6 +261,7 @@ pub async fn run_replica_set_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (replica_sets, rs_writer) = reflector::store();
+    let (placements, placement_writer) = reflector::store();
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
@@ -215,6 +271,14 @@ pub async fn run_replica_set_controller(
     )
     .reflect(rs_writer)
     .applied_objects();
+    // A placement going or coming back, or its status naming new
+    // decision objects, changes what may be deleted.
+    let placement_stream = watch(
+        Api::<Placement>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(placement_writer)
+    .touched_objects();
     let decision_stream = watch(
         Api::<PlacementDecision>::all(client.clone()),
         watcher::Config::default(),
@@ -238,12 +302,15 @@ pub async fn run_replica_set_controller(
     .predicate_filter(predicates::labels, Default::default());
     let context = Arc::new(Context {
         client,
+        placements,
         decisions,
         works,
         clusters,
+        refused: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
+    let placement_sets = replica_sets.clone();
     let controller = Controller::for_stream(rs_stream, replica_sets)
         .watches_stream(decision_stream, move |decision: PlacementDecision| {
             match (decision.namespace(), decision.labels().get(PLACEMENT_LABEL)) {
@@ -253,6 +320,13 @@ pub async fn run_replica_set_controller(
                 _ => Vec::new(),
             }
         })
+        .watches_stream(
+            placement_stream,
+            move |placement: Placement| match placement.namespace() {
+                Some(namespace) => referring(&placement_sets, &namespace, &placement.name_any()),
+                None => Vec::new(),
+            },
+        )
         .watches_stream(cluster_stream, move |_: ManagedCluster| {
             using_labels(&label_sets)
         })

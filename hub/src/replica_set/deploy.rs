@@ -3,20 +3,22 @@
 //! and clusters no longer chosen lose their work.
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::jiff::Timestamp;
+use futures::StreamExt;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use tracing::warn;
 
 use super::error::{ReplicaSetError, failed};
 use super::render::Rendered;
 use ferry_api::contract::{
     PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, TEMPLATE_APPLIED_AT_ANNOTATION,
 };
-use ferry_api::manifest_work::ManifestWork;
+use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 /// Works written at once by one reconcile.
@@ -28,9 +30,60 @@ pub fn owner_label(rs: &ManifestWorkReplicaSet) -> String {
     format!("{}.{}", rs.namespace().unwrap_or_default(), rs.name_any())
 }
 
+/// A work the hub API server refused to store, remembered so the rollout
+/// counts its cluster failed until the cluster's rendering changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// [`spec_hash`] of the rendering refused.
+    pub spec_hash: u64,
+    /// The API server's answer.
+    pub message: String,
+    /// When it was refused: the write is tried again [`REFUSAL_RETRY`]
+    /// later, for an answer that can change (a namespace made, a policy
+    /// changed).
+    pub at: Timestamp,
+}
+
+/// How long a refused work counts its cluster failed before it is written
+/// again (sooner when the cluster's rendering changes).
+pub const REFUSAL_RETRY: SignedDuration = SignedDuration::from_mins(5);
+
+/// Refused works by cluster.
+pub type Refused = BTreeMap<String, Refusal>;
+
+/// A hash of a rendered work spec, to tell whether a refusal is about the
+/// current rendering.
+pub fn spec_hash(spec: &ManifestWorkSpec) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(spec)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether the API server refused a work for what it is (invalid, denied by
+/// admission, too large, its namespace missing): writing the same work again
+/// gets the same answer, so it fails only its cluster.
+fn refused(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if matches!(e.code, 400 | 403 | 404 | 413 | 422))
+}
+
+/// The labels of a generated work: the replica set's own (as OCM copies
+/// them), then ferry's, which win on a clash.
+pub fn work_labels(rs: &ManifestWorkReplicaSet, placement: &str) -> BTreeMap<String, String> {
+    let mut labels = rs.labels().clone();
+    labels.insert(REPLICA_SET_LABEL.to_string(), owner_label(rs));
+    labels.insert(PLACEMENT_NAME_LABEL.to_string(), placement.to_string());
+    labels
+}
+
 /// Writes the works of the clusters in `start` (cluster, placement) unless
-/// `rs` is paused, then deletes the `existing` works of clusters no longer
-/// `wanted`. Fails on the first write or deletion the API server refuses.
+/// `rs` is paused, then, when `may_delete`, deletes the `existing` works of
+/// clusters no longer `wanted`. A work the API server refuses for what it
+/// is fails only its cluster: the refusals are returned and the other
+/// writes go on. Fails on any other refused write or deletion, after the
+/// other writes.
+#[allow(clippy::too_many_arguments)]
 pub async fn deploy(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
@@ -38,52 +91,120 @@ pub async fn deploy(
     rendered: &Rendered,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     wanted: &BTreeMap<String, String>,
+    may_delete: bool,
     now: Timestamp,
-) -> Result<(), ReplicaSetError> {
+) -> Result<Refused, ReplicaSetError> {
     let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
-    let owner = owner_label(rs);
+    let mut refusals = Refused::new();
     if !rs.spec.paused {
         let applied_at = now
             .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
             .to_string();
-        let (owner, applied_at, params) = (&owner, &applied_at, &params);
+        let (applied_at, params) = (&applied_at, &params);
         // Written a few at a time: one template change reaches a
         // thousand clusters in a few seconds, not one round trip each.
         let writes = start.iter().cloned().filter_map(|(cluster, placement)| {
             let spec = rendered.get(&cluster)?.as_ref().ok()?.clone();
             Some((cluster, placement, spec))
         });
-        futures::stream::iter(writes)
-            .map(|(cluster, placement, spec)| async move {
-                let work = json!({
-                    "apiVersion": ManifestWork::api_version(&()),
-                    "kind": ManifestWork::kind(&()),
-                    "metadata": {
-                        "name": rs.name_any(),
-                        "namespace": cluster,
-                        "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: placement},
-                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
-                    },
-                    "spec": spec,
-                });
-                let api: Api<ManifestWork> = Api::namespaced(client.clone(), &cluster);
-                api.patch(&rs.name_any(), params, &Patch::Apply(&work))
-                    .await
-                    .map_err(failed(
+        let results: Vec<(String, u64, Result<ManifestWork, kube::Error>)> =
+            futures::stream::iter(writes)
+                .map(|(cluster, placement, spec)| async move {
+                    let hash = spec_hash(&spec);
+                    let work = json!({
+                        "apiVersion": ManifestWork::api_version(&()),
+                        "kind": ManifestWork::kind(&()),
+                        "metadata": {
+                            "name": rs.name_any(),
+                            "namespace": cluster,
+                            "labels": work_labels(rs, &placement),
+                            "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                        },
+                        "spec": spec,
+                    });
+                    let api: Api<ManifestWork> = Api::namespaced(client.clone(), &cluster);
+                    let result = api
+                        .patch(&rs.name_any(), params, &Patch::Apply(&work))
+                        .await;
+                    (cluster, hash, result)
+                })
+                .buffer_unordered(CONCURRENT_WRITES)
+                .collect()
+                .await;
+        let mut first_error = None;
+        for (cluster, spec_hash, result) in results {
+            match result {
+                Ok(_) => {}
+                Err(error) if refused(&error) => {
+                    warn!(replica_set = %owner_label(rs), %cluster, %error, "the hub API server refused the work");
+                    refusals.insert(
+                        cluster,
+                        Refusal {
+                            spec_hash,
+                            message: error.to_string(),
+                            at: now,
+                        },
+                    );
+                }
+                Err(error) => {
+                    first_error.get_or_insert(failed(
                         rs,
                         format!("writing the ManifestWork of cluster {cluster}"),
-                    ))
-            })
-            .buffer_unordered(CONCURRENT_WRITES)
-            .try_collect::<Vec<_>>()
-            .await?;
-    }
-    for (cluster, work) in existing {
-        if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
-            delete_work(client, rs, cluster).await?;
+                    )(error));
+                }
+            }
+        }
+        if let Some(error) = first_error {
+            return Err(error);
         }
     }
-    Ok(())
+    // A label added to the replica set reaches works that get no new
+    // template: a merge patch of the labels alone, which neither restarts
+    // the rollout nor touches the spec.
+    let started: std::collections::BTreeSet<&str> = start.iter().map(|(c, _)| c.as_str()).collect();
+    for (cluster, work) in existing {
+        let Some(placement) = wanted.get(cluster) else {
+            continue;
+        };
+        if started.contains(cluster.as_str()) || work.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let labels = work_labels(rs, placement);
+        let stale: BTreeMap<&String, &String> = labels
+            .iter()
+            .filter(|(k, v)| work.labels().get(*k) != Some(*v))
+            .collect();
+        if stale.is_empty() {
+            continue;
+        }
+        let api: Api<ManifestWork> = Api::namespaced(client.clone(), cluster);
+        let patch = json!({"metadata": {"labels": stale}});
+        let merge = PatchParams {
+            field_manager: Some(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&rs.name_any(), &merge, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(failed(
+                    rs,
+                    format!("labelling the ManifestWork of cluster {cluster}"),
+                )(source));
+            }
+        }
+    }
+    if may_delete {
+        for (cluster, work) in existing {
+            if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
+                delete_work(client, rs, cluster).await?;
+            }
+        }
+    }
+    Ok(refusals)
 }
 
 /// Deletes the work `rs` generated on `cluster`; one already gone is fine.
@@ -100,5 +221,32 @@ pub async fn delete_work(
             rs,
             format!("deleting the ManifestWork of cluster {cluster}"),
         )(source)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn works_carry_the_replica_set_labels_and_ferry_labels_win() {
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "labels": {
+                "app": "shop", REPLICA_SET_LABEL: "forged", PLACEMENT_NAME_LABEL: "forged"}},
+            "spec": {"manifestWorkTemplate": {}},
+        }))
+        .expect("replica set");
+        let labels = work_labels(&rs, "prod");
+        assert_eq!(labels.get("app").map(String::as_str), Some("shop"));
+        assert_eq!(
+            labels.get(REPLICA_SET_LABEL).map(String::as_str),
+            Some("ns.app")
+        );
+        assert_eq!(
+            labels.get(PLACEMENT_NAME_LABEL).map(String::as_str),
+            Some("prod")
+        );
     }
 }

@@ -9,8 +9,9 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::deploy::work_labels;
 use super::render::{RenderFailure, render_for_cluster};
-use ferry_api::contract::{PLACEMENT_LABEL, PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL};
+use ferry_api::contract::PLACEMENT_LABEL;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::PlacementDecision;
@@ -103,14 +104,13 @@ pub fn work_for(
     cluster: &ChosenCluster,
 ) -> Result<serde_json::Value, RenderFailure> {
     let spec = render_for_cluster(&rs.spec, &cluster.name, &cluster.labels)?;
-    let owner = format!("{}.{}", rs.namespace().unwrap_or_default(), rs.name_any());
     Ok(json!({
         "apiVersion": ManifestWork::api_version(&()),
         "kind": ManifestWork::kind(&()),
         "metadata": {
             "name": rs.name_any(),
             "namespace": cluster.name,
-            "labels": {REPLICA_SET_LABEL: owner, PLACEMENT_NAME_LABEL: cluster.placement},
+            "labels": work_labels(rs, &cluster.placement),
         },
         "spec": spec,
     }))

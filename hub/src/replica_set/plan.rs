@@ -10,6 +10,7 @@ use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
+use super::deploy::Refused;
 use super::render::Rendered;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
@@ -23,6 +24,9 @@ pub struct RolloutPlan {
     pub look_again: Option<SignedDuration>,
     /// Each placement whose rollout stopped at too many failures, and why.
     pub halted: Vec<String>,
+    /// Each placement whose rollout a failed mandatory decision group
+    /// holds, and which clusters failed there.
+    pub held: Vec<String>,
     /// Whether every placement's rollout is complete.
     pub all_complete: bool,
     /// Each placement whose rollout strategy cannot be used, and why.
@@ -30,12 +34,14 @@ pub struct RolloutPlan {
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
-/// `rendered` works and the `existing` ones, as of `now`.
+/// `rendered` works and the `existing` ones, as of `now`. A cluster whose
+/// rendering the hub API server `refused` counts as failed.
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
     chosen: &Chosen,
     rendered: &Rendered,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
+    refused: &Refused,
     now: Timestamp,
 ) -> RolloutPlan {
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
@@ -43,6 +49,7 @@ pub fn plan_rollout(
     let mut start: Vec<(String, String)> = Vec::new();
     let mut look_again: Option<SignedDuration> = None;
     let mut halted = Vec::new();
+    let mut held = Vec::new();
     let mut all_complete = true;
     for reference in &rs.spec.placement_refs {
         let mut clusters: Vec<(&(usize, String), &String)> = wanted
@@ -63,6 +70,7 @@ pub fn plan_rollout(
             .iter()
             .map(|((index, group), cluster)| {
                 let (state, again) = match rendered.get(*cluster) {
+                    _ if refused.contains_key(*cluster) => (ClusterState::Failed, None),
                     Some(Ok(spec)) => {
                         cluster_state(existing.get(*cluster).map(|w| &**w), spec, &strategy, now)
                     }
@@ -95,13 +103,131 @@ pub fn plan_rollout(
                 strategy.limits.max_failures
             ));
         }
+        if !step.held_by.is_empty() {
+            let groups: std::collections::BTreeSet<&str> = states
+                .iter()
+                .filter(|c| step.held_by.contains(&c.name))
+                .map(|c| c.group_name.as_str())
+                .collect();
+            held.push(format!(
+                "placement {}: held by failed mandatory decision group {} (cluster {}): mandatory groups tolerate no failure",
+                reference.name,
+                groups.into_iter().collect::<Vec<_>>().join(", "),
+                step.held_by.join(", ")
+            ));
+        }
         start.extend(step.start.into_iter().map(|c| (c, reference.name.clone())));
     }
     RolloutPlan {
         start,
         look_again,
         halted,
+        held,
         all_complete,
         problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replica_set::deploy::{Refusal, spec_hash};
+    use ferry_api::manifest_work::ManifestWorkSpec;
+    use serde_json::json;
+
+    fn rs(strategy: serde_json::Value) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p", "rolloutStrategy": strategy}]},
+        }))
+        .expect("replica set")
+    }
+
+    fn chosen() -> Chosen {
+        let mut chosen = Chosen::default();
+        for (cluster, group) in [("a", "canary"), ("b", "")] {
+            chosen.wanted.insert(cluster.into(), "p".into());
+            let index = usize::from(group.is_empty());
+            chosen
+                .group_of
+                .insert(cluster.into(), (index, group.to_string()));
+        }
+        chosen
+    }
+
+    fn rendered() -> Rendered {
+        ["a", "b"]
+            .into_iter()
+            .map(|c| (c.to_string(), Ok(ManifestWorkSpec::default())))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_cluster_counts_as_failed_and_the_others_go_on() {
+        let refused = Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                message: "422".into(),
+                at: Timestamp::now(),
+            },
+        )]);
+        let now = Timestamp::now();
+        let tolerant = rs(json!({"type": "All", "all": {"maxFailures": 1}}));
+        let plan = plan_rollout(
+            &tolerant,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            now,
+        );
+        assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
+        assert!(!plan.all_complete);
+        let strict = rs(json!({"type": "All"}));
+        let plan = plan_rollout(
+            &strict,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            now,
+        );
+        assert!(plan.start.is_empty());
+        assert!(
+            plan.halted[0].contains("1 clusters failed (a)"),
+            "{:?}",
+            plan.halted
+        );
+    }
+
+    #[test]
+    fn a_failed_mandatory_group_is_named_in_the_plan() {
+        let refused = Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                message: "422".into(),
+                at: Timestamp::now(),
+            },
+        )]);
+        let guarded = rs(json!({"type": "Progressive", "progressive": {
+            "maxFailures": "100%", "mandatoryDecisionGroups": [{"groupName": "canary"}]}}));
+        let plan = plan_rollout(
+            &guarded,
+            &chosen(),
+            &rendered(),
+            &BTreeMap::new(),
+            &refused,
+            Timestamp::now(),
+        );
+        assert!(plan.start.is_empty());
+        assert!(
+            plan.held[0].contains("group canary (cluster a)"),
+            "{:?}",
+            plan.held
+        );
     }
 }

@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ferry_semantics::contract::{
-    APPLIED, AVAILABLE, DEGRADED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED, PLACEMENT_ROLLED_OUT,
-    PLACEMENT_VERIFIED, PROGRESSING,
+    APPLIED, AVAILABLE, DEGRADED, MANDATORY_GROUP_FAILED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED,
+    PLACEMENT_DECISION_NOT_FOUND, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED, PROGRESSING,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::decisions::Chosen;
+use super::deploy::Refused;
 use super::error::{ReplicaSetError, failed};
 use super::plan::RolloutPlan;
 use super::render::Rendered;
@@ -92,20 +94,63 @@ pub fn condition(
     }
 }
 
-/// The status of `rs`: its generated `works` of the `wanted` clusters
+/// The status of `rs`: its generated `works` of the `chosen` clusters
 /// counted against their `rendered` specs, and its conditions from the
-/// `problems` found, the rollout `plan` and the renderings.
+/// placements, the works the API server `refused`, the rollout `plan` and
+/// the renderings. While a placement is missing only `PlacementVerified`
+/// changes: the rest stands as it was, like the works (OCM).
 pub fn replica_set_status(
     rs: &ManifestWorkReplicaSet,
-    wanted: &BTreeMap<String, String>,
+    chosen: &Chosen,
     works: &BTreeMap<String, Arc<ManifestWork>>,
     rendered: &Rendered,
-    problems: &[String],
+    refused: &Refused,
     plan: &RolloutPlan,
 ) -> ManifestWorkReplicaSetStatus {
     let generation = rs.meta().generation.unwrap_or(0);
     let current = rs.status.clone().unwrap_or_default().conditions;
+    if !chosen.missing.is_empty() {
+        let mut status = rs.status.clone().unwrap_or_default();
+        let verified = condition(
+            PLACEMENT_VERIFIED,
+            false,
+            PLACEMENT_DECISION_NOT_FOUND,
+            format!(
+                "placement {} not found: no work is written or deleted until it is back",
+                chosen.missing.join(", ")
+            ),
+            generation,
+            &current,
+        );
+        status.conditions.retain(|c| c.type_ != PLACEMENT_VERIFIED);
+        status.conditions.insert(0, verified);
+        return status;
+    }
+    let wanted = &chosen.wanted;
+    let problems: Vec<String> = chosen
+        .problems
+        .iter()
+        .chain(&plan.problems)
+        .cloned()
+        .collect();
     let (halted, all_complete) = (&plan.halted, plan.all_complete);
+    // Each refused work, named with its cluster and the API server's word.
+    let refusals = refused
+        .iter()
+        .map(|(cluster, r)| {
+            format!(
+                "cluster {cluster}: the hub API server refused its work: {}",
+                r.message
+            )
+        })
+        .collect::<Vec<_>>();
+    let with_refusals = |message: String| {
+        if refusals.is_empty() {
+            message
+        } else {
+            format!("{message}; {}", refusals.join("; "))
+        }
+    };
     let render_failures: Vec<String> = rendered
         .iter()
         .filter_map(|(cluster, r)| Some(format!("cluster {cluster}: {}", r.as_ref().err()?)))
@@ -151,7 +196,7 @@ pub fn replica_set_status(
         condition(
             PLACEMENT_VERIFIED,
             false,
-            "PlacementDecisionNotFound",
+            PLACEMENT_DECISION_NOT_FOUND,
             problems.join("; "),
             generation,
             &current,
@@ -162,7 +207,16 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            halted.join("; "),
+            with_refusals(halted.join("; ")),
+            generation,
+            &current,
+        )
+    } else if !plan.held.is_empty() {
+        condition(
+            PLACEMENT_ROLLED_OUT,
+            false,
+            MANDATORY_GROUP_FAILED,
+            with_refusals(plan.held.join("; ")),
             generation,
             &current,
         )
@@ -192,10 +246,10 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Progressing",
-            format!(
+            with_refusals(format!(
                 "{} of {total} clusters have the current template",
                 summary.updated
-            ),
+            )),
             generation,
             &current,
         )
@@ -313,5 +367,66 @@ mod tests {
         ];
         let s = summarize(works.iter(), |w| w.spec == template);
         assert_eq!((s.total, s.applied, s.updated, s.available), (3, 1, 3, 0));
+    }
+}
+
+#[cfg(test)]
+mod missing_placement_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_missing_placement_changes_only_placement_verified() {
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "generation": 2},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p"}]},
+            "status": {
+                "conditions": [
+                    {"type": PLACEMENT_VERIFIED, "status": "True", "reason": "AsExpected",
+                     "message": "", "observedGeneration": 1, "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                    {"type": PLACEMENT_ROLLED_OUT, "status": "True", "reason": "Complete",
+                     "message": "1 clusters have the current template", "observedGeneration": 1,
+                     "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                ],
+                "summary": {"total": 1, "applied": 1, "available": 1, "degraded": 0, "progressing": 0, "updated": 1},
+            },
+        }))
+        .expect("replica set");
+        let chosen = Chosen {
+            missing: vec!["p".into()],
+            ..Chosen::default()
+        };
+        let plan = RolloutPlan {
+            start: vec![],
+            look_again: None,
+            halted: vec![],
+            held: vec![],
+            all_complete: true,
+            problems: vec![],
+        };
+        let status = replica_set_status(
+            &rs,
+            &chosen,
+            &BTreeMap::new(),
+            &Rendered::new(),
+            &Refused::new(),
+            &plan,
+        );
+        let verified = &status.conditions[0];
+        assert_eq!(
+            (
+                verified.type_.as_str(),
+                verified.status.as_str(),
+                verified.reason.as_str()
+            ),
+            (PLACEMENT_VERIFIED, "False", PLACEMENT_DECISION_NOT_FOUND)
+        );
+        assert!(verified.message.contains("placement p not found"));
+        assert_eq!(verified.observed_generation, 2);
+        let before = rs.status.expect("status");
+        assert_eq!(status.conditions[1], before.conditions[1]);
+        assert_eq!(status.summary, before.summary);
     }
 }
