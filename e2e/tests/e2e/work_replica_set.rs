@@ -365,3 +365,85 @@ async fn an_override_patches_one_cluster_only_and_a_bad_override_fails_only_its_
     }
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_set_never_changes_a_work_it_did_not_write_and_names_it() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["spoke-a", "spoke-b"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    // Another team's work on spoke-a has the name the replica set will use.
+    let theirs = fleet
+        .create_work(&ferry_e2e::helpers::work_helpers::manifest_work(
+            "spoke-a",
+            "shared-name",
+            vec![config_map(
+                "default",
+                "theirs",
+                json!({"owner": "other-team"}),
+            )],
+        ))
+        .await
+        .expect("the other team's work");
+    let before = wait_applied(&theirs, "shared-name").await.expect("applied");
+    create_placement(&hub, "everywhere", json!({})).await;
+    let placements: Api<ferry_api::placement::Placement> = Api::namespaced(hub.clone(), NAMESPACE);
+    wait_until(
+        &placements,
+        "everywhere",
+        "both chosen",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == 2)
+        },
+    )
+    .await
+    .expect("the placement chooses both spokes");
+    create_replica_set(&hub, "shared-name", "everywhere", "Background").await;
+
+    // spoke-b gets the replica set's work; spoke-a's stays the other team's,
+    // and the replica set says why.
+    let works_b: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-b");
+    wait_applied(&works_b, "shared-name")
+        .await
+        .expect("the free cluster gets its work");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    let named = |rs: &ManifestWorkReplicaSet| {
+        rs.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.message.contains("ManifestWork spoke-a/shared-name exists and was not written by this replica set"))
+        })
+    };
+    wait_until(
+        &sets,
+        "shared-name",
+        "the clash named",
+        APPLY_TIMEOUT,
+        named,
+    )
+    .await
+    .expect("a condition names the work in the way");
+    let after = theirs.get("shared-name").await.expect("read");
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the other team's work is untouched"
+    );
+    assert!(!after.labels().contains_key(REPLICA_SET_LABEL));
+
+    // Deleting the replica set deletes its own work only.
+    sets.delete("shared-name", &DeleteParams::background())
+        .await
+        .expect("delete the replica set");
+    wait_deleted(&works_b, "shared-name", "its own work", APPLY_TIMEOUT)
+        .await
+        .expect("the replica set's work goes");
+    let still = theirs.get("shared-name").await.expect("read");
+    assert_eq!(
+        still.metadata.resource_version, before.metadata.resource_version,
+        "the other team's work survives the replica set"
+    );
+    fleet.stop().await;
+}

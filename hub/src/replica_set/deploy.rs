@@ -107,35 +107,59 @@ pub async fn deploy(
             let spec = rendered.get(&cluster)?.as_ref().ok()?.clone();
             Some((cluster, placement, spec))
         });
-        let results: Vec<(String, u64, Result<ManifestWork, kube::Error>)> =
-            futures::stream::iter(writes)
-                .map(|(cluster, placement, spec)| async move {
-                    let hash = spec_hash(&spec);
-                    let work = json!({
-                        "apiVersion": ManifestWork::api_version(&()),
-                        "kind": ManifestWork::kind(&()),
-                        "metadata": {
-                            "name": rs.name_any(),
-                            "namespace": cluster,
-                            "labels": work_labels(rs, &placement),
-                            "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
-                        },
-                        "spec": spec,
-                    });
-                    let api: Api<ManifestWork> = Api::namespaced(client.clone(), &cluster);
-                    let result = api
-                        .patch(&rs.name_any(), params, &Patch::Apply(&work))
-                        .await;
-                    (cluster, hash, result)
-                })
-                .buffer_unordered(CONCURRENT_WRITES)
-                .collect()
-                .await;
+        let results: Vec<(String, u64, Result<(), Write>)> = futures::stream::iter(writes)
+            .map(|(cluster, placement, spec)| async move {
+                let hash = spec_hash(&spec);
+                let api: Api<ManifestWork> = Api::namespaced(client.clone(), &cluster);
+                // A work this replica set did not write is never
+                // overwritten: one not in its own (labelled) set is
+                // read first, and a stranger's stays as it is.
+                if !existing.contains_key(&cluster) {
+                    match foreign(&api, rs).await {
+                        Ok(None) => {}
+                        Ok(Some(message)) => {
+                            return (cluster, hash, Err(Write::Clash(message)));
+                        }
+                        Err(error) => return (cluster, hash, Err(Write::Api(error))),
+                    }
+                }
+                let work = json!({
+                    "apiVersion": ManifestWork::api_version(&()),
+                    "kind": ManifestWork::kind(&()),
+                    "metadata": {
+                        "name": rs.name_any(),
+                        "namespace": cluster,
+                        "labels": work_labels(rs, &placement),
+                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                    },
+                    "spec": spec,
+                });
+                let result = api
+                    .patch(&rs.name_any(), params, &Patch::Apply(&work))
+                    .await
+                    .map(|_| ())
+                    .map_err(Write::Api);
+                (cluster, hash, result)
+            })
+            .buffer_unordered(CONCURRENT_WRITES)
+            .collect()
+            .await;
         let mut first_error = None;
         for (cluster, spec_hash, result) in results {
             match result {
-                Ok(_) => {}
-                Err(error) if refused(&error) => {
+                Ok(()) => {}
+                Err(Write::Clash(message)) => {
+                    warn!(replica_set = %owner_label(rs), %cluster, %message, "a work of that name is not this replica set's");
+                    refusals.insert(
+                        cluster,
+                        Refusal {
+                            spec_hash,
+                            message,
+                            at: now,
+                        },
+                    );
+                }
+                Err(Write::Api(error)) if refused(&error) => {
                     warn!(replica_set = %owner_label(rs), %cluster, %error, "the hub API server refused the work");
                     refusals.insert(
                         cluster,
@@ -146,7 +170,7 @@ pub async fn deploy(
                         },
                     );
                 }
-                Err(error) => {
+                Err(Write::Api(error)) => {
                     first_error.get_or_insert(failed(
                         rs,
                         format!("writing the ManifestWork of cluster {cluster}"),
@@ -205,6 +229,41 @@ pub async fn deploy(
         }
     }
     Ok(refusals)
+}
+
+/// Why one work was not written.
+enum Write {
+    /// A work of that name exists and another party wrote it.
+    Clash(String),
+    /// The API server refused the read or the write.
+    Api(kube::Error),
+}
+
+/// Whether `rs`'s work in `api`'s namespace is in the way of a stranger's:
+/// Some(message naming it) when a work of that name exists that `rs` did
+/// not write (its replica-set label names another owner or none). Fails
+/// when the read is refused.
+async fn foreign(
+    api: &Api<ManifestWork>,
+    rs: &ManifestWorkReplicaSet,
+) -> Result<Option<String>, kube::Error> {
+    let Some(work) = api.get_opt(&rs.name_any()).await? else {
+        return Ok(None);
+    };
+    let owner = owner_label(rs);
+    let written_by = work.labels().get(REPLICA_SET_LABEL);
+    if written_by == Some(&owner) {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "ManifestWork {}/{} exists and was not written by this replica set ({}); it is left untouched: rename the replica set or remove that work",
+        work.namespace().unwrap_or_default(),
+        work.name_any(),
+        match written_by {
+            Some(other) => format!("it belongs to replica set {other}"),
+            None => "no replica set wrote it".to_string(),
+        }
+    )))
 }
 
 /// Deletes the work `rs` generated on `cluster`; one already gone is fine.
