@@ -562,8 +562,12 @@ impl Reconciler {
                     what: slot.describe(),
                     rewrites: MAX_REWRITES,
                     window: WINDOW.as_secs(),
-                    writer: other_writers(&live, strategy_manager(&strategy)),
-                    hold: hold.as_secs().max(1),
+                    writer: other_writers(&live, strategy_manager(&strategy))
+                        .or(hold.writers)
+                        .unwrap_or_else(|| {
+                            "no other field manager is recorded on the object".to_string()
+                        }),
+                    hold: hold.left.as_secs().max(1),
                 }
                 .into());
             }
@@ -620,7 +624,16 @@ impl Reconciler {
             // Counted now, held on the next pass: this write already happened.
             if let Some(hold) = self
                 .breaker
-                .wrote(&key, &record.rank.uid, record.generation, Instant::now())
+                .wrote(
+                    &key,
+                    &record.rank.uid,
+                    record.generation,
+                    outcome
+                        .before
+                        .as_ref()
+                        .and_then(|b| other_writers(b, strategy_manager(&strategy))),
+                    Instant::now(),
+                )
                 .await
             {
                 warn!(object = %identity.describe(), ?hold, "object rewritten too often; holding further writes");

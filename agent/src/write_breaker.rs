@@ -54,6 +54,19 @@ struct Track {
     strikes: u32,
     held_until: Option<Instant>,
     touched: Option<Instant>,
+    /// Who else had written the object when ferry last rewrote it: a
+    /// rewrite takes the fields back, so the other writer's managedFields
+    /// entry may be gone by the time the hold is reported.
+    writers: Option<String>,
+}
+
+/// A hold in force on one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// Time left.
+    pub left: Duration,
+    /// The other writers seen at the last rewrite, if any were recorded.
+    pub writers: Option<String>,
 }
 
 /// Per-object write counts and holds.
@@ -63,20 +76,26 @@ pub struct WriteBreaker {
 }
 
 impl WriteBreaker {
-    /// How long writes to `key` are still held at `now`, if they are.
-    pub async fn held(&self, key: &ObjectKey, now: Instant) -> Option<Duration> {
+    /// The hold on writes to `key` at `now`, if one is in force.
+    pub async fn held(&self, key: &ObjectKey, now: Instant) -> Option<Hold> {
         let tracks = self.tracks.lock().await;
-        let until = tracks.get(key)?.held_until?;
-        (until > now).then(|| until - now)
+        let track = tracks.get(key)?;
+        let until = track.held_until?;
+        (until > now).then(|| Hold {
+            left: until - now,
+            writers: track.writers.clone(),
+        })
     }
 
-    /// Counts a write of `key` by work `uid` at `generation`; returns the hold
-    /// it opens, if this rewrite was one too many.
+    /// Counts a write of `key` by work `uid` at `generation`, over an object
+    /// `writers` (see [`other_writers`]) had written; returns the hold it
+    /// opens, if this rewrite was one too many.
     pub async fn wrote(
         &self,
         key: &ObjectKey,
         uid: &str,
         generation: i64,
+        writers: Option<String>,
         now: Instant,
     ) -> Option<Duration> {
         let mut tracks = self.tracks.lock().await;
@@ -94,6 +113,9 @@ impl WriteBreaker {
         let rewrite = track.generations.insert(uid.to_string(), generation) == Some(generation);
         if !rewrite {
             return None;
+        }
+        if writers.is_some() {
+            track.writers = writers;
         }
         // Quiet for a window after the last hold: the fight is over.
         if let Some(until) = track.held_until
@@ -122,7 +144,7 @@ impl WriteBreaker {
         Some(hold)
     }
 
-    /// Drops what is known about `key` for work `uid` (the work let go of it).
+    /// Drops what is known about the writes of work `uid` (it was deleted).
     pub async fn forget(&self, uid: &str) {
         let mut tracks = self.tracks.lock().await;
         tracks.retain(|_, t| {
@@ -145,8 +167,8 @@ fn hold_for(strikes: u32) -> Duration {
 
 /// The field managers other than ferry's that wrote `live`, most recent
 /// first, as `name (operation at time)`; `ours` is the manager this work
-/// writes with.
-pub fn other_writers(live: &Value, ours: &str) -> String {
+/// writes with. None when there are none.
+pub fn other_writers(live: &Value, ours: &str) -> Option<String> {
     let mut entries: Vec<(&str, &str, &str)> = live["metadata"]["managedFields"]
         .as_array()
         .map(|fields| {
@@ -166,13 +188,14 @@ pub fn other_writers(live: &Value, ours: &str) -> String {
     // RFC 3339 times in one format sort as text.
     entries.sort_by(|a, b| b.2.cmp(a.2));
     if entries.is_empty() {
-        return "no other field manager is recorded on the object".to_string();
+        return None;
     }
-    entries
+    let text = entries
         .iter()
         .map(|(m, op, t)| format!("field manager `{m}` ({op} at {t})"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    Some(text)
 }
 
 #[cfg(test)]
@@ -189,15 +212,15 @@ mod tests {
         let breaker = WriteBreaker::default();
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_millis(s);
-        assert_eq!(breaker.wrote(&key(), "w", 1, at(0)).await, None);
-        assert_eq!(breaker.wrote(&key(), "w", 1, at(10)).await, None);
-        assert_eq!(breaker.wrote(&key(), "w", 1, at(20)).await, None);
-        let first = breaker.wrote(&key(), "w", 1, at(30)).await;
+        assert_eq!(breaker.wrote(&key(), "w", 1, None, at(0)).await, None);
+        assert_eq!(breaker.wrote(&key(), "w", 1, None, at(10)).await, None);
+        assert_eq!(breaker.wrote(&key(), "w", 1, None, at(20)).await, None);
+        let first = breaker.wrote(&key(), "w", 1, None, at(30)).await;
         assert_eq!(first, Some(FIRST_HOLD));
         assert!(breaker.held(&key(), at(40)).await.is_some());
         let after = at(30) + FIRST_HOLD + Duration::from_millis(1);
         assert_eq!(breaker.held(&key(), after).await, None);
-        let second = breaker.wrote(&key(), "w", 1, after).await;
+        let second = breaker.wrote(&key(), "w", 1, None, after).await;
         assert_eq!(second, Some(FIRST_HOLD * 2));
     }
 
@@ -206,7 +229,10 @@ mod tests {
         let breaker = WriteBreaker::default();
         let now = Instant::now();
         for generation in 1..20 {
-            assert_eq!(breaker.wrote(&key(), "w", generation, now).await, None);
+            assert_eq!(
+                breaker.wrote(&key(), "w", generation, None, now).await,
+                None
+            );
         }
     }
 
@@ -216,7 +242,7 @@ mod tests {
         let t0 = Instant::now();
         for i in 0..10u32 {
             let at = t0 + (WINDOW + Duration::from_secs(1)) * i;
-            assert_eq!(breaker.wrote(&key(), "w", 1, at).await, None);
+            assert_eq!(breaker.wrote(&key(), "w", 1, None, at).await, None);
         }
     }
 
@@ -227,7 +253,7 @@ mod tests {
             {"manager": "old", "operation": "Update", "time": "2026-01-01T00:00:01Z"},
             {"manager": "fighter", "operation": "Apply", "time": "2026-01-01T00:00:02Z"}
         ]}});
-        let text = other_writers(&live, "ferry-agent");
+        let text = other_writers(&live, "ferry-agent").expect("others");
         assert!(text.starts_with("field manager `fighter`"), "{text}");
         assert!(text.contains("`old`"));
         assert!(!text.contains("ferry-agent"));

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ferry_e2e::harness::audit::{count_reads, list_writes};
+use ferry_e2e::harness::audit::count_reads;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::wait::wait_until;
@@ -15,13 +15,36 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, wait_applied,
 };
 use ferry_semantics::contract::{REASON_CONFLICTS_WITH_WORK, REASON_WRITE_LOOP};
-use serde_json::json;
 
-/// The agent's write requests to the object at `uri` so far.
-fn writes_to(audit: &str, uri: &str) -> Vec<String> {
-    list_writes(audit)
-        .into_iter()
-        .filter(|w| w.split('?').next().is_some_and(|w| w.ends_with(uri)))
+/// The field manager of the test's spoke-side controller.
+const FIGHTER: &str = "fighting-controller";
+use serde_json::{Value, json};
+
+/// Write requests (create, update, patch, delete) to the ConfigMap `name`
+/// so far, by the admin identity the in-process agent uses, except those
+/// sent with field manager `except` (the test's own spoke-side writer, which
+/// shares the identity), as `verb requestURI` lines.
+fn writes_to(audit: &str, name: &str, except: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    let foreign = format!("fieldManager={except}");
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["user"]["username"] == "ferry-admin")
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete")
+            )
+        })
+        .filter(|e| e["objectRef"]["resource"] == "configmaps" && e["objectRef"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["verb"].as_str().unwrap_or_default(),
+                e["requestURI"].as_str().unwrap_or_default()
+            )
+        })
+        .filter(|line| !line.contains(&foreign))
         .collect()
 }
 
@@ -54,6 +77,7 @@ async fn two_disagreeing_works_settle_with_the_younger_reporting_the_conflict() 
         .info
         .audit_log
         .clone();
+    const NAME: &str = "contested";
     let uri = "/api/v1/namespaces/default/configmaps/contested";
     let contested = |owner: &str| {
         config_map(
@@ -100,9 +124,9 @@ async fn two_disagreeing_works_settle_with_the_younger_reporting_the_conflict() 
     // Both works keep passing over the object (resync every second); count
     // ferry's writes over ten more reads of it, i.e. several passes of each.
     let reads = wait_for_reads(&audit, uri, count_reads(&audit, uri) + 1).await;
-    let writes_then = writes_to(&audit, uri).len();
+    let writes_then = writes_to(&audit, NAME, FIGHTER).len();
     wait_for_reads(&audit, uri, reads + 10).await;
-    let writes = writes_to(&audit, uri);
+    let writes = writes_to(&audit, NAME, FIGHTER);
     println!(
         "two disagreeing works: conflict shown after {settled:?}; {} writes to the contested ConfigMap in all, {} after it settled",
         writes.len(),
@@ -112,6 +136,10 @@ async fn two_disagreeing_works_settle_with_the_younger_reporting_the_conflict() 
         writes.len(),
         writes_then,
         "no write once settled: {writes:?}"
+    );
+    assert!(
+        !writes.is_empty(),
+        "the count sees the owner's create of the object"
     );
     assert!(
         writes.len() <= 5,
@@ -161,7 +189,7 @@ async fn a_spoke_controller_fighting_a_work_meets_bounded_writes_and_is_named() 
         .info
         .audit_log
         .clone();
-    let uri = "/api/v1/namespaces/default/configmaps/fought";
+    const NAME: &str = "fought";
     let works = fleet
         .create_work(&manifest_work(
             "cluster-a",
@@ -171,7 +199,7 @@ async fn a_spoke_controller_fighting_a_work_meets_bounded_writes_and_is_named() 
         .await
         .expect("create");
     wait_applied(&works, "fought").await.expect("applied");
-    let before = writes_to(&audit, uri).len();
+    let before = writes_to(&audit, NAME, FIGHTER).len();
     let spoke = fleet
         .spoke("cluster-a")
         .api("v1", "ConfigMap", Some("default"));
@@ -184,10 +212,7 @@ async fn a_spoke_controller_fighting_a_work_meets_bounded_writes_and_is_named() 
             let mut patches = 0;
             for i in 0..100 {
                 let patch = json!({"data": {"a": format!("spoke-{i}")}});
-                if merge_as(&spoke, "fought", "fighting-controller", &patch)
-                    .await
-                    .is_ok()
-                {
+                if merge_as(&spoke, "fought", FIGHTER, &patch).await.is_ok() {
                     patches += 1;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -211,16 +236,20 @@ async fn a_spoke_controller_fighting_a_work_meets_bounded_writes_and_is_named() 
         .expect("condition")
         .message;
     assert!(
-        message.contains("fighting-controller"),
+        message.contains(FIGHTER),
         "the condition names the other writer: {message}"
     );
     let patches = fighter.await.expect("fighter");
-    let writes = writes_to(&audit, uri);
+    let writes = writes_to(&audit, NAME, FIGHTER);
     let fight_writes = writes.len() - before;
     println!(
         "spoke controller fight: the controller wrote {patches} times in 10 s; ferry wrote {fight_writes} times"
     );
     assert!(patches >= 50, "the fighter kept writing: {patches}");
+    assert!(
+        fight_writes >= 3,
+        "the count sees ferry correcting the drift before it backs off: {fight_writes}"
+    );
     assert!(
         fight_writes <= 15,
         "ferry's rewrites stay bounded: {fight_writes} ({:?})",
