@@ -10,11 +10,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use ferry_semantics::ManifestIdentity;
 use ferry_semantics::ownership::{Verdict, WorkRank, verdict};
 
-/// Which object a manifest names: group, kind, namespace (empty when the
-/// manifest names none) and name.
+/// Which object a manifest names: group, kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     group: String,
@@ -24,13 +22,15 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
-    /// The key of the object `identity` names.
-    pub fn of(identity: &ManifestIdentity) -> Self {
+    /// The key of object `name` of `kind` in `group`, in `namespace` as
+    /// resolved (a namespaced manifest without one is in `default`; empty
+    /// for cluster-scoped kinds).
+    pub fn new(group: &str, kind: &str, namespace: &str, name: &str) -> Self {
         Self {
-            group: identity.group.clone(),
-            kind: identity.kind.clone(),
-            namespace: identity.namespace.clone().unwrap_or_default(),
-            name: identity.name.clone(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
         }
     }
 }

@@ -68,6 +68,8 @@ struct PassRecord {
     recorded: Vec<AppliedResource>,
     managed: Vec<ManagedObject>,
     written: Vec<String>,
+    /// The objects this pass claimed for the work (those it may write).
+    claimed: Vec<ObjectKey>,
 }
 
 impl PassRecord {
@@ -302,6 +304,7 @@ impl Reconciler {
                     recorded: Vec::new(),
                     managed: Vec::new(),
                     written: Vec::new(),
+                    claimed: Vec::new(),
                 })
             });
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
@@ -314,13 +317,6 @@ impl Reconciler {
             .map(|p| p.as_ref().ok().map(|(_, id)| id))
             .collect();
         let order = apply_order(&identities);
-        // Objects this work no longer lists are no longer its to claim.
-        let keys: Vec<ObjectKey> = identities
-            .iter()
-            .flatten()
-            .map(|i| ObjectKey::of(i))
-            .collect();
-        self.owners.retain(&work_ref.uid, &keys).await;
         if let Ok(record) = &mut record {
             self.record_intents(&identities, &spec.manifest_configs, record)
                 .await;
@@ -435,6 +431,11 @@ impl Reconciler {
                 drift,
             });
         }
+        // Objects this work no longer claims (no longer lists, or only
+        // observes) are no longer its: other works may own them.
+        if let Ok(record) = &record {
+            self.owners.retain(&work_ref.uid, &record.claimed).await;
+        }
         let all_identified = parsed.iter().all(Result::is_ok);
         let mut managed = Vec::new();
         let mut written = Vec::new();
@@ -539,8 +540,9 @@ impl Reconciler {
                 deletes,
             )
             .await?;
-        let key = ObjectKey::of(identity);
+        let key = ObjectKey::new(&identity.group, &identity.kind, &namespace, &identity.name);
         if strategy.writes() != Writes::Never {
+            record.claimed.push(key.clone());
             if let Verdict::Yield { owner, fields } =
                 self.owners.claim(&record.rank, key.clone(), value).await
             {
@@ -550,7 +552,11 @@ impl Reconciler {
                     fields,
                 });
             }
-            if let Some(hold) = self.breaker.held(&key, Instant::now()).await {
+            if let Some(hold) = self
+                .breaker
+                .held(&key, &record.rank.uid, record.generation, Instant::now())
+                .await
+            {
                 let live = api
                     .get_opt(&identity.name)
                     .await

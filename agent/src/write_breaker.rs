@@ -76,10 +76,21 @@ pub struct WriteBreaker {
 }
 
 impl WriteBreaker {
-    /// The hold on writes to `key` at `now`, if one is in force.
-    pub async fn held(&self, key: &ObjectKey, now: Instant) -> Option<Hold> {
+    /// The hold on writes to `key` by work `uid` at `generation` at `now`,
+    /// if one is in force. A generation the work has not written the object
+    /// at yet (the hub changed the work) is never held.
+    pub async fn held(
+        &self,
+        key: &ObjectKey,
+        uid: &str,
+        generation: i64,
+        now: Instant,
+    ) -> Option<Hold> {
         let tracks = self.tracks.lock().await;
         let track = tracks.get(key)?;
+        if track.generations.get(uid) != Some(&generation) {
+            return None;
+        }
         let until = track.held_until?;
         (until > now).then(|| Hold {
             left: until - now,
@@ -204,7 +215,7 @@ mod tests {
     use serde_json::json;
 
     fn key() -> ObjectKey {
-        ObjectKey::of(&ferry_semantics::identify(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"d"}}"#).unwrap().1)
+        ObjectKey::new("", "ConfigMap", "d", "c")
     }
 
     #[tokio::test]
@@ -217,11 +228,22 @@ mod tests {
         assert_eq!(breaker.wrote(&key(), "w", 1, None, at(20)).await, None);
         let first = breaker.wrote(&key(), "w", 1, None, at(30)).await;
         assert_eq!(first, Some(FIRST_HOLD));
-        assert!(breaker.held(&key(), at(40)).await.is_some());
+        assert!(breaker.held(&key(), "w", 1, at(40)).await.is_some());
         let after = at(30) + FIRST_HOLD + Duration::from_millis(1);
-        assert_eq!(breaker.held(&key(), after).await, None);
+        assert_eq!(breaker.held(&key(), "w", 1, after).await, None);
         let second = breaker.wrote(&key(), "w", 1, None, after).await;
         assert_eq!(second, Some(FIRST_HOLD * 2));
+    }
+
+    #[tokio::test]
+    async fn a_hold_never_stops_a_new_generation() {
+        let breaker = WriteBreaker::default();
+        let now = Instant::now();
+        for _ in 0..MAX_REWRITES + 1 {
+            breaker.wrote(&key(), "w", 1, None, now).await;
+        }
+        assert!(breaker.held(&key(), "w", 1, now).await.is_some());
+        assert_eq!(breaker.held(&key(), "w", 2, now).await, None);
     }
 
     #[tokio::test]
