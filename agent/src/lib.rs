@@ -13,6 +13,7 @@ pub mod executor;
 mod garbage_collection;
 pub mod list_schema;
 pub mod metrics;
+pub mod ownership;
 pub mod probes;
 pub mod readiness;
 pub mod reconcile;
@@ -22,6 +23,7 @@ pub mod session;
 pub mod status_board;
 pub mod telemetry;
 pub mod work_workers;
+pub mod write_breaker;
 
 pub use agent::{AgentOptions, run_agent};
 pub use telemetry::{DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry};

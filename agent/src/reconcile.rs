@@ -25,16 +25,19 @@ use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
+use crate::ownership::{ObjectKey, OwnerIndex};
 use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use crate::rule_conditions::RuleEvaluator;
+use crate::write_breaker::{MAX_REWRITES, WINDOW, WriteBreaker, WriteLoop, other_writers};
 use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for, options_for};
-use ferry_semantics::contract::APPLIED;
+use ferry_semantics::contract::{APPLIED, REASON_CONFLICTS_WITH_WORK, REASON_WRITE_LOOP};
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
+use ferry_semantics::ownership::{Verdict, WorkRank};
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
-use ferry_semantics::strategy::{StrategyError, strategy_of};
+use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, identify};
 
 /// The outcome of one pass over a work.
@@ -56,11 +59,17 @@ pub struct Reconciled {
 /// the intents this pass wrote before creating), and those the pass applied.
 struct PassRecord {
     owner: Owner,
+    /// Where the work stands against others listing the same objects.
+    rank: WorkRank,
+    /// The generation this pass applies.
+    generation: i64,
     previous: Vec<AppliedResource>,
     stored: Vec<AppliedResource>,
     recorded: Vec<AppliedResource>,
     managed: Vec<ManagedObject>,
     written: Vec<String>,
+    /// The objects this pass claimed for the work (those it may write).
+    claimed: Vec<ObjectKey>,
 }
 
 impl PassRecord {
@@ -117,6 +126,17 @@ enum ManifestFailure {
     Record(String),
     #[error(transparent)]
     Executor(#[from] ExecutorError),
+    #[error(
+        "{what} is owned by work {owner}, which is older and sets other values for {fields}; this work writes none of them",
+        fields = fields.join(", ")
+    )]
+    ConflictsWithWork {
+        what: String,
+        owner: String,
+        fields: Vec<String>,
+    },
+    #[error(transparent)]
+    WriteLoop(#[from] WriteLoop),
 }
 
 impl ManifestFailure {
@@ -131,6 +151,8 @@ impl ManifestFailure {
             ManifestFailure::Mark(_) => "ObjectChanged",
             ManifestFailure::Record(_) => "AppliedRecordFailed",
             ManifestFailure::Executor(e) => e.reason(),
+            ManifestFailure::ConflictsWithWork { .. } => REASON_CONFLICTS_WITH_WORK,
+            ManifestFailure::WriteLoop(_) => REASON_WRITE_LOOP,
         }
     }
 
@@ -144,6 +166,8 @@ impl ManifestFailure {
             ManifestFailure::Missing(_) => false,
             ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
             ManifestFailure::Executor(e) => e.is_transient(),
+            // The owner may go away; the hold runs out.
+            ManifestFailure::ConflictsWithWork { .. } | ManifestFailure::WriteLoop(_) => true,
         }
     }
 }
@@ -159,6 +183,8 @@ pub struct Reconciler {
     rules: RuleEvaluator,
     executor: ExecutorCheck,
     adopt_ocm_objects: bool,
+    owners: OwnerIndex,
+    breaker: WriteBreaker,
 }
 
 /// What a look-up of a manifest's object after a failed apply found, for
@@ -211,6 +237,8 @@ impl Reconciler {
             rules: RuleEvaluator::default(),
             executor,
             adopt_ocm_objects,
+            owners: OwnerIndex::default(),
+            breaker: WriteBreaker::default(),
         }
     }
 
@@ -226,6 +254,13 @@ impl Reconciler {
     /// The spoke client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Forgets work `uid`'s claims and write counts: it was deleted or
+    /// evicted, so works it owned objects against may write them.
+    pub async fn forget_work(&self, uid: &str) {
+        self.owners.forget(uid).await;
+        self.breaker.forget(uid).await;
     }
 
     /// The records of what was applied.
@@ -251,13 +286,25 @@ impl Reconciler {
                 let owner = r
                     .owner()
                     .ok_or_else(|| "the record has no UID".to_string())?;
+                let created = r
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(i64::MAX, |t| t.0.as_second());
                 Ok(PassRecord {
                     owner,
+                    rank: WorkRank {
+                        created,
+                        name: format!("{}/{}", work_ref.namespace, work_ref.name),
+                        uid: work_ref.uid.clone(),
+                    },
+                    generation,
                     previous: r.resources(),
                     stored: r.resources(),
                     recorded: Vec::new(),
                     managed: Vec::new(),
                     written: Vec::new(),
+                    claimed: Vec::new(),
                 })
             });
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
@@ -384,6 +431,11 @@ impl Reconciler {
                 drift,
             });
         }
+        // Objects this work no longer claims (no longer lists, or only
+        // observes) are no longer its: other works may own them.
+        if let Ok(record) = &record {
+            self.owners.retain(&work_ref.uid, &record.claimed).await;
+        }
         let all_identified = parsed.iter().all(Result::is_ok);
         let mut managed = Vec::new();
         let mut written = Vec::new();
@@ -489,6 +541,44 @@ impl Reconciler {
                 deletes,
             )
             .await?;
+        let key = ObjectKey::new(&identity.group, &identity.kind, &namespace, &identity.name);
+        if strategy.writes() != Writes::Never {
+            record.claimed.push(key.clone());
+            if let Verdict::Yield { owner, fields } =
+                self.owners.claim(&record.rank, key.clone(), value).await
+            {
+                return Err(ManifestFailure::ConflictsWithWork {
+                    what: slot.describe(),
+                    owner,
+                    fields,
+                });
+            }
+            if let Some(hold) = self
+                .breaker
+                .held(&key, &record.rank.uid, record.generation, Instant::now())
+                .await
+            {
+                let live = api
+                    .get_opt(&identity.name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|o| serde_json::to_value(o).ok())
+                    .unwrap_or(Value::Null);
+                return Err(WriteLoop {
+                    what: slot.describe(),
+                    rewrites: MAX_REWRITES,
+                    window: WINDOW.as_secs(),
+                    writer: other_writers(&live, strategy_manager(&strategy))
+                        .or(hold.writers)
+                        .unwrap_or_else(|| {
+                            "no other field manager is recorded on the object".to_string()
+                        }),
+                    hold: hold.left.as_secs().max(1),
+                }
+                .into());
+            }
+        }
         if !record.holds(&slot) {
             let creates = match strategy.writes() {
                 Writes::Never => false,
@@ -538,6 +628,23 @@ impl Reconciler {
             && wrote(&outcome.applied)
         {
             record.written.push(kind);
+            // Counted now, held on the next pass: this write already happened.
+            if let Some(hold) = self
+                .breaker
+                .wrote(
+                    &key,
+                    &record.rank.uid,
+                    record.generation,
+                    outcome
+                        .before
+                        .as_ref()
+                        .and_then(|b| other_writers(b, strategy_manager(&strategy))),
+                    Instant::now(),
+                )
+                .await
+            {
+                warn!(object = %identity.describe(), ?hold, "object rewritten too often; holding further writes");
+            }
         }
         let outcome = match applied {
             Err(ApplyError::KindNotServed { .. }) => {
@@ -824,4 +931,12 @@ fn unix_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or_default()
+}
+
+/// The field manager `strategy` writes with.
+fn strategy_manager(strategy: &Strategy) -> &str {
+    match strategy {
+        Strategy::ServerSideApply { manager, .. } => manager,
+        _ => ferry_semantics::contract::AGENT_FIELD_MANAGER,
+    }
 }

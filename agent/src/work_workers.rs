@@ -287,6 +287,7 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
             Desired::Delete { work, option } => {
                 match release(&uid, option.as_ref(), &shared, &mut drift).await {
                     Step::Finished => {
+                        shared.reconciler.forget_work(&uid).await;
                         let message = "Every object of the work is deleted or orphaned".to_string();
                         let report = deletion_report(work, generation, true, message);
                         shared.board.publish(&uid, report).await;
@@ -302,6 +303,7 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
             Desired::Evict => match eviction_due(&uid, &shared).await {
                 Ok(None) => match release(&uid, None, &shared, &mut drift).await {
                     Step::Finished => {
+                        shared.reconciler.forget_work(&uid).await;
                         info!(%uid, "evicted a work the hub does not have");
                         shared.board.remove(&uid).await;
                         return;

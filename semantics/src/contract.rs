@@ -67,3 +67,13 @@ pub const OVERRIDES_RENDERED: &str = "OverridesRendered";
 /// Field manager of the works a ManifestWorkReplicaSet generates and of its
 /// status.
 pub const REPLICA_SET_FIELD_MANAGER: &str = "ferry-replicaset";
+
+/// Reason on a manifest's `Applied=False`: another work on the same cluster
+/// owns the object (it is older) and wants different values for some of its
+/// fields; this work writes none of them.
+pub const REASON_CONFLICTS_WITH_WORK: &str = "ConflictsWithWork";
+
+/// Reason on a manifest's `Applied=False`: ferry rewrote the object too often
+/// in a short window on its own initiative (drift correction) because another
+/// writer keeps changing it; the agent backs off and names that writer.
+pub const REASON_WRITE_LOOP: &str = "WriteLoopBackoff";

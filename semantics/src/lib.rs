@@ -21,6 +21,7 @@ pub mod list_items;
 pub mod managed_fields;
 pub mod merge;
 pub mod overrides;
+pub mod ownership;
 pub mod paths;
 pub mod placement;
 pub mod release;

@@ -49,6 +49,7 @@ mod motivating_cases;
 mod object_hash;
 mod ocm_compat;
 mod ocm_migration;
+mod one_owner;
 mod orphan_owner_refs;
 mod own_process;
 mod placement;
