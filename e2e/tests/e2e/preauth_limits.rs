@@ -28,6 +28,13 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 const SYNC_PATH: &str = "/ferry.v1.WorkDistributor/Sync";
 
+/// The most any one flood may add to this process's memory.
+const FLOOD_GROWTH_BOUND_MIB: f64 = 64.0;
+
+/// The longest the hub may leave a connection that never finishes its TLS
+/// handshake open (its handshake timeout is 5 s by default).
+const STALLED_HANDSHAKE_BOUND: Duration = Duration::from_secs(30);
+
 /// This process's resident and peak resident memory, in MiB (the test runs
 /// alone in its process: see `own_process`).
 fn memory() -> (f64, f64) {
@@ -80,7 +87,16 @@ impl RssSampler {
     }
 }
 
+/// Prints the memory a flood took and asserts it stayed under
+/// [`FLOOD_GROWTH_BOUND_MIB`] over the baseline: generous for a loaded
+/// machine (the floods measured +3 to +5 MiB), while a hub that buffered the
+/// 200 Hellos of 10 MiB would grow by gigabytes.
 fn report(label: &str, baseline: f64, highest: f64) {
+    assert!(
+        highest - baseline < FLOOD_GROWTH_BOUND_MIB,
+        "{label}: the process grew {:.1} MiB over its baseline",
+        highest - baseline
+    );
     let (rss, peak) = memory();
     println!(
         "RSS {label}: highest during {highest:.1} MiB (+{:.1} over baseline {baseline:.1}), now {rss:.1} MiB, process peak {peak:.1} MiB",
@@ -491,6 +507,10 @@ async fn unauthenticated_floods_are_refused_with_bounded_memory_and_the_agent_is
     println!(
         "  the hub closed all of them within {:.1} s",
         took.as_secs_f64()
+    );
+    assert!(
+        took < STALLED_HANDSHAKE_BOUND,
+        "stalled handshakes were left open {took:?}"
     );
 
     wait_applied(&works, "during")
