@@ -5,6 +5,7 @@
 pub mod ownership;
 pub mod passes;
 pub mod placement_helpers;
+pub mod sessions;
 pub mod spoke_actor;
 pub mod two_config_maps;
 pub mod wait;

@@ -12,41 +12,55 @@ use ferry_e2e::helpers::ownership::APPLIED_WORK_API_VERSION;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
 use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 const GRACE: Duration = Duration::from_secs(8);
+
+/// The spoke's ConfigMaps and AppliedManifestWorks, and the UID of work
+/// `name` (one ConfigMap of that name), which the agent applied and which
+/// then vanished from the hub while no hub watched: its eviction has begun.
+async fn evicting_work(
+    fleet: &mut Fleet,
+    name: &str,
+) -> (Api<DynamicObject>, Api<DynamicObject>, String) {
+    let spoke = fleet.spoke("cluster-a");
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let work = manifest_work(
+        "cluster-a",
+        name,
+        vec![config_map("default", name, json!({"k": "v"}))],
+    );
+    let works = fleet.create_work(&work).await.expect("create work");
+    let uid = wait_applied(&works, name)
+        .await
+        .expect("applied")
+        .uid()
+        .expect("uid");
+    // The work disappears while no hub watches: nobody tells the agent.
+    fleet
+        .forget_work(&works, name)
+        .await
+        .expect("work forgotten");
+    wait_until(&records, &uid, "eviction started", APPLY_TIMEOUT, evicting)
+        .await
+        .expect("the agent starts the grace period");
+    (config_maps, records, uid)
+}
+
+fn evicting(record: &DynamicObject) -> bool {
+    record.data["status"]["evictionStartTime"]
+        .as_str()
+        .is_some()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_work_the_hub_no_longer_has_is_evicted_after_the_grace_period_not_before() {
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
     options.eviction_grace = GRACE;
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
-    let spoke = fleet.spoke("cluster-a");
-    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
-    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
-    let work = manifest_work(
-        "cluster-a",
-        "forgotten",
-        vec![config_map("default", "forgotten", json!({"k": "v"}))],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    let uid = wait_applied(&works, "forgotten")
-        .await
-        .expect("applied")
-        .uid()
-        .expect("uid");
-
-    // The work disappears while no hub watches: nobody tells the agent.
-    fleet
-        .forget_work(&works, "forgotten")
-        .await
-        .expect("work forgotten");
-
-    let evicting =
-        |r: &kube::api::DynamicObject| r.data["status"]["evictionStartTime"].as_str().is_some();
-    wait_until(&records, &uid, "eviction started", APPLY_TIMEOUT, evicting)
-        .await
-        .expect("the agent starts the grace period");
+    let (config_maps, records, uid) = evicting_work(&mut fleet, "forgotten").await;
     let started = Instant::now();
     assert!(
         config_maps
@@ -86,29 +100,7 @@ async fn a_grace_period_of_a_hundred_years_turns_eviction_off_and_calls_off_a_st
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let spoke = fleet.spoke("cluster-a");
-    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
-    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
-    let work = manifest_work(
-        "cluster-a",
-        "kept-forever",
-        vec![config_map("default", "kept-forever", json!({"k": "v"}))],
-    );
-    let works = fleet.create_work(&work).await.expect("create work");
-    let uid = wait_applied(&works, "kept-forever")
-        .await
-        .expect("applied")
-        .uid()
-        .expect("uid");
-    fleet
-        .forget_work(&works, "kept-forever")
-        .await
-        .expect("work forgotten");
-    let evicting =
-        |r: &kube::api::DynamicObject| r.data["status"]["evictionStartTime"].as_str().is_some();
-    wait_until(&records, &uid, "eviction started", APPLY_TIMEOUT, evicting)
-        .await
-        .expect("the agent starts the grace period");
+    let (config_maps, records, uid) = evicting_work(&mut fleet, "kept-forever").await;
 
     // Restarted with OCM's bound, the agent calls the eviction off.
     fleet.stop_agent("cluster-a").await;

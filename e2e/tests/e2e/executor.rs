@@ -28,6 +28,7 @@ use serde_json::json;
 const CLUSTER: &str = "cluster-a";
 const ACCOUNT_NAMESPACE: &str = "team";
 const ACCOUNT: &str = "deployer";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 fn executor() -> ManifestWorkExecutor {
     ManifestWorkExecutor {
@@ -86,8 +87,21 @@ async fn prepare_spoke(client: &Client) {
 
 /// Lets the executor do `verbs` on ConfigMaps in `namespace`.
 async fn grant(client: &Client, namespace: &str, verbs: &[&str]) {
+    grant_rule(client, namespace, "executor", "", &["configmaps"], verbs).await;
+}
+
+/// Binds the executor, in `namespace`, to a Role `name` allowing `verbs` on
+/// `resources` of API group `group`.
+async fn grant_rule(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    group: &str,
+    resources: &[&str],
+    verbs: &[&str],
+) {
     let meta = ObjectMeta {
-        name: Some("executor".into()),
+        name: Some(name.into()),
         namespace: Some(namespace.into()),
         ..Default::default()
     };
@@ -98,8 +112,8 @@ async fn grant(client: &Client, namespace: &str, verbs: &[&str]) {
             &Role {
                 metadata: meta.clone(),
                 rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec![String::new()]),
-                    resources: Some(vec!["configmaps".into()]),
+                    api_groups: Some(vec![group.into()]),
+                    resources: Some(resources.iter().map(|r| r.to_string()).collect()),
                     verbs: verbs.iter().map(|v| v.to_string()).collect(),
                     ..Default::default()
                 }]),
@@ -116,7 +130,7 @@ async fn grant(client: &Client, namespace: &str, verbs: &[&str]) {
                 role_ref: RoleRef {
                     api_group: "rbac.authorization.k8s.io".into(),
                     kind: "Role".into(),
-                    name: "executor".into(),
+                    name: name.into(),
                 },
                 subjects: Some(vec![Subject {
                     kind: "ServiceAccount".into(),
@@ -283,59 +297,6 @@ async fn an_agent_that_requires_an_executor_refuses_works_without_one() {
     fleet.stop().await;
 }
 
-/// Lets the executor `verbs` on `resources` of the RBAC group in `namespace`
-/// (Role and RoleBinding named `name`).
-async fn grant_rbac(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    resources: &[&str],
-    verbs: &[&str],
-) {
-    let meta = ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(namespace.into()),
-        ..Default::default()
-    };
-    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
-    roles
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: meta.clone(),
-                rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec!["rbac.authorization.k8s.io".into()]),
-                    resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-                    verbs: verbs.iter().map(|v| v.to_string()).collect(),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create role");
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
-    bindings
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: meta,
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: name.into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "ServiceAccount".into(),
-                    name: ACCOUNT.into(),
-                    namespace: Some(ACCOUNT_NAMESPACE.into()),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create role binding");
-}
-
 fn cm_role(verbs: &[&str]) -> serde_json::Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "role-cm-creator", "namespace": "escalation"},
@@ -352,10 +313,11 @@ async fn an_executor_without_escalate_cannot_widen_a_role_and_can_once_granted()
     create_namespace(&admin, "escalation").await;
     // OCM's escalation case: the executor may write Roles and RoleBindings
     // but holds neither escalate nor bind, and a Role exists with less.
-    grant_rbac(
+    grant_rule(
         &admin,
         "escalation",
         "rbac-writer",
+        RBAC_GROUP,
         &["roles", "rolebindings"],
         &["get", "create", "update", "patch", "delete"],
     )
@@ -401,10 +363,11 @@ async fn an_executor_without_escalate_cannot_widen_a_role_and_can_once_granted()
     );
 
     // With escalate and bind the same work applies, unchanged.
-    grant_rbac(
+    grant_rule(
         &admin,
         "escalation",
         "rbac-escalator",
+        RBAC_GROUP,
         &["roles"],
         &["escalate", "bind"],
     )

@@ -6,18 +6,14 @@
 //! flat (printed) and the cluster's real agent is served throughout.
 
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::{hub_metric, wait_metric_above};
-use ferry_e2e::helpers::wait::wait_until;
+use ferry_e2e::helpers::sessions::{raw_session, session_of, wait_new_session};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
 use ferry_hub::join::hub_side::join_cluster;
-use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use kube::api::Api;
 use serde_json::json;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 
 const CLUSTER: &str = "cluster-a";
 const REPORTS: usize = 100_000;
@@ -34,27 +30,6 @@ fn rss_mib() -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map(|kib| kib / 1024.0)
         .expect("VmRSS")
-}
-
-async fn session_of(clusters: &Api<ManagedCluster>) -> String {
-    let cluster = clusters.get(CLUSTER).await.expect("read cluster");
-    cluster.status.map(|s| s.session_id).unwrap_or_default()
-}
-
-async fn wait_new_session(clusters: &Api<ManagedCluster>, previous: String) {
-    wait_until(
-        clusters,
-        CLUSTER,
-        "a newer session",
-        APPLY_TIMEOUT,
-        move |c| {
-            c.status
-                .as_ref()
-                .is_some_and(|s| s.connected && s.session_id != previous)
-        },
-    )
-    .await
-    .expect("the hub records the newer session");
 }
 
 fn random_report(i: usize) -> v1::AgentMessage {
@@ -113,34 +88,17 @@ async fn reports_for_100000_invented_works_keep_the_hubs_memory_flat() {
     let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
         .await
         .expect("token");
-    let before = session_of(&clusters).await;
-    let channel = Channel::from_shared(fleet.hub_url.clone())
-        .expect("url")
-        .connect()
+    let before = session_of(&clusters, CLUSTER).await;
+    let tx = raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
+    wait_new_session(&clusters, CLUSTER, before, APPLY_TIMEOUT)
         .await
-        .expect("connect");
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tx.send(v1::AgentMessage {
-        body: Some(agent_message::Body::Hello(v1::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            cluster_name: CLUSTER.into(),
-            agent_version: "flood".into(),
-            known_works: vec![],
-        })),
-    })
-    .await
-    .expect("queue Hello");
-    let mut inbound = agent_client(channel, Some(&token))
-        .sync(ReceiverStream::new(rx))
-        .await
-        .expect("session opens")
-        .into_inner();
-    tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
-    wait_new_session(&clusters, before).await;
-    let flooding = session_of(&clusters).await;
+        .expect("the flooding session is recorded");
+    let flooding = session_of(&clusters, CLUSTER).await;
     fleet.stop_agent(CLUSTER).await;
     fleet.start_agent(CLUSTER);
-    wait_new_session(&clusters, flooding).await;
+    wait_new_session(&clusters, CLUSTER, flooding, APPLY_TIMEOUT)
+        .await
+        .expect("the agent's new session is recorded");
 
     let unknown = r#"ferry_hub_status_reports_total{outcome="unknown_work"}"#;
     let counted = hub_metric(fleet.hub_probes_addr, unknown)

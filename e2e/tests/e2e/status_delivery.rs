@@ -12,17 +12,16 @@ use std::time::{Duration, Instant};
 use ferry_api::contract::CLEANUP_FINALIZER;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateStrategyType};
-use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
 use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::link::LinkState;
+use ferry_e2e::helpers::sessions::{raw_session, session_of, wait_new_session};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, feedback_value, manifest_work, strategy_config,
     wait_applied, work_condition,
 };
 use ferry_hub::join::hub_side::join_cluster;
-use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -31,8 +30,6 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 
 const CLUSTER: &str = "cluster-a";
 const METRIC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -251,48 +248,6 @@ async fn a_status_the_hub_could_not_write_lands_once_it_can_without_any_change_t
     println!("status writes after a reconnect resent every status: {rewritten}");
     assert_eq!(rewritten, 0.0, "an unchanged status is not written again");
     fleet.stop().await;
-}
-
-/// Opens a session for `cluster` with `token` and sends `reports` after the
-/// Hello; the stream stays open while the returned sender lives.
-async fn raw_session(
-    url: &str,
-    token: &str,
-    cluster: &str,
-    reports: Vec<v1::WorkStatus>,
-) -> tokio::sync::mpsc::Sender<v1::AgentMessage> {
-    let channel = Channel::from_shared(url.to_string())
-        .expect("url")
-        .connect()
-        .await
-        .expect("connect");
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
-    tx.send(v1::AgentMessage {
-        body: Some(agent_message::Body::Hello(v1::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            cluster_name: cluster.into(),
-            agent_version: "older-session".into(),
-            known_works: vec![],
-        })),
-    })
-    .await
-    .expect("queue Hello");
-    for report in reports {
-        tx.send(v1::AgentMessage {
-            body: Some(agent_message::Body::Status(report)),
-        })
-        .await
-        .expect("queue report");
-    }
-    let mut client = agent_client(channel, Some(token));
-    let mut inbound = client
-        .sync(ReceiverStream::new(rx))
-        .await
-        .expect("session opens")
-        .into_inner();
-    // Drain what the hub sends so the session is not held up by its queue.
-    tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
-    tx
 }
 
 fn report(work: &ManifestWork, uid: &str, generation: i64, reason: &str) -> v1::WorkStatus {
@@ -515,28 +470,6 @@ async fn a_gone_whose_release_is_refused_lets_the_work_go_once_the_hub_may() {
     fleet.stop().await;
 }
 
-async fn session_of(clusters: &Api<ManagedCluster>) -> String {
-    let cluster = clusters.get(CLUSTER).await.expect("read cluster");
-    cluster.status.map(|s| s.session_id).unwrap_or_default()
-}
-
-async fn wait_new_session(clusters: &Api<ManagedCluster>, previous: &str) {
-    let previous = previous.to_string();
-    wait_until(
-        clusters,
-        CLUSTER,
-        "a newer session",
-        APPLY_TIMEOUT,
-        move |c| {
-            c.status
-                .as_ref()
-                .is_some_and(|s| s.connected && s.session_id != previous)
-        },
-    )
-    .await
-    .expect("the hub records the newer session");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_older_than_the_clusters_newest_cannot_write_its_status() {
     let mut fleet = Fleet::start(FleetOptions {
@@ -562,13 +495,17 @@ async fn a_session_older_than_the_clusters_newest_cannot_write_its_status() {
     let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
         .await
         .expect("token");
-    let before = session_of(&clusters).await;
+    let before = session_of(&clusters, CLUSTER).await;
     let older = raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
-    wait_new_session(&clusters, &before).await;
-    let raw = session_of(&clusters).await;
+    wait_new_session(&clusters, CLUSTER, before, APPLY_TIMEOUT)
+        .await
+        .expect("the raw session is recorded");
+    let raw = session_of(&clusters, CLUSTER).await;
     fleet.stop_agent(CLUSTER).await;
     fleet.start_agent(CLUSTER);
-    wait_new_session(&clusters, &raw).await;
+    wait_new_session(&clusters, CLUSTER, raw, APPLY_TIMEOUT)
+        .await
+        .expect("the agent's new session is recorded");
     let settled = works.get("sessions").await.expect("read");
 
     // The older session reports the current generation with another

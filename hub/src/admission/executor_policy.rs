@@ -10,8 +10,7 @@
 
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
-    ValidatingAdmissionPolicySpec, Validation,
+    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec, Validation,
 };
 use kube::api::ObjectMeta;
 
@@ -121,17 +120,7 @@ pub fn executor_policy() -> ValidatingAdmissionPolicy {
 
 /// The binding that puts [`executor_policy`] in force everywhere, denying.
 pub fn executor_binding() -> ValidatingAdmissionPolicyBinding {
-    ValidatingAdmissionPolicyBinding {
-        metadata: ObjectMeta {
-            name: Some(EXECUTOR_POLICY_NAME.into()),
-            ..Default::default()
-        },
-        spec: Some(ValidatingAdmissionPolicyBindingSpec {
-            policy_name: Some(EXECUTOR_POLICY_NAME.into()),
-            validation_actions: Some(vec!["Deny".into()]),
-            ..Default::default()
-        }),
-    }
+    super::policy::deny_binding(EXECUTOR_POLICY_NAME)
 }
 
 #[cfg(test)]

@@ -119,13 +119,19 @@ pub fn policy() -> ValidatingAdmissionPolicy {
 
 /// The binding that puts [`policy`] in force for every namespace, denying.
 pub fn binding() -> ValidatingAdmissionPolicyBinding {
+    deny_binding(POLICY_NAME)
+}
+
+/// A binding of the same name that puts policy `name` in force for every
+/// namespace, denying what it refuses.
+pub fn deny_binding(name: &str) -> ValidatingAdmissionPolicyBinding {
     ValidatingAdmissionPolicyBinding {
         metadata: ObjectMeta {
-            name: Some(POLICY_NAME.into()),
+            name: Some(name.into()),
             ..Default::default()
         },
         spec: Some(ValidatingAdmissionPolicyBindingSpec {
-            policy_name: Some(POLICY_NAME.into()),
+            policy_name: Some(name.into()),
             validation_actions: Some(vec!["Deny".into()]),
             ..Default::default()
         }),
