@@ -24,6 +24,7 @@ pub mod overrides;
 pub mod paths;
 pub mod placement;
 pub mod release;
+pub mod restricted;
 pub mod rollout;
 mod status_fields;
 pub mod strategy;
