@@ -28,9 +28,15 @@ mod tests {
     #[test]
     fn crds_and_ferry_records_are_refused() {
         assert!(refused_when_restricted(CRD_GROUP, CRD_RESOURCE));
-        assert!(refused_when_restricted("work.ferry.dev", "appliedmanifestworks"));
+        assert!(refused_when_restricted(
+            "work.ferry.dev",
+            "appliedmanifestworks"
+        ));
         assert!(refused_when_restricted("work.ferry.dev", "manifestworks"));
-        assert!(refused_when_restricted("cluster.ferry.dev", "managedclusters"));
+        assert!(refused_when_restricted(
+            "cluster.ferry.dev",
+            "managedclusters"
+        ));
     }
 
     #[test]

@@ -74,7 +74,10 @@ async fn restricted_mode_refuses_a_crd_and_an_applied_manifest_work() {
             ("False", RESTRICTED_KIND_REASON),
             "{what}: {applied:?}"
         );
-        assert!(applied.message.contains("--restricted"), "{what}: {applied:?}");
+        assert!(
+            applied.message.contains("--restricted"),
+            "{what}: {applied:?}"
+        );
     }
     let allowed = manifest_condition(&reported, 2, "Applied").expect("Applied");
     assert_eq!(allowed.status, "True", "the ConfigMap applies: {allowed:?}");

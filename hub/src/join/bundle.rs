@@ -443,12 +443,20 @@ mod tests {
     async fn the_bundle_secret_stays_0600_on_a_second_run() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("ferry-bundle-{}", rand::random::<u64>()));
-        write_bundle(&dir, &access(), None).await.expect("first run");
+        write_bundle(&dir, &access(), None)
+            .await
+            .expect("first run");
         let secret = dir.join(BUNDLE_SECRET_FILE);
         // Someone (or an older ferry) widened the file between runs.
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        write_bundle(&dir, &access(), None).await.expect("second run");
-        let mode = std::fs::metadata(&secret).expect("metadata").permissions().mode() & 0o777;
+        write_bundle(&dir, &access(), None)
+            .await
+            .expect("second run");
+        let mode = std::fs::metadata(&secret)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600, "the Secret file after a second run: {mode:o}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
