@@ -41,6 +41,10 @@ pub struct AgentOptions {
     /// manifests fail with `ExecutorRequired` instead of being applied with
     /// the agent's own rights.
     pub require_executor: bool,
+    /// Restricted mode (`--restricted`): manifests that are CRDs or ferry's
+    /// own kinds fail with `RestrictedKind`, since the agent holds rights on
+    /// those for its own records only.
+    pub restricted: bool,
     /// Migration from OCM's work agent (`--adopt-ocm-objects`): objects a
     /// work applies lose their owner references to OCM's
     /// AppliedManifestWorks, so removing OCM's agent cannot delete them.
@@ -56,6 +60,7 @@ impl Default for AgentOptions {
             telemetry: Telemetry::default(),
             max_json_raw_length: ferry_semantics::MAX_RAW_FEEDBACK_BYTES,
             require_executor: false,
+            restricted: false,
             adopt_ocm_objects: false,
         }
     }
@@ -87,7 +92,7 @@ pub async fn run_agent(
             schemas,
             applied.clone(),
             telemetry.metrics.clone(),
-            ExecutorCheck::new(client.clone(), options.require_executor),
+            ExecutorCheck::new(client.clone(), options.require_executor, options.restricted),
             options.adopt_ocm_objects,
         )
         .with_max_json_raw_length(options.max_json_raw_length),

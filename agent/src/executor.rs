@@ -44,6 +44,16 @@ pub enum ExecutorError {
         "this agent applies only works that name an executor (--require-executor): set spec.executor.subject to a ServiceAccount on the cluster"
     )]
     Required,
+    /// The agent runs restricted (`--restricted`) and the manifest is a CRD
+    /// or one of ferry's own kinds, which the agent holds rights on for its
+    /// own use only.
+    #[error(
+        "this agent runs restricted (--restricted): it does not apply {resource}, which it holds rights on only for its own records"
+    )]
+    Restricted {
+        /// `resource.group`, e.g. `customresourcedefinitions.apiextensions.k8s.io`.
+        resource: String,
+    },
     /// The subject type is not `ServiceAccount`.
     #[error("executor subject type {0:?} is not supported; use ServiceAccount")]
     UnsupportedSubject(String),
@@ -102,6 +112,7 @@ impl ExecutorError {
                 "AppliedManifestFailed"
             }
             ExecutorError::Required => "ExecutorRequired",
+            ExecutorError::Restricted { .. } => ferry_semantics::restricted::RESTRICTED_KIND_REASON,
             ExecutorError::UnsupportedSubject(_) | ExecutorError::MissingServiceAccount => {
                 "InvalidExecutor"
             }
@@ -157,12 +168,15 @@ pub struct ExecutorCheck {
     client: Client,
     answers: Cache<Question, bool>,
     require: bool,
+    /// Refuse CRDs and ferry's own kinds (`--restricted`).
+    restricted: bool,
 }
 
 impl ExecutorCheck {
     /// A check asking the spoke behind `client`; with `require`, works
-    /// without an executor are refused.
-    pub fn new(client: Client, require: bool) -> Self {
+    /// without an executor are refused; with `restricted`, CRDs and ferry's
+    /// own kinds are refused.
+    pub fn new(client: Client, require: bool, restricted: bool) -> Self {
         Self {
             client,
             answers: Cache::builder()
@@ -170,6 +184,7 @@ impl ExecutorCheck {
                 .time_to_live(ANSWER_TTL)
                 .build(),
             require,
+            restricted,
         }
     }
 
@@ -182,6 +197,13 @@ impl ExecutorCheck {
         target: Target<'_>,
         deletes: bool,
     ) -> Result<(), ExecutorError> {
+        if self.restricted
+            && ferry_semantics::restricted::refused_when_restricted(target.group, target.resource)
+        {
+            return Err(ExecutorError::Restricted {
+                resource: format!("{}.{}", target.resource, target.group),
+            });
+        }
         let Some(executor) = executor else {
             return if self.require {
                 Err(ExecutorError::Required)

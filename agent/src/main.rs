@@ -77,6 +77,12 @@ struct Cli {
     /// apply); the manifests of other works fail with ExecutorRequired.
     #[arg(long, env = "FERRY_REQUIRE_EXECUTOR")]
     require_executor: bool,
+    /// Restricted mode (the chart's rbac.restricted): refuse manifests that
+    /// are CustomResourceDefinitions or ferry's own kinds (AppliedManifestWork
+    /// and the rest), which the agent holds rights on for its own records
+    /// only; they fail with RestrictedKind.
+    #[arg(long, env = "FERRY_RESTRICTED")]
+    restricted: bool,
     /// Migration from OCM's work agent: remove owner references to OCM's
     /// AppliedManifestWorks from the objects works apply, so that removing
     /// OCM's agent and its records cannot delete them. Stop OCM's agent first.
@@ -162,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
         telemetry,
         max_json_raw_length: cli.max_json_raw_length,
         require_executor: cli.require_executor,
+        restricted: cli.restricted,
         adopt_ocm_objects: cli.adopt_ocm_objects,
     };
     run_agent(client, config, options, shutdown_signal()).await;

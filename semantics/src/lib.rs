@@ -25,6 +25,7 @@ pub mod ownership;
 pub mod paths;
 pub mod placement;
 pub mod release;
+pub mod restricted;
 pub mod rollout;
 mod status_fields;
 pub mod strategy;

@@ -163,6 +163,8 @@ pub struct FleetOptions {
     pub token_review_interval: Duration,
     /// Agents refuse works that name no executor (`--require-executor`).
     pub require_executor: bool,
+    /// Agents run restricted (`--restricted`): CRDs and ferry's own kinds are refused.
+    pub restricted: bool,
     /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
     pub adopt_ocm_objects: bool,
 }
@@ -185,6 +187,7 @@ impl FleetOptions {
             token_review_interval: ferry_hub::grpc::identity::AuthOptions::default()
                 .review_interval,
             require_executor: false,
+            restricted: false,
             adopt_ocm_objects: false,
         }
     }
@@ -470,6 +473,7 @@ async fn start_spokes(
             // Under the harness's own 10 s limit for a graceful stop.
             shutdown_grace: Duration::from_secs(5),
             require_executor: options.require_executor,
+            restricted: options.restricted,
             adopt_ocm_objects: options.adopt_ocm_objects,
             ..AgentOptions::default()
         };

@@ -59,6 +59,7 @@ mod protocol_skew;
 mod replica_set_defects;
 mod report_flood;
 mod restarts;
+mod restricted_mode;
 mod resync;
 mod server_side_apply;
 mod session_age;

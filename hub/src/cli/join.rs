@@ -10,6 +10,7 @@ use ferry_hub::clusters::labels::{parse_pairs, set_labels_and_claims};
 use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
 use ferry_hub::join::bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
 use ferry_hub::join::hub_side::join_cluster_as;
+use ferry_hub::join::private_file::write_private;
 
 use super::kubeconfig::client_from;
 
@@ -185,8 +186,8 @@ async fn join_hub_only(
     let token = join_cluster_as(client, cluster, agent_service_account, token_seconds).await?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let token_path = out.join(format!("{cluster}.token"));
-    std::fs::write(&token_path, token)
-        .with_context(|| format!("writing {}", token_path.display()))?;
+    // 0600, never through a symlink: the token is the agent's credential.
+    write_private(&token_path, token.as_bytes())?;
     let mut command = format!(
         "ferry-agent --hub-url {hub_url} --cluster-name {cluster} --token-file {}",
         token_path.display()

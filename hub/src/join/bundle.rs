@@ -68,6 +68,10 @@ pub enum BundleError {
         #[source]
         source: std::io::Error,
     },
+    /// The Secret file could not be written privately (a symlink or
+    /// non-regular file at its path, or the system refused).
+    #[error(transparent)]
+    Private(#[from] crate::join::private_file::PrivateFileError),
     /// The blocking write task died.
     #[error("writing the bundle: {0}")]
     Task(String),
@@ -282,31 +286,22 @@ pub async fn write_bundle(
         })?;
         let mut written = Vec::new();
         for (path, text, private) in files {
-            write_file(&path, &text, private).map_err(|source| BundleError::Write {
-                path: path.clone(),
-                source,
-            })?;
+            if private {
+                // 0600 and no symlink followed on every run, not only the
+                // first: an existing file is narrowed before it is written.
+                crate::join::private_file::write_private(&path, text.as_bytes())?;
+            } else {
+                std::fs::write(&path, text).map_err(|source| BundleError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+            }
             written.push(path);
         }
         Ok(written)
     })
     .await
     .map_err(|e| BundleError::Task(e.to_string()))?
-}
-
-fn write_file(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    if private {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    #[cfg(not(unix))]
-    let _ = private;
-    let mut file = options.open(path)?;
-    file.write_all(text.as_bytes())
 }
 
 #[cfg(test)]
@@ -441,6 +436,43 @@ mod tests {
         assert!(!agent.contains("t0k3n"), "no token outside the Secret file");
         let values = std::fs::read_to_string(dir.join(BUNDLE_VALUES_FILE)).expect("values");
         assert!(values.contains(AGENT_HUB_SECRET), "{values}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[tokio::test]
+    async fn the_bundle_secret_stays_0600_on_a_second_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ferry-bundle-{}", rand::random::<u64>()));
+        write_bundle(&dir, &access(), None)
+            .await
+            .expect("first run");
+        let secret = dir.join(BUNDLE_SECRET_FILE);
+        // Someone (or an older ferry) widened the file between runs.
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_bundle(&dir, &access(), None)
+            .await
+            .expect("second run");
+        let mode = std::fs::metadata(&secret)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "the Secret file after a second run: {mode:o}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[tokio::test]
+    async fn a_symlink_at_the_bundle_secret_path_is_refused() {
+        let dir = std::env::temp_dir().join(format!("ferry-bundle-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"untouched").expect("victim");
+        std::os::unix::fs::symlink(&victim, dir.join(BUNDLE_SECRET_FILE)).expect("symlink");
+        let err = write_bundle(&dir, &access(), None)
+            .await
+            .expect_err("a symlink at the Secret path must be refused");
+        assert!(matches!(err, BundleError::Private(_)), "{err}");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"untouched");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

@@ -8,5 +8,7 @@ pub mod both;
 pub mod bundle;
 /// The hub half: namespace, ServiceAccount, ManagedCluster and token.
 pub mod hub_side;
+/// Secret files: 0600, never through a symlink.
+pub mod private_file;
 /// The spoke half: applying the bundle's objects with the spoke's credentials.
 pub mod spoke_side;
