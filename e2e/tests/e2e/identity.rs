@@ -491,3 +491,32 @@ async fn a_live_session_ends_unauthenticated_once_its_service_account_is_deleted
     );
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ferry_agent_token_is_refused_by_the_kubernetes_api() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet starts");
+    // The token `ferry-hub join` mints: bound to ferry's audience only.
+    let token = join_cluster(&fleet.hub_client, "cluster-a", 3600)
+        .await
+        .expect("token");
+    let info = &fleet.hub.info;
+    let kubeconfig = info.token_kubeconfig("agent", &token, &info.ca_file.display().to_string());
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).expect("kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, "cluster-a");
+    match accounts.list(&Default::default()).await {
+        Err(kube::Error::Api(status)) => assert_eq!(
+            status.code, 401,
+            "the API server does not accept a token for ferry's audience: {status:?}"
+        ),
+        other => panic!("a ferry token reached the Kubernetes API: {other:?}"),
+    }
+    fleet.stop().await;
+}
