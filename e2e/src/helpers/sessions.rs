@@ -36,6 +36,15 @@ pub async fn wait_new_session(
     .await
 }
 
+/// A session a test drives: what it sends, and a task that ends when the
+/// hub ends the stream.
+pub struct RawSession {
+    /// Messages to the hub; the stream stays open while this lives.
+    pub sender: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+    /// Drains what the hub sends; finishes when the hub ends the session.
+    pub ended: tokio::task::JoinHandle<()>,
+}
+
 /// Opens a session for `cluster` at `url` (plaintext) with `token`, says
 /// Hello and then sends `reports`; the stream stays open while the returned
 /// sender lives, and what the hub sends is drained. Panics when the hub
@@ -46,6 +55,16 @@ pub async fn raw_session(
     cluster: &str,
     reports: Vec<v1::WorkStatus>,
 ) -> tokio::sync::mpsc::Sender<v1::AgentMessage> {
+    open_raw_session(url, token, cluster, reports).await.sender
+}
+
+/// [`raw_session`], also telling when the hub ends it.
+pub async fn open_raw_session(
+    url: &str,
+    token: &str,
+    cluster: &str,
+    reports: Vec<v1::WorkStatus>,
+) -> RawSession {
     let channel = Channel::from_shared(url.to_string())
         .expect("url")
         .connect()
@@ -75,6 +94,6 @@ pub async fn raw_session(
         .expect("session opens")
         .into_inner();
     // Drain what the hub sends so the session is not held up by its queue.
-    tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
-    tx
+    let ended = tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+    RawSession { sender: tx, ended }
 }

@@ -15,7 +15,7 @@ use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateS
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
 use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::link::LinkState;
-use ferry_e2e::helpers::sessions::{raw_session, session_of, wait_new_session};
+use ferry_e2e::helpers::sessions::{open_raw_session, raw_session, session_of, wait_new_session};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, feedback_value, manifest_work, strategy_config,
@@ -534,5 +534,58 @@ async fn a_session_older_than_the_clusters_newest_cannot_write_its_status() {
         Some("True")
     );
     drop(older);
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_live_session_of_a_cluster_ends_the_oldest_and_the_agent_is_served() {
+    let fleet = Fleet::start(FleetOptions {
+        tls: false,
+        ..FleetOptions::with_spokes(&[CLUSTER])
+    })
+    .await
+    .expect("fleet starts");
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
+        .await
+        .expect("token");
+    // The agent's session, then two more with the cluster's token: the
+    // agent's is pushed out, reconnects as the newest, and pushes out the
+    // oldest remaining one, the first extra session.
+    let before = session_of(&clusters, CLUSTER).await;
+    let first = open_raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
+    wait_new_session(&clusters, CLUSTER, before, APPLY_TIMEOUT)
+        .await
+        .expect("the first extra session is recorded");
+    let first_id = session_of(&clusters, CLUSTER).await;
+    let second = open_raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
+    tokio::time::timeout(APPLY_TIMEOUT, first.ended)
+        .await
+        .expect("the oldest extra session is ended by the hub")
+        .expect("drain task");
+    assert!(
+        !second.ended.is_finished(),
+        "a session with one newer stays"
+    );
+    let agent = wait_new_session(&clusters, CLUSTER, first_id, APPLY_TIMEOUT)
+        .await
+        .expect("the agent reconnects as the newest");
+    assert_ne!(
+        agent.status.map(|s| s.agent_version).as_deref(),
+        Some("raw-session"),
+        "the newest session is the agent's"
+    );
+    let works = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "served",
+            vec![config_map("default", "served", json!({"v": "1"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "served")
+        .await
+        .expect("the agent is served");
+    drop(second);
     fleet.stop().await;
 }

@@ -25,7 +25,7 @@ use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
-use crate::status::order::SessionOrder;
+use crate::status::order::{MAX_LIVE_SESSIONS, SessionOrder};
 use crate::status::writer::StatusWriter;
 use crate::wire::to_wire::{delete_option, work_ref, work_upsert};
 use crate::works::deletion::{WorkDeletion, awaits_release};
@@ -431,8 +431,13 @@ impl Reader {
             &self.sessions,
         );
         let reason = loop {
-            let message = match tokio::time::timeout(self.silence_limit(), inbound.message()).await
-            {
+            let received = tokio::select! {
+                received = tokio::time::timeout(self.silence_limit(), inbound.message()) => received,
+                () = reports.pushed_out() => break format!(
+                    "{MAX_LIVE_SESSIONS} newer sessions of this cluster are live on this replica"
+                ),
+            };
+            let message = match received {
                 Ok(Ok(Some(message))) => message,
                 Ok(Ok(None)) => break "the agent closed the stream".to_string(),
                 Ok(Err(error)) => {

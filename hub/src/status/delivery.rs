@@ -98,6 +98,12 @@ impl SessionReports {
         }
     }
 
+    /// Returns once this session must end: enough newer sessions of its
+    /// cluster are live (see [`crate::status::order::MAX_LIVE_SESSIONS`]).
+    pub async fn pushed_out(&self) {
+        self.shared.ticket.pushed_out().await;
+    }
+
     /// Writes `report`, or leaves it to its work's retry task. Never fails:
     /// what could not be written is logged and counted.
     pub async fn deliver(&mut self, report: v1::WorkStatus) {
