@@ -1,9 +1,10 @@
 //! The hub shows what the agent applied: work and manifest `Applied`
-//! conditions with `observedGeneration`, and each manifest's identity.
+//! conditions with `observedGeneration`, and each manifest's identity; a
+//! manifest's conditions follow its object, not its position (OCM).
 
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::work_helpers::{
-    config_map, manifest_condition, manifest_work, wait_applied, work_condition,
+    config_map, edit_and_wait, manifest_condition, manifest_work, wait_applied, work_condition,
 };
 use serde_json::json;
 
@@ -61,5 +62,50 @@ async fn the_hub_shows_applied_true_with_observed_generation_equal_to_generation
             ("True", generation)
         );
     }
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifest_conditions_follow_their_object_when_an_edit_moves_the_manifests() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet starts");
+    let work = manifest_work(
+        "cluster-a",
+        "moved",
+        vec![config_map("default", "kept", json!({"a": "1"}))],
+    );
+    let works = fleet.create_work(&work).await.expect("create work");
+    let first = wait_applied(&works, "moved").await.expect("applied");
+    let kept_since = manifest_condition(&first, 0, "Applied")
+        .expect("Applied")
+        .last_transition_time
+        .clone();
+    // Transition times have a resolution of a second: wait until the clock
+    // is past the first one, so a time of the edit differs from it.
+    let since: k8s_openapi::jiff::Timestamp = kept_since.parse().expect("a time");
+    while k8s_openapi::jiff::Timestamp::now().as_second() <= since.as_second() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // OCM's "update work": a new object takes position 0, the old one moves.
+    let edited = edit_and_wait(&works, "moved", |m| {
+        m.insert(
+            0,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "added", "namespace": "default"}}),
+        );
+    })
+    .await
+    .expect("edit applied");
+    let added = manifest_condition(&edited, 0, "Applied").expect("Applied of the new object");
+    let kept = manifest_condition(&edited, 1, "Applied").expect("Applied of the moved object");
+    assert_eq!(
+        kept.last_transition_time, kept_since,
+        "the moved object keeps its own transition time"
+    );
+    assert_ne!(
+        added.last_transition_time, kept_since,
+        "the new object does not inherit the time of the one that sat at its position"
+    );
     fleet.stop().await;
 }
