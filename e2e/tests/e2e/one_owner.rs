@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use ferry_e2e::harness::audit::count_reads;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::passes::{reads_so_far, wait_for_passes};
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
@@ -46,23 +46,6 @@ fn writes_to(audit: &str, name: &str, except: &str) -> Vec<String> {
         })
         .filter(|line| !line.contains(&foreign))
         .collect()
-}
-
-/// Waits until the agent has read `uri` at least `reads` times (each pass
-/// over a work reads its objects once) and returns the count then.
-async fn wait_for_reads(audit: &str, uri: &str, reads: usize) -> usize {
-    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
-    loop {
-        let seen = count_reads(audit, uri);
-        if seen >= reads {
-            return seen;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the agent read {uri} {seen} times, waiting for {reads}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,9 +106,15 @@ async fn two_disagreeing_works_settle_with_the_younger_reporting_the_conflict() 
 
     // Both works keep passing over the object (resync every second); count
     // ferry's writes over ten more reads of it, i.e. several passes of each.
-    let reads = wait_for_reads(&audit, uri, count_reads(&audit, uri) + 1).await;
+    // One more read (a pass under way), then ten more reads after it.
+    wait_for_passes(&audit, uri, reads_so_far(&audit, uri), 0, APPLY_TIMEOUT)
+        .await
+        .expect("the agent keeps reading the object");
+    let reads = reads_so_far(&audit, uri);
     let writes_then = writes_to(&audit, NAME, FIGHTER).len();
-    wait_for_reads(&audit, uri, reads + 10).await;
+    wait_for_passes(&audit, uri, reads, 9, APPLY_TIMEOUT)
+        .await
+        .expect("ten more reads of the object");
     let writes = writes_to(&audit, NAME, FIGHTER);
     println!(
         "two disagreeing works: conflict shown after {settled:?}; {} writes to the contested ConfigMap in all, {} after it settled",

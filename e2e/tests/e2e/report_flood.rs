@@ -12,6 +12,7 @@ use ferry_e2e::helpers::sessions::{raw_session, session_of, wait_new_session};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
 use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::v1::{self, agent_message};
+use ferry_tools::proc_stats::rss_kib;
 use kube::api::Api;
 use serde_json::json;
 
@@ -23,13 +24,7 @@ const GROWTH_BOUND_MIB: f64 = 48.0;
 
 /// This process's resident memory, in MiB.
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map(|kib| kib / 1024.0)
-        .expect("VmRSS")
+    rss_kib(std::process::id()).expect("this process's VmRSS") as f64 / 1024.0
 }
 
 fn random_report(i: usize) -> v1::AgentMessage {
