@@ -9,8 +9,8 @@
 //! checked again.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec, Validation,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+    Validation,
 };
 use kube::api::ObjectMeta;
 
@@ -80,20 +80,10 @@ pub fn executor_policy() -> ValidatingAdmissionPolicy {
         },
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some("Fail".into()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec![WORK_GROUP.into()]),
-                    api_versions: Some(vec!["v1alpha1".into()]),
-                    operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-                    resources: Some(vec![
-                        "manifestworks".into(),
-                        "manifestworkreplicasets".into(),
-                    ]),
-                    scope: Some("Namespaced".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
+            match_constraints: Some(super::policy::writes_of(&[
+                "manifestworks",
+                "manifestworkreplicasets",
+            ])),
             validations: Some(vec![
                 Validation {
                     expression: work_rule(),

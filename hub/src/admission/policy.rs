@@ -80,17 +80,7 @@ pub fn policy() -> ValidatingAdmissionPolicy {
         },
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some("Fail".into()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec![WORK_GROUP.into()]),
-                    api_versions: Some(vec!["v1alpha1".into()]),
-                    operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-                    resources: Some(vec!["manifestworks".into()]),
-                    scope: Some("Namespaced".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
+            match_constraints: Some(writes_of(&["manifestworks"])),
             match_conditions: Some(vec![MatchCondition {
                 name: "spec-written".into(),
                 expression: SPEC_WRITTEN.into(),
@@ -114,6 +104,22 @@ pub fn policy() -> ValidatingAdmissionPolicy {
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+/// CREATE and UPDATE of the namespaced `resources` of ferry's work group:
+/// what ferry's admission policies check.
+pub fn writes_of(resources: &[&str]) -> MatchResources {
+    MatchResources {
+        resource_rules: Some(vec![NamedRuleWithOperations {
+            api_groups: Some(vec![WORK_GROUP.into()]),
+            api_versions: Some(vec!["v1alpha1".into()]),
+            operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            scope: Some("Namespaced".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
     }
 }
 
