@@ -207,6 +207,15 @@ impl AppliedManifestWork {
 /// Reading or writing the record failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AppliedWorksError {
+    /// The patch bringing a record up to date could not be built (a bug:
+    /// it is made from the agent's own types).
+    #[error("building the patch of AppliedManifestWork {name}: {detail}")]
+    Patch {
+        /// The record.
+        name: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The API server refused a request on an AppliedManifestWork.
     #[error("{action} AppliedManifestWork {name}: {source}")]
     Request {
@@ -372,30 +381,21 @@ impl AppliedWorks {
                 }
             }
         };
-        if record.spec != spec {
-            // A merge patch leaves out what the spec no longer has; an
-            // explicit null removes a deleteOption the work dropped, or its
-            // old orphaning rules would still apply when the work goes.
-            let mut patch = json!({ "spec": spec });
-            match &spec.delete_option {
-                None => patch["spec"]["deleteOption"] = serde_json::Value::Null,
-                Some(option) if option.orphaning_rules.is_empty() => {
-                    patch["spec"]["deleteOption"]["orphaningRules"] = json!([]);
-                }
-                Some(_) => {}
-            }
+        if let Some(ops) = record_patch(&record, &spec, labels) {
+            let patch: json_patch::Patch =
+                serde_json::from_value(ops).map_err(|e| AppliedWorksError::Patch {
+                    name: work.uid.clone(),
+                    detail: e.to_string(),
+                })?;
             record = self
                 .api
-                .patch(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
+                .patch(
+                    &work.uid,
+                    &PatchParams::default(),
+                    &Patch::Json::<()>(patch),
+                )
                 .await
                 .map_err(Self::request("updating", &work.uid))?;
-        }
-        if let Some(patch) = labels_patch(record.metadata.labels.as_ref(), labels) {
-            record = self
-                .api
-                .patch(&work.uid, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(Self::request("copying the work's labels to", &work.uid))?;
         }
         self.call_off_eviction(record).await
     }
@@ -492,28 +492,26 @@ pub fn render_spoke_crd(crd: &CustomResourceDefinition) -> Result<String, serde_
     ))
 }
 
-/// The merge patch that makes a record's labels `wanted` (the work's):
-/// labels the work no longer has are removed with explicit nulls. None when
-/// they already match.
-fn labels_patch(
-    current: Option<&std::collections::BTreeMap<String, String>>,
-    wanted: &HashMap<String, String>,
+/// The JSON Patch that brings `record` to `spec` and to the work's
+/// `labels`, replacing each wholesale (so a deleteOption or orphaning rule,
+/// or a label, the work dropped goes too); None when both already match.
+fn record_patch(
+    record: &AppliedManifestWork,
+    spec: &AppliedManifestWorkSpec,
+    labels: &HashMap<String, String>,
 ) -> Option<serde_json::Value> {
-    let empty = std::collections::BTreeMap::new();
-    let current = current.unwrap_or(&empty);
+    let mut ops = Vec::new();
+    if record.spec != *spec {
+        ops.push(json!({"op": "replace", "path": "/spec", "value": spec}));
+    }
+    let current = record.metadata.labels.clone().unwrap_or_default();
     let same =
-        current.len() == wanted.len() && current.iter().all(|(k, v)| wanted.get(k) == Some(v));
-    if same {
-        return None;
+        current.len() == labels.len() && current.iter().all(|(k, v)| labels.get(k) == Some(v));
+    if !same {
+        // `add` sets the member whether or not the record has labels yet.
+        ops.push(json!({"op": "add", "path": "/metadata/labels", "value": labels}));
     }
-    let mut labels = serde_json::Map::new();
-    for key in current.keys().filter(|k| !wanted.contains_key(*k)) {
-        labels.insert(key.clone(), serde_json::Value::Null);
-    }
-    for (key, value) in wanted {
-        labels.insert(key.clone(), serde_json::Value::String(value.clone()));
-    }
-    Some(json!({ "metadata": { "labels": labels } }))
+    (!ops.is_empty()).then_some(serde_json::Value::Array(ops))
 }
 
 #[cfg(test)]
@@ -536,24 +534,28 @@ mod tests {
     }
 
     #[test]
-    fn labels_the_work_dropped_are_removed_and_matching_labels_send_nothing() {
-        let current: std::collections::BTreeMap<String, String> = [
-            ("app".to_string(), "web".to_string()),
-            ("old".into(), "x".into()),
-        ]
-        .into();
-        let wanted: HashMap<String, String> = [
-            ("app".to_string(), "web".to_string()),
-            ("new".into(), "y".into()),
-        ]
-        .into();
+    fn the_record_takes_the_works_spec_and_labels_wholesale_and_matching_ones_send_nothing() {
+        let spec = |rules: usize| AppliedManifestWorkSpec {
+            work_uid: "u".into(),
+            delete_option: (rules > 0).then(|| RecordedDeleteOption {
+                propagation_policy: "SelectivelyOrphan".into(),
+                orphaning_rules: vec![RecordedResource::default(); rules],
+            }),
+            ..Default::default()
+        };
+        let mut record = AppliedManifestWork::new("u", spec(1));
+        record.metadata.labels = Some([("old".to_string(), "x".to_string())].into());
+        let labels: HashMap<String, String> = [("app".to_string(), "web".to_string())].into();
+        // The orphaning rule and the old label go: both are replaced whole.
         assert_eq!(
-            labels_patch(Some(&current), &wanted),
-            Some(json!({"metadata": {"labels": {"app": "web", "old": null, "new": "y"}}}))
+            record_patch(&record, &spec(0), &labels),
+            Some(json!([
+                {"op": "replace", "path": "/spec", "value": spec(0)},
+                {"op": "add", "path": "/metadata/labels", "value": {"app": "web"}},
+            ]))
         );
-        let same: HashMap<String, String> = current.clone().into_iter().collect();
-        assert_eq!(labels_patch(Some(&current), &same), None);
-        assert_eq!(labels_patch(None, &HashMap::new()), None);
+        record.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+        assert_eq!(record_patch(&record, &spec(1), &labels), None);
     }
 
     #[test]
