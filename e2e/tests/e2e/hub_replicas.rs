@@ -13,6 +13,8 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_manifests, is_applied_at_current_generation, manifest_work,
     wait_applied,
 };
+use ferry_hub::clusters::replica_lease::lease_name;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -23,11 +25,6 @@ async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> 
         versions.push(work.resource_version().unwrap_or_default());
     }
     versions
-}
-
-async fn last_seen(clusters: &Api<ManagedCluster>, name: &str) -> String {
-    let cluster = clusters.get(name).await.expect("read cluster");
-    cluster.status.map(|s| s.last_seen_time).unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,23 +66,31 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
         .expect("applied");
     }
 
-    // Settled: nobody keeps rewriting a work's status. The signal that both
-    // replicas kept working meanwhile: each recorded its cluster's last-seen
-    // time twice (every other heartbeat) while their sweepers ran.
+    // Settled: nobody keeps rewriting a work's status, nor a cluster's. The
+    // signal that both replicas kept working meanwhile: each renewed its own
+    // Lease twice (the Lease vouches for its sessions) while their sweepers
+    // ran.
     let settled = resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await;
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let mut replicas = Vec::new();
+    let mut cluster_versions = Vec::new();
     for cluster in ["cluster-a", "cluster-b"] {
+        let c = clusters.get(cluster).await.expect("read cluster");
+        cluster_versions.push(c.resource_version());
+        replicas.push(c.status.map(|s| s.served_by).unwrap_or_default());
+    }
+    assert_ne!(replicas[0], replicas[1], "each agent has its own replica");
+    let leases: Api<Lease> = Api::namespaced(fleet.hub_client.clone(), "default");
+    for replica in &replicas {
+        let name = lease_name(replica);
         for _ in 0..2 {
-            let seen = last_seen(&clusters, cluster).await;
-            wait_until(
-                &clusters,
-                cluster,
-                "a newer last-seen time",
-                APPLY_TIMEOUT,
-                |c| c.status.as_ref().map(|s| s.last_seen_time.as_str()) != Some(seen.as_str()),
-            )
+            let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+            let before = renewed(&leases.get(&name).await.expect("the replica Lease"));
+            wait_until(&leases, &name, "a renewal", APPLY_TIMEOUT, |l| {
+                renewed(l) != before
+            })
             .await
-            .expect("each replica keeps recording its agent's heartbeats");
+            .expect("each replica keeps renewing its Lease");
         }
     }
     assert_eq!(
@@ -93,6 +98,14 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
         settled,
         "two replicas leave a settled work alone"
     );
+    for (cluster, version) in ["cluster-a", "cluster-b"].iter().zip(&cluster_versions) {
+        let now = clusters.get(cluster).await.expect("read cluster");
+        assert_eq!(
+            &now.resource_version(),
+            version,
+            "an idle cluster is not written"
+        );
+    }
 
     // Replica 1 goes away; cluster-b's traffic is sent to replica 0.
     let before = clusters.get("cluster-b").await.expect("read");

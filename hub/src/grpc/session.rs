@@ -4,13 +4,14 @@
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use futures::stream::PollNext;
 use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -143,7 +144,7 @@ impl WorkDistributor for Distributor {
                     // Dropping the reader stops the pusher too, so nothing
                     // more is delivered or written for this session.
                     drop(reading);
-                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
+                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
@@ -421,7 +422,9 @@ impl Reader {
         _done: oneshot::Sender<()>,
     ) {
         let cluster = self.cluster.clone();
-        let mut recorded_seen = Instant::now();
+        // The session's liveness is vouched for by this replica's Lease,
+        // not written per heartbeat; the time is kept for the disconnect.
+        let mut last_heard = Timestamp::now();
         // Retries of this session's reports end with it; the agent's next
         // session sends every work's latest status again.
         let mut reports = SessionReports::new(
@@ -448,14 +451,7 @@ impl Reader {
                     break format!("no heartbeat for {} s", self.silence_limit().as_secs());
                 }
             };
-            // Last-seen is written every other heartbeat, not on each: it is
-            // for people and for the sweeper, which allows five intervals.
-            if recorded_seen.elapsed() >= self.heartbeat * 2 {
-                recorded_seen = Instant::now();
-                if let Err(error) = self.liveness.seen(&cluster).await {
-                    debug!(%cluster, %error, "cannot record last seen");
-                }
-            }
+            last_heard = Timestamp::now();
             match message.body {
                 Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
                 Some(agent_message::Body::Heartbeat(_)) => {}
@@ -468,7 +464,7 @@ impl Reader {
         info!(%cluster, %reason, "agent disconnected");
         if let Err(error) = self
             .liveness
-            .disconnected(&cluster, &self.session_id, &reason)
+            .disconnected(&cluster, &self.session_id, &reason, last_heard)
             .await
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
