@@ -19,6 +19,7 @@ use crate::session::{SessionConfig, run_session};
 use crate::status_board::StatusBoard;
 use crate::telemetry::Telemetry;
 use crate::work_workers::WorkManager;
+use crate::write_identity::WriteIdentity;
 
 /// Tunables of the agent beyond its hub session.
 #[derive(Debug, Clone)]
@@ -49,6 +50,11 @@ pub struct AgentOptions {
     /// work applies lose their owner references to OCM's
     /// AppliedManifestWorks, so removing OCM's agent cannot delete them.
     pub adopt_ocm_objects: bool,
+    /// Write as each work's executor (`--write-as-executor`): the spoke
+    /// connection (the agent's own) through which the executor is
+    /// impersonated. Set, every work must name an executor, and the
+    /// agent's own ClusterRole needs no workload rights.
+    pub write_as_executor: Option<kube::Config>,
 }
 
 impl Default for AgentOptions {
@@ -62,6 +68,7 @@ impl Default for AgentOptions {
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
+            write_as_executor: None,
         }
     }
 }
@@ -92,10 +99,27 @@ pub async fn run_agent(
             schemas,
             applied.clone(),
             telemetry.metrics.clone(),
-            ExecutorCheck::new(client.clone(), options.require_executor, options.restricted),
+            {
+                let check = ExecutorCheck::new(
+                    client.clone(),
+                    options.require_executor,
+                    options.restricted,
+                );
+                // Writing as the executor, a work without one has nobody to
+                // write as, and the API server judges the rest.
+                if options.write_as_executor.is_some() {
+                    check.judged_by_api_server()
+                } else {
+                    check
+                }
+            },
             options.adopt_ocm_objects,
         )
-        .with_max_json_raw_length(options.max_json_raw_length),
+        .with_max_json_raw_length(options.max_json_raw_length)
+        .with_write_identity(match &options.write_as_executor {
+            Some(config) => WriteIdentity::as_executor(config.clone()),
+            None => WriteIdentity::Agent(client.clone()),
+        }),
     );
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(

@@ -16,6 +16,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::write_identity::ExecutorAccount;
+
 use ferry_semantics::contract::{AGENT_FIELD_MANAGER, KUBE_TIME_FORMAT};
 
 use ferry_semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
@@ -50,6 +52,39 @@ pub struct AppliedManifestWorkSpec {
     /// a restart, or an eviction, still honours it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_option: Option<RecordedDeleteOption>,
+    /// The ServiceAccount the work's objects are written as, when the agent
+    /// writes as executors: its deletion after the work is gone is done as
+    /// the same account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<RecordedExecutor>,
+}
+
+/// The executor a work names, as recorded on the spoke.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedExecutor {
+    /// Namespace of the ServiceAccount.
+    pub service_account_namespace: String,
+    /// Name of the ServiceAccount.
+    pub service_account_name: String,
+}
+
+impl RecordedExecutor {
+    /// The record of `account`.
+    pub fn from_account(account: &ExecutorAccount) -> Self {
+        Self {
+            service_account_namespace: account.namespace.clone(),
+            service_account_name: account.name.clone(),
+        }
+    }
+
+    /// The account recorded.
+    pub fn account(&self) -> ExecutorAccount {
+        ExecutorAccount {
+            namespace: self.service_account_namespace.clone(),
+            name: self.service_account_name.clone(),
+        }
+    }
 }
 
 /// A work's deleteOption as recorded on the spoke.
@@ -354,6 +389,7 @@ impl AppliedWorks {
         &self,
         work: &v1::WorkRef,
         delete_option: Option<&v1::DeleteOption>,
+        executor: Option<&ExecutorAccount>,
         labels: &HashMap<String, String>,
     ) -> Result<AppliedManifestWork, AppliedWorksError> {
         let spec = AppliedManifestWorkSpec {
@@ -362,6 +398,7 @@ impl AppliedWorks {
             work_name: work.name.clone(),
             work_uid: work.uid.clone(),
             delete_option: delete_option.map(RecordedDeleteOption::from_wire),
+            executor: executor.map(RecordedExecutor::from_account),
         };
         let mut record = match self.get(&work.uid).await? {
             Some(existing) => existing,

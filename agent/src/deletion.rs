@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use crate::applied_works::{AppliedWorks, AppliedWorksError};
 use crate::drift::ManagedObject;
 use crate::release::{Remaining, recorded_resource, release_each};
+use crate::write_identity::WriteIdentity;
 use ferry_semantics::release::DeletePolicy;
 
 /// Where a work's deletion stands after one pass.
@@ -32,6 +33,7 @@ pub enum Progress {
 /// nothing is left. Fails only when the record cannot be read or written;
 /// objects that cannot be released yet are reported in `Progress::Waiting`.
 pub async fn release_work(
+    writers: &WriteIdentity,
     client: &Client,
     applied: &AppliedWorks,
     uid: &str,
@@ -47,7 +49,25 @@ pub async fn release_work(
     let recorded_option = record.spec.delete_option.as_ref().map(|o| o.to_wire());
     let policy = DeletePolicy::from_wire(option.or(recorded_option.as_ref()));
     let resources = record.resources();
-    let Remaining { kept, blockers } = release_each(client, &resources, &owner, &policy).await;
+    // Released as the account that wrote them when the agent writes as
+    // executors (`client` only reads, for the watch of what remains).
+    let executor = record.spec.executor.as_ref().map(|e| e.account());
+    let writer = match writers.client_for(executor.as_ref()).await {
+        Ok(writer) => writer,
+        Err(error) => {
+            return Ok(Progress::Waiting {
+                blockers: vec![format!("cannot release the objects: {error}")],
+                total: resources.len(),
+                remaining: resources
+                    .iter()
+                    .map(|r| {
+                        ManagedObject::new(client, &recorded_resource(r), &r.namespace, &r.name)
+                    })
+                    .collect(),
+            });
+        }
+    };
+    let Remaining { kept, blockers } = release_each(&writer, &resources, &owner, &policy).await;
     if kept.is_empty() {
         applied.remove(&name).await?;
         return Ok(Progress::Done);

@@ -170,6 +170,10 @@ pub struct ExecutorCheck {
     require: bool,
     /// Refuse CRDs and ferry's own kinds (`--restricted`).
     restricted: bool,
+    /// The agent writes as the executor (`--write-as-executor`): the API
+    /// server judges every write, so no SubjectAccessReview or escalation
+    /// dry-run is asked first.
+    judged_by_api_server: bool,
 }
 
 impl ExecutorCheck {
@@ -185,7 +189,19 @@ impl ExecutorCheck {
                 .build(),
             require,
             restricted,
+            judged_by_api_server: false,
         }
+    }
+
+    /// The same check for an agent that writes as each work's executor:
+    /// the executor is still required and validated, and restricted kinds
+    /// refused, but its rights are left to the API server, which judges
+    /// each write it makes as the executor.
+    #[must_use]
+    pub fn judged_by_api_server(mut self) -> Self {
+        self.require = true;
+        self.judged_by_api_server = true;
+        self
     }
 
     /// Ok when `executor` (the work's, None when it names none) may apply
@@ -219,6 +235,9 @@ impl ExecutorCheck {
         if executor.service_account_namespace.is_empty() || executor.service_account_name.is_empty()
         {
             return Err(ExecutorError::MissingServiceAccount);
+        }
+        if self.judged_by_api_server {
+            return Ok(());
         }
         let verbs = APPLY_VERBS
             .iter()

@@ -24,6 +24,7 @@ pub mod status_board;
 pub mod telemetry;
 pub mod work_workers;
 pub mod write_breaker;
+pub mod write_identity;
 
 pub use agent::{AgentOptions, run_agent};
 pub use telemetry::{DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry};

@@ -88,6 +88,13 @@ struct Cli {
     /// OCM's agent and its records cannot delete them. Stop OCM's agent first.
     #[arg(long, env = "FERRY_ADOPT_OCM_OBJECTS")]
     adopt_ocm_objects: bool,
+    /// Write every work's objects as the work's executor, impersonating its
+    /// ServiceAccount (the chart's rbac.executorOnly): the spoke's API server
+    /// then judges each write, escalate and bind included, against the
+    /// executor, and the agent's own role needs no workload rights. Every
+    /// work must name an executor (implies --require-executor).
+    #[arg(long, env = "FERRY_WRITE_AS_EXECUTOR")]
+    write_as_executor: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -170,6 +177,15 @@ async fn main() -> anyhow::Result<()> {
         require_executor: cli.require_executor,
         restricted: cli.restricted,
         adopt_ocm_objects: cli.adopt_ocm_objects,
+        write_as_executor: if cli.write_as_executor {
+            Some(
+                kube::Config::infer()
+                    .await
+                    .context("reading the spoke connection to impersonate executors through")?,
+            )
+        } else {
+            None
+        },
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

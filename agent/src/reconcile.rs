@@ -10,7 +10,7 @@ use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
@@ -29,6 +29,7 @@ use crate::ownership::{ObjectKey, OwnerIndex};
 use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
 use crate::rule_conditions::RuleEvaluator;
 use crate::write_breaker::{MAX_REWRITES, WINDOW, WriteBreaker, WriteLoop, other_writers};
+use crate::write_identity::{ExecutorAccount, WriteIdentity, WriteIdentityError};
 use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for, options_for};
@@ -137,6 +138,8 @@ enum ManifestFailure {
     },
     #[error(transparent)]
     WriteLoop(#[from] WriteLoop),
+    #[error(transparent)]
+    WriteAs(#[from] WriteIdentityError),
 }
 
 impl ManifestFailure {
@@ -153,6 +156,8 @@ impl ManifestFailure {
             ManifestFailure::Executor(e) => e.reason(),
             ManifestFailure::ConflictsWithWork { .. } => REASON_CONFLICTS_WITH_WORK,
             ManifestFailure::WriteLoop(_) => REASON_WRITE_LOOP,
+            ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => "ExecutorRequired",
+            ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => "ExecutorClientFailed",
         }
     }
 
@@ -168,6 +173,8 @@ impl ManifestFailure {
             ManifestFailure::Executor(e) => e.is_transient(),
             // The owner may go away; the hold runs out.
             ManifestFailure::ConflictsWithWork { .. } | ManifestFailure::WriteLoop(_) => true,
+            ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => false,
+            ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => true,
         }
     }
 }
@@ -185,6 +192,9 @@ pub struct Reconciler {
     adopt_ocm_objects: bool,
     owners: OwnerIndex,
     breaker: WriteBreaker,
+    /// Whose identity writes the works' objects: the agent's, or each
+    /// work's executor's.
+    writers: WriteIdentity,
 }
 
 /// What a look-up of a manifest's object after a failed apply found, for
@@ -228,6 +238,7 @@ impl Reconciler {
         adopt_ocm_objects: bool,
     ) -> Self {
         Self {
+            writers: WriteIdentity::Agent(client.clone()),
             client,
             resolver,
             schemas,
@@ -251,9 +262,22 @@ impl Reconciler {
         self
     }
 
+    /// Writes every work's objects as the work's executor
+    /// (`--write-as-executor`) when `writers` says so.
+    #[must_use]
+    pub fn with_write_identity(mut self, writers: WriteIdentity) -> Self {
+        self.writers = writers;
+        self
+    }
+
     /// The spoke client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Whose identity writes the works' objects.
+    pub fn writers(&self) -> &WriteIdentity {
+        &self.writers
     }
 
     /// Forgets work `uid`'s claims and write counts: it was deleted or
@@ -279,7 +303,16 @@ impl Reconciler {
         // unable to find and delete, so no manifest is applied without one.
         let mut record = self
             .applied
-            .ensure(&work_ref, spec.delete_option.as_ref(), &upsert.labels)
+            .ensure(
+                &work_ref,
+                spec.delete_option.as_ref(),
+                self.writers
+                    .is_executor()
+                    .then(|| ExecutorAccount::of(spec.executor.as_ref()))
+                    .flatten()
+                    .as_ref(),
+                &upsert.labels,
+            )
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| {
@@ -445,15 +478,27 @@ impl Reconciler {
                 stored: &record.stored,
                 recorded: &record.recorded,
             };
-            retry |= collect_garbage(
-                &self.client,
-                &self.applied,
-                &pass,
-                &claims,
-                all_identified,
-                &policy,
-            )
-            .await;
+            // Objects the work no longer lists go as the work's executor
+            // when writing as executors; with no executor nothing was
+            // written, and there is nothing of this pass to collect.
+            match self
+                .writers
+                .client_for(ExecutorAccount::of(spec.executor.as_ref()).as_ref())
+                .await
+            {
+                Ok(writer) => {
+                    retry |= collect_garbage(
+                        &writer,
+                        &self.applied,
+                        &pass,
+                        &claims,
+                        all_identified,
+                        &policy,
+                    )
+                    .await;
+                }
+                Err(error) => debug!(work = %work_ref.name, %error, "no garbage collection"),
+            }
             managed = std::mem::take(&mut record.managed);
             written = std::mem::take(&mut record.written);
         }
@@ -541,6 +586,22 @@ impl Reconciler {
                 deletes,
             )
             .await?;
+        // Writing as the executor, every request about the object (its
+        // read before the write too) is the executor's, judged by the API
+        // server; the agent's own client only reads for status.
+        let writer = self
+            .writers
+            .client_for(ExecutorAccount::of(executor).as_ref())
+            .await?;
+        let api = if self.writers.is_executor() {
+            if namespace.is_empty() {
+                Api::all_with(writer.clone(), &resource)
+            } else {
+                Api::namespaced_with(writer.clone(), &namespace, &resource)
+            }
+        } else {
+            api
+        };
         let key = ObjectKey::new(&identity.group, &identity.kind, &namespace, &identity.name);
         if strategy.writes() != Writes::Never {
             record.claimed.push(key.clone());
@@ -599,7 +660,7 @@ impl Reconciler {
         }
         let schema = self.schemas.for_kind(&gvk).await;
         let write = ManifestWrite {
-            client: &self.client,
+            client: &writer,
             api: &api,
             identity,
             desired: value,

@@ -411,7 +411,15 @@ async fn release(
     drift: &mut DriftWatch,
 ) -> Step {
     let reconciler = &shared.reconciler;
-    match release_work(reconciler.client(), reconciler.applied(), uid, option).await {
+    match release_work(
+        reconciler.writers(),
+        reconciler.client(),
+        reconciler.applied(),
+        uid,
+        option,
+    )
+    .await
+    {
         Ok(Progress::Done) => {
             drift.track(&[]).await;
             Step::Finished

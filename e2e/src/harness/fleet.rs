@@ -207,6 +207,9 @@ pub struct Spoke {
     pub link: Link,
     agent_config: ferry_agent::session::SessionConfig,
     agent_options: AgentOptions,
+    /// The spoke identity the agent runs as: `client` unless a test gave
+    /// it another ([`Fleet::set_agent_client`]).
+    agent_client: Option<Client>,
     agent: Option<Running>,
 }
 
@@ -235,7 +238,9 @@ impl Spoke {
     fn start_agent(&mut self) {
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(run_agent(
-            self.client.clone(),
+            self.agent_client
+                .clone()
+                .unwrap_or_else(|| self.client.clone()),
             self.agent_config.clone(),
             self.agent_options.clone(),
             async {
@@ -501,6 +506,7 @@ async fn start_spokes(
             link,
             agent_config: config,
             agent_options,
+            agent_client: None,
             agent: None,
         };
         spoke.start_agent();
@@ -738,6 +744,13 @@ impl Fleet {
     /// (a restarted agent with other flags); the running agent keeps its own.
     pub fn set_agent_options(&mut self, name: &str, change: impl FnOnce(&mut AgentOptions)) {
         change(&mut self.spoke_mut(name).agent_options);
+    }
+
+    /// Runs the agent of spoke `name`, from its next start, as `client`
+    /// (e.g. a ServiceAccount with exactly a chart's rights) instead of the
+    /// spoke's admin.
+    pub fn set_agent_client(&mut self, name: &str, client: Client) {
+        self.spoke_mut(name).agent_client = Some(client);
     }
 
     /// Starts the agent of spoke `name` again, as a fresh process would:

@@ -23,6 +23,7 @@ mod drift_report;
 mod eviction;
 mod executor;
 mod executor_authorization;
+mod executor_only_agent;
 mod field_managers;
 mod fleet_admission;
 mod fleet_scale;
