@@ -65,6 +65,11 @@ struct Args {
     /// Seconds the hub's RSS settles after the agents connect before P3 reads it.
     #[arg(long, default_value_t = 5)]
     settle_seconds: u64,
+    /// Seconds over which P3 counts the hub API server's writes with every
+    /// agent connected and idle (a hub heartbeat is 10 s by default, so
+    /// 60 s sees every per-cluster periodic write several times).
+    #[arg(long, default_value_t = 60)]
+    idle_window_seconds: u64,
 }
 
 fn ticks_per_second() -> f64 {
@@ -157,7 +162,10 @@ async fn main() -> anyhow::Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     for scenario in &args.scenarios {
         let row = match scenario.as_str() {
-            "p3" => p3_idle(&bench, baseline, cpu_start, connect)?,
+            "p3" => {
+                let window = Duration::from_secs(args.idle_window_seconds);
+                p3_idle(&bench, baseline, cpu_start, connect, window).await?
+            }
             "p2" => {
                 let count = args.p2_clusters.unwrap_or(n.min(1000)).min(n);
                 p2_fan_out(&bench, &names[..count]).await?

@@ -113,14 +113,52 @@ pub async fn create_works(
     Ok(())
 }
 
+/// The hub API server's write requests (POST, PUT, PATCH, DELETE) so far,
+/// from its own request counters: in all, to ManagedClusters, to Leases,
+/// and TokenReviews (a POST each, stored nowhere).
+async fn api_writes(admin: &Client) -> (f64, f64, f64, f64) {
+    let text = apiserver_metrics(admin).await;
+    let mut all = 0.0;
+    let mut clusters = 0.0;
+    let mut leases = 0.0;
+    let mut reviews = 0.0;
+    for verb in ["POST", "PUT", "PATCH", "DELETE"] {
+        let verb = format!("verb=\"{verb}\"");
+        all += sum_of_prefix(&text, &format!("apiserver_request_total{{{verb}"));
+        clusters += sum_of_prefix(
+            &text,
+            &format!("apiserver_request_total{{resource=\"managedclusters\",{verb}"),
+        );
+        leases += sum_of_prefix(
+            &text,
+            &format!("apiserver_request_total{{resource=\"leases\",{verb}"),
+        );
+        reviews += sum_of_prefix(
+            &text,
+            &format!("apiserver_request_total{{resource=\"tokenreviews\",{verb}"),
+        );
+    }
+    (all, clusters, leases, reviews)
+}
+
 /// P3: the clusters connected and idle. `baseline_kib` is the hub's RSS
-/// before any agent connected, `connect` how long connecting them took.
-pub fn p3_idle(
+/// before any agent connected, `connect` how long connecting them took;
+/// the hub API server's writes are counted over `window` of idleness (its
+/// own `apiserver_request_total`, so every writer counts, the hub's
+/// liveness, Leases and the control plane's own alike).
+pub async fn p3_idle(
     bench: &Bench<'_>,
     baseline_kib: u64,
     cpu_before: f64,
     connect: Duration,
+    window: Duration,
 ) -> Result<Row, ScenarioError> {
+    let before = api_writes(&bench.admin).await;
+    let started = Instant::now();
+    tokio::time::sleep(window).await;
+    let after = api_writes(&bench.admin).await;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let rate = |a: f64, b: f64| (b - a).max(0.0) / secs;
     let (rss, cpu) = hub_usage(bench)?;
     let clusters = bench.fleet.size();
     let per_cluster = rss.saturating_sub(baseline_kib) as f64 / clusters.max(1) as f64;
@@ -132,10 +170,15 @@ pub fn p3_idle(
         hub_cpu_seconds: cpu - cpu_before,
         wall: connect,
         bottleneck: format!(
-            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s",
+            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s; idle hub API writes {:.2}/s over {:.0} s ({:.2}/s to ManagedClusters, {:.2}/s to Leases, {:.2}/s TokenReviews)",
             baseline_kib / 1024,
             rss / 1024,
-            connect.as_secs_f64()
+            connect.as_secs_f64(),
+            rate(before.0, after.0),
+            secs,
+            rate(before.1, after.1),
+            rate(before.2, after.2),
+            rate(before.3, after.3),
         ),
         ..Default::default()
     })
