@@ -167,6 +167,9 @@ pub struct FleetOptions {
     pub restricted: bool,
     /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
     pub adopt_ocm_objects: bool,
+    /// Limits of every hub replica's agent port (connections, per-peer
+    /// share, unauthenticated deadline, message caps).
+    pub transport: ferry_hub::grpc::config::TransportLimits,
 }
 
 impl FleetOptions {
@@ -189,6 +192,7 @@ impl FleetOptions {
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
+            transport: ferry_hub::grpc::config::TransportLimits::default(),
         }
     }
 }
@@ -604,7 +608,7 @@ impl Fleet {
                 review_interval: options.token_review_interval,
                 ..Default::default()
             },
-            ..Default::default()
+            transport: options.transport.clone(),
         };
         let listeners = HubListeners {
             grpc: listener,

@@ -7,6 +7,7 @@
 mod accept_gate;
 mod admission;
 mod agent_metrics;
+mod agent_port_limits;
 mod agent_readiness;
 mod agent_sigterm;
 mod applied_manifest_work;
