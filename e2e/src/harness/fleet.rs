@@ -170,6 +170,9 @@ pub struct FleetOptions {
     /// Limits of every hub replica's agent port (connections, per-peer
     /// share, unauthenticated deadline, message caps).
     pub transport: ferry_hub::grpc::config::TransportLimits,
+    /// What the hub API server does while no hub answers the webhook
+    /// (`--webhook-failure-policy`).
+    pub webhook_failure_policy: FailurePolicy,
 }
 
 impl FleetOptions {
@@ -193,6 +196,7 @@ impl FleetOptions {
             restricted: false,
             adopt_ocm_objects: false,
             transport: ferry_hub::grpc::config::TransportLimits::default(),
+            webhook_failure_policy: FailurePolicy::default(),
         }
     }
 }
@@ -618,7 +622,7 @@ impl Fleet {
             leader_election: leader_election(options.hub_replicas, 0),
         };
         let webhook = if options.admission {
-            Some(Webhook::new().await?)
+            Some(Webhook::new(options.webhook_failure_policy).await?)
         } else {
             None
         };
@@ -919,17 +923,22 @@ impl Drop for Fleet {
 struct Webhook {
     addr: std::net::SocketAddr,
     cert: ServingCert,
+    failure_policy: FailurePolicy,
 }
 
 impl Webhook {
-    async fn new() -> Result<Self, FleetError> {
+    async fn new(failure_policy: FailurePolicy) -> Result<Self, FleetError> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
         let addr = listener.local_addr().map_err(FleetError::Bind)?;
         let cert = ServingCert::generate(&[addr.ip().to_string()])
             .map_err(|e| FleetError::Admission(e.to_string()))?;
-        Ok(Self { addr, cert })
+        Ok(Self {
+            addr,
+            cert,
+            failure_policy,
+        })
     }
 
     async fn options(&self) -> Result<AdmissionOptions, FleetError> {
@@ -940,7 +949,7 @@ impl Webhook {
             target: WebhookTarget::Url(format!("https://{}", self.addr)),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
-            failure_policy: FailurePolicy::default(),
+            failure_policy: self.failure_policy,
         })
     }
 }

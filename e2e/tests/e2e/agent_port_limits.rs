@@ -9,7 +9,6 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
@@ -30,12 +29,15 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 const CLUSTER: &str = "cluster-a";
+/// A cluster joined on the hub with no agent: the oversized sessions are
+/// its, so the agent of `CLUSTER` shares nothing with them.
+const RAW_CLUSTER: &str = "cluster-raw";
 
 fn hello(known_works: Vec<v1::WorkVersion>) -> v1::AgentMessage {
     v1::AgentMessage {
         body: Some(agent_message::Body::Hello(v1::Hello {
             protocol_version: PROTOCOL_VERSION,
-            cluster_name: CLUSTER.into(),
+            cluster_name: RAW_CLUSTER.into(),
             agent_version: "oversized".into(),
             known_works,
         })),
@@ -48,7 +50,7 @@ fn report(bytes: usize) -> v1::AgentMessage {
         body: Some(agent_message::Body::Status(v1::WorkStatus {
             work: Some(v1::WorkRef {
                 uid: "00000000-0000-4000-8000-000000000000".into(),
-                namespace: CLUSTER.into(),
+                namespace: RAW_CLUSTER.into(),
                 name: "big".into(),
             }),
             generation: 1,
@@ -135,7 +137,7 @@ async fn messages_over_their_caps_end_only_their_session_with_out_of_range_and_a
     wait_applied(&works, "before").await.expect("the agent is served");
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
     let agent_session = session_of(&clusters, CLUSTER).await;
-    let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
+    let token = join_cluster(&fleet.hub_client, RAW_CLUSTER, 3600)
         .await
         .expect("token");
     let metrics = fleet.hub_probes_addr;
@@ -161,8 +163,10 @@ async fn messages_over_their_caps_end_only_their_session_with_out_of_range_and_a
     out_of_range_naming(&end, "message", caps.report);
     assert!(counted("report").await >= 2.0, "both reports are counted");
 
-    // A Hello listing more works than any agent holds.
-    let many: Vec<v1::WorkVersion> = (0..MAX_HELLO_WORKS + 10_000)
+    // A Hello listing more works than any agent holds: real-looking UIDs
+    // at generation 1 take 42 bytes each, so this is just over the cap
+    // (and far under the 16 MiB the transport allowed before).
+    let many: Vec<v1::WorkVersion> = (0..caps.hello / 42 + 1_000)
         .map(|i| v1::WorkVersion {
             uid: format!("{i:08x}-0000-4000-8000-000000000000"),
             generation: 1,
@@ -170,7 +174,10 @@ async fn messages_over_their_caps_end_only_their_session_with_out_of_range_and_a
         .collect();
     let big_hello = hello(many);
     println!("Hello of {} bytes:", big_hello.encoded_len());
-    assert!(big_hello.encoded_len() < ferry_proto::MAX_MESSAGE_BYTES);
+    assert!(
+        big_hello.encoded_len() > caps.hello
+            && big_hello.encoded_len() < ferry_proto::MAX_MESSAGE_BYTES
+    );
     let end = ended_with(&fleet.hub_url, &token, vec![big_hello]).await;
     out_of_range_naming(&end, "Hello", caps.hello);
     assert!(counted("hello").await >= 1.0, "the Hello is counted");
@@ -330,7 +337,7 @@ async fn one_address_past_its_share_cannot_take_the_agents_slots_and_idle_unauth
     // opens no stream, is closed at its deadline too.
     let idle_h2 = connect_from("127.0.0.3", hub).await;
     let started = Instant::now();
-    let (_sender, connection) = h2::client::handshake::<_, Bytes>(idle_h2)
+    let (_sender, connection) = h2::client::handshake(idle_h2)
         .await
         .expect("HTTP/2 handshake");
     let ended = tokio::time::timeout(IDLE + Duration::from_secs(10), connection)

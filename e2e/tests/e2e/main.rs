@@ -41,6 +41,7 @@ mod ignore_on_spoke_present;
 mod image;
 mod install;
 mod join_both_sides;
+mod join_files;
 mod kubectl_plugin;
 mod leader_election;
 mod liveness;
