@@ -449,9 +449,7 @@ async fn with_failure_policy_fail_and_no_hub_running_the_api_server_refuses_work
         !policies.is_empty() && policies.iter().all(|p| p.as_deref() == Some("Fail")),
         "the registration says Fail: {policies:?}"
     );
-    let valid = |name: &str| {
-        work_object(name, json!({"workload": {"manifests": [cm(name)]}}))
-    };
+    let valid = |name: &str| work_object(name, json!({"workload": {"manifests": [cm(name)]}}));
     works
         .create(&PostParams::default(), &valid("while-up"))
         .await

@@ -68,7 +68,11 @@ fn report(bytes: usize) -> v1::AgentMessage {
 
 /// Opens a stream with `token`, sends `messages`, keeps it open, and returns
 /// how the hub ended it: the status, or None when it ended cleanly.
-async fn ended_with(url: &str, token: &str, messages: Vec<v1::AgentMessage>) -> Option<tonic::Status> {
+async fn ended_with(
+    url: &str,
+    token: &str,
+    messages: Vec<v1::AgentMessage>,
+) -> Option<tonic::Status> {
     let channel = Channel::from_shared(url.to_string())
         .expect("url")
         .connect()
@@ -134,7 +138,9 @@ async fn messages_over_their_caps_end_only_their_session_with_out_of_range_and_a
         ))
         .await
         .expect("create");
-    wait_applied(&works, "before").await.expect("the agent is served");
+    wait_applied(&works, "before")
+        .await
+        .expect("the agent is served");
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
     let agent_session = session_of(&clusters, CLUSTER).await;
     let token = join_cluster(&fleet.hub_client, RAW_CLUSTER, 3600)
@@ -252,7 +258,9 @@ async fn one_address_past_its_share_cannot_take_the_agents_slots_and_idle_unauth
         ))
         .await
         .expect("create");
-    wait_applied(&works, "before").await.expect("the agent is served");
+    wait_applied(&works, "before")
+        .await
+        .expect("the agent is served");
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
     let hub = fleet.hub_replica_addr(0);
     let metrics = fleet.hub_probes_addr;

@@ -20,9 +20,9 @@ use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use kube::{Api, ResourceExt};
+use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
-use serde_json::json;
 
 async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> {
     let mut versions = Vec::new();
@@ -207,7 +207,9 @@ async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_
         .expect("ferry-hub builds");
     let mut options = FleetOptions::with_spokes(&[]);
     options.heartbeat = Duration::from_secs(1);
-    let fleet = Fleet::start(options).await.expect("the remaining replica starts");
+    let fleet = Fleet::start(options)
+        .await
+        .expect("the remaining replica starts");
     let free = || {
         std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

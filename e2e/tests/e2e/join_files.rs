@@ -79,7 +79,10 @@ async fn private_on_every_run_and_never_through_a_symlink(
     );
     println!(
         "symlink refused: {}",
-        stderr.lines().find(|l| l.contains("symlink")).unwrap_or_default()
+        stderr
+            .lines()
+            .find(|l| l.contains("symlink"))
+            .unwrap_or_default()
     );
     assert_eq!(
         std::fs::read_to_string(decoy).expect("read decoy"),

@@ -380,7 +380,10 @@ async fn reports_naming_another_clusters_work_are_dropped_and_counted() {
     )
     .await;
     let after = wait_metric(metrics, unknown_work, |v| v >= before + 2.0).await;
-    println!("reports for another cluster's work counted as unknown_work: {}", after - before);
+    println!(
+        "reports for another cluster's work counted as unknown_work: {}",
+        after - before
+    );
     drop(session);
 
     let live = theirs.get("theirs").await.expect("read");

@@ -241,7 +241,11 @@ where
             };
             let peer = io.peer_addr().ok();
             let Ok(permit) = permits.try_acquire_owned() else {
-                debug!(?peer, limit = limits.max_connections, "connection refused: the agent port holds its limit");
+                debug!(
+                    ?peer,
+                    limit = limits.max_connections,
+                    "connection refused: the agent port holds its limit"
+                );
                 metrics.connection_closed(CLOSED_MAX_CONNECTIONS);
                 return None;
             };
@@ -251,7 +255,11 @@ where
                 Some(addr) => match peers.take(peer_key(addr.ip()), limits.max_per_peer) {
                     Some(slot) => Some(slot),
                     None => {
-                        debug!(?peer, limit = limits.max_per_peer, "connection refused: its address holds its share of the agent port");
+                        debug!(
+                            ?peer,
+                            limit = limits.max_per_peer,
+                            "connection refused: its address holds its share of the agent port"
+                        );
                         metrics.connection_closed(CLOSED_MAX_PER_PEER);
                         return None;
                     }
@@ -378,8 +386,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_unauthenticated_connection_is_closed_at_its_deadline_an_authenticated_one_is_not()
-    {
+    async fn an_unauthenticated_connection_is_closed_at_its_deadline_an_authenticated_one_is_not() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let metrics = Arc::new(HubMetrics::default());
@@ -402,13 +409,13 @@ mod tests {
         let read = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf))
             .await
             .expect("the deadline ends the read");
-        assert_eq!(
-            read.expect_err("closed").kind(),
-            io::ErrorKind::TimedOut
-        );
+        assert_eq!(read.expect_err("closed").kind(), io::ErrorKind::TimedOut);
         assert!(idle.read(&mut buf).await.is_err(), "and every later read");
         let still = tokio::time::timeout(Duration::from_millis(600), agent.read(&mut buf)).await;
-        assert!(still.is_err(), "the authenticated connection keeps waiting for data");
+        assert!(
+            still.is_err(),
+            "the authenticated connection keeps waiting for data"
+        );
         let idled = metrics
             .connections_closed
             .get_or_create(&crate::metrics::ConnectionClosedLabel {

@@ -9,10 +9,10 @@ pub mod connection_limit;
 pub mod handshake;
 /// What one agent holds: each work's generation and labels as last sent.
 pub mod held;
-/// How large a Hello and a status report may be.
-pub mod message_caps;
 /// Who an agent is: its token, reviewed for ferry's audience.
 pub mod identity;
+/// How large a Hello and a status report may be.
+pub mod message_caps;
 /// How many unknown tokens one network peer may make the hub review.
 pub mod peer_budget;
 /// Which agent protocol versions this hub serves.
