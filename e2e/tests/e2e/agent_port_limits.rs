@@ -378,3 +378,60 @@ async fn one_address_past_its_share_cannot_take_the_agents_slots_and_idle_unauth
         .expect("the agent is still served");
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_over_its_cap_is_refused_even_where_reports_may_be_larger() {
+    // A hub admitting works of 8 MB: its transport lets 8.3 MB through for
+    // reports, and a Hello is still held to its own, smaller cap.
+    let mut options = FleetOptions::with_spokes(&[CLUSTER]);
+    options.tls = false;
+    options.transport.message_caps = MessageCaps::for_max_work_bytes(8_000_000);
+    let caps = options.transport.message_caps;
+    assert!(caps.hello < caps.report && caps.transport() == caps.report);
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let token = join_cluster(&fleet.hub_client, RAW_CLUSTER, 3600)
+        .await
+        .expect("token");
+    let before = hub_metric(
+        fleet.hub_probes_addr,
+        "ferry_hub_agent_messages_too_large_total{message=\"hello\"}",
+    )
+    .await
+    .expect("scrape");
+    let many: Vec<v1::WorkVersion> = (0..caps.hello / 42 + 1_000)
+        .map(|i| v1::WorkVersion {
+            uid: format!("{i:08x}-0000-4000-8000-000000000000"),
+            generation: 1,
+        })
+        .collect();
+    let big_hello = hello(many);
+    let size = big_hello.encoded_len();
+    assert!(size > caps.hello && size < caps.transport());
+    println!(
+        "Hello of {size} bytes, under the transport's {} bytes:",
+        caps.transport()
+    );
+    let end = ended_with(&fleet.hub_url, &token, vec![big_hello]).await;
+    out_of_range_naming(&end, &format!("Hello of {size} bytes"), caps.hello);
+    let after = hub_metric(
+        fleet.hub_probes_addr,
+        "ferry_hub_agent_messages_too_large_total{message=\"hello\"}",
+    )
+    .await
+    .expect("scrape");
+    assert_eq!(after, before + 1.0, "the Hello is counted");
+
+    // A real agent's Hello, and its reports, still pass.
+    let works = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "served",
+            vec![config_map("default", "served", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create");
+    wait_applied(&works, "served")
+        .await
+        .expect("the agent is served");
+    fleet.stop().await;
+}
