@@ -410,6 +410,41 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_port_limits_have_their_defaults_and_flags() {
+        let parsed = |args: &[&str]| match serve(args).expect("parses").command {
+            Command::Serve(args) => (
+                args.max_connections_per_peer,
+                args.unauthenticated_idle_seconds,
+                args.max_work_bytes,
+            ),
+            _ => panic!("not serve"),
+        };
+        let defaults = TransportLimits::default();
+        assert_eq!(
+            parsed(&[]),
+            (
+                defaults.max_connections_per_peer,
+                defaults.unauthenticated_idle.as_secs(),
+                DEFAULT_MAX_WORK_BYTES
+            )
+        );
+        assert_eq!(defaults.max_connections_per_peer, 1_000);
+        assert_eq!(defaults.unauthenticated_idle, Duration::from_secs(20));
+        assert_eq!(
+            defaults.message_caps,
+            MessageCaps::for_max_work_bytes(DEFAULT_MAX_WORK_BYTES)
+        );
+        assert_eq!(
+            parsed(&[
+                "--max-connections-per-peer=3",
+                "--unauthenticated-idle-seconds=7",
+                "--max-work-bytes=2000000"
+            ]),
+            (3, 7, 2_000_000)
+        );
+    }
+
+    #[test]
     fn the_webhook_needs_exactly_one_target_and_an_address() {
         let both = serve(&[
             "--webhook-addr=0.0.0.0:9443",
