@@ -95,9 +95,17 @@ pub struct ManagedClusterStatus {
     /// Version the agent reported in its Hello.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub agent_version: String,
-    /// When the hub last heard from the agent, RFC 3339.
+    /// RFC 3339. For a disconnected cluster, when the hub last heard from
+    /// its agent; for a connected one, when its session began: from then on
+    /// the Lease of the replica named in `servedBy` vouches for it, so an
+    /// idle fleet costs no ManagedCluster writes.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_seen_time: String,
+    /// The hub replica holding the agent's session (its replica Lease is
+    /// `ferry-hub-replica-<servedBy>` in the hub's namespace); empty when
+    /// disconnected or written by a hub older than replica Leases.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub served_by: String,
     /// Identifies the session the status describes, so that the end of an
     /// old session never overwrites a newer one.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -10,11 +10,12 @@ use kube::Client;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::certs::reload::CertLoadError;
-use crate::clusters::liveness::{ClusterLiveness, run_liveness_sweeper};
+use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
+use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
 use crate::grpc::connection_limit::{ConnectionLimits, limit_connections};
 use crate::grpc::identity::AgentAuthenticator;
@@ -47,6 +48,9 @@ pub enum HubError {
     /// Leader election could not start.
     #[error(transparent)]
     Leader(#[from] LeaderError),
+    /// This replica's Lease could not be set up.
+    #[error(transparent)]
+    ReplicaLease(#[from] ReplicaLeaseError),
 }
 
 /// Listeners and tunables of one hub replica.
@@ -62,6 +66,8 @@ pub struct HubListeners {
     /// Leader election among replicas; None runs every controller here
     /// (one replica).
     pub leader_election: Option<LeaderElection>,
+    /// This replica's own Lease, which vouches for its agents' sessions.
+    pub replica_lease: ReplicaLease,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -123,7 +129,16 @@ pub async fn run_hub(
         });
     }
     let deletion = WorkDeletion::new(client.clone(), events.clone());
-    let liveness = ClusterLiveness::new(client.clone());
+    // Sessions name this replica as their server only once its Lease
+    // vouches for them; the leader's sweep would otherwise mark them
+    // disconnected at once.
+    // Kept for as long as the hub runs: dropping every receiver releases it.
+    let mut lease_held = keep_replica_lease(client.clone(), &listeners.replica_lease).await?;
+    if lease_held.wait_for(|held| *held).await.is_err() {
+        warn!("the replica Lease task ended before the Lease was held");
+    }
+    let liveness = ClusterLiveness::new(client.clone(), &listeners.replica_lease);
+    let reasserting = reassert_held_sessions(liveness.clone(), stopped(stop_rx.clone()));
     let heartbeat = session.heartbeat_interval;
     let swept = liveness.clone();
     let sweeper = while_leading(
@@ -268,6 +283,7 @@ pub async fn run_hub(
     };
     let controller = async {
         tokio::join!(
+            reasserting,
             deletion_controller,
             sweeper,
             ttl_controller,

@@ -129,7 +129,14 @@ pub fn clusters_table(records: &[ClusterRecord], now: Timestamp) -> String {
             row.extend([
                 bool_cell(r.connected),
                 dash_if_empty(&r.agent_version),
-                age_of_text(now, &r.last_seen_time),
+                // A connected cluster's status is vouched for by its
+                // replica's Lease: it is being heard now; lastSeenTime is
+                // when its session began.
+                if r.connected {
+                    "now".to_string()
+                } else {
+                    age_of_text(now, &r.last_seen_time)
+                },
                 r.works.to_string(),
                 r.failing_works.to_string(),
                 reason,
@@ -207,7 +214,7 @@ mod tests {
             text.lines().collect::<Vec<_>>(),
             [
                 "NAME        CONNECTED   AGENT   LAST SEEN   WORKS   FAILING   REASON",
-                "cluster-a   True        0.1.0   2s          2       1         -",
+                "cluster-a   True        0.1.0   now         2       1         -",
             ]
         );
     }

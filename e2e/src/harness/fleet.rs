@@ -2,6 +2,7 @@
 //! running in this process against them: what the tests and the local fleet
 //! command use.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ferry_agent::session::{ClientTls, TokenSource};
@@ -15,6 +16,7 @@ use ferry_hub::admission::webhook::{
 };
 use ferry_hub::certs::reload::{CaSource, CertSource};
 use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::{InstallCrdsError, install_crds};
 use ferry_hub::grpc::config::GrpcTls;
 use ferry_hub::hub::{HubListeners, run_hub};
@@ -415,6 +417,20 @@ fn leader_election(replicas: usize, index: usize) -> Option<LeaderElection> {
     })
 }
 
+/// Hub starts in this process, numbering replica identities.
+static STARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// The own Lease of replica `index`, in `default`: named for the replica
+/// and unique per start, as the hub binary names it, vouching for three
+/// heartbeats (at least 3 s).
+pub fn replica_lease(index: usize, heartbeat: Duration) -> ReplicaLease {
+    ReplicaLease {
+        namespace: "default".into(),
+        identity: format!("replica-{index}-{}", STARTS.fetch_add(1, Ordering::Relaxed)),
+        duration: (heartbeat * 3).max(Duration::from_secs(3)),
+    }
+}
+
 /// Starts the hub replicas beyond the first (`replicas` counts them all).
 async fn start_more_replicas(
     replicas: usize,
@@ -435,6 +451,7 @@ async fn start_more_replicas(
             probes: None,
             admission: None,
             leader_election: leader_election(replicas, index),
+            replica_lease: replica_lease(index, session.heartbeat_interval),
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -620,6 +637,7 @@ impl Fleet {
             probes: Some(probes),
             admission: None,
             leader_election: leader_election(options.hub_replicas, 0),
+            replica_lease: replica_lease(0, session.heartbeat_interval),
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -847,6 +865,7 @@ impl Fleet {
                 probes: Some(probes),
                 admission: None,
                 leader_election: leader_election(self.replicas.len() + 1, 0),
+                replica_lease: replica_lease(0, self.session.heartbeat_interval),
             };
             self.hub_run = Some(
                 spawn_hub(

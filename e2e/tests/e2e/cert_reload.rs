@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_e2e::harness::fleet::replica_lease;
 use ferry_e2e::harness::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work};
 use ferry_hub::admission::target::WebhookTarget;
@@ -211,6 +212,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
             failure_policy: FailurePolicy::default(),
         }),
         leader_election: None,
+        replica_lease: replica_lease(0, Duration::from_secs(1)),
     };
     let session = SessionConfig {
         heartbeat_interval: Duration::from_secs(1),

@@ -19,7 +19,10 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
+use ferry_hub::clusters::replica_lease::{lease_name, vouches_at};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use rand::rngs::StdRng;
@@ -464,33 +467,39 @@ async fn random_kills_of_hub_agents_and_spoke_api_servers_lose_and_leak_nothing(
         .await;
     }
 
-    // (c) every ManagedCluster shows a connected, current session: one that
-    // is still heartbeating now that everything is back.
+    // (c) every ManagedCluster shows a connected, current session: one
+    // served by a replica whose Lease vouches for it now that everything is
+    // back.
     let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), "default");
     for cluster in CLUSTERS {
-        let now = clusters
-            .get(cluster)
-            .await
-            .unwrap_or_else(|e| panic!("reading ManagedCluster {cluster}: {e}"));
-        let status = now.status.unwrap_or_default();
-        let live_session = move |c: &ManagedCluster| {
+        let live_session = |c: &ManagedCluster| {
             c.status.as_ref().is_some_and(|s| {
                 s.connected
                     && s.agent_version == env!("CARGO_PKG_VERSION")
                     && !s.session_id.is_empty()
+                    && !s.served_by.is_empty()
                     && s.disconnect_reason.is_none()
-                    && s.last_seen_time != status.last_seen_time
             })
         };
-        wait_until(
+        let live = wait_until(
             &clusters,
             cluster,
-            "connected with a heartbeating session",
+            "connected with a current session",
             APPLY_TIMEOUT,
             live_session,
         )
         .await
         .unwrap_or_else(|e| panic!("seed {seed}: ManagedCluster {cluster}: {e}"));
+        let replica = live.status.map(|s| s.served_by).unwrap_or_default();
+        let lease = leases
+            .get(&lease_name(&replica))
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: the Lease of replica {replica}: {e}"));
+        assert!(
+            vouches_at(&lease, Timestamp::now()),
+            "seed {seed}: ManagedCluster {cluster} names replica {replica}, whose Lease has lapsed"
+        );
     }
 
     println!(

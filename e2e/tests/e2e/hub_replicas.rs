@@ -16,9 +16,11 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_manifests, is_applied_at_current_generation, manifest_work,
     wait_applied,
 };
+use ferry_hub::clusters::replica_lease::lease_name;
 use ferry_hub::join::hub_side::join_cluster;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio_stream::wrappers::ReceiverStream;
@@ -31,11 +33,6 @@ async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> 
         versions.push(work.resource_version().unwrap_or_default());
     }
     versions
-}
-
-async fn last_seen(clusters: &Api<ManagedCluster>, name: &str) -> String {
-    let cluster = clusters.get(name).await.expect("read cluster");
-    cluster.status.map(|s| s.last_seen_time).unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,23 +74,31 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
         .expect("applied");
     }
 
-    // Settled: nobody keeps rewriting a work's status. The signal that both
-    // replicas kept working meanwhile: each recorded its cluster's last-seen
-    // time twice (every other heartbeat) while their sweepers ran.
+    // Settled: nobody keeps rewriting a work's status, nor a cluster's. The
+    // signal that both replicas kept working meanwhile: each renewed its own
+    // Lease twice (the Lease vouches for its sessions) while their sweepers
+    // ran.
     let settled = resource_versions(&[(&a, "on-a"), (&b, "on-b")]).await;
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let mut replicas = Vec::new();
+    let mut cluster_versions = Vec::new();
     for cluster in ["cluster-a", "cluster-b"] {
+        let c = clusters.get(cluster).await.expect("read cluster");
+        cluster_versions.push(c.resource_version());
+        replicas.push(c.status.map(|s| s.served_by).unwrap_or_default());
+    }
+    assert_ne!(replicas[0], replicas[1], "each agent has its own replica");
+    let leases: Api<Lease> = Api::namespaced(fleet.hub_client.clone(), "default");
+    for replica in &replicas {
+        let name = lease_name(replica);
         for _ in 0..2 {
-            let seen = last_seen(&clusters, cluster).await;
-            wait_until(
-                &clusters,
-                cluster,
-                "a newer last-seen time",
-                APPLY_TIMEOUT,
-                |c| c.status.as_ref().map(|s| s.last_seen_time.as_str()) != Some(seen.as_str()),
-            )
+            let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+            let before = renewed(&leases.get(&name).await.expect("the replica Lease"));
+            wait_until(&leases, &name, "a renewal", APPLY_TIMEOUT, |l| {
+                renewed(l) != before
+            })
             .await
-            .expect("each replica keeps recording its agent's heartbeats");
+            .expect("each replica keeps renewing its Lease");
         }
     }
     assert_eq!(
@@ -101,6 +106,14 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
         settled,
         "two replicas leave a settled work alone"
     );
+    for (cluster, version) in ["cluster-a", "cluster-b"].iter().zip(&cluster_versions) {
+        let now = clusters.get(cluster).await.expect("read cluster");
+        assert_eq!(
+            &now.resource_version(),
+            version,
+            "an idle cluster is not written"
+        );
+    }
 
     // Replica 1 goes away; cluster-b's traffic is sent to replica 0.
     let before = clusters.get("cluster-b").await.expect("read");
@@ -220,7 +233,13 @@ async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_
         HubProcessOptions {
             grpc: free(),
             probes: free(),
-            extra_args: vec!["--heartbeat-seconds=1".into()],
+            // Its Lease, beside the remaining replica's, vouches for its
+            // sessions for 3 s without renewal.
+            extra_args: vec![
+                "--heartbeat-seconds=1".into(),
+                "--replica-lease-namespace=default".into(),
+                "--replica-lease-seconds=3".into(),
+            ],
             env: vec![],
         },
     )
@@ -233,11 +252,19 @@ async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_
         .expect("join");
     let session = heartbeating_session(&crashing.url(), &crashing.ca_pem, &token, cluster).await;
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
-    wait_until(&clusters, cluster, "connected", APPLY_TIMEOUT, |c| {
-        c.status.as_ref().is_some_and(|s| s.connected)
+    let connected = wait_until(&clusters, cluster, "connected", APPLY_TIMEOUT, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.connected && !s.served_by.is_empty())
     })
     .await
     .expect("the session on the crashing replica is recorded");
+    let served_by = connected.status.map(|s| s.served_by).unwrap_or_default();
+    let leases: Api<Lease> = Api::namespaced(fleet.hub_client.clone(), "default");
+    leases
+        .get(&lease_name(&served_by))
+        .await
+        .expect("the crashing replica keeps its own Lease");
 
     crashing.kill().await;
     let killed = std::time::Instant::now();
@@ -256,8 +283,10 @@ async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_
         killed.elapsed().as_secs_f64()
     );
     assert!(
-        reason.contains("no heartbeat for more than 5 s"),
-        "the remaining replica's sweep (5 heartbeats) marked it: {reason}"
+        reason.contains(&format!(
+            "hub replica {served_by} stopped renewing its Lease"
+        )),
+        "the remaining replica's sweep marked it once the crashed one's Lease lapsed: {reason}"
     );
     fleet.stop().await;
 }

@@ -801,6 +801,15 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // (e2e/tests/e2e/executor_authorization.rs); the core path names none.
         "writing generated works whose template names an executor",
     ),
+    (
+        "coordination.k8s.io",
+        "leases",
+        "delete",
+        // hub/src/clusters/liveness.rs deletes a replica Lease only an hour
+        // after it was released or lapsed (a replica gone for good); the
+        // core path is shorter (the sweep itself runs in e2e liveness::).
+        "deleting the Lease of a replica gone for an hour",
+    ),
 ];
 
 /// Grants of the agent's fixed rules the core path does not use, each with

@@ -1,15 +1,25 @@
 //! ManagedCluster status follows the agent: connected with its version and
-//! last-seen time, disconnected when heartbeats stop or the agent goes, and
-//! connected again when it comes back (issue 5, item 3).
+//! the replica serving it, disconnected when heartbeats stop or the agent
+//! goes, and connected again when it comes back (issue 5, item 3); an idle
+//! connected cluster costs no write, its replica's Lease vouching for it,
+//! and a cluster whose replica's Lease lapsed is marked disconnected
+//! (issue 22).
 
 use std::time::Duration;
 
-use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::contract::UNREACHABLE_TAINT;
+use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::link::LinkState;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::APPLY_TIMEOUT;
+use ferry_hub::clusters::replica_lease::lease_name;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
 
 fn connected(c: &ManagedCluster) -> bool {
     c.status.as_ref().is_some_and(|s| {
@@ -72,20 +82,66 @@ async fn managed_cluster_status_follows_heartbeats_and_sessions() {
     )
     .await
     .expect("the agent reconnects by itself");
-    let first_seen = clusters.get("cluster-a").await.expect("read");
-    let seen_later = |c: &ManagedCluster| {
-        c.status.as_ref().map(|s| &s.last_seen_time)
-            > first_seen.status.as_ref().map(|s| &s.last_seen_time)
-    };
+    // Idle and connected: the replica's Lease vouches for the session and
+    // the ManagedCluster is not written at all. The signal that time passed
+    // with heartbeats flowing: the Lease was renewed twice.
+    // Taken once the connect's transitions are written (the unreachable
+    // taint the hub removes when the agent connects).
+    let idle = wait_until(
+        &clusters,
+        "cluster-a",
+        "untainted",
+        APPLY_TIMEOUT,
+        |c: &ManagedCluster| {
+            connected(c) && !c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT)
+        },
+    )
+    .await
+    .expect("the hub removes the unreachable taint of a connected cluster");
+    let replica = idle.status.clone().map(|s| s.served_by).unwrap_or_default();
+    assert!(!replica.is_empty(), "the status names the serving replica");
+    wait_renewals(&fleet.hub_client, &replica, 2).await;
+    let later = clusters.get("cluster-a").await.expect("read");
+    assert_eq!(
+        later.resource_version(),
+        idle.resource_version(),
+        "an idle connected cluster costs no ManagedCluster write"
+    );
+    assert!(connected(&later));
+
+    // Marked disconnected while its session here lives on (as the sweep
+    // does when the replica's Lease lapsed in an API server outage): the
+    // replica writes it connected again, same session.
+    let session = later
+        .status
+        .clone()
+        .map(|s| s.session_id)
+        .unwrap_or_default();
+    clusters
+        .patch_status(
+            "cluster-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"connected": false, "servedBy": null,
+                "disconnectReason": format!("hub replica {replica} stopped renewing its Lease")}})),
+        )
+        .await
+        .expect("mark disconnected");
+    let session_again = session.clone();
     wait_until(
         &clusters,
         "cluster-a",
-        "last seen moves on",
+        "connected again",
         APPLY_TIMEOUT,
-        seen_later,
+        move |c: &ManagedCluster| {
+            connected(c)
+                && c.status
+                    .as_ref()
+                    .is_some_and(|s| s.session_id == session_again && s.disconnect_reason.is_none())
+        },
     )
     .await
-    .expect("heartbeats keep last-seen current");
+    .expect("the serving replica writes its live session connected again");
+    let later = clusters.get("cluster-a").await.expect("read");
 
     fleet.stop_agent("cluster-a").await;
     wait_until(
@@ -97,5 +153,102 @@ async fn managed_cluster_status_follows_heartbeats_and_sessions() {
     )
     .await
     .expect("a stopped agent shows as disconnected");
+    let stopped = clusters.get("cluster-a").await.expect("read");
+    let status = stopped.status.expect("status");
+    assert!(status.served_by.is_empty(), "no replica serves it now");
+    assert!(
+        status.last_seen_time >= later.status.expect("status").last_seen_time,
+        "last seen is when the agent was last heard"
+    );
+    fleet.stop().await;
+}
+
+/// Waits until the replica Lease of `replica` has been renewed `times`
+/// times more.
+async fn wait_renewals(client: &Client, replica: &str, times: usize) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let name = lease_name(replica);
+    for _ in 0..times {
+        let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+        let before = renewed(&leases.get(&name).await.expect("the replica Lease"));
+        wait_until(&leases, &name, "a renewal", APPLY_TIMEOUT, |l| {
+            renewed(l) != before
+        })
+        .await
+        .expect("the replica renews its Lease");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_replica_lease_lapsed_is_marked_disconnected_and_others_stay() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), "default");
+    let now = Timestamp::now();
+    // A replica that died a minute ago without releasing its Lease, and one
+    // that renews (far into the future here, so it stays current).
+    for (replica, renewed, seconds) in [
+        ("ghost", now - SignedDuration::from_secs(60), 5),
+        ("alive", now, 3600),
+    ] {
+        let lease: Lease = serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease_name(replica), "namespace": "default"},
+            "spec": {"holderIdentity": replica, "leaseDurationSeconds": seconds,
+                     "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
+        }))
+        .expect("lease");
+        leases
+            .create(&PostParams::default(), &lease)
+            .await
+            .expect("create Lease");
+    }
+    for (cluster, replica) in [("orphaned", "ghost"), ("served", "alive")] {
+        clusters
+            .create(
+                &PostParams::default(),
+                &ManagedCluster::new(cluster, ManagedClusterSpec::default()),
+            )
+            .await
+            .expect("create ManagedCluster");
+        clusters
+            .patch_status(
+                cluster,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {
+                    "connected": true, "agentVersion": env!("CARGO_PKG_VERSION"),
+                    "sessionId": "s1", "servedBy": replica,
+                    "lastSeenTime": now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                }})),
+            )
+            .await
+            .expect("status");
+    }
+    let swept = wait_until(
+        &clusters,
+        "orphaned",
+        "disconnected by the sweep",
+        APPLY_TIMEOUT,
+        disconnected_because("hub replica ghost stopped renewing its Lease"),
+    )
+    .await
+    .expect("the leader marks a lapsed replica's cluster disconnected");
+    let status = swept.status.expect("status");
+    assert!(status.served_by.is_empty());
+    assert!(
+        status.last_seen_time.as_str() < now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string().as_str(),
+        "last seen is when the lapsed Lease last vouched: {}",
+        status.last_seen_time
+    );
+    // The same sweep saw the other cluster, whose replica's Lease is current.
+    let served = clusters.get("served").await.expect("read");
+    assert!(
+        served
+            .status
+            .is_some_and(|s| s.connected && s.served_by == "alive")
+    );
     fleet.stop().await;
 }

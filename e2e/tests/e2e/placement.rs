@@ -88,12 +88,43 @@ async fn wait_decided(client: &Client, placement: &str, clusters: &[&str]) {
         if now == wanted {
             return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "placement {placement} decided {now:?}, expected {wanted:?}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "placement {placement} decided {now:?}, expected {wanted:?}\n{}",
+                hub_view(client, placement).await
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// What the hub shows of `placement` and the clusters, for a failure
+/// message: the placement's status and every cluster's labels and taints.
+async fn hub_view(client: &Client, placement: &str) -> String {
+    let status = Api::<Placement>::namespaced(client.clone(), NAMESPACE)
+        .get(placement)
+        .await
+        .map(|p| serde_json::to_string(&p.status).unwrap_or_default())
+        .unwrap_or_else(|e| format!("(placement unreadable: {e})"));
+    let clusters = Api::<ManagedCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|list| {
+            list.items
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} labels={:?} taints={:?}",
+                        c.name_any(),
+                        c.labels(),
+                        c.spec.taints
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        })
+        .unwrap_or_else(|e| format!("(clusters unreadable: {e})"));
+    format!("placement status: {status}\nclusters:\n  {clusters}")
 }
 
 fn condition<'a>(p: &'a Placement, type_: &str) -> Option<&'a ferry_api::manifest_work::Condition> {

@@ -13,6 +13,7 @@ use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
 use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::install_crds;
 use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
 use ferry_hub::grpc::identity::AuthOptions;
@@ -159,6 +160,17 @@ pub struct ServeArgs {
     /// over at once). It is renewed a third of this before it ends.
     #[arg(long, env = "FERRY_LEADER_LEASE_SECONDS", default_value_t = 15)]
     pub leader_lease_seconds: u64,
+    /// Namespace of this replica's own Lease (`ferry-hub-replica-<pod>-<n>`),
+    /// which vouches for the agent sessions it holds instead of a write per
+    /// cluster. Defaults to the leader election namespace, else
+    /// `POD_NAMESPACE`, else `default`.
+    #[arg(long, env = "FERRY_REPLICA_LEASE_NAMESPACE")]
+    pub replica_lease_namespace: Option<String>,
+    /// Seconds the replica Lease vouches without renewal: the longest the
+    /// clusters of a replica that died still show connected. Renewed a
+    /// third of this before it ends.
+    #[arg(long, env = "FERRY_REPLICA_LEASE_SECONDS", default_value_t = 30)]
+    pub replica_lease_seconds: u64,
 }
 
 /// This replica's name in the leader Lease: the pod name (`POD_NAME` from
@@ -209,7 +221,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         leader_election_namespace,
         leader_election_lease,
         leader_lease_seconds,
+        replica_lease_namespace,
+        replica_lease_seconds,
     } = args;
+    let replica_lease = ReplicaLease {
+        namespace: replica_lease_namespace
+            .or_else(|| leader_election_namespace.clone())
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            })
+            .unwrap_or_else(|| "default".into()),
+        // Unique per process: a restarted replica is a new one, and its
+        // predecessor's clusters are swept once the old Lease lapses.
+        identity: format!(
+            "{}-{:06x}",
+            replica_identity(),
+            rand::random::<u32>() & 0xff_ffff
+        ),
+        duration: Duration::from_secs(replica_lease_seconds.max(3)),
+    };
     let leader_election = leader_election_namespace.map(|namespace| {
         let lease_duration = Duration::from_secs(leader_lease_seconds.max(3));
         LeaderElection {
@@ -240,6 +272,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let listeners = HubListeners {
         leader_election,
+        replica_lease,
         grpc: TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?,

@@ -1,23 +1,36 @@
-//! `ManagedCluster` status: whether the cluster's agent holds a session, its
-//! version, and when the hub last heard from it. The replica serving the
-//! agent writes it; every replica sweeps for clusters whose agent went
-//! silent without its session ending (a crashed replica, a dead network), so
-//! status stays right whichever replica fails.
+//! `ManagedCluster` status: whether the cluster's agent holds a session,
+//! its version, and which replica serves it. The replica serving the agent
+//! writes it when the session begins and ends, and nothing in between: its
+//! replica Lease ([`super::replica_lease`]) vouches for its sessions. The
+//! leader sweeps for clusters whose serving replica's Lease lapsed (a
+//! crashed replica, a replica cut off from its API server), so status stays
+//! right whichever replica fails.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
-use tracing::{debug, warn};
+use tokio::sync::{Mutex, watch};
+use tracing::{debug, info, warn};
 
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
 
+use crate::watch::backed_off_watch;
+
+use super::replica_lease::{REPLICA_LEASE_PREFIX, ReplicaLease, vouches_at, vouches_until};
 use ferry_api::managed_cluster::ManagedCluster;
+
+/// A released or lapsed replica Lease is deleted once it has named no
+/// connected cluster for this long past its end: by then its replica is
+/// gone, and a restarted replica is a new identity with a new Lease.
+const LAPSED_LEASE_KEPT: SignedDuration = SignedDuration::from_secs(3600);
 
 /// A liveness write failed; sessions go on regardless.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +49,11 @@ pub enum LivenessError {
 }
 
 fn now_text() -> String {
-    Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string()
+    time_text(Timestamp::now())
+}
+
+fn time_text(time: Timestamp) -> String {
+    time.strftime(KUBE_TIME_FORMAT).to_string()
 }
 
 /// Whether a cluster marked connected was last seen longer than `limit` ago
@@ -53,10 +70,21 @@ pub fn is_silent(status_last_seen: &str, now: Timestamp, limit: Duration) -> boo
 /// latest sweep.
 pub type NotAccepted = Arc<BTreeSet<String>>;
 
+/// A session this replica recorded as connected: its id and agent version.
+type HeldSession = (String, String);
+
 /// Writes ManagedCluster liveness.
 #[derive(Clone)]
 pub struct ClusterLiveness {
     api: Api<ManagedCluster>,
+    leases: Api<Lease>,
+    /// This replica's identity, written as `servedBy`.
+    identity: String,
+    /// The sessions this replica recorded as connected, by cluster: written
+    /// again when the replica's Lease is held again after lapsing, since
+    /// the sweep may have marked them disconnected meanwhile. One entry per
+    /// authenticated cluster with a session here.
+    held: Arc<Mutex<HashMap<String, HeldSession>>>,
     /// Filled by each sweep, which lists every ManagedCluster anyway: live
     /// sessions of a cluster that turns up here have their token reviewed
     /// at once instead of at the next review interval.
@@ -64,10 +92,14 @@ pub struct ClusterLiveness {
 }
 
 impl ClusterLiveness {
-    /// Writes through `client`.
-    pub fn new(client: Client) -> Self {
+    /// Writes through `client`, naming `replica` as the server of the
+    /// sessions it records; reads replica Leases in `replica`'s namespace.
+    pub fn new(client: Client, replica: &ReplicaLease) -> Self {
         Self {
-            api: Api::all(client),
+            api: Api::all(client.clone()),
+            leases: Api::namespaced(client, &replica.namespace),
+            identity: replica.identity.clone(),
+            held: Arc::default(),
             not_accepted: watch::Sender::new(NotAccepted::default()),
         }
     }
@@ -104,8 +136,22 @@ impl ClusterLiveness {
         }
     }
 
-    /// A session `session` of `cluster`'s agent, at `agent_version`, opened.
+    /// A session `session` of `cluster`'s agent, at `agent_version`, opened
+    /// on this replica.
     pub async fn connected(
+        &self,
+        cluster: &str,
+        session: &str,
+        agent_version: &str,
+    ) -> Result<(), LivenessError> {
+        self.held.lock().await.insert(
+            cluster.to_string(),
+            (session.to_string(), agent_version.to_string()),
+        );
+        self.write_connected(cluster, session, agent_version).await
+    }
+
+    async fn write_connected(
         &self,
         cluster: &str,
         session: &str,
@@ -116,20 +162,28 @@ impl ClusterLiveness {
             "agentVersion": agent_version,
             "lastSeenTime": now_text(),
             "sessionId": session,
+            "servedBy": self.identity,
             "disconnectReason": null,
         });
         self.patch_status(cluster, "marking connected", status)
             .await
     }
 
-    /// The agent of `cluster` was heard from just now.
-    pub async fn seen(&self, cluster: &str) -> Result<(), LivenessError> {
-        self.patch_status(
-            cluster,
-            "recording last seen of",
-            json!({ "lastSeenTime": now_text() }),
-        )
-        .await
+    /// Writes `cluster` as connected again when it names a session this
+    /// replica holds yet no longer says so: the leader's sweep marked it
+    /// disconnected while this replica's Lease had lapsed (an API server
+    /// outage), and the session lived on. Returns whether it wrote.
+    pub async fn reassert(&self, cluster: &ManagedCluster) -> Result<bool, LivenessError> {
+        let name = cluster.name_any();
+        let Some((session, version)) = self.held.lock().await.get(&name).cloned() else {
+            return Ok(false);
+        };
+        let status = cluster.status.clone().unwrap_or_default();
+        if status.session_id != session || (status.connected && status.served_by == self.identity) {
+            return Ok(false);
+        }
+        self.write_connected(&name, &session, &version).await?;
+        Ok(true)
     }
 
     /// The ManagedCluster of `cluster`, if there is one.
@@ -144,15 +198,23 @@ impl ClusterLiveness {
             })
     }
 
-    /// Session `session` of `cluster` ended for `reason`. Written only when
-    /// the status still describes that session: the agent may already hold a
-    /// newer one, here or on another replica, whose status must stand.
+    /// Session `session` of `cluster` ended for `reason`; the agent was
+    /// last heard at `last_heard`. Written only when the status still
+    /// describes that session: the agent may already hold a newer one, here
+    /// or on another replica, whose status must stand.
     pub async fn disconnected(
         &self,
         cluster: &str,
         session: &str,
         reason: &str,
+        last_heard: Timestamp,
     ) -> Result<(), LivenessError> {
+        {
+            let mut held = self.held.lock().await;
+            if held.get(cluster).is_some_and(|(s, _)| s == session) {
+                held.remove(cluster);
+            }
+        }
         let current = self.read(cluster).await?;
         let Some(current) = current else {
             return Ok(());
@@ -161,7 +223,7 @@ impl ClusterLiveness {
         if status.session_id != session {
             return Ok(());
         }
-        self.mark_disconnected(&current, reason).await
+        self.mark_disconnected(&current, reason, last_heard).await
     }
 
     /// An agent of `cluster` was refused for `reason` before any session
@@ -188,11 +250,17 @@ impl ClusterLiveness {
         &self,
         cluster: &ManagedCluster,
         reason: &str,
+        last_heard: Timestamp,
     ) -> Result<(), LivenessError> {
         // The resourceVersion makes a concurrent reconnect win over this write.
         let patch = json!({
             "metadata": { "resourceVersion": cluster.resource_version() },
-            "status": { "connected": false, "disconnectReason": reason },
+            "status": {
+                "connected": false,
+                "disconnectReason": reason,
+                "lastSeenTime": time_text(last_heard),
+                "servedBy": null,
+            },
         });
         match self
             .api
@@ -213,8 +281,11 @@ impl ClusterLiveness {
         }
     }
 
-    /// Marks every connected cluster not heard from within `limit` as
-    /// disconnected, and publishes the clusters not accepted.
+    /// Marks disconnected every connected cluster whose serving replica's
+    /// Lease no longer vouches for it (and, for a cluster written by an
+    /// older hub that names no replica, one not heard from within
+    /// `limit`); publishes the clusters not accepted; deletes replica Leases
+    /// long released or lapsed. Returns how many clusters were marked.
     pub async fn sweep(&self, limit: Duration) -> Result<usize, LivenessError> {
         let clusters =
             self.api
@@ -235,17 +306,104 @@ impl ClusterLiveness {
         // again between two sweeps leaves the set as it was, yet its new
         // session must end.
         self.not_accepted.send_replace(Arc::new(not_accepted));
+        let leases: BTreeMap<String, Lease> = self
+            .leases
+            .list(&Default::default())
+            .await
+            .map_err(|source| LivenessError::Write {
+                action: "listing replica Leases for",
+                cluster: "*".into(),
+                source,
+            })?
+            .items
+            .into_iter()
+            .filter_map(|l| {
+                let identity = l.name_any().strip_prefix(REPLICA_LEASE_PREFIX)?.to_string();
+                Some((identity, l))
+            })
+            .collect();
         let now = Timestamp::now();
         let mut marked = 0;
+        let mut named: BTreeSet<String> = BTreeSet::new();
         for cluster in clusters.items {
             let status = cluster.status.clone().unwrap_or_default();
-            if status.connected && is_silent(&status.last_seen_time, now, limit) {
-                let reason = format!("no heartbeat for more than {} s", limit.as_secs());
-                self.mark_disconnected(&cluster, &reason).await?;
-                marked += 1;
+            if !status.connected {
+                continue;
+            }
+            if status.served_by.is_empty() {
+                if is_silent(&status.last_seen_time, now, limit) {
+                    let reason = format!("no heartbeat for more than {} s", limit.as_secs());
+                    let heard = status.last_seen_time.parse().unwrap_or(now);
+                    self.mark_disconnected(&cluster, &reason, heard).await?;
+                    marked += 1;
+                }
+                continue;
+            }
+            let lease = leases.get(&status.served_by);
+            if lease.is_some_and(|l| vouches_at(l, now)) {
+                named.insert(status.served_by.clone());
+                continue;
+            }
+            let reason = format!(
+                "hub replica {} stopped renewing its Lease",
+                status.served_by
+            );
+            let heard = lease.and_then(vouches_until).unwrap_or(now).min(now);
+            self.mark_disconnected(&cluster, &reason, heard).await?;
+            marked += 1;
+        }
+        for (identity, lease) in &leases {
+            if identity == &self.identity || named.contains(identity) || vouches_at(lease, now) {
+                continue;
+            }
+            let ended = vouches_until(lease)
+                .or_else(|| lease.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .unwrap_or(now);
+            if now.duration_since(ended) > LAPSED_LEASE_KEPT {
+                match self
+                    .leases
+                    .delete(&lease.name_any(), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => info!(replica = %identity, "deleted a lapsed replica Lease"),
+                    Err(error) => {
+                        debug!(replica = %identity, %error, "cannot delete a lapsed replica Lease")
+                    }
+                }
             }
         }
         Ok(marked)
+    }
+}
+
+/// Watches ManagedClusters and writes again, as connected, those naming a
+/// session this replica holds that were marked disconnected (see
+/// [`ClusterLiveness::reassert`]), until `shutdown`. Keeps no copy of the
+/// clusters; watch errors are retried with backoff.
+pub async fn reassert_held_sessions(
+    liveness: ClusterLiveness,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let reasserting = async {
+        let changes =
+            backed_off_watch(liveness.api.clone(), watcher::Config::default()).applied_objects();
+        futures::pin_mut!(changes);
+        while let Some(change) = changes.next().await {
+            match change {
+                Ok(cluster) => match liveness.reassert(&cluster).await {
+                    Ok(true) => {
+                        info!(cluster = %cluster.name_any(), "marked disconnected while its session here lives; written as connected again")
+                    }
+                    Ok(false) => {}
+                    Err(error) => warn!(%error, "cannot write a held session as connected again"),
+                },
+                Err(error) => debug!(%error, "ManagedCluster watch failed; retrying with backoff"),
+            }
+        }
+    };
+    tokio::select! {
+        () = reasserting => {}
+        () = shutdown => {}
     }
 }
 

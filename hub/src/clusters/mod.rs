@@ -2,7 +2,10 @@
 
 /// Labels and claims that placements select on.
 pub mod labels;
-/// Whether each cluster's agent is connected, and the sweep for silent ones.
+/// Whether each cluster's agent is connected, and the sweep for clusters
+/// of replicas whose Lease lapsed.
 pub mod liveness;
+/// Each replica's own Lease, which vouches for the sessions it holds.
+pub mod replica_lease;
 /// The unreachable taint, in step with each cluster's connection.
 pub mod taints;

@@ -4,13 +4,14 @@
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use futures::stream::PollNext;
 use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use prost::Message;
 use rand::Rng;
@@ -153,7 +154,7 @@ impl WorkDistributor for Distributor {
                     // more is delivered or written for this session.
                     drop(reading);
                     drop(inbound_done);
-                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason).await {
+                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
@@ -439,7 +440,9 @@ impl Reader {
     /// (counted in `ferry_hub_agent_messages_too_large_total`).
     async fn read_reports(self, mut inbound: Streaming<v1::AgentMessage>) -> Option<Status> {
         let cluster = self.cluster.clone();
-        let mut recorded_seen = Instant::now();
+        // The session's liveness is vouched for by this replica's Lease,
+        // not written per heartbeat; the time is kept for the disconnect.
+        let mut last_heard = Timestamp::now();
         // Retries of this session's reports end with it; the agent's next
         // session sends every work's latest status again.
         let mut reports = SessionReports::new(
@@ -484,14 +487,7 @@ impl Reader {
             if size > self.max_report_bytes {
                 break too_large(Some(size));
             }
-            // Last-seen is written every other heartbeat, not on each: it is
-            // for people and for the sweeper, which allows five intervals.
-            if recorded_seen.elapsed() >= self.heartbeat * 2 {
-                recorded_seen = Instant::now();
-                if let Err(error) = self.liveness.seen(&cluster).await {
-                    debug!(%cluster, %error, "cannot record last seen");
-                }
-            }
+            last_heard = Timestamp::now();
             match message.body {
                 Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
                 Some(agent_message::Body::Heartbeat(_)) => {}
@@ -504,7 +500,7 @@ impl Reader {
         info!(%cluster, %reason, "agent disconnected");
         if let Err(error) = self
             .liveness
-            .disconnected(&cluster, &self.session_id, &reason)
+            .disconnected(&cluster, &self.session_id, &reason, last_heard)
             .await
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
