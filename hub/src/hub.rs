@@ -17,7 +17,7 @@ use crate::certs::reload::CertLoadError;
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
 use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
-use crate::grpc::connection_limit::limit_connections;
+use crate::grpc::connection_limit::{ConnectionLimits, limit_connections};
 use crate::grpc::identity::AgentAuthenticator;
 use crate::grpc::session::Distributor;
 use crate::grpc::tls::{server_config, tls_incoming};
@@ -168,8 +168,12 @@ pub async fn run_hub(
         stopping: stop_rx.clone(),
     };
 
+    // What one agent message may reach before it is decoded: the larger of
+    // the Hello and report caps (the session checks the smaller one on the
+    // decoded message). What the hub sends is its own works, up to the
+    // protocol's maximum.
     let service = WorkDistributorServer::new(distributor)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_decoding_message_size(limits.message_caps.transport())
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -194,7 +198,12 @@ pub async fn run_hub(
         TcpIncoming::from(listeners.grpc)
             .with_nodelay(Some(true))
             .with_keepalive(Some(limits.tcp_keepalive)),
-        limits.max_connections,
+        ConnectionLimits {
+            max_connections: limits.max_connections,
+            max_per_peer: limits.max_connections_per_peer,
+            unauthenticated_idle: limits.unauthenticated_idle,
+        },
+        metrics.clone(),
     );
     let grpc = async {
         match tls {

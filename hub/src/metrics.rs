@@ -127,6 +127,22 @@ pub struct CertReloadLabel {
     pub outcome: &'static str,
 }
 
+/// Label of the closed-connection counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionClosedLabel {
+    /// `max_connections` (the port held its limit), `max_connections_per_peer`
+    /// (the peer's address held its share) or `unauthenticated_idle` (no
+    /// authenticated stream in time).
+    pub reason: &'static str,
+}
+
+/// Label of the oversized-message counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MessageKindLabel {
+    /// `hello` or `report` (any message after the Hello).
+    pub message: &'static str,
+}
+
 /// Label naming one ManifestWork.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkLabel {
@@ -181,6 +197,11 @@ pub struct HubMetrics {
     pub events: Family<EventOutcomeLabel, Counter>,
     /// Serving certificates (and client CAs) reloaded from changed files.
     pub certificate_reloads: Family<CertReloadLabel, Counter>,
+    /// Agent-port connections the hub closed before they were served, or
+    /// because they stayed unauthenticated, by reason.
+    pub connections_closed: Family<ConnectionClosedLabel, Counter>,
+    /// Agent sessions ended because a message was over its cap, by message.
+    pub messages_too_large: Family<MessageKindLabel, Counter>,
 }
 
 impl Default for HubMetrics {
@@ -205,6 +226,8 @@ impl Default for HubMetrics {
             agent_refusals: Family::default(),
             events: Family::default(),
             certificate_reloads: Family::default(),
+            connections_closed: Family::default(),
+            messages_too_large: Family::default(),
         }
     }
 }
@@ -315,6 +338,30 @@ impl HubMetrics {
             "Agent streams refused, by reason",
             self.agent_refusals.clone(),
         );
+        registry.register(
+            "agent_connections_closed",
+            "Agent-port connections closed by the hub before or without an authenticated stream, by reason",
+            self.connections_closed.clone(),
+        );
+        registry.register(
+            "agent_messages_too_large",
+            "Agent sessions ended because a message was over its cap, by message (hello, report)",
+            self.messages_too_large.clone(),
+        );
+    }
+
+    /// Counts one agent-port connection closed for `reason`.
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&ConnectionClosedLabel { reason })
+            .inc();
+    }
+
+    /// Counts one session ended for an oversized `message`.
+    pub fn message_too_large(&self, message: &'static str) {
+        self.messages_too_large
+            .get_or_create(&MessageKindLabel { message })
+            .inc();
     }
 
     /// Counts one refused agent stream.

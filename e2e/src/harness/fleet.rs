@@ -169,6 +169,12 @@ pub struct FleetOptions {
     pub restricted: bool,
     /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
     pub adopt_ocm_objects: bool,
+    /// Limits of every hub replica's agent port (connections, per-peer
+    /// share, unauthenticated deadline, message caps).
+    pub transport: ferry_hub::grpc::config::TransportLimits,
+    /// What the hub API server does while no hub answers the webhook
+    /// (`--webhook-failure-policy`).
+    pub webhook_failure_policy: FailurePolicy,
 }
 
 impl FleetOptions {
@@ -191,6 +197,8 @@ impl FleetOptions {
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
+            transport: ferry_hub::grpc::config::TransportLimits::default(),
+            webhook_failure_policy: FailurePolicy::default(),
         }
     }
 }
@@ -627,7 +635,7 @@ impl Fleet {
                 review_interval: options.token_review_interval,
                 ..Default::default()
             },
-            ..Default::default()
+            transport: options.transport.clone(),
         };
         let listeners = HubListeners {
             grpc: listener,
@@ -638,7 +646,7 @@ impl Fleet {
             replica_lease: replica_lease(0, session.heartbeat_interval),
         };
         let webhook = if options.admission {
-            Some(Webhook::new().await?)
+            Some(Webhook::new(options.webhook_failure_policy).await?)
         } else {
             None
         };
@@ -947,17 +955,22 @@ impl Drop for Fleet {
 struct Webhook {
     addr: std::net::SocketAddr,
     cert: ServingCert,
+    failure_policy: FailurePolicy,
 }
 
 impl Webhook {
-    async fn new() -> Result<Self, FleetError> {
+    async fn new(failure_policy: FailurePolicy) -> Result<Self, FleetError> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(FleetError::Bind)?;
         let addr = listener.local_addr().map_err(FleetError::Bind)?;
         let cert = ServingCert::generate(&[addr.ip().to_string()])
             .map_err(|e| FleetError::Admission(e.to_string()))?;
-        Ok(Self { addr, cert })
+        Ok(Self {
+            addr,
+            cert,
+            failure_policy,
+        })
     }
 
     async fn options(&self) -> Result<AdmissionOptions, FleetError> {
@@ -968,7 +981,7 @@ impl Webhook {
             target: WebhookTarget::Url(format!("https://{}", self.addr)),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,
-            failure_policy: FailurePolicy::default(),
+            failure_policy: self.failure_policy,
         })
     }
 }

@@ -10,6 +10,7 @@ use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::joined_agent::JoinedAgent;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
@@ -124,8 +125,20 @@ async fn a_cluster_the_hub_does_not_accept_is_refused_until_accepted_and_cut_off
     .expect("the agent is refused and the cluster says why");
     assert!(!refused.spec.hub_accepts_client);
     let token = agent.access.token.clone();
+    let not_accepted = "ferry_hub_agent_refusals_total{reason=\"not_accepted\"}";
+    let refusals_before = hub_metric(fleet.hub_probes_addr, not_accepted)
+        .await
+        .expect("scrape");
     let answer = hello(&fleet, &token).await;
     assert!(refused_as_not_accepted(&answer), "{answer:?}");
+    // The refusal metric counts it under its own reason.
+    let refusals = hub_metric(fleet.hub_probes_addr, not_accepted)
+        .await
+        .expect("scrape");
+    assert!(
+        refusals > refusals_before && refusals_before >= 1.0,
+        "not_accepted refusals: {refusals_before} before this Hello (the agent's own), {refusals} after"
+    );
 
     // Accepted: the agent gets in and applies works.
     let accepted = set_accepted(&fleet.hub_client, CLUSTER, true)

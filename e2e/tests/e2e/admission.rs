@@ -7,7 +7,8 @@
 //! that was admitted under older rules can still have its metadata changed
 //! and be deleted; a work close to the size limit travels and applies, one
 //! over it is refused; and the limit sits below what the hub API server can
-//! store.
+//! store. With `--webhook-failure-policy Fail` the registration says so and,
+//! with no hub running, the API server refuses every work write.
 
 use std::time::{Duration, Instant};
 
@@ -17,9 +18,13 @@ use ferry_e2e::harness::fleet::{Fleet, FleetOptions, install_crds_without_rules}
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, manifest_condition, wait_applied};
 use ferry_hub::admission::policy::{POLICY_NAME, wait_until_policy_enforced};
-use ferry_hub::admission::webhook::{DEFAULT_MAX_WORK_BYTES, WEBHOOK_NAME};
+use ferry_hub::admission::webhook::{
+    DEFAULT_MAX_WORK_BYTES, FailurePolicy, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME,
+};
 use ferry_hub::crds::install_crds;
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
@@ -417,6 +422,65 @@ async fn a_work_admitted_before_the_rules_can_still_be_relabelled_finalized_and_
     wait_deleted(&works, "old", "the work deleted", Duration::from_secs(30))
         .await
         .expect("the work was not deleted");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_failure_policy_fail_and_no_hub_running_the_api_server_refuses_work_writes() {
+    let mut fleet = Fleet::start(FleetOptions {
+        webhook_failure_policy: FailurePolicy::Fail,
+        ..fleet_options()
+    })
+    .await
+    .expect("fleet starts");
+    let works = dynamic_works(&fleet.hub_client);
+    let registrations: Api<ValidatingWebhookConfiguration> = Api::all(fleet.hub_client.clone());
+    let rendered = registrations
+        .get(WEBHOOK_CONFIGURATION_NAME)
+        .await
+        .expect("the webhook is registered");
+    let policies: Vec<Option<String>> = rendered
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.failure_policy)
+        .collect();
+    assert!(
+        !policies.is_empty() && policies.iter().all(|p| p.as_deref() == Some("Fail")),
+        "the registration says Fail: {policies:?}"
+    );
+    let valid = |name: &str| work_object(name, json!({"workload": {"manifests": [cm(name)]}}));
+    works
+        .create(&PostParams::default(), &valid("while-up"))
+        .await
+        .expect("a valid work is written while the hub runs");
+
+    fleet.stop_hub().await;
+    let refused = works
+        .create(&PostParams::default(), &valid("while-down"))
+        .await
+        .expect_err("no work is written while nothing answers the webhook");
+    println!("create with the hub down: {refused}");
+    assert!(
+        refused.to_string().contains(WEBHOOK_NAME),
+        "the API server names the webhook it could not call: {refused}"
+    );
+    let respec = json!({"spec": {"workload": {"manifests": [cm("while-up"), cm("while-up-2")]}}});
+    let refused = works
+        .patch("while-up", &PatchParams::default(), &Patch::Merge(&respec))
+        .await
+        .expect_err("nor is a spec changed");
+    assert!(refused.to_string().contains(WEBHOOK_NAME), "{refused}");
+    assert!(
+        works.get_opt("while-down").await.expect("read").is_none(),
+        "nothing was stored"
+    );
+
+    fleet.start_hub().await.expect("hub starts again");
+    works
+        .create(&PostParams::default(), &valid("while-down"))
+        .await
+        .expect("written once the hub answers again");
     fleet.stop().await;
 }
 

@@ -2,7 +2,8 @@
 //! way a rebuilt hub forgets everything) is evicted by the agent after the
 //! configured grace period, and not before (issue 4, item 9); a grace
 //! period of 100 years or more turns eviction off and calls off one already
-//! started (OCM's bound).
+//! started (OCM's bound); an eviction is called off when the hub sends the
+//! work again.
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +12,11 @@ use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::ownership::APPLIED_WORK_API_VERSION;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
-use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 const GRACE: Duration = Duration::from_secs(8);
@@ -119,5 +123,121 @@ async fn a_grace_period_of_a_hundred_years_turns_eviction_off_and_calls_off_a_st
             .is_some(),
         "the object stays"
     );
+    fleet.stop().await;
+}
+
+const WORKS_CRD: &str = "manifestworks.work.ferry.dev";
+/// A version of the ManifestWork CRD the hub does not know, served only
+/// while the test writes through it.
+const UNKNOWN_VERSION: &str = "v1alpha2";
+
+fn works_at(client: &Client, version: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("work.ferry.dev", version, "ManifestWork"),
+        "manifestworks",
+    );
+    Api::namespaced_with(client.clone(), "cluster-a", &resource)
+}
+
+/// Rewrites work `name`'s spec into a shape the hub cannot decode, keeping
+/// its UID: through a CRD version the hub does not know (served for a
+/// moment with a schema that accepts anything), as a newer writer could.
+/// The hub's index then skips the work, as if it were gone.
+async fn make_undecodable(client: &Client, name: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let version = serde_json::from_value(json!({
+        "name": UNKNOWN_VERSION,
+        "served": true,
+        "storage": false,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        "subresources": {"status": {}},
+    }))
+    .expect("a CRD version");
+    let mut crd = crds.get(WORKS_CRD).await.expect("read the CRD");
+    crd.spec.versions.push(version);
+    crds.replace(WORKS_CRD, &PostParams::default(), &crd)
+        .await
+        .expect("serve an unknown version");
+    let api = works_at(client, UNKNOWN_VERSION);
+    let patch = json!({"spec": {"workload": {"manifests": "not-a-list"}}});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(status)) if status.code == 404 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("rewriting {name} through {UNKNOWN_VERSION}: {e}"),
+        }
+    }
+    let mut crd = crds.get(WORKS_CRD).await.expect("read the CRD");
+    crd.spec.versions.retain(|v| v.name != UNKNOWN_VERSION);
+    crds.replace(WORKS_CRD, &PostParams::default(), &crd)
+        .await
+        .expect("stop serving the unknown version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_is_called_off_when_the_hub_sends_the_work_again() {
+    // Without admission: the hub's webhook would review the rewrite below.
+    let mut fleet = Fleet::start(FleetOptions {
+        admission: false,
+        ..FleetOptions::with_spokes(&["cluster-a"])
+    })
+    .await
+    .expect("fleet starts");
+    let spoke = fleet.spoke("cluster-a");
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let name = "returns";
+    let works = fleet
+        .create_work(&manifest_work(
+            "cluster-a",
+            name,
+            vec![config_map("default", name, json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create work");
+    let uid = wait_applied(&works, name)
+        .await
+        .expect("applied")
+        .uid()
+        .expect("uid");
+
+    // While no hub runs, the work becomes one the hub cannot read: the hub
+    // that starts next does not have it, so it tells the agent to evict.
+    fleet.stop_hub().await;
+    make_undecodable(&fleet.hub_client, name).await;
+    fleet.start_hub().await.expect("hub starts again");
+    wait_until(&records, &uid, "eviction started", APPLY_TIMEOUT, evicting)
+        .await
+        .expect("the agent starts the grace period");
+
+    // The work is readable again, same UID: the hub sends it, and the
+    // agent calls the eviction off and applies it.
+    let manifests = json!({"spec": {"workload": {"manifests": [
+        config_map("default", name, json!({"k": "again"}))
+    ]}}});
+    works_at(&fleet.hub_client, "v1alpha1")
+        .patch(name, &PatchParams::default(), &Patch::Merge(&manifests))
+        .await
+        .expect("the work is readable again");
+    wait_until(&records, &uid, "eviction called off", APPLY_TIMEOUT, |r| {
+        !evicting(r)
+    })
+    .await
+    .expect("evictionStartTime is cleared once the hub sends the work");
+    wait_until(
+        &config_maps,
+        name,
+        "the work's new data",
+        APPLY_TIMEOUT,
+        |cm| cm.data["data"]["k"] == json!("again"),
+    )
+    .await
+    .expect("the work is applied again, its object kept");
     fleet.stop().await;
 }

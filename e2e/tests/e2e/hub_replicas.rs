@@ -1,12 +1,15 @@
 //! Two hub replicas against one hub control plane: agents on either get
 //! their works, status writes do not fight, and an agent moved to the other
-//! replica carries on (issue 5, item 7).
+//! replica carries on (issue 5, item 7); a replica that crashes has its
+//! clusters swept to disconnected by the one that remains.
 
 use std::time::Duration;
 
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
+use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
 use ferry_e2e::harness::link::LinkState;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
@@ -14,9 +17,14 @@ use ferry_e2e::helpers::work_helpers::{
     wait_applied,
 };
 use ferry_hub::clusters::replica_lease::lease_name;
+use ferry_hub::join::hub_side::join_cluster;
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 async fn resource_versions(works: &[(&Api<ManifestWork>, &str)]) -> Vec<String> {
     let mut versions = Vec::new();
@@ -146,5 +154,139 @@ async fn agents_on_either_replica_are_served_and_status_writes_do_not_fight() {
     wait_deleted(&b, "on-b", "deleted", APPLY_TIMEOUT)
         .await
         .expect("deletion completes through the remaining replica");
+    fleet.stop().await;
+}
+
+/// Keeps a session of `cluster` open on the hub at `url` (TLS, trusting
+/// `ca_pem`) with `token`, sending a heartbeat every second, until the
+/// returned task is aborted or the hub goes away.
+async fn heartbeating_session(
+    url: &str,
+    ca_pem: &str,
+    token: &str,
+    cluster: &str,
+) -> tokio::task::JoinHandle<()> {
+    let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem));
+    let channel = Channel::from_shared(url.to_string())
+        .expect("url")
+        .tls_config(tls)
+        .expect("TLS")
+        .connect()
+        .await
+        .expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_name: cluster.into(),
+            agent_version: "heartbeating".into(),
+            known_works: vec![],
+        })),
+    })
+    .await
+    .expect("queue Hello");
+    let mut inbound = agent_client(channel, Some(token))
+        .sync(ReceiverStream::new(rx))
+        .await
+        .expect("session opens")
+        .into_inner();
+    tokio::spawn(async move {
+        let mut beat = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = beat.tick() => {
+                    let heartbeat = v1::AgentMessage {
+                        body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
+                    };
+                    if tx.send(heartbeat).await.is_err() {
+                        return;
+                    }
+                }
+                received = inbound.message() => if !matches!(received, Ok(Some(_))) {
+                    return;
+                },
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_replica() {
+    // The crashed replica is the real `ferry-hub` binary, killed with
+    // SIGKILL: nothing of it records the end of its sessions.
+    tokio::task::spawn_blocking(ferry_e2e::harness::image::build_binaries)
+        .await
+        .expect("build task")
+        .expect("ferry-hub builds");
+    let mut options = FleetOptions::with_spokes(&[]);
+    options.heartbeat = Duration::from_secs(1);
+    let fleet = Fleet::start(options)
+        .await
+        .expect("the remaining replica starts");
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+    };
+    let mut crashing = HubProcess::start(
+        &fleet.hub,
+        HubProcessOptions {
+            grpc: free(),
+            probes: free(),
+            // Its Lease, beside the remaining replica's, vouches for its
+            // sessions for 3 s without renewal.
+            extra_args: vec![
+                "--heartbeat-seconds=1".into(),
+                "--replica-lease-namespace=default".into(),
+                "--replica-lease-seconds=3".into(),
+            ],
+            env: vec![],
+        },
+    )
+    .await
+    .expect("the replica that will crash starts");
+
+    let cluster = "cluster-crash";
+    let token = join_cluster(&fleet.hub_client, cluster, 3600)
+        .await
+        .expect("join");
+    let session = heartbeating_session(&crashing.url(), &crashing.ca_pem, &token, cluster).await;
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let connected = wait_until(&clusters, cluster, "connected", APPLY_TIMEOUT, |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.connected && !s.served_by.is_empty())
+    })
+    .await
+    .expect("the session on the crashing replica is recorded");
+    let served_by = connected.status.map(|s| s.served_by).unwrap_or_default();
+    let leases: Api<Lease> = Api::namespaced(fleet.hub_client.clone(), "default");
+    leases
+        .get(&lease_name(&served_by))
+        .await
+        .expect("the crashing replica keeps its own Lease");
+
+    crashing.kill().await;
+    let killed = std::time::Instant::now();
+    session.abort();
+    let swept = wait_until(&clusters, cluster, "disconnected", APPLY_TIMEOUT, |c| {
+        c.status.as_ref().is_some_and(|s| !s.connected)
+    })
+    .await
+    .expect("the remaining replica marks the cluster disconnected");
+    let reason = swept
+        .status
+        .and_then(|s| s.disconnect_reason)
+        .unwrap_or_default();
+    println!(
+        "cluster swept to disconnected {:.1} s after its replica was killed: {reason}",
+        killed.elapsed().as_secs_f64()
+    );
+    assert!(
+        reason.contains(&format!(
+            "hub replica {served_by} stopped renewing its Lease"
+        )),
+        "the remaining replica's sweep marked it once the crashed one's Lease lapsed: {reason}"
+    );
     fleet.stop().await;
 }

@@ -7,6 +7,7 @@
 mod accept_gate;
 mod admission;
 mod agent_metrics;
+mod agent_port_limits;
 mod agent_readiness;
 mod agent_sigterm;
 mod applied_manifest_work;
@@ -41,6 +42,7 @@ mod ignore_on_spoke_present;
 mod image;
 mod install;
 mod join_both_sides;
+mod join_files;
 mod kubectl_plugin;
 mod leader_election;
 mod liveness;

@@ -4,7 +4,8 @@
 //! session cannot write an older generation over a newer one; a work with 300
 //! failing manifests still gets a (shortened) status saying how many problems
 //! were left out; a `gone` whose release is refused at first lets the work go
-//! once the hub may remove the finalizer.
+//! once the hub may remove the finalizer; reports naming another cluster's
+//! work are dropped and counted.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -326,6 +327,70 @@ async fn reports_of_an_older_generation_a_future_one_or_another_work_are_dropped
     assert_eq!(
         (applied.status.as_str(), applied.observed_generation),
         ("True", 2)
+    );
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_naming_another_clusters_work_are_dropped_and_counted() {
+    let fleet = Fleet::start(FleetOptions {
+        tls: false,
+        ..FleetOptions::with_spokes(&[CLUSTER])
+    })
+    .await
+    .expect("fleet starts");
+    let metrics = fleet.hub_probes_addr;
+    // A second cluster joined on the hub, with a work and no agent: nobody
+    // has a right to write that work's status.
+    let other = "cluster-b";
+    join_cluster(&fleet.hub_client, other, 3600)
+        .await
+        .expect("join cluster-b");
+    let theirs = fleet
+        .create_work(&manifest_work(
+            other,
+            "theirs",
+            vec![config_map("default", "theirs", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create cluster-b's work");
+    let work = theirs.get("theirs").await.expect("read");
+    let uid = work.uid().expect("uid");
+
+    // cluster-a's agent, with its real token, reports on cluster-b's work:
+    // once naming cluster-b's namespace, once passing it off as its own.
+    let token = join_cluster(&fleet.hub_client, CLUSTER, 3600)
+        .await
+        .expect("token");
+    let unknown_work = "ferry_hub_status_reports_total{outcome=\"unknown_work\"}";
+    let before = metric(metrics, unknown_work).await;
+    let forged = |namespace: &str| v1::WorkStatus {
+        work: Some(v1::WorkRef {
+            uid: uid.clone(),
+            namespace: namespace.into(),
+            name: "theirs".into(),
+        }),
+        ..report(&work, &uid, 1, "Forged")
+    };
+    let session = raw_session(
+        &fleet.hub_url,
+        &token,
+        CLUSTER,
+        vec![forged(other), forged(CLUSTER)],
+    )
+    .await;
+    let after = wait_metric(metrics, unknown_work, |v| v >= before + 2.0).await;
+    println!(
+        "reports for another cluster's work counted as unknown_work: {}",
+        after - before
+    );
+    drop(session);
+
+    let live = theirs.get("theirs").await.expect("read");
+    assert!(
+        work_condition(&live, "Applied").is_none(),
+        "cluster-b's work has no status from cluster-a: {:?}",
+        live.status
     );
     fleet.stop().await;
 }

@@ -17,6 +17,7 @@ use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::install_crds;
 use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
 use ferry_hub::grpc::identity::AuthOptions;
+use ferry_hub::grpc::message_caps::MessageCaps;
 use ferry_hub::hub::{HubListeners, run_hub};
 use ferry_hub::leader::LeaderElection;
 use tokio::net::TcpListener;
@@ -127,6 +128,15 @@ pub struct ServeArgs {
     /// as they are accepted.
     #[arg(long, env = "FERRY_MAX_CONNECTIONS", default_value_t = TransportLimits::default().max_connections)]
     pub max_connections: usize,
+    /// Connections one peer address (IPv6: its /64) may hold on the agent
+    /// port at once; more are closed as soon as they are accepted. Agents
+    /// behind one NAT address share it.
+    #[arg(long, env = "FERRY_MAX_CONNECTIONS_PER_PEER", default_value_t = TransportLimits::default().max_connections_per_peer)]
+    pub max_connections_per_peer: usize,
+    /// Seconds a connection to the agent port may stay open without a
+    /// stream whose token was accepted; then it is closed.
+    #[arg(long, env = "FERRY_UNAUTHENTICATED_IDLE_SECONDS", default_value_t = TransportLimits::default().unauthenticated_idle.as_secs())]
+    pub unauthenticated_idle_seconds: u64,
     /// TCP keepalive of agent connections, in seconds.
     #[arg(long, env = "FERRY_TCP_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().tcp_keepalive.as_secs())]
     pub tcp_keepalive_seconds: u64,
@@ -205,6 +215,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         http2_keepalive_timeout_seconds,
         tcp_keepalive_seconds,
         max_connections,
+        max_connections_per_peer,
+        unauthenticated_idle_seconds,
         hub_api_concurrency,
         leader_election_namespace,
         leader_election_lease,
@@ -311,6 +323,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             http2_keepalive_timeout: seconds(http2_keepalive_timeout_seconds),
             tcp_keepalive: seconds(tcp_keepalive_seconds),
             max_connections: max_connections.max(1),
+            max_connections_per_peer: max_connections_per_peer.max(1),
+            unauthenticated_idle: seconds(unauthenticated_idle_seconds),
+            // Agents report the status of works of up to this size.
+            message_caps: MessageCaps::for_max_work_bytes(max_work_bytes),
             ..TransportLimits::default()
         },
     };
@@ -423,6 +439,41 @@ mod tests {
                 name: "ferry-hub-webhook".into(),
                 port: 443,
             }))
+        );
+    }
+
+    #[test]
+    fn the_agent_port_limits_have_their_defaults_and_flags() {
+        let parsed = |args: &[&str]| match serve(args).expect("parses").command {
+            Command::Serve(args) => (
+                args.max_connections_per_peer,
+                args.unauthenticated_idle_seconds,
+                args.max_work_bytes,
+            ),
+            _ => panic!("not serve"),
+        };
+        let defaults = TransportLimits::default();
+        assert_eq!(
+            parsed(&[]),
+            (
+                defaults.max_connections_per_peer,
+                defaults.unauthenticated_idle.as_secs(),
+                DEFAULT_MAX_WORK_BYTES
+            )
+        );
+        assert_eq!(defaults.max_connections_per_peer, 1_000);
+        assert_eq!(defaults.unauthenticated_idle, Duration::from_secs(20));
+        assert_eq!(
+            defaults.message_caps,
+            MessageCaps::for_max_work_bytes(DEFAULT_MAX_WORK_BYTES)
+        );
+        assert_eq!(
+            parsed(&[
+                "--max-connections-per-peer=3",
+                "--unauthenticated-idle-seconds=7",
+                "--max-work-bytes=2000000"
+            ]),
+            (3, 7, 2_000_000)
         );
     }
 

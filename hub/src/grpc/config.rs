@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use crate::grpc::identity::AuthOptions;
+use crate::grpc::message_caps::MessageCaps;
 
 /// TLS of the port agents dial.
 #[derive(Clone, Debug)]
@@ -63,6 +64,14 @@ pub struct TransportLimits {
     /// Connections the agent port holds at once; more are closed as soon
     /// as they are accepted.
     pub max_connections: usize,
+    /// Connections one peer address (IPv6: its /64) holds at once; more are
+    /// closed as soon as they are accepted. Agents behind one NAT share it.
+    pub max_connections_per_peer: usize,
+    /// How long a connection may stay open without a stream whose token
+    /// was accepted; an agent authenticates its stream at once.
+    pub unauthenticated_idle: Duration,
+    /// Largest Hello and status report an agent may send.
+    pub message_caps: MessageCaps,
 }
 
 impl Default for TransportLimits {
@@ -76,6 +85,12 @@ impl Default for TransportLimits {
             tls_handshake_timeout: Duration::from_secs(5),
             tcp_keepalive: Duration::from_secs(60),
             max_connections: 10_000,
+            // A tenth of the port: ten addresses are needed to fill it, and
+            // a thousand agents behind one NAT address still connect (each
+            // holds one connection, two while it reconnects).
+            max_connections_per_peer: 1_000,
+            unauthenticated_idle: Duration::from_secs(20),
+            message_caps: MessageCaps::default(),
         }
     }
 }

@@ -9,11 +9,14 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ferry_proto::v1::{self, agent_message};
-use tonic::{Request, Status, Streaming};
+use prost::Message;
+use tonic::{Code, Request, Status, Streaming};
 use tracing::{debug, warn};
 
 use crate::clusters::liveness::ClusterLiveness;
+use crate::grpc::connection_limit::AgentConnectInfo;
 use crate::grpc::identity::{AgentAuthenticator, AuthError, bearer_token};
+use crate::grpc::message_caps::{MAX_HELLO_WORKS, MessageCaps};
 use crate::grpc::protocol::check_agent_protocol;
 use crate::metrics::{HubMetrics, RefusalReason};
 
@@ -40,20 +43,33 @@ pub struct Handshake {
 /// code, by [`AuthError::to_status`]) for a refused token,
 /// DEADLINE_EXCEEDED when no Hello comes within [`HELLO_TIMEOUT`],
 /// INVALID_ARGUMENT for a first message that is no Hello or names no
-/// cluster, PERMISSION_DENIED for a Hello naming another cluster than the
+/// cluster, OUT_OF_RANGE for a Hello over `caps.hello` (counted in
+/// `ferry_hub_agent_messages_too_large_total`), PERMISSION_DENIED for a Hello naming another cluster than the
 /// token, FAILED_PRECONDITION for a protocol version this hub does not serve.
 pub async fn handshake(
     request: Request<Streaming<v1::AgentMessage>>,
     auth: &AgentAuthenticator,
     liveness: &ClusterLiveness,
     metrics: &HubMetrics,
+    caps: MessageCaps,
 ) -> Result<Handshake, Status> {
     // Who is calling is settled on the metadata alone: an unauthenticated
     // peer gets nothing read, so it costs the hub no memory but the
     // transport's flow-control windows.
-    let peer = request.remote_addr().map(|a| a.ip());
+    let connection = request.extensions().get::<AgentConnectInfo>().cloned();
+    let peer = connection
+        .as_ref()
+        .and_then(AgentConnectInfo::remote_addr)
+        .map(|a| a.ip());
     let cluster = match auth.authenticate(request.metadata(), peer).await {
-        Ok(cluster) => cluster,
+        Ok(cluster) => {
+            // The connection carries an agent: it is no longer closed for
+            // staying unauthenticated.
+            if let Some(connection) = &connection {
+                connection.authenticated();
+            }
+            cluster
+        }
         Err(refusal) => {
             log_refusal(peer, &refusal);
             metrics.refused(RefusalReason::from(&refusal));
@@ -87,7 +103,30 @@ pub async fn handshake(
                 Status::deadline_exceeded(format!("no Hello within {} s", HELLO_TIMEOUT.as_secs()));
             refuse(RefusalReason::BadHello, status)
         })?;
-    let hello = match first.map_err(|status| refuse(RefusalReason::BadHello, status))? {
+    let too_large = |size: Option<usize>| {
+        metrics.message_too_large("hello");
+        let size = size.map(|n| format!(" of {n} bytes")).unwrap_or_default();
+        warn!(%cluster, ?peer, limit = caps.hello, "agent refused: its Hello is over the limit");
+        refuse(
+            RefusalReason::BadHello,
+            Status::out_of_range(format!(
+                "the Hello{size} is over the hub's limit of {} bytes (a Hello lists at most {MAX_HELLO_WORKS} works)",
+                caps.hello
+            )),
+        )
+    };
+    let first = match first {
+        Err(status) if status.code() == Code::OutOfRange => return Err(too_large(None)),
+        other => other.map_err(|status| refuse(RefusalReason::BadHello, status))?,
+    };
+    // The transport lets through the larger of the two caps; a Hello is
+    // held to its own.
+    if let Some(size) = first.as_ref().map(Message::encoded_len)
+        && size > caps.hello
+    {
+        return Err(too_large(Some(size)));
+    }
+    let hello = match first {
         Some(v1::AgentMessage {
             body: Some(agent_message::Body::Hello(hello)),
         }) => hello,

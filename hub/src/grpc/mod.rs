@@ -11,6 +11,8 @@ pub mod handshake;
 pub mod held;
 /// Who an agent is: its token, reviewed for ferry's audience.
 pub mod identity;
+/// How large a Hello and a status report may be.
+pub mod message_caps;
 /// How many unknown tokens one network peer may make the hub review.
 pub mod peer_budget;
 /// Which agent protocol versions this hub serves.

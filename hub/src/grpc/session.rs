@@ -13,6 +13,7 @@ use futures::stream::PollNext;
 use futures::{Stream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use prost::Message;
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -81,7 +82,14 @@ impl WorkDistributor for Distributor {
             token,
             hello,
             inbound,
-        } = handshake(request, &self.auth, &self.liveness, &self.metrics).await?;
+        } = handshake(
+            request,
+            &self.auth,
+            &self.liveness,
+            &self.metrics,
+            self.config.transport.message_caps,
+        )
+        .await?;
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
         if let Err(error) = self
@@ -121,6 +129,7 @@ impl WorkDistributor for Distributor {
             liveness: self.liveness.clone(),
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
+            max_report_bytes: self.config.transport.message_caps.report,
         };
         let lifetime = Lifetime {
             auth: self.auth.clone(),
@@ -134,7 +143,7 @@ impl WorkDistributor for Distributor {
         tokio::spawn(async move {
             // Held outside the select so that it is dropped only once the
             // end is queued: the stream below ends when the pusher does.
-            let mut reading = Box::pin(reader.read_reports(inbound, inbound_done));
+            let mut reading = Box::pin(reader.read_reports(inbound));
             tokio::select! {
                 biased;
                 end = lifetime.expire() => {
@@ -144,11 +153,19 @@ impl WorkDistributor for Distributor {
                     // Dropping the reader stops the pusher too, so nothing
                     // more is delivered or written for this session.
                     drop(reading);
+                    drop(inbound_done);
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
                 }
-                () = &mut reading => {}
+                end = &mut reading => {
+                    // The end the reader decided (a message over its cap)
+                    // is queued before the pusher learns the reader is done.
+                    if let Some(end) = end {
+                        let _ = end_tx.send(end);
+                    }
+                    drop(inbound_done);
+                }
             }
         });
         // The end of the session, when the hub decides it, goes out before
@@ -408,6 +425,8 @@ struct Reader {
     liveness: ClusterLiveness,
     metrics: Arc<HubMetrics>,
     heartbeat: Duration,
+    /// Largest message after the Hello.
+    max_report_bytes: usize,
 }
 
 impl Reader {
@@ -416,11 +435,10 @@ impl Reader {
         self.heartbeat * 3
     }
 
-    async fn read_reports(
-        self,
-        mut inbound: Streaming<v1::AgentMessage>,
-        _done: oneshot::Sender<()>,
-    ) {
+    /// Reads until the session ends; returns the status to end the
+    /// agent's stream with when the hub ends it for a message over its cap
+    /// (counted in `ferry_hub_agent_messages_too_large_total`).
+    async fn read_reports(self, mut inbound: Streaming<v1::AgentMessage>) -> Option<Status> {
         let cluster = self.cluster.clone();
         // The session's liveness is vouched for by this replica's Lease,
         // not written per heartbeat; the time is kept for the disconnect.
@@ -433,6 +451,18 @@ impl Reader {
             self.metrics.clone(),
             &self.sessions,
         );
+        let mut end = None;
+        let mut too_large = |size: Option<usize>| {
+            self.metrics.message_too_large("report");
+            let size = size.map(|n| format!(" of {n} bytes")).unwrap_or_default();
+            let message = format!(
+                "a message{size} is over the hub's limit of {} bytes (--max-work-bytes plus a margin)",
+                self.max_report_bytes
+            );
+            warn!(%cluster, limit = self.max_report_bytes, "ending the agent session: a message is over the limit");
+            end = Some(Status::out_of_range(message.clone()));
+            message
+        };
         let reason = loop {
             let received = tokio::select! {
                 received = tokio::time::timeout(self.silence_limit(), inbound.message()) => received,
@@ -443,6 +473,8 @@ impl Reader {
             let message = match received {
                 Ok(Ok(Some(message))) => message,
                 Ok(Ok(None)) => break "the agent closed the stream".to_string(),
+                // The transport's cap: the larger of Hello and report.
+                Ok(Err(error)) if error.code() == tonic::Code::OutOfRange => break too_large(None),
                 Ok(Err(error)) => {
                     debug!(%cluster, %error, "agent stream ended");
                     break format!("the stream broke: {}", error.message());
@@ -451,6 +483,10 @@ impl Reader {
                     break format!("no heartbeat for {} s", self.silence_limit().as_secs());
                 }
             };
+            let size = message.encoded_len();
+            if size > self.max_report_bytes {
+                break too_large(Some(size));
+            }
             last_heard = Timestamp::now();
             match message.body {
                 Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
@@ -469,6 +505,7 @@ impl Reader {
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
         }
+        end
     }
 }
 

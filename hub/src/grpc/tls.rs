@@ -17,12 +17,12 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 use tracing::debug;
 
 use crate::certs::reload::{CertLoadError, ReloadingCert, ReloadingClientCa};
 use crate::grpc::config::GrpcTls;
-use crate::grpc::connection_limit::LimitedConnection;
+use crate::grpc::connection_limit::{AgentConnectInfo, LimitedConnection};
 use crate::metrics::HubMetrics;
 
 /// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
@@ -48,13 +48,14 @@ pub async fn server_config(
 /// Handshakes finished and not yet taken by the server.
 const READY: usize = 64;
 
-/// An agent connection after its TLS handshake. It reports the peer's TCP
-/// address to the service like a plaintext connection does, which is all the
-/// hub reads of it (agents are identified by their token).
+/// An agent connection after its TLS handshake. It reports what a
+/// plaintext connection does (the peer's TCP address and the handle that
+/// lifts its unauthenticated deadline), which is all the hub reads of it
+/// (agents are identified by their token).
 pub struct TlsConnection(TlsStream<LimitedConnection>);
 
 impl Connected for TlsConnection {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = AgentConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.0.get_ref().0.connect_info()
