@@ -32,6 +32,10 @@ use ferry_api::managed_cluster::ManagedCluster;
 /// gone, and a restarted replica is a new identity with a new Lease.
 const LAPSED_LEASE_KEPT: SignedDuration = SignedDuration::from_secs(3600);
 
+/// A session's end is read and written again this often when another
+/// change to its ManagedCluster lands in between.
+const DISCONNECT_ATTEMPTS: usize = 5;
+
 /// A liveness write failed; sessions go on regardless.
 #[derive(Debug, thiserror::Error)]
 pub enum LivenessError {
@@ -215,15 +219,24 @@ impl ClusterLiveness {
                 held.remove(cluster);
             }
         }
-        let current = self.read(cluster).await?;
-        let Some(current) = current else {
-            return Ok(());
-        };
-        let status = current.status.clone().unwrap_or_default();
-        if status.session_id != session {
-            return Ok(());
+        // Read and written with its resourceVersion, so a reconnect in
+        // between wins; any other change in between (a taint, a label) is
+        // read again, or the disconnect would be lost for good (the replica's
+        // Lease still vouches for the cluster).
+        for _ in 0..DISCONNECT_ATTEMPTS {
+            let Some(current) = self.read(cluster).await? else {
+                return Ok(());
+            };
+            let status = current.status.clone().unwrap_or_default();
+            if status.session_id != session {
+                return Ok(());
+            }
+            if self.mark_disconnected(&current, reason, last_heard).await? {
+                return Ok(());
+            }
         }
-        self.mark_disconnected(&current, reason, last_heard).await
+        warn!(%cluster, session, "the disconnect lost to concurrent changes {DISCONNECT_ATTEMPTS} times; left to the next session");
+        Ok(())
     }
 
     /// An agent of `cluster` was refused for `reason` before any session
@@ -251,8 +264,9 @@ impl ClusterLiveness {
         cluster: &ManagedCluster,
         reason: &str,
         last_heard: Timestamp,
-    ) -> Result<(), LivenessError> {
-        // The resourceVersion makes a concurrent reconnect win over this write.
+    ) -> Result<bool, LivenessError> {
+        // The resourceVersion makes a concurrent change win over this write;
+        // false then (the caller reads again, or the next sweep does).
         let patch = json!({
             "metadata": { "resourceVersion": cluster.resource_version() },
             "status": {
@@ -271,8 +285,9 @@ impl ClusterLiveness {
             )
             .await
         {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(source) => Err(LivenessError::Write {
                 action: "marking disconnected",
                 cluster: cluster.name_any(),
@@ -334,8 +349,10 @@ impl ClusterLiveness {
                 if is_silent(&status.last_seen_time, now, limit) {
                     let reason = format!("no heartbeat for more than {} s", limit.as_secs());
                     let heard = status.last_seen_time.parse().unwrap_or(now);
-                    self.mark_disconnected(&cluster, &reason, heard).await?;
-                    marked += 1;
+                    // Lost to a concurrent change: the next sweep sees it.
+                    if self.mark_disconnected(&cluster, &reason, heard).await? {
+                        marked += 1;
+                    }
                 }
                 continue;
             }
@@ -349,8 +366,9 @@ impl ClusterLiveness {
                 status.served_by
             );
             let heard = lease.and_then(vouches_until).unwrap_or(now).min(now);
-            self.mark_disconnected(&cluster, &reason, heard).await?;
-            marked += 1;
+            if self.mark_disconnected(&cluster, &reason, heard).await? {
+                marked += 1;
+            }
         }
         for (identity, lease) in &leases {
             if identity == &self.identity || named.contains(identity) || vouches_at(lease, now) {
