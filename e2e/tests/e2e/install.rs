@@ -638,6 +638,7 @@ async fn fleet_distribution(hub_admin: &kube::Client, clusters: &Api<ManagedClus
         },
     }))
     .expect("placement");
+    ferry_e2e::helpers::placement_helpers::bind_global(hub_admin, "default").await;
     placements
         .create(&PostParams::default(), &placement)
         .await
