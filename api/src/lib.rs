@@ -6,10 +6,10 @@
 
 /// The API server's own checks of a ManifestWork (CEL rules and bounds).
 pub mod cel_rules;
-/// The `ManagedClusterSet` and `ManagedClusterSetBinding` resources.
-pub mod cluster_set;
 /// What a cluster name may be (a DNS-1123 label).
 pub mod cluster_name;
+/// The `ManagedClusterSet` and `ManagedClusterSetBinding` resources.
+pub mod cluster_set;
 /// The labels, annotations, finalizers and groups ferry writes, defined once.
 pub mod contract;
 /// Every CRD, rendered from the types.

@@ -70,9 +70,27 @@ mod tests {
         let text = cluster_sets_table(&sets);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
-        assert!(lines[0].starts_with("NAME") && lines[0].contains("SELECTOR"), "{text}");
-        assert!(lines[1].starts_with("default") && lines[1].contains("ExclusiveClusterSetLabel") && lines[1].ends_with("True"), "{text}");
-        assert!(lines[2].starts_with("global") && lines[2].contains("(every cluster)") && lines[2].contains(" 3 "), "{text}");
-        assert!(lines[3].starts_with("prod") && lines[3].contains(r#"{"matchLabels":{"env":"prod"}}"#) && lines[3].ends_with("-"), "{text}");
+        assert!(
+            lines[0].starts_with("NAME") && lines[0].contains("SELECTOR"),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with("default")
+                && lines[1].contains("ExclusiveClusterSetLabel")
+                && lines[1].ends_with("True"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("global")
+                && lines[2].contains("(every cluster)")
+                && lines[2].contains(" 3 "),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("prod")
+                && lines[3].contains(r#"{"matchLabels":{"env":"prod"}}"#)
+                && lines[3].ends_with("-"),
+            "{text}"
+        );
     }
 }

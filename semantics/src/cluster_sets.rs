@@ -39,7 +39,11 @@ pub fn belongs(set: &ClusterSet<'_>, set_label: &str, labels: &Labels) -> bool {
 }
 
 /// The names of the sets the cluster with `labels` belongs to.
-pub fn sets_of<'a>(sets: &'a [ClusterSet<'a>], set_label: &str, labels: &Labels) -> BTreeSet<&'a str> {
+pub fn sets_of<'a>(
+    sets: &'a [ClusterSet<'a>],
+    set_label: &str,
+    labels: &Labels,
+) -> BTreeSet<&'a str> {
     sets.iter()
         .filter(|s| belongs(s, set_label, labels))
         .map(|s| s.name)
@@ -129,14 +133,32 @@ mod tests {
         let all = |_: &Labels| true;
         let prod = |l: &Labels| l.get("env").map(String::as_str) == Some("prod");
         let sets = [
-            ClusterSet { name: "global", rule: SetRule::Selector(&all) },
-            ClusterSet { name: "default", rule: SetRule::ExclusiveLabel },
-            ClusterSet { name: "team-a", rule: SetRule::ExclusiveLabel },
-            ClusterSet { name: "prod", rule: SetRule::Selector(&prod) },
-            ClusterSet { name: "broken", rule: SetRule::Invalid },
+            ClusterSet {
+                name: "global",
+                rule: SetRule::Selector(&all),
+            },
+            ClusterSet {
+                name: "default",
+                rule: SetRule::ExclusiveLabel,
+            },
+            ClusterSet {
+                name: "team-a",
+                rule: SetRule::ExclusiveLabel,
+            },
+            ClusterSet {
+                name: "prod",
+                rule: SetRule::Selector(&prod),
+            },
+            ClusterSet {
+                name: "broken",
+                rule: SetRule::Invalid,
+            },
         ];
         let of = sets_of(&sets, KEY, &labels(&[(KEY, "team-a"), ("env", "prod")]));
-        assert_eq!(of.into_iter().collect::<Vec<_>>(), ["global", "prod", "team-a"]);
+        assert_eq!(
+            of.into_iter().collect::<Vec<_>>(),
+            ["global", "prod", "team-a"]
+        );
         let of = sets_of(&sets, KEY, &labels(&[]));
         assert_eq!(of.into_iter().collect::<Vec<_>>(), ["global"]);
     }
@@ -144,7 +166,10 @@ mod tests {
     #[test]
     fn a_namespace_without_bindings_may_choose_no_cluster() {
         let all = |_: &Labels| true;
-        let sets = [ClusterSet { name: "global", rule: SetRule::Selector(&all) }];
+        let sets = [ClusterSet {
+            name: "global",
+            rule: SetRule::Selector(&all),
+        }];
         let l = labels(&[]);
         let e = eligible_clusters(&sets, KEY, &bound(&[]), &[], [("a", &l)]);
         assert_eq!(e, Eligible::NoBindings);
@@ -156,9 +181,18 @@ mod tests {
     #[test]
     fn bound_sets_are_united_and_cluster_sets_narrow_them() {
         let sets = [
-            ClusterSet { name: "x", rule: SetRule::ExclusiveLabel },
-            ClusterSet { name: "y", rule: SetRule::ExclusiveLabel },
-            ClusterSet { name: "z", rule: SetRule::ExclusiveLabel },
+            ClusterSet {
+                name: "x",
+                rule: SetRule::ExclusiveLabel,
+            },
+            ClusterSet {
+                name: "y",
+                rule: SetRule::ExclusiveLabel,
+            },
+            ClusterSet {
+                name: "z",
+                rule: SetRule::ExclusiveLabel,
+            },
         ];
         let a = labels(&[(KEY, "x")]);
         let b = labels(&[(KEY, "y")]);
@@ -175,7 +209,10 @@ mod tests {
 
     #[test]
     fn bound_sets_without_clusters_say_so() {
-        let sets = [ClusterSet { name: "x", rule: SetRule::ExclusiveLabel }];
+        let sets = [ClusterSet {
+            name: "x",
+            rule: SetRule::ExclusiveLabel,
+        }];
         let a = labels(&[(KEY, "y")]);
         let e = eligible_clusters(&sets, KEY, &bound(&["x"]), &[], [("a", &a)]);
         assert_eq!(e, Eligible::AllSetsEmpty(bound(&["x"])));

@@ -14,8 +14,8 @@ use ferry_api::cluster_set::{
     ManagedClusterSetSpec,
 };
 use ferry_api::contract::{
-    CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER_SET, PLACEMENT_LABEL,
-    REPLICA_SET_LABEL, UNREACHABLE_TAINT,
+    CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER_SET, PLACEMENT_LABEL, REPLICA_SET_LABEL,
+    UNREACHABLE_TAINT,
 };
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 use ferry_api::manifest_work::{Condition, ManifestWork};
@@ -158,9 +158,8 @@ async fn wait_set_count(client: &Client, name: &str, count: i32) {
     let set = wait_until(&api, name, "set status", APPLY_TIMEOUT, |s| {
         s.status.as_ref().is_some_and(|st| {
             st.cluster_count == count
-                && condition(&st.conditions, CLUSTER_SET_EMPTY).is_some_and(|c| {
-                    c.status == if count == 0 { "True" } else { "False" }
-                })
+                && condition(&st.conditions, CLUSTER_SET_EMPTY)
+                    .is_some_and(|c| c.status == if count == 0 { "True" } else { "False" })
         })
     })
     .await
@@ -257,14 +256,7 @@ async fn a_placement_reaches_only_the_clusters_of_sets_bound_to_its_namespace() 
 
     // c2 moves from y to x: y empties, the narrowed placement says so.
     move_cluster(&hub, "c2", "x").await;
-    wait_placement(
-        &hub,
-        TENANT,
-        "only-y",
-        ALL_MANAGED_CLUSTER_SETS_EMPTY,
-        &[],
-    )
-    .await;
+    wait_placement(&hub, TENANT, "only-y", ALL_MANAGED_CLUSTER_SETS_EMPTY, &[]).await;
     wait_placement(&hub, TENANT, "all", "AllDecisionsScheduled", &["c1", "c2"]).await;
     wait_set_count(&hub, "x", 2).await;
     wait_set_count(&hub, "y", 0).await;
@@ -308,13 +300,19 @@ async fn a_replica_set_in_an_unbound_namespace_writes_no_works_until_a_set_is_bo
         &[],
     )
     .await;
-    let seen = wait_until(&sets, "takeover", "PlacementVerified", APPLY_TIMEOUT, |rs| {
-        rs.status.as_ref().is_some_and(|s| {
-            condition(&s.conditions, PLACEMENT_VERIFIED)
-                .is_some_and(|c| Some(c.observed_generation) == rs.metadata.generation)
-                && s.summary.total == 0
-        })
-    })
+    let seen = wait_until(
+        &sets,
+        "takeover",
+        "PlacementVerified",
+        APPLY_TIMEOUT,
+        |rs| {
+            rs.status.as_ref().is_some_and(|s| {
+                condition(&s.conditions, PLACEMENT_VERIFIED)
+                    .is_some_and(|c| Some(c.observed_generation) == rs.metadata.generation)
+                    && s.summary.total == 0
+            })
+        },
+    )
     .await
     .expect("the replica set reconciled its empty placement");
     println!("unbound replica set: {:?}", seen.status);
@@ -327,7 +325,11 @@ async fn a_replica_set_in_an_unbound_namespace_writes_no_works_until_a_set_is_bo
     assert!(
         written.items.is_empty(),
         "an unbound namespace wrote works: {:?}",
-        written.items.iter().map(|w| w.name_any()).collect::<Vec<_>>()
+        written
+            .items
+            .iter()
+            .map(|w| w.name_any())
+            .collect::<Vec<_>>()
     );
     assert!(works.get_opt("takeover").await.expect("read").is_none());
 

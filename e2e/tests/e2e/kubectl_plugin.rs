@@ -226,9 +226,17 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     let header = row(&out, &["NAME"]);
     assert_eq!(header, ["NAME", "SELECTOR", "CLUSTERS", "EMPTY"], "{out}");
     let default_row = row(&out, &["default"]);
-    assert_eq!(default_row, ["default", "ExclusiveClusterSetLabel", "1", "False"], "{out}");
+    assert_eq!(
+        default_row,
+        ["default", "ExclusiveClusterSetLabel", "1", "False"],
+        "{out}"
+    );
     let global_row = row(&out, &["global"]);
-    assert_eq!(global_row, ["global", "LabelSelector (every cluster)", "1", "False"], "{out}");
+    assert_eq!(
+        global_row,
+        ["global", "LabelSelector (every cluster)", "1", "False"],
+        "{out}"
+    );
 
     // get works -A: both works and their states.
     let out = success(

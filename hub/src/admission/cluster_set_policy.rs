@@ -93,12 +93,18 @@ mod tests {
             rules[0].resources.as_deref(),
             Some(&["managedclustersetbindings".to_string()][..])
         );
-        assert_eq!(rules[0].api_groups.as_deref(), Some(&[CLUSTER_GROUP.to_string()][..]));
+        assert_eq!(
+            rules[0].api_groups.as_deref(),
+            Some(&[CLUSTER_GROUP.to_string()][..])
+        );
         let validation = &spec.validations.expect("validations")[0];
         assert!(validation.expression.contains(
             ".resource('managedclustersets').subresource('bind').name(object.spec.clusterSet).check('create').allowed()"
         ));
         let binding = cluster_set_binding().spec.expect("binding");
-        assert_eq!(binding.policy_name.as_deref(), Some(CLUSTER_SET_POLICY_NAME));
+        assert_eq!(
+            binding.policy_name.as_deref(),
+            Some(CLUSTER_SET_POLICY_NAME)
+        );
     }
 }

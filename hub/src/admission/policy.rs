@@ -20,9 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
-use super::cluster_set_policy::{
-    CLUSTER_SET_POLICY_NAME, cluster_set_binding, cluster_set_policy,
-};
+use super::cluster_set_policy::{CLUSTER_SET_POLICY_NAME, cluster_set_binding, cluster_set_policy};
 use super::executor_policy::{EXECUTOR_POLICY_NAME, executor_binding, executor_policy};
 use super::webhook::SPEC_WRITTEN;
 use ferry_api::contract::WORK_GROUP;

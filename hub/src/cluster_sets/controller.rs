@@ -86,7 +86,9 @@ async fn create_well_known_sets(client: &Client) -> Result<(), ClusterSetError> 
         match api.create(&PostParams::default(), &set).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(source) => return Err(failed(format!("creating ManagedClusterSet {name}"))(source)),
+            Err(source) => {
+                return Err(failed(format!("creating ManagedClusterSet {name}"))(source));
+            }
         }
     }
     Ok(())
@@ -111,7 +113,13 @@ async fn reconcile_set(
             Some(problem) => format!("no cluster belongs to the set: {problem}"),
             None => "no ManagedCluster belongs to the set".into(),
         };
-        condition(CLUSTER_SET_EMPTY, true, NO_CLUSTER_MATCHED, message, generation)
+        condition(
+            CLUSTER_SET_EMPTY,
+            true,
+            NO_CLUSTER_MATCHED,
+            message,
+            generation,
+        )
     } else {
         condition(
             CLUSTER_SET_EMPTY,
@@ -212,7 +220,8 @@ async fn reconcile_cluster(
     cluster: Arc<ManagedCluster>,
     ctx: Arc<Context>,
 ) -> Result<Action, ClusterSetError> {
-    if cluster.meta().deletion_timestamp.is_some() || cluster.labels().contains_key(CLUSTER_SET_LABEL)
+    if cluster.meta().deletion_timestamp.is_some()
+        || cluster.labels().contains_key(CLUSTER_SET_LABEL)
     {
         return Ok(Action::await_change());
     }
@@ -248,7 +257,11 @@ fn error_policy<K: Resource<DynamicType = ()>>(
 fn labels_hash(cluster: &ManagedCluster) -> u64 {
     let mut hasher = DefaultHasher::new();
     cluster.labels().hash(&mut hasher);
-    cluster.meta().deletion_timestamp.is_some().hash(&mut hasher);
+    cluster
+        .meta()
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -263,22 +276,22 @@ pub async fn run_cluster_set_controller(
         let client = client.clone();
         let stop = shutdown.clone();
         async move {
-          tokio::select! {
-            () = stop => {}
-            () = async {
-            let mut delays = watch_backoff();
-            loop {
-                match create_well_known_sets(&client).await {
-                    Ok(()) => break,
-                    Err(error) => {
-                        warn!(%error, "creating the well-known cluster sets; retrying");
-                        let delay = delays.next().unwrap_or(Duration::from_secs(5));
-                        tokio::time::sleep(delay).await;
-                    }
-                }
+            tokio::select! {
+              () = stop => {}
+              () = async {
+              let mut delays = watch_backoff();
+              loop {
+                  match create_well_known_sets(&client).await {
+                      Ok(()) => break,
+                      Err(error) => {
+                          warn!(%error, "creating the well-known cluster sets; retrying");
+                          let delay = delays.next().unwrap_or(Duration::from_secs(5));
+                          tokio::time::sleep(delay).await;
+                      }
+                  }
+              }
+              } => {}
             }
-            } => {}
-          }
         }
     };
     let (clusters, cluster_writer) = reflector::store();

@@ -33,8 +33,8 @@ use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
 use crate::cluster_sets::membership::{compile_sets, eligible};
-use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use crate::watch::{run_controller, watch};
+use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::Condition;
