@@ -77,12 +77,15 @@ pub fn compile_sets(sets: &[Arc<ManagedClusterSet>]) -> Vec<CompiledSet> {
         .collect()
 }
 
+/// A set's label matcher, borrowing its compiled selector.
+type Matcher<'a> = Box<dyn Fn(&Labels) -> bool + 'a>;
+
 /// Runs `f` with `sets` in the form the semantics take.
 fn with_sets<T>(sets: &[CompiledSet], f: impl FnOnce(&[ClusterSet<'_>]) -> T) -> T {
     let empty = BTreeMap::new();
-    let matchers: Vec<Box<dyn Fn(&Labels) -> bool + '_>> = sets
+    let matchers: Vec<Matcher<'_>> = sets
         .iter()
-        .map(|s| -> Box<dyn Fn(&Labels) -> bool + '_> {
+        .map(|s| -> Matcher<'_> {
             match &s.rule {
                 Rule::Selector(selector) => Box::new(|labels| selector.matches(labels, &empty)),
                 _ => Box::new(|_| false),
