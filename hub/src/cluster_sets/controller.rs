@@ -33,9 +33,11 @@ use ferry_api::contract::{CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::placement::LabelSelector;
 
-/// How often a set's count is recomputed without any change seen: a
-/// safety net (writes happen only on change), as one e2e run in six saw a
-/// set's count stay stale for 90 s under heavy load, cause not found.
+/// How often a set's count is recomputed without any change seen (writes
+/// happen only on change). Known open problem: under heavy load (two e2e
+/// processes at once) a set sometimes got no status at all within 90 s,
+/// i.e. it was never reconciled; this resync does not cure that, and the
+/// cause is not found yet.
 const SET_RESYNC: Duration = Duration::from_secs(30);
 
 /// A set, binding or cluster could not be brought up to date; it is retried.
