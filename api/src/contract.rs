@@ -20,6 +20,20 @@ pub const CLUSTER_GROUP: &str = "cluster.ferry.dev";
 /// `system:serviceaccount:<namespace>:<name>` (OCM's rule, in ferry's group).
 pub const EXECUTE_AS_VERB: &str = "execute-as";
 
+/// Label on a ManagedCluster naming the one `ExclusiveClusterSetLabel`
+/// ManagedClusterSet it belongs to (OCM's `cluster.open-cluster-management.io/clusterset`).
+pub const CLUSTER_SET_LABEL: &str = "cluster.ferry.dev/clusterset";
+/// The well-known set of every cluster (a `LabelSelector` set matching all),
+/// which the hub creates at startup.
+pub const GLOBAL_CLUSTER_SET: &str = "global";
+/// The well-known `ExclusiveClusterSetLabel` set the hub creates at startup
+/// and puts every cluster without a set label into.
+pub const DEFAULT_CLUSTER_SET: &str = "default";
+/// The virtual subresource of `managedclustersets` (group [`CLUSTER_GROUP`])
+/// on which a requester needs `create` to bind a set into a namespace; the
+/// resource name checked is the set's name (OCM's rule, in ferry's group).
+pub const BIND_SUBRESOURCE: &str = "bind";
+
 /// Label on a PlacementDecision naming its Placement.
 pub const PLACEMENT_LABEL: &str = "cluster.ferry.dev/placement";
 /// Label on a PlacementDecision holding its decision group's index.
@@ -57,6 +71,7 @@ mod tests {
     use kube::Resource;
 
     use super::*;
+    use crate::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
     use crate::managed_cluster::ManagedCluster;
     use crate::manifest_work::ManifestWork;
     use crate::placement::{Placement, PlacementDecision};
@@ -70,5 +85,7 @@ mod tests {
         assert_eq!(ManifestWorkReplicaSet::group(&()), WORK_GROUP);
         assert_eq!(Placement::group(&()), CLUSTER_GROUP);
         assert_eq!(PlacementDecision::group(&()), CLUSTER_GROUP);
+        assert_eq!(ManagedClusterSet::group(&()), CLUSTER_GROUP);
+        assert_eq!(ManagedClusterSetBinding::group(&()), CLUSTER_GROUP);
     }
 }

@@ -5,6 +5,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use crate::managed_cluster::ManagedCluster;
 use crate::manifest_work::ManifestWork;
 use crate::placement::{Placement, PlacementDecision};
@@ -20,6 +21,11 @@ pub fn hub_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         (
             "manifestworkreplicasets.yaml",
             ManifestWorkReplicaSet::crd(),
+        ),
+        ("managedclustersets.yaml", ManagedClusterSet::crd()),
+        (
+            "managedclustersetbindings.yaml",
+            ManagedClusterSetBinding::crd(),
         ),
     ]
 }

@@ -8,6 +8,8 @@
 pub mod cel_rules;
 /// What a cluster name may be (a DNS-1123 label).
 pub mod cluster_name;
+/// The `ManagedClusterSet` and `ManagedClusterSetBinding` resources.
+pub mod cluster_set;
 /// The labels, annotations, finalizers and groups ferry writes, defined once.
 pub mod contract;
 /// Every CRD, rendered from the types.

@@ -29,6 +29,10 @@ use crate::manifest_work::Condition;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementSpec {
+    /// The ManagedClusterSets to choose from, each of which must be bound
+    /// to the placement's namespace; empty chooses from every bound set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_sets: Vec<String>,
     /// How many clusters to choose; absent chooses every cluster that
     /// passes the predicates and tolerations.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -266,6 +266,10 @@ pub async fn run_hub(
         while_leading(leading.clone(), stop_rx.clone(), "placement", |stop| {
             crate::placement::run_placement_controller(client.clone(), stop)
         });
+    let cluster_set_controller =
+        while_leading(leading.clone(), stop_rx.clone(), "cluster sets", |stop| {
+            crate::cluster_sets::run_cluster_set_controller(client.clone(), stop)
+        });
     let taint_controller = while_leading(leading.clone(), stop_rx.clone(), "taints", |stop| {
         crate::clusters::taints::run_taint_controller(client.clone(), stop)
     });
@@ -288,6 +292,7 @@ pub async fn run_hub(
             sweeper,
             ttl_controller,
             placement_controller,
+            cluster_set_controller,
             taint_controller,
             replica_set_controller
         );

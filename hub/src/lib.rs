@@ -7,6 +7,8 @@
 pub mod admission;
 /// Serving certificates that follow their files.
 pub mod certs;
+/// Cluster sets and bindings: which clusters a namespace's placements reach.
+pub mod cluster_sets;
 /// ManagedClusters: liveness, the unreachable taint, labels and claims.
 pub mod clusters;
 /// Installing the CRDs and rendering them for `deploy/crds/`.

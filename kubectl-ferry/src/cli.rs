@@ -96,6 +96,15 @@ pub enum GetCommand {
     /// `-o json|yaml` prints records with those fields and the ManagedCluster.
     #[command(visible_aliases = ["cluster", "managedclusters", "managedcluster", "mcl"])]
     Clusters,
+    /// One row per cluster set: selector, cluster count, empty.
+    ///
+    /// One row per ManagedClusterSet: how it selects clusters
+    /// (ExclusiveClusterSetLabel: the label cluster.ferry.dev/clusterset, or a
+    /// LabelSelector), how many clusters the hub counted in it, and its
+    /// ClusterSetEmpty condition. `-o json|yaml` prints a List of the sets as
+    /// stored.
+    #[command(visible_aliases = ["clusterset", "managedclustersets", "managedclusterset", "mclset"])]
+    Clustersets,
     /// One row per work: manifests, Applied, Available, failing manifests, age.
     ///
     /// One row per ManifestWork of the namespace (-n, or the context's) or of

@@ -1,6 +1,8 @@
-//! Reading the hub: ManagedClusters, ManifestWorks and Events. The only
-//! module besides [`crate::client`] that talks to an API server.
+//! Reading the hub: ManagedClusters, ManagedClusterSets, ManifestWorks and
+//! Events. The only module besides [`crate::client`] that talks to an API
+//! server.
 
+use ferry_api::cluster_set::ManagedClusterSet;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use k8s_openapi::api::core::v1::Event;
@@ -49,6 +51,23 @@ pub async fn list_clusters(client: &Client) -> Result<Vec<Value>, CliError> {
         &api,
         ListParams::default(),
         "list managedclusters",
+        &full_name(&resource),
+    )
+    .await?;
+    Ok(objects
+        .into_iter()
+        .map(|o| raw_object(o, &resource))
+        .collect())
+}
+
+/// Every ManagedClusterSet, untyped, as stored.
+pub async fn list_cluster_sets(client: &Client) -> Result<Vec<Value>, CliError> {
+    let resource = ApiResource::erase::<ManagedClusterSet>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let objects = list_all(
+        &api,
+        ListParams::default(),
+        "list managedclustersets",
         &full_name(&resource),
     )
     .await?;

@@ -11,6 +11,7 @@ pub mod age;
 pub mod cli;
 pub mod client;
 pub mod cluster_rows;
+pub mod cluster_set_rows;
 pub mod describe;
 pub mod drift_table;
 pub mod error;

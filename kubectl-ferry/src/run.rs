@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat};
 use crate::client::connect;
 use crate::cluster_rows::{cluster_records, clusters_table};
+use crate::cluster_set_rows::cluster_sets_table;
 use crate::describe::describe_work;
 use crate::error::CliError;
 use crate::events::recent;
-use crate::fetch::{get_work, list_clusters, list_works, work_events};
+use crate::fetch::{get_work, list_cluster_sets, list_clusters, list_works, work_events};
 use crate::output::{hide_managed_fields, list, serialize};
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
@@ -45,6 +46,17 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                         .map_err(|e| CliError::Print(e.to_string()))?;
                     serialize(&list(items), format)
                 }
+            }
+        }
+        Command::Get(GetCommand::Clustersets) => {
+            let connection = connect(&cli.global).await?;
+            let sets = list_cluster_sets(&connection.client).await?;
+            match format {
+                OutputFormat::Table if sets.is_empty() => {
+                    Ok("No cluster sets found.\n".to_string())
+                }
+                OutputFormat::Table => Ok(with_newline(cluster_sets_table(&sets))),
+                _ => serialize(&list(sets.into_iter().map(shown).collect()), format),
             }
         }
         Command::Get(GetCommand::Works) => {

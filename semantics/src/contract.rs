@@ -38,6 +38,29 @@ pub const KUBE_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";
 /// Placement condition type: the placement's spec cannot be used as written.
 pub const PLACEMENT_MISCONFIGURED: &str = "PlacementMisconfigured";
+/// Reason of `PlacementSatisfied=False` (OCM's): no ManagedClusterSet is
+/// bound to the placement's namespace (or none of `spec.clusterSets` is).
+pub const NO_MANAGED_CLUSTER_SET_BINDINGS: &str = "NoManagedClusterSetBindings";
+/// Reason of `PlacementSatisfied=False` (OCM's): every set the placement
+/// may choose from holds no cluster.
+pub const ALL_MANAGED_CLUSTER_SETS_EMPTY: &str = "AllManagedClusterSetsEmpty";
+/// ManagedClusterSet condition type (OCM's): True when no cluster belongs
+/// to the set.
+pub const CLUSTER_SET_EMPTY: &str = "ClusterSetEmpty";
+/// Reason of `ClusterSetEmpty=True` (OCM's).
+pub const NO_CLUSTER_MATCHED: &str = "NoClusterMatched";
+/// Reason of `ClusterSetEmpty=False` (OCM's).
+pub const CLUSTERS_SELECTED: &str = "ClustersSelected";
+/// ManagedClusterSetBinding condition type (OCM's): True when the set it
+/// names exists.
+pub const BOUND: &str = "Bound";
+/// Reason of `Bound=True` (OCM's).
+pub const CLUSTER_SET_BOUND: &str = "ClusterSetBound";
+/// Reason of `Bound=False` (OCM's): the set the binding names does not exist.
+pub const CLUSTER_SET_NOT_FOUND: &str = "ClusterSetNotFound";
+/// Field manager of the hub's cluster-set controller (set and binding
+/// status, the well-known sets, the default set label on clusters).
+pub const CLUSTER_SET_FIELD_MANAGER: &str = "ferry-clustersets";
 /// Field manager of the hub's placement controller (PlacementDecisions,
 /// Placement status, the unreachable taint on ManagedClusters).
 pub const PLACEMENT_FIELD_MANAGER: &str = "ferry-placement";

@@ -96,6 +96,7 @@ async fn template_change_to_every_work_written_for_1000_clusters() {
         "spec": {"tolerations": [{"key": UNREACHABLE_TAINT, "operator": "Exists"}]},
     }))
     .expect("placement");
+    ferry_e2e::helpers::placement_helpers::bind_global(&hub, "default").await;
     let decided = Instant::now();
     let placements: Api<Placement> = Api::namespaced(hub.clone(), "default");
     placements

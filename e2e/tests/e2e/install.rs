@@ -118,10 +118,36 @@ fn of_kind<'a>(docs: &'a [Value], kinds: &[&str]) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The rules of every ClusterRole and Role in `docs`.
+/// The rules of the roles the chart binds (to its own ServiceAccount); a
+/// role it only ships for users to bind (`ferry-hub-work-executor`,
+/// `ferry-hub-clusterset-binder`) is not the process's right.
 fn rules(docs: &[Value]) -> Vec<Value> {
+    let bound: BTreeSet<(String, String)> = of_kind(docs, &["ClusterRoleBinding", "RoleBinding"])
+        .into_iter()
+        .map(|b| {
+            (
+                b["roleRef"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                b["roleRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
     of_kind(docs, &["ClusterRole", "Role"])
         .into_iter()
+        .filter(|role| {
+            bound.contains(&(
+                role["kind"].as_str().unwrap_or_default().to_string(),
+                role["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ))
+        })
         .flat_map(|role| role["rules"].as_array().cloned().unwrap_or_default())
         .collect()
 }
@@ -638,6 +664,7 @@ async fn fleet_distribution(hub_admin: &kube::Client, clusters: &Api<ManagedClus
         },
     }))
     .expect("placement");
+    ferry_e2e::helpers::placement_helpers::bind_global(hub_admin, "default").await;
     placements
         .create(&PostParams::default(), &placement)
         .await

@@ -375,6 +375,8 @@ async fn the_join_command_prints_one_line_per_object_and_unchanged_when_run_agai
         &spoke_plane.info.kubeconfig.display().to_string(),
         "--image",
         IMAGE,
+        "--clusterset",
+        "team-a",
     ]
     .iter()
     .map(|a| a.to_string())
@@ -415,5 +417,19 @@ async fn the_join_command_prints_one_line_per_object_and_unchanged_when_run_agai
     let access = HubAccess::from_secret(&secrets.get(AGENT_HUB_SECRET).await.expect("Secret"))
         .expect("complete");
     assert_eq!(access.hub_url, fleet.hub_url);
+    let cluster = Api::<ferry_api::managed_cluster::ManagedCluster>::all(fleet.hub_client.clone())
+        .get(CLUSTER)
+        .await
+        .expect("ManagedCluster");
+    assert_eq!(
+        cluster
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(ferry_api::contract::CLUSTER_SET_LABEL))
+            .map(String::as_str),
+        Some("team-a"),
+        "--clusterset labels the cluster into its set"
+    );
     fleet.stop().await;
 }

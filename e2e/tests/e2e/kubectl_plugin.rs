@@ -207,6 +207,37 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     assert_eq!(cell("FAILING"), "1", "{out}");
     assert_eq!(cell("REASON"), "-", "{out}");
 
+    // get clustersets: the well-known sets, counted once the hub has.
+    for set in ["global", "default"] {
+        ferry_e2e::helpers::wait::wait_until(
+            &Api::<ferry_api::cluster_set::ManagedClusterSet>::all(fleet.hub_client.clone()),
+            set,
+            "set counted",
+            ferry_e2e::helpers::work_helpers::APPLY_TIMEOUT,
+            |s| s.status.as_ref().is_some_and(|st| st.cluster_count == 1),
+        )
+        .await
+        .expect("the hub counts cluster-a in the well-known sets");
+    }
+    let out = success(
+        &kubectl_ferry(&binary, &kubeconfig, &["get", "clustersets"]).await,
+        "get clustersets",
+    );
+    let header = row(&out, &["NAME"]);
+    assert_eq!(header, ["NAME", "SELECTOR", "CLUSTERS", "EMPTY"], "{out}");
+    let default_row = row(&out, &["default"]);
+    assert_eq!(
+        default_row,
+        ["default", "ExclusiveClusterSetLabel", "1", "False"],
+        "{out}"
+    );
+    let global_row = row(&out, &["global"]);
+    assert_eq!(
+        global_row,
+        ["global", "LabelSelector (every cluster)", "1", "False"],
+        "{out}"
+    );
+
     // get works -A: both works and their states.
     let out = success(
         &kubectl_ferry(&binary, &kubeconfig, &["get", "works", "-A"]).await,

@@ -16,6 +16,7 @@ mod bad_input;
 mod cert_reload;
 mod chaos;
 mod charts;
+mod cluster_sets;
 mod condition_rules;
 mod crash_window;
 mod create_only_read_only;

@@ -119,6 +119,7 @@ async fn progressive_rollout_keeps_two_clusters_updating_pauses_and_stops_at_max
         "spec": {},
     }))
     .expect("placement");
+    ferry_e2e::helpers::placement_helpers::bind_global(&hub, NAMESPACE).await;
     let placements: Api<Placement> = Api::namespaced(hub.clone(), NAMESPACE);
     placements
         .create(&PostParams::default(), &placement)

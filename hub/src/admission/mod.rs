@@ -17,8 +17,12 @@
 //! - [`policy`]: the admission policy (duplicate manifests).
 //! - [`executor_policy`]: who may name an executor (`execute-as`, asked of
 //!   the API server's authorizer).
+//! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
+//!   (`create` on `managedclustersets/bind`, asked of the authorizer).
 //! - [`webhook`]: the webhook's registration and server.
 
+/// Who may bind a cluster set: a policy asking the API server's authorizer.
+pub mod cluster_set_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.
 pub mod executor_policy;
 /// The admission policy the API server runs itself (duplicate manifests).

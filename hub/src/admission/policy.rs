@@ -20,6 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
+use super::cluster_set_policy::{CLUSTER_SET_POLICY_NAME, cluster_set_binding, cluster_set_policy};
 use super::executor_policy::{EXECUTOR_POLICY_NAME, executor_binding, executor_policy};
 use super::webhook::SPEC_WRITTEN;
 use ferry_api::contract::WORK_GROUP;
@@ -145,7 +146,8 @@ pub fn deny_binding(name: &str) -> ValidatingAdmissionPolicyBinding {
 }
 
 /// Server-side applies [`policy`] and [`binding`], then the executor policy
-/// and its binding ([`super::executor_policy`]). Fails when the API
+/// and its binding ([`super::executor_policy`]), then the cluster-set bind
+/// policy and its binding ([`super::cluster_set_policy`]). Fails when the API
 /// server refuses either (RBAC: the hub needs `patch` on
 /// `validatingadmissionpolicies` and `validatingadmissionpolicybindings`,
 /// and `create` when an apply creates one;
@@ -172,6 +174,20 @@ pub async fn install_policy(client: &kube::Client) -> Result<(), kube::Error> {
             EXECUTOR_POLICY_NAME,
             &params,
             &Patch::Apply(&executor_binding()),
+        )
+        .await?;
+    policies
+        .patch(
+            CLUSTER_SET_POLICY_NAME,
+            &params,
+            &Patch::Apply(&cluster_set_policy()),
+        )
+        .await?;
+    bindings
+        .patch(
+            CLUSTER_SET_POLICY_NAME,
+            &params,
+            &Patch::Apply(&cluster_set_binding()),
         )
         .await?;
     Ok(())

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
+use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, CLUSTER_SET_LABEL};
 use ferry_hub::clusters::labels::{parse_pairs, set_labels_and_claims};
 use ferry_hub::join::both::{JoinOptions, SpokeTarget, join_both_sides};
 use ferry_hub::join::bundle::{BUNDLE_AGENT_FILE, BUNDLE_SECRET_FILE, BUNDLE_VALUES_FILE};
@@ -77,6 +77,11 @@ pub struct JoinArgs {
     /// pairs, for placements' claimSelector; replace the recorded ones.
     #[arg(long, value_delimiter = ',')]
     pub claims: Vec<String>,
+    /// The ManagedClusterSet the cluster joins: sets the label
+    /// cluster.ferry.dev/clusterset=NAME on its ManagedCluster (without it
+    /// the hub puts the cluster into the `default` set).
+    #[arg(long)]
+    pub clusterset: Option<String>,
 }
 
 /// Joins the cluster and prints one line per object. Fails when a flag
@@ -100,8 +105,17 @@ pub async fn run(args: JoinArgs) -> anyhow::Result<()> {
         agent_service_account,
         labels,
         claims,
+        clusterset,
     } = args;
-    let labels = parse_pairs("--labels", &labels)?;
+    let mut labels = parse_pairs("--labels", &labels)?;
+    if let Some(set) = clusterset {
+        if let Some(other) = labels.get(CLUSTER_SET_LABEL).filter(|v| **v != set) {
+            anyhow::bail!(
+                "--clusterset {set} and --labels {CLUSTER_SET_LABEL}={other} disagree; give one"
+            );
+        }
+        labels.insert(CLUSTER_SET_LABEL.to_string(), set);
+    }
     let claims = parse_pairs("--claims", &claims)?;
     let hub = client_from(hub_kubeconfig.as_deref(), hub_context).await?;
     let to_spoke = spoke_kubeconfig.is_some() || spoke_context.is_some();

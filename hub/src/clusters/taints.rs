@@ -20,6 +20,9 @@ use crate::watch::{run_controller, watch};
 use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
 
+/// How soon a taint write that lost to a concurrent change is tried again.
+const CONFLICT_RETRY: Duration = Duration::from_millis(300);
+
 /// The taint could not be written; it is retried.
 #[derive(Debug, thiserror::Error)]
 #[error("updating the unreachable taint of ManagedCluster {cluster}: {source}")]
@@ -94,8 +97,12 @@ async fn reconcile(
         .await
     {
         Ok(_) => Ok(Action::await_change()),
-        // Changed meanwhile: the watch brings the new version.
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(Action::await_change()),
+        // Changed meanwhile (e.g. the cluster-set controller labelled it):
+        // try again from the cache shortly. Waiting for the watch is not
+        // enough, as a change that leaves connection and taints alone is
+        // filtered out and would never bring the cluster back here.
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Action::requeue(CONFLICT_RETRY)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Action::await_change()),
         Err(source) => Err(TaintError {
             cluster: cluster.name_any(),
             source,

@@ -1,8 +1,11 @@
 //! The placement controller: keeps each Placement's PlacementDecisions and
 //! status up to date from watches of Placements, ManagedClusters and
-//! PlacementDecisions. A cluster change reconciles only the placements it
-//! can affect (those whose predicates select it and those that chose it),
-//! and a reconcile writes only what changed, so a quiet fleet costs no
+//! PlacementDecisions. A placement chooses only among the clusters of the
+//! ManagedClusterSets bound to its namespace (`crate::cluster_sets`). A
+//! cluster change reconciles only the placements it can affect (those whose
+//! predicates select it and those that chose it); a binding change the
+//! placements of its namespace; a set change those of the namespaces bound
+//! to it. A reconcile writes only what changed, so a quiet fleet costs no
 //! writes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,8 +13,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_semantics::cluster_sets::Eligible;
 use ferry_semantics::contract::{
-    PLACEMENT_FIELD_MANAGER, PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
+    ALL_MANAGED_CLUSTER_SETS_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_FIELD_MANAGER,
+    PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
 };
 use ferry_semantics::decision_rewrite::decision_writes;
 use ferry_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
@@ -27,7 +32,9 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
+use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::watch::{run_controller, watch};
+use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::Condition;
@@ -72,6 +79,10 @@ struct Context {
     written: Mutex<BTreeMap<String, Previous>>,
     /// The placements, to forget what was written for deleted ones.
     placements: Store<Placement>,
+    /// The cluster sets, for which clusters a placement may choose.
+    sets: Store<ManagedClusterSet>,
+    /// The bindings of sets to namespaces.
+    bindings: Store<ManagedClusterSetBinding>,
 }
 
 /// The claims of a cluster as a map, for claim selectors.
@@ -110,7 +121,7 @@ fn clusters_in(decision: &PlacementDecision) -> impl Iterator<Item = &str> {
 
 /// The condition list `wanted` keeps each condition's transition time when
 /// its status did not change.
-fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
+pub(crate) fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
     wanted
         .into_iter()
         .map(|mut c| {
@@ -124,7 +135,7 @@ fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
         .collect()
 }
 
-fn condition(
+pub(crate) fn condition(
     type_: &str,
     status: bool,
     reason: &str,
@@ -141,6 +152,21 @@ fn condition(
             .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
             .to_string(),
     }
+}
+
+/// Whether two condition lists are equal but for transition times, which
+/// the API server rounds.
+pub(crate) fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
+    let strip = |list: &[Condition]| {
+        list.iter()
+            .cloned()
+            .map(|mut c| {
+                c.last_transition_time.clear();
+                c
+            })
+            .collect::<Vec<_>>()
+    };
+    strip(a) == strip(b)
 }
 
 /// Compares status without the transition times the API server rounds.
@@ -212,6 +238,7 @@ impl Context {
         placement: &Placement,
         compiled: &CompiledPlacement,
         written: Option<&Previous>,
+        eligible: &Eligible,
     ) -> Schedule {
         let namespace = placement.namespace().unwrap_or_default();
         let name = placement.name_any();
@@ -247,6 +274,7 @@ impl Context {
             .state()
             .iter()
             .filter(|c| c.meta().deletion_timestamp.is_none())
+            .filter(|c| eligible.allows(&c.name_any()))
             .map(|cluster| {
                 let claims = claims_of(cluster);
                 let cluster_name = cluster.name_any();
@@ -410,6 +438,14 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         .wait_until_ready()
         .await
         .map_err(|_| PlacementError::NotReady)?;
+    ctx.sets
+        .wait_until_ready()
+        .await
+        .map_err(|_| PlacementError::NotReady)?;
+    ctx.bindings
+        .wait_until_ready()
+        .await
+        .map_err(|_| PlacementError::NotReady)?;
     let key = placement.uid().unwrap_or_default();
     if placement.meta().deletion_timestamp.is_some() {
         // Its decisions go with it (owner references).
@@ -443,7 +479,15 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         }
     };
     let written = ctx.written.lock().await.get(&key).cloned();
-    let outcome = ctx.schedule(&placement, &compiled, written.as_ref());
+    let namespace = placement.namespace().unwrap_or_default();
+    let eligible = eligible(
+        &compile_sets(&ctx.sets.state()),
+        &ctx.bindings.state(),
+        &namespace,
+        &placement.spec.cluster_sets,
+        &ctx.clusters.state(),
+    );
+    let outcome = ctx.schedule(&placement, &compiled, written.as_ref(), &eligible);
     let groups = match ctx.write_decisions(&placement, &outcome).await {
         Ok(groups) => groups,
         Err(error) => {
@@ -476,6 +520,23 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
     }
     let wanted = compiled.input.number_of_clusters;
     let (satisfied, reason, message) = match wanted {
+        _ if eligible == Eligible::NoBindings => (
+            false,
+            NO_MANAGED_CLUSTER_SET_BINDINGS,
+            no_bindings_message(&namespace, &placement.spec.cluster_sets),
+        ),
+        _ if matches!(eligible, Eligible::AllSetsEmpty(_)) => (
+            false,
+            ALL_MANAGED_CLUSTER_SETS_EMPTY,
+            match &eligible {
+                Eligible::AllSetsEmpty(sets) => format!(
+                    "no ManagedCluster belongs to the sets bound to namespace {namespace} that \
+                     this placement may use: {}",
+                    sets.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                _ => String::new(),
+            },
+        ),
         _ if outcome.selected == 0 => (
             false,
             "NoManagedClusterMatched",
@@ -520,6 +581,22 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         None => RESYNC,
     };
     Ok(Action::requeue(next))
+}
+
+/// Why a placement in `namespace` with `spec.clusterSets` = `wanted` may
+/// use no set.
+fn no_bindings_message(namespace: &str, wanted: &[String]) -> String {
+    if wanted.is_empty() {
+        format!(
+            "no ManagedClusterSet is bound to namespace {namespace}: create a \
+             ManagedClusterSetBinding there (it needs create on managedclustersets/bind)"
+        )
+    } else {
+        format!(
+            "none of the sets in spec.clusterSets ({}) is bound to namespace {namespace} and exists",
+            wanted.join(", ")
+        )
+    }
 }
 
 fn error_policy(placement: Arc<Placement>, error: &PlacementError, _: Arc<Context>) -> Action {
@@ -573,6 +650,19 @@ fn affected(
         .collect()
 }
 
+/// The placements of the namespaces `wanted` accepts.
+fn in_namespaces(
+    placements: &Store<Placement>,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<ObjectRef<Placement>> {
+    placements
+        .state()
+        .iter()
+        .filter(|p| p.namespace().is_some_and(|ns| wanted(&ns)))
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
 /// Runs the placement controller until `shutdown` completes. Watch errors
 /// never end it: they are logged and retried with backoff.
 pub async fn run_placement_controller(
@@ -616,18 +706,51 @@ pub async fn run_placement_controller(
     )
     .reflect(decision_writer)
     .touched_objects();
+    let (sets, set_writer) = reflector::store();
+    let (bindings, binding_writer) = reflector::store::<ManagedClusterSetBinding>();
+    let set_stream = watch(
+        Api::<ManagedClusterSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(set_writer)
+    .touched_objects();
+    let binding_stream = watch(
+        Api::<ManagedClusterSetBinding>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(binding_writer)
+    .touched_objects();
     let context = Arc::new(Context {
         client,
         clusters,
         decisions: decisions.clone(),
         written: Mutex::new(BTreeMap::new()),
         placements: placements.clone(),
+        sets,
+        bindings: bindings.clone(),
     });
     let mapper_placements = placements.clone();
+    let binding_placements = placements.clone();
+    let set_placements = placements.clone();
     let controller = Controller::for_stream(placement_stream, placements)
         .owns_stream(decision_stream)
         .watches_stream(cluster_stream, move |cluster: ManagedCluster| {
             affected(&cluster, &mapper_placements, &decisions)
+        })
+        .watches_stream(binding_stream, move |binding: ManagedClusterSetBinding| {
+            in_namespaces(&binding_placements, |ns| {
+                binding.namespace().as_deref() == Some(ns)
+            })
+        })
+        .watches_stream(set_stream, move |set: ManagedClusterSet| {
+            let name = set.name_any();
+            let bound: BTreeSet<String> = bindings
+                .state()
+                .iter()
+                .filter(|b| b.spec.cluster_set == name)
+                .filter_map(|b| b.namespace())
+                .collect();
+            in_namespaces(&set_placements, |ns| bound.contains(ns))
         });
     run_controller(
         "placement",

@@ -76,6 +76,11 @@ async fn main() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
+    // Placements choose only among the clusters of sets bound to their
+    // namespace: the examples use `default`, so the whole fleet (`global`)
+    // is bound there.
+    ferry_e2e::helpers::placement_helpers::bind_global(&fleet.hub_client, "default").await;
+
     for work in &works {
         let namespace = work
             .namespace()
