@@ -33,11 +33,8 @@ use ferry_api::contract::{CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::placement::LabelSelector;
 
-/// How often a set's count is recomputed without any change seen (writes
-/// happen only on change). Known open problem: under heavy load (two e2e
-/// processes at once) a set sometimes got no status at all within 90 s,
-/// i.e. it was never reconciled; this resync does not cure that, and the
-/// cause is not found yet.
+/// How often every set's count is recomputed without any change seen
+/// (writes happen only on change).
 const SET_RESYNC: Duration = Duration::from_secs(30);
 
 /// A set, binding or cluster could not be brought up to date; it is retried.
@@ -348,16 +345,22 @@ pub async fn run_cluster_set_controller(
         sets: sets.clone(),
     });
     let all_sets = sets.clone();
-    let set_controller = Controller::for_stream(set_stream, sets.clone()).watches_stream(
-        cluster_stream,
-        move |_: ManagedCluster| {
+    let set_controller = Controller::for_stream(set_stream, sets.clone())
+        .watches_stream(cluster_stream, move |_: ManagedCluster| {
             all_sets
                 .state()
                 .iter()
                 .map(|s| ObjectRef::from_obj(s.as_ref()))
                 .collect::<Vec<_>>()
-        },
-    );
+        })
+        // Every set is reconciled this often whatever its triggers: under
+        // heavy load a set once got no status at all within 90 s, i.e. was
+        // never reconciled (cause not found); a requeue cannot catch that,
+        // this does.
+        .reconcile_all_on(
+            tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(SET_RESYNC))
+                .map(|_| ()),
+        );
     let bindings_of_set = bindings.clone();
     let set_changes = watch(
         Api::<ManagedClusterSet>::all(client.clone()),

@@ -44,6 +44,9 @@ use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, Pl
 /// that `Balance` follows other placements' decisions.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// How often every placement is reconciled whatever its triggers.
+const SWEEP: Duration = Duration::from_secs(30);
+
 /// A placement could not be brought up to date; it is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
@@ -751,7 +754,14 @@ pub async fn run_placement_controller(
                 .filter_map(|b| b.namespace())
                 .collect();
             in_namespaces(&set_placements, |ns| bound.contains(ns))
-        });
+        })
+        // A safety net: every placement is scheduled again this often even
+        // if no trigger for it arrived. CI once saw a placement never
+        // reconciled for 90 s with its clusters in place (cause not found);
+        // a reconcile writes only what changed, so this costs reads only.
+        .reconcile_all_on(
+            tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(SWEEP)).map(|_| ()),
+        );
     run_controller(
         "placement",
         controller,
