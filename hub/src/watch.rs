@@ -48,6 +48,19 @@ pub fn watch_backoff() -> impl Backoff {
     )
 }
 
+/// Ticks every `period`, for a controller's `reconcile_all_on`: the net
+/// under a kube `Controller` race. When a watch is re-listed (410 "too old
+/// resource version", seen minutes after a hub starts), kube passes each
+/// listed object on as a trigger before the reflector's store holds it (the
+/// store is swapped in only when the list is done), so the controller finds
+/// an object created during the re-list missing, drops its reconcile, and
+/// nothing triggers it again: a placement or set is then never reconciled.
+/// Reconciling every object in the store this often bounds that to one
+/// period; reconciles write only what changed.
+pub fn resync_every(period: Duration) -> impl Stream<Item = ()> + Send {
+    tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(period)).map(|_| ())
+}
+
 /// A watch of `api` for a controller: no backoff of its own, since
 /// [`run_controller`] backs off the controller's watches together.
 pub fn watch<K>(

@@ -24,7 +24,7 @@ use tracing::warn;
 
 use super::membership::{compile_set, count_members};
 use crate::placement::controller::{condition, conditions, same_conditions};
-use crate::watch::{run_controller, watch, watch_backoff};
+use crate::watch::{resync_every, run_controller, watch, watch_backoff};
 use ferry_api::cluster_set::{
     ManagedClusterSelector, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetSpec,
     SelectorType,
@@ -33,8 +33,8 @@ use ferry_api::contract::{CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::placement::LabelSelector;
 
-/// How often every set's count is recomputed without any change seen
-/// (writes happen only on change).
+/// How often every set, binding and unlabelled cluster is reconciled
+/// whatever its triggers ([`resync_every`]; writes happen only on change).
 const SET_RESYNC: Duration = Duration::from_secs(30);
 
 /// A set, binding or cluster could not be brought up to date; it is retried.
@@ -353,14 +353,7 @@ pub async fn run_cluster_set_controller(
                 .map(|s| ObjectRef::from_obj(s.as_ref()))
                 .collect::<Vec<_>>()
         })
-        // Every set is reconciled this often whatever its triggers: under
-        // heavy load a set once got no status at all within 90 s, i.e. was
-        // never reconciled (cause not found); a requeue cannot catch that,
-        // this does.
-        .reconcile_all_on(
-            tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(SET_RESYNC))
-                .map(|_| ()),
-        );
+        .reconcile_all_on(resync_every(SET_RESYNC));
     let bindings_of_set = bindings.clone();
     let set_changes = watch(
         Api::<ManagedClusterSet>::all(client.clone()),
@@ -376,11 +369,13 @@ pub async fn run_cluster_set_controller(
                 .filter(|b| b.spec.cluster_set == name)
                 .map(|b| ObjectRef::from_obj(b.as_ref()))
                 .collect::<Vec<_>>()
-        });
+        })
+        .reconcile_all_on(resync_every(SET_RESYNC));
     let label_controller = Controller::new(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
-    );
+    )
+    .reconcile_all_on(resync_every(SET_RESYNC));
     tokio::join!(
         creating,
         run_controller(

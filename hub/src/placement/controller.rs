@@ -33,7 +33,7 @@ use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
 use crate::cluster_sets::membership::{compile_sets, eligible};
-use crate::watch::{run_controller, watch};
+use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
@@ -44,7 +44,8 @@ use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, Pl
 /// that `Balance` follows other placements' decisions.
 const RESYNC: Duration = Duration::from_secs(300);
 
-/// How often every placement is reconciled whatever its triggers.
+/// How often every placement is reconciled whatever its triggers
+/// ([`resync_every`]).
 const SWEEP: Duration = Duration::from_secs(30);
 
 /// A placement could not be brought up to date; it is retried.
@@ -755,13 +756,7 @@ pub async fn run_placement_controller(
                 .collect();
             in_namespaces(&set_placements, |ns| bound.contains(ns))
         })
-        // A safety net: every placement is scheduled again this often even
-        // if no trigger for it arrived. CI once saw a placement never
-        // reconciled for 90 s with its clusters in place (cause not found);
-        // a reconcile writes only what changed, so this costs reads only.
-        .reconcile_all_on(
-            tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(SWEEP)).map(|_| ()),
-        );
+        .reconcile_all_on(resync_every(SWEEP));
     run_controller(
         "placement",
         controller,

@@ -26,12 +26,16 @@ use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::status::{replica_set_status, write_status};
-use crate::watch::{run_controller, watch};
+use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
+
+/// How often every replica set is reconciled whatever its triggers
+/// ([`resync_every`]); a reconcile writes only what changed.
+const RESYNC_ALL: Duration = Duration::from_secs(30);
 
 struct Context {
     client: Client,
@@ -335,7 +339,8 @@ pub async fn run_replica_set_controller(
                 .get(REPLICA_SET_LABEL)
                 .and_then(|v| v.split_once('.'))
                 .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
-        });
+        })
+        .reconcile_all_on(resync_every(RESYNC_ALL));
     run_controller(
         "replica set",
         controller,
