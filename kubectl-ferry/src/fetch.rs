@@ -45,29 +45,25 @@ pub async fn list_works(
 /// Every ManagedCluster, untyped: the accept gate and any other field a
 /// newer hub adds are read from the object as stored.
 pub async fn list_clusters(client: &Client) -> Result<Vec<Value>, CliError> {
-    let resource = ApiResource::erase::<ManagedCluster>(&());
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let objects = list_all(
-        &api,
-        ListParams::default(),
-        "list managedclusters",
-        &full_name(&resource),
-    )
-    .await?;
-    Ok(objects
-        .into_iter()
-        .map(|o| raw_object(o, &resource))
-        .collect())
+    list_raw::<ManagedCluster>(client).await
 }
 
 /// Every ManagedClusterSet, untyped, as stored.
 pub async fn list_cluster_sets(client: &Client) -> Result<Vec<Value>, CliError> {
-    let resource = ApiResource::erase::<ManagedClusterSet>(&());
+    list_raw::<ManagedClusterSet>(client).await
+}
+
+/// Every object of the cluster-scoped kind `K`, untyped, as stored. Fails
+/// as [`list_all`] does.
+async fn list_raw<K: kube::Resource<DynamicType = ()>>(
+    client: &Client,
+) -> Result<Vec<Value>, CliError> {
+    let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let objects = list_all(
         &api,
         ListParams::default(),
-        "list managedclustersets",
+        &format!("list {}", resource.plural),
         &full_name(&resource),
     )
     .await?;
