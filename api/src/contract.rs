@@ -51,6 +51,10 @@ pub const REPLICA_SET_LABEL: &str = "work.ferry.dev/manifestworkreplicaset";
 pub const PLACEMENT_NAME_LABEL: &str = "work.ferry.dev/placement";
 /// Annotation on a generated work: when it got its current template.
 pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applied-at";
+/// Annotation on a generated work: the revision it holds, as the revision
+/// hash of the template and overrides it was rendered from
+/// (`ferry_semantics::revision::revision_hash`).
+pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
 /// Finalizer on a replica set: its works are removed before it goes.
 pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
 /// The finalizer that keeps a deleted work until its objects are released.

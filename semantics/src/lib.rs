@@ -27,6 +27,7 @@ pub mod paths;
 pub mod placement;
 pub mod release;
 pub mod restricted;
+pub mod revision;
 pub mod rollout;
 mod status_fields;
 pub mod strategy;
