@@ -10,6 +10,7 @@ use crate::managed_cluster::ManagedCluster;
 use crate::manifest_work::ManifestWork;
 use crate::placement::{Placement, PlacementDecision};
 use crate::replica_set::ManifestWorkReplicaSet;
+use crate::rollout_approval::RolloutApproval;
 
 /// Every CRD the hub serves, with the file name it is checked in under.
 pub fn hub_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
@@ -27,6 +28,7 @@ pub fn hub_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
             "managedclustersetbindings.yaml",
             ManagedClusterSetBinding::crd(),
         ),
+        ("rolloutapprovals.yaml", RolloutApproval::crd()),
     ]
 }
 

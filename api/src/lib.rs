@@ -22,3 +22,5 @@ pub mod manifest_work;
 pub mod placement;
 /// The `ManifestWorkReplicaSet` resource: one template for many clusters.
 pub mod replica_set;
+/// The `RolloutApproval` resource: an approval of one rollout gate.
+pub mod rollout_approval;

@@ -73,6 +73,28 @@ pub struct ManifestWorkReplicaSetSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_OVERRIDES))]
     pub overrides: Vec<ClusterOverride>,
+    /// How many old revisions (ControllerRevisions named
+    /// `<replica set>-<revision hash>`) are kept for rollback and `undo`
+    /// (default 10; OCM's `revisionHistoryLimit`). Revisions a work still
+    /// holds, the current and the last stable one are always kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub revision_history_limit: Option<i32>,
+    /// What the fleet summary in the status aggregates beyond counts
+    /// (ferry addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_summary: Option<StatusSummarySpec>,
+}
+
+/// What the bounded fleet summary aggregates.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSummarySpec {
+    /// Status feedback names (as the works' `feedbackRules` report them,
+    /// e.g. `readyReplicas`) whose values are counted per distinct value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_SUMMARY_FEEDBACK), inner(length(max = MAX_NAME)))]
+    pub feedback: Vec<String>,
 }
 
 /// A JSON patch applied to one manifest of the works of the clusters a
@@ -184,6 +206,15 @@ fn max_concurrency_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema
     crate::placement::positive_count_schema("maxConcurrency")
 }
 
+/// Most gates of one rollout strategy (`maxItems`).
+pub const MAX_GATES: usize = 32;
+/// Most feedback names the fleet summary counts values of.
+pub const MAX_SUMMARY_FEEDBACK: usize = 8;
+/// Most entries of each bounded list of the fleet summary (failing
+/// clusters, distinct feedback values): the status stays small at any
+/// fleet size, the per-cluster detail stays on the works.
+pub const MAX_SUMMARY_ENTRIES: usize = 10;
+
 /// Most placements one replica set refers to (`maxItems`, bounding the
 /// cost of the uniqueness rule).
 pub const MAX_PLACEMENT_REFS: usize = 32;
@@ -272,6 +303,82 @@ pub struct RolloutConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "max_failures_schema")]
     pub max_failures: Option<serde_json::Value>,
+    /// What happens past `maxFailures` (OCM's names): `abortAll` (the
+    /// default) stops the rollout and leaves every cluster where it is;
+    /// `rollbackAll` stops it and puts every cluster that got the failed
+    /// revision back on the last stable revision.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 16), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self in ['abortAll', 'rollbackAll']",
+            "messageExpression": "'failureStrategy must be abortAll or rollbackAll, not ' + self",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
+    pub failure_strategy: String,
+    /// Gates between decision groups (ferry addition): the gate after a
+    /// group holds every cluster of the later groups (higher index) until
+    /// every cluster of that group succeeded and the gate's wait, approval
+    /// and health check all passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_GATES))]
+    pub gates: Vec<RolloutGate>,
+}
+
+/// What must hold after a decision group before the later groups start.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "(has(self.timedWait) && self.timedWait != '') || (has(self.approval) && self.approval) || has(self.health)",
+        "message": "a gate needs at least one of timedWait, approval or health",
+        "reason": "FieldValueRequired"
+    }
+]))]
+pub struct RolloutGate {
+    /// The decision group this gate follows.
+    #[schemars(length(min = 1, max = MAX_NAME))]
+    pub after_group: String,
+    /// How long to wait once the group succeeded (a duration like `10m`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.matches('^([0-9]+(ms|s|m|h))+$')",
+            "messageExpression": "'timedWait ' + self + ' is not a duration like 30s, 5m or 1h30m'",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
+    pub timed_wait: String,
+    /// Whether a person (or pipeline) must approve: a `RolloutApproval`
+    /// naming this replica set, placement, group and revision.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval: bool,
+    /// A CEL expression over the group's aggregated results that must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthGate>,
+}
+
+/// A health gate: a CEL expression over the group's results, held for a
+/// while.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthGate {
+    /// CEL over `group` (`name`, `total`, `succeeded`, `applied`,
+    /// `available`, `degraded`, `failed`) and `clusters` (a list of `name`,
+    /// `applied`, `available`, `degraded`, `feedback`: a map of feedback
+    /// name to value); must give a bool.
+    #[schemars(length(min = 1, max = 4096))]
+    pub expression: String,
+    /// How long it must hold without a break (a duration; default: once).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.matches('^([0-9]+(ms|s|m|h))+$')",
+            "messageExpression": "'holdFor ' + self + ' is not a duration like 30s, 5m or 1h30m'",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
+    pub hold_for: String,
 }
 
 /// Settings of `Progressive`.
@@ -324,6 +431,179 @@ pub struct ManifestWorkReplicaSetStatus {
     /// Counts per placement.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placement_summary: Vec<PlacementSummary>,
+    /// The rollout: revisions, gates, rollback and the bounded fleet
+    /// summary (ferry addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// A revision: its number (increasing per replica set) and hash.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionRef {
+    /// The revision's number (its ControllerRevision's `revision`).
+    pub number: i64,
+    /// The revision hash of its template and overrides.
+    pub hash: String,
+}
+
+/// The state of the rollout, bounded in size whatever the fleet's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The revision the spec asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<RevisionRef>,
+    /// The last revision that succeeded on every cluster it rolled out to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_revision: Option<RevisionRef>,
+    /// Per revision some work holds: its clusters by state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<RevisionSummary>,
+    /// Per placement: when the rollout started, its gates, its churn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<PlacementRollout>,
+    /// Set while a `rollbackAll` holds the clusters on an older revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackStatus>,
+    /// The first failing clusters (at most [`MAX_SUMMARY_ENTRIES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing_clusters: Vec<FailingCluster>,
+    /// Counts per distinct value of the feedback named in
+    /// `spec.statusSummary.feedback`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<FeedbackSummary>,
+}
+
+/// Clusters by rollout state.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutCounts {
+    /// Clusters counted.
+    pub total: i32,
+    /// Waiting for their turn.
+    pub to_apply: i32,
+    /// Holding the revision, not yet succeeded.
+    pub progressing: i32,
+    /// Applied and Available for `minSuccessTime`.
+    pub succeeded: i32,
+    /// Degraded, refused, or past `progressDeadline`.
+    pub failed: i32,
+    /// Their agent is not connected: they neither hold nor fail the
+    /// rollout, and catch up when they return.
+    pub unreachable: i32,
+}
+
+/// The clusters of one revision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    /// The revision.
+    pub revision: RevisionRef,
+    /// Its clusters by state.
+    pub clusters: RolloutCounts,
+}
+
+/// The rollout of one placement's clusters.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementRollout {
+    /// The placement.
+    pub name: String,
+    /// When the rollout of the current revision started here (RFC 3339);
+    /// its cohort is the clusters chosen then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub started_at: String,
+    /// The gates of the current revision, in group order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateStatus>,
+    /// Clusters chosen after the rollout started: they get the revision
+    /// after the cohort (the rollout's last stage).
+    #[serde(default)]
+    pub late_joiners: i32,
+    /// Clusters whose agent is not connected.
+    #[serde(default)]
+    pub unreachable: i32,
+}
+
+/// Where one gate stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GateStatus {
+    /// The decision group the gate follows.
+    pub after_group: String,
+    /// `Pending` (the group has not succeeded yet), `Waiting` (timed wait),
+    /// `AwaitingApproval`, `Unhealthy` (health check false or not held
+    /// long enough), `Passed`.
+    pub state: String,
+    /// When the gate opened (the group succeeded), RFC 3339.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub opened_at: String,
+    /// Since when the health expression has held, RFC 3339.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub healthy_since: String,
+    /// Who approved (the RolloutApproval's `approvedBy`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub approved_by: String,
+    /// When (the RolloutApproval's creation), RFC 3339.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub approved_at: String,
+    /// What holds it, for a human.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// A rollback `rollbackAll` did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackStatus {
+    /// The revision that failed.
+    pub from: RevisionRef,
+    /// The stable revision the clusters went back to.
+    pub to: RevisionRef,
+    /// Why (which clusters failed, against which `maxFailures`).
+    pub reason: String,
+    /// When it started, RFC 3339.
+    pub at: String,
+    /// Clusters put back.
+    pub clusters: i32,
+}
+
+/// A failing cluster and why.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingCluster {
+    /// The cluster.
+    pub cluster: String,
+    /// The revision number its work holds (0 when unknown).
+    #[serde(default)]
+    pub revision: i64,
+    /// Why it fails (a condition's reason and message, or the refusal).
+    pub reason: String,
+}
+
+/// Counts per distinct value of one feedback name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackSummary {
+    /// The feedback name.
+    pub name: String,
+    /// The most common values (at most [`MAX_SUMMARY_ENTRIES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<FeedbackValueCount>,
+    /// Clusters reporting a value not listed.
+    #[serde(default)]
+    pub other_clusters: i32,
+}
+
+/// One distinct feedback value and how many clusters report it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackValueCount {
+    /// The value as JSON text (e.g. `3`, `"v1.2"`).
+    pub value: String,
+    /// Clusters reporting it.
+    pub clusters: i32,
 }
 
 /// Counts of generated works by state.
