@@ -306,6 +306,7 @@ pub fn replica_set_status(
         conditions,
         summary,
         placement_summary,
+        rollout: None,
     }
 }
 
