@@ -114,6 +114,26 @@ pub enum GetCommand {
     /// ManifestWorks as stored.
     #[command(visible_aliases = ["work", "manifestworks", "manifestwork", "mw"])]
     Works,
+    /// One row per replica set: placements, works by state, rollout, revision.
+    ///
+    /// One row per ManifestWorkReplicaSet of the namespace (-n, or the
+    /// context's) or of every namespace (-A): the placements it refers to, its
+    /// generated works counted as total, holding the current template
+    /// (UPDATED), Applied, Available and Degraded, where its rollout stands
+    /// (the PlacementRolledOut reason, or Paused), the revision it rolls out,
+    /// and its age. `-o json|yaml` prints a List of the replica sets as stored.
+    #[command(visible_aliases = [
+        "replicaset", "manifestworkreplicasets", "manifestworkreplicaset", "mwrs"
+    ])]
+    Replicasets,
+    /// One row per placement: clusters chosen, decision groups, satisfied.
+    ///
+    /// One row per Placement of the namespace (-n, or the context's) or of
+    /// every namespace (-A): how many clusters it chose, in how many decision
+    /// groups, its PlacementSatisfied condition with the reason, and its age.
+    /// `-o json|yaml` prints a List of the placements as stored.
+    #[command(visible_aliases = ["placement"])]
+    Placements,
 }
 
 /// What `describe` shows.

@@ -5,6 +5,8 @@
 use ferry_api::cluster_set::ManagedClusterSet;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::Placement;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList};
 use kube::{Client, Resource, ResourceExt};
@@ -45,28 +47,51 @@ pub async fn list_works(
 /// Every ManagedCluster, untyped: the accept gate and any other field a
 /// newer hub adds are read from the object as stored.
 pub async fn list_clusters(client: &Client) -> Result<Vec<Value>, CliError> {
-    list_raw::<ManagedCluster>(client).await
+    list_raw::<ManagedCluster>(client, None).await
+}
+
+/// Every ManifestWorkReplicaSet of `namespace` (every namespace for None),
+/// untyped, as stored.
+pub async fn list_replica_sets(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<Vec<Value>, CliError> {
+    list_raw::<ManifestWorkReplicaSet>(client, namespace).await
+}
+
+/// Every Placement of `namespace` (every namespace for None), untyped, as
+/// stored.
+pub async fn list_placements(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<Vec<Value>, CliError> {
+    list_raw::<Placement>(client, namespace).await
 }
 
 /// Every ManagedClusterSet, untyped, as stored.
 pub async fn list_cluster_sets(client: &Client) -> Result<Vec<Value>, CliError> {
-    list_raw::<ManagedClusterSet>(client).await
+    list_raw::<ManagedClusterSet>(client, None).await
 }
 
-/// Every object of the cluster-scoped kind `K`, untyped, as stored. Fails
-/// as [`list_all`] does.
+/// Every object of kind `K` in `namespace` (every namespace, or a
+/// cluster-scoped kind, for None), untyped, as stored. Fails as [`list_all`]
+/// does.
 async fn list_raw<K: kube::Resource<DynamicType = ()>>(
     client: &Client,
+    namespace: Option<&str>,
 ) -> Result<Vec<Value>, CliError> {
     let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let objects = list_all(
-        &api,
-        ListParams::default(),
-        &format!("list {}", resource.plural),
-        &full_name(&resource),
-    )
-    .await?;
+    let (api, action): (Api<DynamicObject>, String) = match namespace {
+        Some(ns) => (
+            Api::namespaced_with(client.clone(), ns, &resource),
+            format!("list {} in namespace {ns}", resource.plural),
+        ),
+        None => (
+            Api::all_with(client.clone(), &resource),
+            format!("list {}", resource.plural),
+        ),
+    };
+    let objects = list_all(&api, ListParams::default(), &action, &full_name(&resource)).await?;
     Ok(objects
         .into_iter()
         .map(|o| raw_object(o, &resource))

@@ -17,6 +17,7 @@ pub mod drift_table;
 pub mod error;
 pub mod events;
 pub mod fetch;
+pub mod fleet_rows;
 pub mod output;
 pub mod run;
 pub mod table;

@@ -10,7 +10,11 @@ use crate::cluster_set_rows::cluster_sets_table;
 use crate::describe::describe_work;
 use crate::error::CliError;
 use crate::events::recent;
-use crate::fetch::{get_work, list_cluster_sets, list_clusters, list_works, work_events};
+use crate::fetch::{
+    get_work, list_cluster_sets, list_clusters, list_placements, list_replica_sets, list_works,
+    work_events,
+};
+use crate::fleet_rows::{placements_table, replica_sets_table};
 use crate::output::{hide_managed_fields, list, serialize};
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
@@ -82,6 +86,39 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     &list(works.into_iter().map(|w| shown(w.raw)).collect()),
                     format,
                 ),
+            }
+        }
+        Command::Get(GetCommand::Replicasets) | Command::Get(GetCommand::Placements) => {
+            let connection = connect(&cli.global).await?;
+            let namespace = (!cli.global.all_namespaces).then(|| {
+                cli.global
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| connection.default_namespace.clone())
+            });
+            let replica_sets = matches!(cli.command, Command::Get(GetCommand::Replicasets));
+            let (objects, what) = if replica_sets {
+                (
+                    list_replica_sets(&connection.client, namespace.as_deref()).await?,
+                    "replica sets",
+                )
+            } else {
+                (
+                    list_placements(&connection.client, namespace.as_deref()).await?,
+                    "placements",
+                )
+            };
+            let all = namespace.is_none();
+            match format {
+                OutputFormat::Table if objects.is_empty() => Ok(match namespace {
+                    Some(ns) => format!("No {what} found in namespace {ns}.\n"),
+                    None => format!("No {what} found.\n"),
+                }),
+                OutputFormat::Table if replica_sets => {
+                    Ok(with_newline(replica_sets_table(&objects, all, now)))
+                }
+                OutputFormat::Table => Ok(with_newline(placements_table(&objects, all, now))),
+                _ => serialize(&list(objects.into_iter().map(shown).collect()), format),
             }
         }
         Command::Describe(DescribeCommand::Work { work }) => {

@@ -175,6 +175,9 @@ pub struct FleetOptions {
     /// What the hub API server does while no hub answers the webhook
     /// (`--webhook-failure-policy`).
     pub webhook_failure_policy: FailurePolicy,
+    /// The replicas elect a leader through [`LEADER_LEASE`] even when there is
+    /// one: for tests that run another hub (a `ferry-hub` process) beside it.
+    pub elect_leader: bool,
 }
 
 impl FleetOptions {
@@ -199,6 +202,7 @@ impl FleetOptions {
             adopt_ocm_objects: false,
             transport: ferry_hub::grpc::config::TransportLimits::default(),
             webhook_failure_policy: FailurePolicy::default(),
+            elect_leader: false,
         }
     }
 }
@@ -310,6 +314,8 @@ pub struct Fleet {
     webhook: Option<Webhook>,
     /// Replicas 1.. (replica 0 is `hub_run` at `hub_addr`).
     replicas: Vec<Replica>,
+    /// Replica 0 elects a leader even when it is the only in-process one.
+    elect_leader: bool,
 }
 
 /// Starts the hub's and every spoke's control plane, all at once.
@@ -410,10 +416,10 @@ pub const LEADER_LEASE: (&str, &str) = ("default", "ferry-hub");
 pub const LEADER_LEASE_DURATION: Duration = Duration::from_secs(6);
 
 /// Leader election for replica `index` of `replicas`: none for a single
-/// replica (it runs every controller), else the fleet's Lease, with the
-/// replica named `replica-<index>`.
-fn leader_election(replicas: usize, index: usize) -> Option<LeaderElection> {
-    (replicas > 1).then(|| LeaderElection {
+/// replica (it runs every controller) unless `elect` asks for it, else the
+/// fleet's Lease, with the replica named `replica-<index>`.
+fn leader_election(replicas: usize, index: usize, elect: bool) -> Option<LeaderElection> {
+    (replicas > 1 || elect).then(|| LeaderElection {
         lease_name: LEADER_LEASE.1.into(),
         namespace: LEADER_LEASE.0.into(),
         identity: format!("replica-{index}"),
@@ -455,7 +461,7 @@ async fn start_more_replicas(
             grpc_tls: tls.grpc.clone(),
             probes: None,
             admission: None,
-            leader_election: leader_election(replicas, index),
+            leader_election: leader_election(replicas, index, false),
             replica_lease: replica_lease(index, session.heartbeat_interval),
         };
         let run = spawn_hub(
@@ -642,7 +648,7 @@ impl Fleet {
             grpc_tls: tls.grpc.clone(),
             probes: Some(probes),
             admission: None,
-            leader_election: leader_election(options.hub_replicas, 0),
+            leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
         };
         let webhook = if options.admission {
@@ -683,6 +689,7 @@ impl Fleet {
             session,
             hub_run: Some(hub_run),
             replicas,
+            elect_leader: options.elect_leader,
             webhook,
         })
     }
@@ -877,7 +884,7 @@ impl Fleet {
                 grpc_tls: self.grpc_tls.clone(),
                 probes: Some(probes),
                 admission: None,
-                leader_election: leader_election(self.replicas.len() + 1, 0),
+                leader_election: leader_election(self.replicas.len() + 1, 0, self.elect_leader),
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
             };
             self.hub_run = Some(

@@ -426,3 +426,91 @@ fn now() -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::from_second(i64::try_from(seconds).expect("seconds fit"))
         .expect("a valid timestamp")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_ferry_lists_replica_sets_and_placements_with_their_state() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+        .await
+        .expect("fleet");
+    let binary = kubectl_ferry_binary();
+    let kubeconfig = fleet.hub.info.kubeconfig.clone();
+    ferry_e2e::helpers::placement_helpers::create_placement(
+        &fleet.hub_client,
+        "default",
+        "everywhere",
+        json!({}),
+    )
+    .await;
+    let rs: ferry_api::replica_set::ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "listed", "namespace": "default"},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "listed", json!({"v": "1"}))]}},
+            "placementRefs": [{"name": "everywhere"}],
+        },
+    }))
+    .expect("replica set");
+    let sets: Api<ferry_api::replica_set::ManifestWorkReplicaSet> =
+        Api::namespaced(fleet.hub_client.clone(), "default");
+    sets.create(&PostParams::default(), &rs)
+        .await
+        .expect("create replica set");
+    wait_until(&sets, "listed", "rolled out", APPLY_TIMEOUT, |rs| {
+        rs.status.as_ref().is_some_and(|s| {
+            s.summary.available == 1
+                && s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "PlacementRolledOut" && c.reason == "Complete")
+        })
+    })
+    .await
+    .expect("the work reaches cluster-a");
+
+    let table = success(
+        &kubectl_ferry(
+            &binary,
+            &kubeconfig,
+            &["get", "replicasets", "-n", "default"],
+        )
+        .await,
+        "get replicasets",
+    );
+    println!("{table}");
+    let cells = row(&table, &["listed"]);
+    assert_eq!(
+        &cells[1..8],
+        ["everywhere", "1", "1", "1", "1", "0", "Complete"],
+        "{table}"
+    );
+    let table = success(
+        &kubectl_ferry(&binary, &kubeconfig, &["get", "placements", "-A"]).await,
+        "get placements -A",
+    );
+    println!("{table}");
+    let cells = row(&table, &["default", "everywhere"]);
+    assert_eq!(&cells[2..4], ["1", "1"], "{table}");
+    assert!(cells[4].starts_with("True"), "{table}");
+    let json_out = success(
+        &kubectl_ferry(
+            &binary,
+            &kubeconfig,
+            &["get", "mwrs", "-n", "default", "-o", "json"],
+        )
+        .await,
+        "get mwrs -o json",
+    );
+    let list: Value = serde_json::from_str(&json_out).expect("json");
+    assert_eq!(list["items"][0]["metadata"]["name"], "listed");
+    let empty = success(
+        &kubectl_ferry(
+            &binary,
+            &kubeconfig,
+            &["get", "placements", "-n", "nowhere"],
+        )
+        .await,
+        "get placements in an empty namespace",
+    );
+    assert_eq!(empty, "No placements found in namespace nowhere.\n");
+    fleet.stop().await;
+}

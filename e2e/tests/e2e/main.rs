@@ -45,6 +45,7 @@ mod install;
 mod join_both_sides;
 mod join_files;
 mod kubectl_plugin;
+mod leader_chaos;
 mod leader_election;
 mod liveness;
 mod manifest_config_matching;
