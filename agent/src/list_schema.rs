@@ -4,11 +4,12 @@
 //! once per kind and cached; when the document cannot be read, every list is
 //! `Unknown` and the merge falls back to conventions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kube::Client;
 use kube::core::GroupVersionKind;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::RwLock;
 use tracing::debug;
@@ -163,6 +164,65 @@ fn list_kind(schema: &Value) -> ListKind {
     }
 }
 
+/// An OpenAPI v3 document with only what the walk reads. The core group's
+/// document is several megabytes, mostly descriptions; read into a whole
+/// `Value` it took about 25 MB of heap that the allocator kept after the
+/// table was built, more than everything else the agent holds.
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct SlimDocument {
+    #[serde(default)]
+    components: SlimComponents,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct SlimComponents {
+    #[serde(default)]
+    schemas: BTreeMap<String, SlimSchema>,
+}
+
+/// One schema node: its references, children and the list extensions.
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct SlimSchema {
+    #[serde(rename = "$ref", default, skip_serializing_if = "Option::is_none")]
+    reference: Option<String>,
+    #[serde(rename = "allOf", default, skip_serializing_if = "Vec::is_empty")]
+    all_of: Vec<SlimSchema>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    items: Option<Box<SlimSchema>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    properties: BTreeMap<String, SlimSchema>,
+    #[serde(
+        rename = "x-kubernetes-group-version-kind",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    group_version_kind: Option<Value>,
+    #[serde(
+        rename = "x-kubernetes-patch-strategy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    patch_strategy: Option<String>,
+    #[serde(
+        rename = "x-kubernetes-patch-merge-key",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    patch_merge_key: Option<String>,
+    #[serde(
+        rename = "x-kubernetes-list-type",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    list_type: Option<String>,
+    #[serde(
+        rename = "x-kubernetes-list-map-keys",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    list_map_keys: Option<Value>,
+}
+
 /// Fetches and caches list schemas per kind from the spoke API server.
 pub struct ListSchemas {
     client: Client,
@@ -193,8 +253,9 @@ impl ListSchemas {
             Ok(request) => request,
             Err(_) => return Arc::new(KindListSchema::default()),
         };
-        match self.client.request::<Value>(request).await {
+        match self.client.request::<SlimDocument>(request).await {
             Ok(document) => {
+                let document = serde_json::to_value(document).unwrap_or_default();
                 let schema = Arc::new(KindListSchema::from_openapi(&document, gvk));
                 self.cache.write().await.insert(gvk.clone(), schema.clone());
                 schema
@@ -219,6 +280,34 @@ mod tests {
 
     fn path(p: &[&str]) -> Vec<String> {
         p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_slim_document_keeps_what_the_walk_reads_and_drops_descriptions() {
+        let document = json!({"components": {"schemas": {
+            "io.k8s.api.apps.v1.Deployment": {
+                "description": "a long text",
+                "x-kubernetes-group-version-kind": [{"group": "apps", "version": "v1", "kind": "Deployment"}],
+                "properties": {"spec": {"description": "more text", "allOf": [{"$ref": "#/components/schemas/Spec"}]}}
+            },
+            "Spec": {"properties": {"containers": {
+                "type": "array", "description": "containers",
+                "items": {"properties": {"name": {"type": "string"}}},
+                "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "name",
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]
+            }}}
+        }}});
+        let slim: SlimDocument = serde_json::from_value(document.clone()).expect("slim");
+        let slim = serde_json::to_value(slim).expect("value");
+        assert!(!slim.to_string().contains("description"), "{slim}");
+        let gvk = GroupVersionKind::gvk("apps", "v1", "Deployment");
+        let full = KindListSchema::from_openapi(&document, &gvk);
+        let read = KindListSchema::from_openapi(&slim, &gvk);
+        assert_eq!(full.lists, read.lists);
+        assert_eq!(
+            read.list_kind(&path(&["spec", "containers"])),
+            ListKind::Map(vec!["name".into()])
+        );
     }
 
     #[test]
