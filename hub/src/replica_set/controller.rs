@@ -25,13 +25,18 @@ use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, sp
 use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
+use super::revision_status::{RevisionInputs, fill_revision_status};
+use super::revisions::{spec_revision_hash, sync_revisions};
+use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
 use crate::watch::{resync_every, run_controller, watch};
-use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
+use ferry_api::contract::{
+    PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL, REVISION_ANNOTATION,
+};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
-use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef, RollbackStatus};
 
 /// How often every replica set is reconciled whatever its triggers
 /// ([`resync_every`]); a reconcile writes only what changed.
@@ -47,6 +52,11 @@ struct Context {
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
     refused: Mutex<BTreeMap<String, Refused>>,
+    /// The rollback each replica set (owner label) is in, remembered
+    /// because the works written back reconcile again before the cache
+    /// holds the status recording it; the status is the memory across
+    /// restarts. An entry goes with its replica set.
+    rollbacks: Mutex<BTreeMap<String, RollbackStatus>>,
 }
 
 impl Context {
@@ -84,7 +94,70 @@ impl Context {
                     .get(cluster)
                     .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
+        // The revisions: the current one stored (or renumbered), old ones
+        // pruned, never the stable one or one a work still holds.
+        let previous_rollout = rs.status.as_ref().and_then(|s| s.rollout.as_ref());
+        let previous_stable = previous_rollout.and_then(|r| r.stable_revision.clone());
+        let mut protected: std::collections::BTreeSet<String> = existing
+            .values()
+            .filter_map(|w| w.annotations().get(REVISION_ANNOTATION).cloned())
+            .collect();
+        protected.extend(previous_stable.iter().map(|s| s.hash.clone()));
+        protected.extend(
+            previous_rollout
+                .and_then(|r| r.rollback.as_ref())
+                .map(|r| r.to.hash.clone()),
+        );
+        let revisions = sync_revisions(&self.client, &rs, &protected).await?;
+        let current_hash = spec_revision_hash(&rs.spec);
+        let current = revisions
+            .iter()
+            .find(|r| r.reference.hash == current_hash)
+            .map(|r| r.reference.clone())
+            .unwrap_or(RevisionRef {
+                number: 0,
+                hash: current_hash,
+            });
         let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
+        // Past maxFailures the failure strategy decides: abortAll leaves
+        // every cluster where it is, rollbackAll writes the stable revision
+        // to the clusters holding the failed one.
+        let remembered = self.rollbacks.lock().await.get(&owner).cloned();
+        let outcome = failure_outcome(
+            &rs,
+            remembered.as_ref(),
+            &current,
+            previous_stable.as_ref(),
+            &revisions,
+            &plan.halted_placements,
+            &plan.halted,
+            now,
+        );
+        {
+            let mut rollbacks = self.rollbacks.lock().await;
+            match &outcome {
+                FailureOutcome::RollBack { status, .. } => {
+                    rollbacks.insert(owner.clone(), status.clone());
+                }
+                _ => {
+                    rollbacks.remove(&owner);
+                }
+            }
+        }
+        let stable_rendered = match &outcome {
+            FailureOutcome::RollBack { to, .. } => {
+                Some(render_chosen(&to.spec, &chosen.wanted, &self.clusters))
+            }
+            _ => None,
+        };
+        let (start, to_write, write_revision) = match (&outcome, &stable_rendered) {
+            (FailureOutcome::RollBack { to, .. }, Some(stable)) => (
+                rollback_writes(&current.hash, &chosen.wanted, &existing, &rendered, stable),
+                stable,
+                to.reference.hash.as_str(),
+            ),
+            _ => (plan.start.clone(), &rendered, current.hash.as_str()),
+        };
         // A missing placement stops everything (OCM): its clusters are not
         // in the decisions, and deleting their works would take the
         // application off them.
@@ -93,8 +166,9 @@ impl Context {
             let new = deploy(
                 &self.client,
                 &rs,
-                &plan.start,
-                &rendered,
+                &start,
+                to_write,
+                write_revision,
                 &existing,
                 &chosen.wanted,
                 chosen.may_delete(),
@@ -114,14 +188,26 @@ impl Context {
         }
         // The status counts what the cache shows; the writes above come
         // back through the work watch and reconcile again.
-        let status = replica_set_status(
-            &rs,
-            &chosen,
-            &self.generated(&rs),
-            &rendered,
-            &refused,
-            &plan,
-        );
+        let works = self.generated(&rs);
+        let mut status = replica_set_status(&rs, &chosen, &works, &rendered, &refused, &plan);
+        if chosen.missing.is_empty() {
+            fill_revision_status(
+                &rs,
+                &mut status,
+                &RevisionInputs {
+                    chosen: &chosen,
+                    works: &works,
+                    rendered: &rendered,
+                    refused: &refused,
+                    revisions: &revisions,
+                    current: &current,
+                    stable: previous_stable.as_ref(),
+                    outcome: &outcome,
+                    clusters: &self.clusters,
+                    now,
+                },
+            );
+        }
         write_status(&self.client, &rs, status).await?;
         if !chosen.missing.is_empty() {
             // The placement's return is seen by the placement watch.
@@ -156,6 +242,7 @@ impl Context {
     /// set until they are gone.
     async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         self.refused.lock().await.remove(&owner_label(&rs));
+        self.rollbacks.lock().await.remove(&owner_label(&rs));
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -311,6 +398,7 @@ pub async fn run_replica_set_controller(
         works,
         clusters,
         refused: Mutex::new(BTreeMap::new()),
+        rollbacks: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
