@@ -18,6 +18,8 @@ pub mod error;
 pub mod events;
 pub mod fetch;
 pub mod output;
+pub mod rollout_fetch;
+pub mod rollout_history;
 pub mod run;
 pub mod table;
 pub mod work_ref;

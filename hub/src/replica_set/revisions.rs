@@ -212,7 +212,10 @@ fn new_revision(rs: &ManifestWorkReplicaSet, name: &str, number: i64) -> Control
                 name: rs.name_any(),
                 uid: rs.uid().unwrap_or_default(),
                 controller: Some(true),
-                block_owner_deletion: Some(true),
+                // Blocking would need update on the replica set's
+                // finalizers where OwnerReferencesPermissionEnforcement
+                // runs; background deletion needs no block.
+                block_owner_deletion: None,
             }]),
             ..ObjectMeta::default()
         },
