@@ -65,6 +65,7 @@ mod report_flood;
 mod restarts;
 mod restricted_mode;
 mod resync;
+mod rollout_rollback;
 mod server_side_apply;
 mod session_age;
 mod simulated_agents;
