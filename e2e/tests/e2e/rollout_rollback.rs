@@ -247,8 +247,11 @@ async fn bad_revision_halts(
         }),
     )
     .await;
+    // Complete on all three (a decision object the hub has not seen yet
+    // would make it complete on fewer).
     let complete = wait_rolled_out(&hub, name, 1, "Complete", |rs| {
         stable_revision(rs).is_some()
+            && rs.status.as_ref().is_some_and(|s| s.summary.total == 3)
     })
     .await;
     let first = rollout_revision(&complete).expect("status names the revision");
