@@ -6,8 +6,8 @@ use ferry_api::contract::REPLICA_SET_LABEL;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::Value;
 
 use crate::error::CliError;

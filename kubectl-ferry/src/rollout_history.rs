@@ -70,7 +70,7 @@ pub fn history_rows(replica_set: &Value, revisions: &[Value], works: &[Value]) -
             }
         })
         .collect();
-    rows.sort_by(|a, b| b.revision.cmp(&a.revision));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.revision));
     rows
 }
 
@@ -182,16 +182,32 @@ mod tests {
             .iter()
             .map(|h| json!({"metadata": {"annotations": {REVISION_ANNOTATION: h}}}))
             .collect();
-        let rows = history_rows(&rs, &[revision(1, "aaa", "1"), revision(2, "bbb", "2")], &works);
+        let rows = history_rows(
+            &rs,
+            &[revision(1, "aaa", "1"), revision(2, "bbb", "2")],
+            &works,
+        );
         assert_eq!(rows[0].revision, 2);
-        assert_eq!((rows[0].clusters, rows[0].current, rows[0].stable), (1, true, false));
-        assert_eq!((rows[1].clusters, rows[1].current, rows[1].stable), (2, false, true));
+        assert_eq!(
+            (rows[0].clusters, rows[0].current, rows[0].stable),
+            (1, true, false)
+        );
+        assert_eq!(
+            (rows[1].clusters, rows[1].current, rows[1].stable),
+            (2, false, true)
+        );
         let now: Timestamp = "2026-11-27T10:05:00Z".parse().expect("time");
         let table = history_table(&rows, now);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("REVISION"), "{table}");
-        assert!(lines[1].starts_with("2 ") && lines[1].ends_with("current"), "{table}");
-        assert!(lines[2].contains("aaa") && lines[2].ends_with("stable"), "{table}");
+        assert!(
+            lines[1].starts_with("2 ") && lines[1].ends_with("current"),
+            "{table}"
+        );
+        assert!(
+            lines[2].contains("aaa") && lines[2].ends_with("stable"),
+            "{table}"
+        );
         assert!(lines[1].contains("5m"), "{table}");
     }
 

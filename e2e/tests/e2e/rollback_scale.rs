@@ -42,7 +42,9 @@ async fn works(client: &Client) -> BTreeMap<String, (String, bool)> {
             let generation = w.metadata.generation.unwrap_or(0);
             let applied = w.status.as_ref().is_some_and(|s| {
                 s.conditions.iter().any(|c| {
-                    c.type_ == "Applied" && c.status == "True" && c.observed_generation == generation
+                    c.type_ == "Applied"
+                        && c.status == "True"
+                        && c.observed_generation == generation
                 })
             });
             (
@@ -146,7 +148,8 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .await
         .expect("placement");
     let template = |v: &str| json!({"workload": {"manifests": [config_map("default", "scale", json!({"version": v}))]}});
-    let strategy = json!({"type": "All", "all": {"maxFailures": 0, "failureStrategy": "rollbackAll"}});
+    let strategy =
+        json!({"type": "All", "all": {"maxFailures": 0, "failureStrategy": "rollbackAll"}});
     let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
         "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
         "metadata": {"name": "scale", "namespace": "default"},

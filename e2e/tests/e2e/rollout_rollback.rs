@@ -80,11 +80,17 @@ async fn start_fleet() -> Fleet {
     )
     .await;
     let placements: Api<Placement> = Api::namespaced(hub.clone(), NAMESPACE);
-    wait_until(&placements, "canary-first", "three clusters", APPLY_TIMEOUT, |p| {
-        p.status
-            .as_ref()
-            .is_some_and(|s| s.number_of_selected_clusters == 3)
-    })
+    wait_until(
+        &placements,
+        "canary-first",
+        "three clusters",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == 3)
+        },
+    )
     .await
     .expect("every spoke is chosen");
     fleet
@@ -149,7 +155,12 @@ fn rollout_revision(rs: &ManifestWorkReplicaSet) -> Option<RevisionRef> {
 }
 
 fn stable_revision(rs: &ManifestWorkReplicaSet) -> Option<RevisionRef> {
-    rs.status.as_ref()?.rollout.as_ref()?.stable_revision.clone()
+    rs.status
+        .as_ref()?
+        .rollout
+        .as_ref()?
+        .stable_revision
+        .clone()
 }
 
 /// The revision hash each spoke's work `name` holds.
@@ -197,7 +208,11 @@ async fn revisions(hub: &Client, name: &str) -> Vec<(i64, String)> {
 async fn wait_spoke_version(fleet: &Fleet, spoke: &str, name: &str, version: &'static str) {
     let on_spoke: Api<ConfigMap> = Api::namespaced(fleet.spoke(spoke).client.clone(), NAMESPACE);
     wait_until(&on_spoke, name, version, APPLY_TIMEOUT, |cm| {
-        cm.data.as_ref().and_then(|d| d.get("version")).map(String::as_str) == Some(version)
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("version"))
+            .map(String::as_str)
+            == Some(version)
     })
     .await
     .unwrap_or_else(|e| panic!("{spoke}/{name} at {version}: {e}"));
@@ -250,8 +265,7 @@ async fn bad_revision_halts(
     // Complete on all three (a decision object the hub has not seen yet
     // would make it complete on fewer).
     let complete = wait_rolled_out(&hub, name, 1, "Complete", |rs| {
-        stable_revision(rs).is_some()
-            && rs.status.as_ref().is_some_and(|s| s.summary.total == 3)
+        stable_revision(rs).is_some() && rs.status.as_ref().is_some_and(|s| s.summary.total == 3)
     })
     .await;
     let first = rollout_revision(&complete).expect("status names the revision");
@@ -288,12 +302,22 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
             .is_some_and(|r| r.clusters == 2)
     })
     .await;
-    let rollout = rolled.status.as_ref().and_then(|s| s.rollout.clone()).expect("rollout");
+    let rollout = rolled
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
     let rollback = rollout.rollback.expect("rollback");
-    assert_eq!((rollback.from, rollback.to), (second.clone(), first.clone()));
+    assert_eq!(
+        (rollback.from, rollback.to),
+        (second.clone(), first.clone())
+    );
     assert!(rollback.reason.contains("spoke-b"), "{}", rollback.reason);
     let message = &rolled_out(&rolled).expect("condition").message;
-    assert!(message.contains("rollbackAll") && message.contains("spoke-b"), "{message}");
+    assert!(
+        message.contains("rollbackAll") && message.contains("spoke-b"),
+        "{message}"
+    );
     assert_eq!(rollout.stable_revision, Some(first.clone()));
     // Every work holds revision 1 again: spoke-a and spoke-b were put back,
     // spoke-c never left it; spoke-a's ConfigMap is at v1 in place again.
@@ -310,7 +334,11 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
     // kubectl ferry rollout undo --to-revision 1: revision 1 comes back as
     // revision 3 and rolls out; history shows it current and stable.
     let kubeconfig = fleet.hub.info.kubeconfig.clone();
-    let missing = kubectl_ferry(&kubeconfig, &["rollout", "undo", "default/app", "--to-revision", "9"]).await;
+    let missing = kubectl_ferry(
+        &kubeconfig,
+        &["rollout", "undo", "default/app", "--to-revision", "9"],
+    )
+    .await;
     assert!(!missing.status.success());
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(
@@ -318,12 +346,22 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
         "{stderr}"
     );
     let undone = stdout_of(
-        &kubectl_ferry(&kubeconfig, &["rollout", "undo", "default/app", "--to-revision", "1"]).await,
+        &kubectl_ferry(
+            &kubeconfig,
+            &["rollout", "undo", "default/app", "--to-revision", "1"],
+        )
+        .await,
         "rollout undo",
     );
     assert!(undone.contains("rolled back to revision 1"), "{undone}");
     let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
-    let generation = sets.get("app").await.expect("read").metadata.generation.unwrap_or(0);
+    let generation = sets
+        .get("app")
+        .await
+        .expect("read")
+        .metadata
+        .generation
+        .unwrap_or(0);
     let third = RevisionRef {
         number: 3,
         hash: first.hash.clone(),
@@ -351,7 +389,10 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
         ("3", first.hash.as_str(), "3", "current,stable"),
         "{history}"
     );
-    assert!(lines[2].starts_with("2 ") && lines[2].contains(&second.hash), "{history}");
+    assert!(
+        lines[2].starts_with("2 ") && lines[2].contains(&second.hash),
+        "{history}"
+    );
 
     // revisionHistoryLimit 1 and a fourth revision: revision 2 is pruned,
     // revision 3 (one old revision) stays.
@@ -375,7 +416,8 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
     // The pruning is a deletion: waited for on a watch of the revisions.
     let watch = kube::runtime::watcher(
         api,
-        kube::runtime::watcher::Config::default().labels(&format!("{REPLICA_SET_LABEL}={NAMESPACE}.app")),
+        kube::runtime::watcher::Config::default()
+            .labels(&format!("{REPLICA_SET_LABEL}={NAMESPACE}.app")),
     );
     let mut watch = std::pin::pin!(watch);
     loop {
@@ -384,7 +426,10 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
         if have == expected {
             break;
         }
-        if tokio::time::timeout_at(deadline, watch.next()).await.is_err() {
+        if tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .is_err()
+        {
             panic!("history pruned to {expected:?}, have {have:?}");
         }
     }
@@ -403,7 +448,11 @@ async fn abort_all_leaves_the_bad_revision_where_it_reached_and_says_so() {
         message.contains("aborted (failureStrategy abortAll)") && message.contains("spoke-b"),
         "{message}"
     );
-    let rollout = halted.status.as_ref().and_then(|s| s.rollout.clone()).expect("rollout");
+    let rollout = halted
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
     assert!(rollout.rollback.is_none());
     assert_eq!(rollout.stable_revision, Some(first.clone()));
     // The canary group holds revision 2 and stays there; spoke-c never got it.
@@ -428,11 +477,22 @@ async fn abort_all_leaves_the_bad_revision_where_it_reached_and_says_so() {
         .find(|r| r.revision == second)
         .expect("revision 2 counted");
     assert_eq!(
-        (on_revision_2.clusters.failed, on_revision_2.clusters.succeeded, on_revision_2.clusters.to_apply),
+        (
+            on_revision_2.clusters.failed,
+            on_revision_2.clusters.succeeded,
+            on_revision_2.clusters.to_apply
+        ),
         (1, 1, 1)
     );
-    let on_a: Api<ConfigMap> = Api::namespaced(fleet.spoke("spoke-a").client.clone(), PARTIAL_NAMESPACE);
-    let cm = on_a.get("aborted").await.expect("spoke-a keeps revision 2's ConfigMap");
-    assert_eq!(cm.data.and_then(|d| d.get("version").cloned()).as_deref(), Some("v2"));
+    let on_a: Api<ConfigMap> =
+        Api::namespaced(fleet.spoke("spoke-a").client.clone(), PARTIAL_NAMESPACE);
+    let cm = on_a
+        .get("aborted")
+        .await
+        .expect("spoke-a keeps revision 2's ConfigMap");
+    assert_eq!(
+        cm.data.and_then(|d| d.get("version").cloned()).as_deref(),
+        Some("v2")
+    );
     fleet.stop().await;
 }

@@ -37,6 +37,7 @@ use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef, RollbackStatus};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often every replica set is reconciled whatever its triggers
 /// ([`resync_every`]); a reconcile writes only what changed.
@@ -48,6 +49,9 @@ struct Context {
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
     clusters: Store<ManagedCluster>,
+    /// The replica sets' ControllerRevisions (those with the replica-set
+    /// label): read on every reconcile without a list call.
+    revisions: Store<ControllerRevision>,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
@@ -108,7 +112,8 @@ impl Context {
                 .and_then(|r| r.rollback.as_ref())
                 .map(|r| r.to.hash.clone()),
         );
-        let revisions = sync_revisions(&self.client, &rs, &protected).await?;
+        let revisions =
+            sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
         let current_hash = spec_revision_hash(&rs.spec);
         let current = revisions
             .iter()
@@ -129,8 +134,7 @@ impl Context {
             &current,
             previous_stable.as_ref(),
             &revisions,
-            &plan.halted_placements,
-            &plan.halted,
+            &plan,
             now,
         );
         {
@@ -284,6 +288,10 @@ async fn reconcile(
         ctx.clusters
             .wait_until_ready()
             .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
+        ctx.revisions
+            .wait_until_ready()
+            .await
             .map_err(|_| ReplicaSetError::NotReady)
     };
     wait.await
@@ -311,6 +319,14 @@ fn error_policy(
     }
     warn!(replica_set = %rs.name_any(), %error, "retrying");
     Action::requeue(Duration::from_secs(2))
+}
+
+/// The replica set a replica-set label (`<namespace>.<name>`) names.
+fn owner_of(labels: &BTreeMap<String, String>) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+    labels
+        .get(REPLICA_SET_LABEL)
+        .and_then(|v| v.split_once('.'))
+        .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
 }
 
 /// The replica sets in `namespace` referring to `placement`.
@@ -356,6 +372,7 @@ pub async fn run_replica_set_controller(
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
+    let (revisions, revision_writer) = reflector::store();
     let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -391,12 +408,20 @@ pub async fn run_replica_set_controller(
     .reflect(cluster_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());
+    // A revision deleted or renumbered by hand is put right at once.
+    let revision_stream = watch(
+        Api::<ControllerRevision>::all(client.clone()),
+        watcher::Config::default().labels(REPLICA_SET_LABEL),
+    )
+    .reflect(revision_writer)
+    .touched_objects();
     let context = Arc::new(Context {
         client,
         placements,
         decisions,
         works,
         clusters,
+        revisions,
         refused: Mutex::new(BTreeMap::new()),
         rollbacks: Mutex::new(BTreeMap::new()),
     });
@@ -421,6 +446,9 @@ pub async fn run_replica_set_controller(
         )
         .watches_stream(cluster_stream, move |_: ManagedCluster| {
             using_labels(&label_sets)
+        })
+        .watches_stream(revision_stream, |revision: ControllerRevision| {
+            owner_of(revision.labels())
         })
         .watches_stream(work_stream, |work: ManifestWork| {
             work.labels()

@@ -113,7 +113,7 @@ pub fn fleet_summary(
             clusters,
         })
         .collect();
-    revisions.sort_by(|a, b| b.revision.number.cmp(&a.revision.number));
+    revisions.sort_by_key(|r| std::cmp::Reverse(r.revision.number));
     let mut failing: Vec<&ClusterReport> = reports
         .iter()
         .filter(|r| r.state == ClusterState::Failed)
@@ -249,8 +249,16 @@ mod tests {
             .iter()
             .map(|f| f.cluster.as_str())
             .collect();
-        assert_eq!(names, (0..10).map(|i| format!("c{i:02}")).collect::<Vec<_>>());
-        assert!(summary.failing_clusters.iter().all(|f| f.reason.len() <= MAX_REASON && f.revision == 0));
+        assert_eq!(
+            names,
+            (0..10).map(|i| format!("c{i:02}")).collect::<Vec<_>>()
+        );
+        assert!(
+            summary
+                .failing_clusters
+                .iter()
+                .all(|f| f.reason.len() <= MAX_REASON && f.revision == 0)
+        );
     }
 
     #[test]
@@ -268,7 +276,12 @@ mod tests {
                 r
             })
             .collect();
-        let summary = fleet_summary(&reports, &r(1, "h"), &BTreeMap::new(), &["readyReplicas".into(), "absent".into()]);
+        let summary = fleet_summary(
+            &reports,
+            &r(1, "h"),
+            &BTreeMap::new(),
+            &["readyReplicas".into(), "absent".into()],
+        );
         let ready = &summary.feedback[0];
         assert_eq!(ready.values.len(), MAX_SUMMARY_ENTRIES);
         assert_eq!(
@@ -304,7 +317,10 @@ mod tests {
                     cluster: format!("cluster-{long}-{i:05}"),
                     revision: (state != ClusterState::ToApply).then(|| hashes[i % 3].to_string()),
                     state,
-                    failure: Some(format!("Degraded: {} {long}", "a very long message".repeat(20))),
+                    failure: Some(format!(
+                        "Degraded: {} {long}",
+                        "a very long message".repeat(20)
+                    )),
                     waiting: state == ClusterState::ToApply,
                     unreachable: i % 97 == 0,
                     feedback: (0..8)
@@ -322,11 +338,7 @@ mod tests {
         let started = std::time::Instant::now();
         let summary = fleet_summary(&reports, &r(3, hashes[2]), &numbers, &names);
         let took = started.elapsed();
-        let counted: i32 = summary
-            .revisions
-            .iter()
-            .map(|r| r.clusters.total)
-            .sum();
+        let counted: i32 = summary.revisions.iter().map(|r| r.clusters.total).sum();
         assert_eq!(counted, 10_000);
         let counts = ManifestWorkSummary {
             total: 10_000,

@@ -9,12 +9,12 @@ pub mod controller;
 pub mod decisions;
 /// Phase 4: writing the works of started clusters, deleting unchosen ones.
 pub mod deploy;
-/// The bounded fleet summary: per revision, failing clusters, feedback values.
-pub mod fleet_summary;
 /// `ferry-hub render`: a replica set's works, without writing them.
 pub mod dry_run;
 /// Why a replica set could not be brought up to date.
 pub mod error;
+/// The bounded fleet summary: per revision, failing clusters, feedback values.
+pub mod fleet_summary;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

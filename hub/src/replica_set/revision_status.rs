@@ -164,7 +164,10 @@ pub fn fill_revision_status(
             let (state, failure) = match (inputs.refused.get(cluster), rendering, work) {
                 (Some(refusal), _, _) => (
                     ClusterState::Failed,
-                    Some(format!("the hub API server refused its work: {}", refusal.message)),
+                    Some(format!(
+                        "the hub API server refused its work: {}",
+                        refusal.message
+                    )),
                 ),
                 (_, Some(Err(error)), _) => (ClusterState::Failed, Some(error.to_string())),
                 (_, _, Some(work)) => match strategies.get(placement.as_str()) {

@@ -7,12 +7,13 @@
 //! the oldest beyond `revisionHistoryLimit` are pruned.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -86,7 +87,11 @@ pub fn revision_spec(
 /// revision but the current), the oldest beyond `limit`, skipping the
 /// `protected` ones (the stable revision, those a work holds), which still
 /// count against the limit, as a Deployment counts its old replica sets.
-pub fn to_prune<'a>(old: &'a [RevisionRef], limit: usize, protected: &BTreeSet<String>) -> Vec<&'a RevisionRef> {
+pub fn to_prune<'a>(
+    old: &'a [RevisionRef],
+    limit: usize,
+    protected: &BTreeSet<String>,
+) -> Vec<&'a RevisionRef> {
     let excess = old.len().saturating_sub(limit);
     old.iter()
         .take(excess)
@@ -94,31 +99,30 @@ pub fn to_prune<'a>(old: &'a [RevisionRef], limit: usize, protected: &BTreeSet<S
         .collect()
 }
 
-/// Brings the revisions of `rs` up to date with its spec and returns them,
-/// oldest (lowest number) first; the current one is the last. The current
+/// Brings the revisions of `rs` (among the `cached` ControllerRevisions)
+/// up to date with its spec and returns them, oldest (lowest number)
+/// first; the current one is the last. The current
 /// template and overrides get a ControllerRevision numbered one past the
 /// highest (created, or renumbered when the spec came back to it); old
 /// revisions beyond `revisionHistoryLimit` are deleted, never one whose
-/// hash is `protected`. Fails when the API server refuses a list, a write
-/// or a deletion.
+/// hash is `protected`. Fails when the API server refuses a write or a
+/// deletion.
 pub async fn sync_revisions(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
+    cached: &[Arc<ControllerRevision>],
     protected: &BTreeSet<String>,
 ) -> Result<Vec<Revision>, ReplicaSetError> {
     let namespace = rs.namespace().unwrap_or_default();
     let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &namespace);
     let uid = rs.uid().unwrap_or_default();
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={}", owner_label(rs))))
-        .await
-        .map_err(failed(rs, "listing its ControllerRevisions"))?;
     // A revision of an earlier replica set of the same name (being
     // garbage-collected) is not this one's.
-    let mut own: Vec<ControllerRevision> = listed
-        .items
-        .into_iter()
+    let mut own: Vec<ControllerRevision> = cached
+        .iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
         .filter(|r| r.owner_references().iter().any(|o| o.uid == uid))
+        .map(|r| (**r).clone())
         .collect();
     let current = spec_revision_hash(&rs.spec);
     let name = revision_name(&rs.name_any(), &current);
@@ -139,11 +143,17 @@ pub async fn sync_revisions(
         }
         Some(_) => {}
         None => {
-            let created = api
-                .create(&PostParams::default(), &new_revision(rs, &name, highest + 1))
-                .await
-                .map_err(failed(rs, format!("creating ControllerRevision {name}")))?;
-            own.push(created);
+            let revision = new_revision(rs, &name, highest + 1);
+            match api.create(&PostParams::default(), &revision).await {
+                Ok(created) => own.push(created),
+                // Created by an earlier reconcile the cache has not seen yet.
+                Err(kube::Error::Api(e)) if e.code == 409 => own.push(revision),
+                Err(source) => {
+                    return Err(failed(rs, format!("creating ControllerRevision {name}"))(
+                        source,
+                    ));
+                }
+            }
         }
     }
     own.sort_by_key(|r| r.revision);
@@ -161,7 +171,10 @@ pub async fn sync_revisions(
     for revision in own {
         let hash = reference(&revision).hash;
         if doomed.contains(&hash) {
-            match api.delete(&revision.name_any(), &DeleteParams::default()).await {
+            match api
+                .delete(&revision.name_any(), &DeleteParams::default())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(source) => {
@@ -179,9 +192,7 @@ pub async fn sync_revisions(
         kept.push(Revision {
             reference: reference(&revision),
             spec,
-            created: revision
-                .creation_timestamp()
-                .map(|t| t.0),
+            created: revision.creation_timestamp().map(|t| t.0),
         });
     }
     Ok(kept)
@@ -244,7 +255,10 @@ mod tests {
         let pruned: Vec<i64> = to_prune(&old, 2, &none).iter().map(|r| r.number).collect();
         assert_eq!(pruned, vec![1, 2]);
         let stable = BTreeSet::from(["a".to_string()]);
-        let pruned: Vec<i64> = to_prune(&old, 2, &stable).iter().map(|r| r.number).collect();
+        let pruned: Vec<i64> = to_prune(&old, 2, &stable)
+            .iter()
+            .map(|r| r.number)
+            .collect();
         assert_eq!(pruned, vec![2]);
         assert!(to_prune(&old, 10, &none).is_empty());
         assert_eq!(to_prune(&old, 0, &none).len(), 4);

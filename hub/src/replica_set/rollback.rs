@@ -11,6 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
+use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::revisions::Revision;
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
@@ -61,20 +62,18 @@ pub fn rolls_back(strategy: &RolloutStrategy) -> bool {
 /// Decides what `rs` does about its rollout of the `current` revision:
 /// a rollback the status already records for it (or the controller
 /// `remembered`, for a status the cache has not caught up with) goes on;
-/// otherwise, when
-/// the placements named in `halted` stopped past `maxFailures` (for the
-/// `reasons` given) and one of them says `rollbackAll`, a rollback to the
-/// `stable` revision (found in `revisions`) starts `now`.
+/// otherwise, when the `plan` halted placements past `maxFailures` and one
+/// of them says `rollbackAll`, a rollback to the `stable` revision (found in `revisions`) starts `now`.
 pub fn failure_outcome<'a>(
     rs: &ManifestWorkReplicaSet,
     remembered: Option<&RollbackStatus>,
     current: &RevisionRef,
     stable: Option<&RevisionRef>,
     revisions: &'a [Revision],
-    halted: &[String],
-    reasons: &[String],
+    plan: &RolloutPlan,
     now: Timestamp,
 ) -> FailureOutcome<'a> {
+    let (halted, reasons) = (&plan.halted_placements, &plan.halted);
     let find = |hash: &str| revisions.iter().find(|r| r.reference.hash == hash);
     let previous = rs
         .status
@@ -188,7 +187,10 @@ pub fn rolled_back(existing: &BTreeMap<String, Arc<ManifestWork>>, to: &str, at:
         .values()
         .filter(|w| {
             let annotations = w.meta().annotations.as_ref();
-            annotations.and_then(|a| a.get(REVISION_ANNOTATION)).map(String::as_str) == Some(to)
+            annotations
+                .and_then(|a| a.get(REVISION_ANNOTATION))
+                .map(String::as_str)
+                == Some(to)
                 && annotations
                     .and_then(|a| a.get(TEMPLATE_APPLIED_AT_ANNOTATION))
                     .and_then(|t| t.parse::<Timestamp>().ok())
@@ -231,18 +233,30 @@ mod tests {
         }
     }
 
+    fn plan(halted: &[String], reasons: &[String]) -> RolloutPlan {
+        RolloutPlan {
+            start: vec![],
+            look_again: None,
+            halted: reasons.to_vec(),
+            halted_placements: halted.to_vec(),
+            held: vec![],
+            all_complete: false,
+            problems: vec![],
+        }
+    }
+
     fn spec(value: &str) -> ManifestWorkSpec {
-        serde_json::from_value(json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "c", "namespace": "d"}, "data": {"v": value}}]}}))
+        serde_json::from_value(
+            json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d"}, "data": {"v": value}}]}}),
+        )
         .expect("spec")
     }
 
     fn work(spec: ManifestWorkSpec, revision: Option<&str>, at: &str) -> Arc<ManifestWork> {
         let mut w = ManifestWork::new("app", spec);
-        let mut annotations = BTreeMap::from([(
-            TEMPLATE_APPLIED_AT_ANNOTATION.to_string(),
-            at.to_string(),
-        )]);
+        let mut annotations =
+            BTreeMap::from([(TEMPLATE_APPLIED_AT_ANNOTATION.to_string(), at.to_string())]);
         if let Some(r) = revision {
             annotations.insert(REVISION_ANNOTATION.to_string(), r.to_string());
         }
@@ -258,20 +272,35 @@ mod tests {
         let stable = reference(1, "s");
         let halted = vec!["p".to_string()];
         let reasons = vec!["placement p: 1 clusters failed (a)".to_string()];
-        let outcome = |rs: &ManifestWorkReplicaSet, stable: Option<&RevisionRef>, halted: &[String]| {
-            failure_outcome(rs, None, &current, stable, &revisions, halted, &reasons, now)
-        };
+        let outcome =
+            |rs: &ManifestWorkReplicaSet, stable: Option<&RevisionRef>, halted: &[String]| {
+                failure_outcome(
+                    rs,
+                    None,
+                    &current,
+                    stable,
+                    &revisions,
+                    &plan(halted, &reasons),
+                    now,
+                )
+            };
         let rollback = rs(ROLLBACK_ALL);
         match outcome(&rollback, Some(&stable), &halted) {
             FailureOutcome::RollBack { status, to } => {
                 assert_eq!(to.reference, stable);
-                assert_eq!((status.from, status.to.clone()), (current.clone(), stable.clone()));
+                assert_eq!(
+                    (status.from, status.to.clone()),
+                    (current.clone(), stable.clone())
+                );
                 assert_eq!(status.at, "2026-11-27T10:00:00Z");
                 assert!(status.reason.contains("1 clusters failed (a)"));
             }
             other => panic!("expected a rollback, got {other:?}"),
         }
-        assert_eq!(outcome(&rollback, Some(&stable), &[]), FailureOutcome::Proceed);
+        assert_eq!(
+            outcome(&rollback, Some(&stable), &[]),
+            FailureOutcome::Proceed
+        );
         assert_eq!(
             outcome(&rollback, None, &halted),
             FailureOutcome::Aborted { no_stable: true }
@@ -311,22 +340,49 @@ mod tests {
         let now = Timestamp::now();
         // Not halted any more (the clusters hold the stable revision), the
         // rollback stands, renumbered.
-        match failure_outcome(&rolled, None, &reference(3, "f"), None, &revisions, &[], &[], now) {
+        match failure_outcome(
+            &rolled,
+            None,
+            &reference(3, "f"),
+            None,
+            &revisions,
+            &plan(&[], &[]),
+            now,
+        ) {
             FailureOutcome::RollBack { status, .. } => {
                 assert_eq!(status.from, reference(3, "f"));
-                assert_eq!((status.reason.as_str(), status.at.as_str()), ("why", "2026-11-27T10:00:00Z"));
+                assert_eq!(
+                    (status.reason.as_str(), status.at.as_str()),
+                    ("why", "2026-11-27T10:00:00Z")
+                );
             }
             other => panic!("expected the rollback to hold, got {other:?}"),
         }
         // Remembered by the controller while the cached status lags.
         let remembered = rolled.status.take().and_then(|s| s.rollout?.rollback);
         assert!(matches!(
-            failure_outcome(&rolled, remembered.as_ref(), &reference(3, "f"), None, &revisions, &[], &[], now),
+            failure_outcome(
+                &rolled,
+                remembered.as_ref(),
+                &reference(3, "f"),
+                None,
+                &revisions,
+                &plan(&[], &[]),
+                now
+            ),
             FailureOutcome::RollBack { .. }
         ));
         // A new revision rolls out normally.
         assert_eq!(
-            failure_outcome(&rolled, None, &reference(4, "n"), None, &revisions, &[], &[], now),
+            failure_outcome(
+                &rolled,
+                None,
+                &reference(4, "n"),
+                None,
+                &revisions,
+                &plan(&[], &[]),
+                now
+            ),
             FailureOutcome::Proceed
         );
     }
@@ -345,8 +401,14 @@ mod tests {
             ("c".to_string(), work(spec("good"), Some("s"), at)),
             ("d".to_string(), work(spec("older"), Some("o"), at)),
         ]);
-        let current: Rendered = wanted.keys().map(|c| (c.clone(), Ok(spec("bad")))).collect();
-        let stable: Rendered = wanted.keys().map(|c| (c.clone(), Ok(spec("good")))).collect();
+        let current: Rendered = wanted
+            .keys()
+            .map(|c| (c.clone(), Ok(spec("bad"))))
+            .collect();
+        let stable: Rendered = wanted
+            .keys()
+            .map(|c| (c.clone(), Ok(spec("good"))))
+            .collect();
         let writes: Vec<String> = rollback_writes("f", &wanted, &existing, &current, &stable)
             .into_iter()
             .map(|(c, _)| c)
@@ -357,9 +419,18 @@ mod tests {
     #[test]
     fn rolled_back_counts_works_put_back_since_the_rollback() {
         let existing = BTreeMap::from([
-            ("a".to_string(), work(spec("good"), Some("s"), "2026-11-27T10:00:05Z")),
-            ("b".to_string(), work(spec("good"), Some("s"), "2026-11-27T09:00:00Z")),
-            ("c".to_string(), work(spec("bad"), Some("f"), "2026-11-27T10:00:05Z")),
+            (
+                "a".to_string(),
+                work(spec("good"), Some("s"), "2026-11-27T10:00:05Z"),
+            ),
+            (
+                "b".to_string(),
+                work(spec("good"), Some("s"), "2026-11-27T09:00:00Z"),
+            ),
+            (
+                "c".to_string(),
+                work(spec("bad"), Some("f"), "2026-11-27T10:00:05Z"),
+            ),
         ]);
         assert_eq!(rolled_back(&existing, "s", "2026-11-27T10:00:00Z"), 1);
         assert_eq!(rolled_back(&existing, "s", "not a time"), 0);
