@@ -26,17 +26,15 @@ use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::revision_status::{RevisionInputs, fill_revision_status};
-use super::revisions::{spec_revision_hash, sync_revisions};
+use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
 use crate::watch::{resync_every, run_controller, watch};
-use ferry_api::contract::{
-    PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL, REVISION_ANNOTATION,
-};
+use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
-use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef, RollbackStatus};
+use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often every replica set is reconciled whatever its triggers
@@ -100,29 +98,15 @@ impl Context {
         });
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
-        let previous_rollout = rs.status.as_ref().and_then(|s| s.rollout.as_ref());
-        let previous_stable = previous_rollout.and_then(|r| r.stable_revision.clone());
-        let mut protected: std::collections::BTreeSet<String> = existing
-            .values()
-            .filter_map(|w| w.annotations().get(REVISION_ANNOTATION).cloned())
-            .collect();
-        protected.extend(previous_stable.iter().map(|s| s.hash.clone()));
-        protected.extend(
-            previous_rollout
-                .and_then(|r| r.rollback.as_ref())
-                .map(|r| r.to.hash.clone()),
-        );
+        let previous_stable = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.stable_revision.clone());
+        let protected = protected_hashes(&rs, &existing);
         let revisions =
             sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
-        let current_hash = spec_revision_hash(&rs.spec);
-        let current = revisions
-            .iter()
-            .find(|r| r.reference.hash == current_hash)
-            .map(|r| r.reference.clone())
-            .unwrap_or(RevisionRef {
-                number: 0,
-                hash: current_hash,
-            });
+        let current = current_revision(&rs.spec, &revisions);
         let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
         // Past maxFailures the failure strategy decides: abortAll leaves
         // every cluster where it is, rollbackAll writes the stable revision

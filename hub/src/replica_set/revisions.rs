@@ -6,7 +6,7 @@
 //! a revision the spec returns to (an undo) gets the next number again, and
 //! the oldest beyond `revisionHistoryLimit` are pruned.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use super::deploy::owner_label;
 use super::error::{ReplicaSetError, failed};
-use ferry_api::contract::REPLICA_SET_LABEL;
+use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
+use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
 use ferry_semantics::revision::revision_hash;
 
@@ -81,6 +82,42 @@ pub fn revision_spec(
         Some(o) => serde_json::from_value(o.clone()).ok()?,
     };
     Some(spec)
+}
+
+/// The revision hashes of `rs` never pruned: those its `existing` works
+/// hold, its stable revision and the one a rollback went back to (both
+/// from its status).
+pub fn protected_hashes(
+    rs: &ManifestWorkReplicaSet,
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+) -> BTreeSet<String> {
+    let mut protected: BTreeSet<String> = existing
+        .values()
+        .filter_map(|w| w.annotations().get(REVISION_ANNOTATION).cloned())
+        .collect();
+    let rollout = rs.status.as_ref().and_then(|s| s.rollout.as_ref());
+    protected.extend(
+        rollout
+            .and_then(|r| r.stable_revision.as_ref())
+            .map(|s| s.hash.clone()),
+    );
+    protected.extend(
+        rollout
+            .and_then(|r| r.rollback.as_ref())
+            .map(|r| r.to.hash.clone()),
+    );
+    protected
+}
+
+/// The revision `spec` asks for, numbered from the stored `revisions` (0
+/// when it is not stored yet).
+pub fn current_revision(spec: &ManifestWorkReplicaSetSpec, revisions: &[Revision]) -> RevisionRef {
+    let hash = spec_revision_hash(spec);
+    revisions
+        .iter()
+        .find(|r| r.reference.hash == hash)
+        .map(|r| r.reference.clone())
+        .unwrap_or(RevisionRef { number: 0, hash })
 }
 
 /// Which old revisions to delete: with `old` sorted oldest first (every
