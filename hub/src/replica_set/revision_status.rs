@@ -154,13 +154,18 @@ pub fn fill_revision_status(
         .map(|(cluster, placement)| {
             let rendering = inputs.rendered.get(cluster);
             let work = inputs.works.get(cluster);
-            let revision = work.and_then(|w| {
+            let mut revision = work.and_then(|w| {
                 held_revision(
                     w,
                     &inputs.current.hash,
                     rendering.and_then(|r| r.as_ref().ok()),
                 )
             });
+            // A refused or unrenderable current revision fails the cluster
+            // on the current revision, whatever its work still holds.
+            if inputs.refused.contains_key(cluster) || matches!(rendering, Some(Err(_))) {
+                revision = Some(inputs.current.hash.clone());
+            }
             let (state, failure) = match (inputs.refused.get(cluster), rendering, work) {
                 (Some(refusal), _, _) => (
                     ClusterState::Failed,
