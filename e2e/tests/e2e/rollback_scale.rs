@@ -4,8 +4,9 @@
 //! the stable revision again, and to every simulated agent reporting it
 //! Applied; and how many works the rollback wrote. Ignored by default (it
 //! joins 1,000 clusters with simulated agents); run it with
-//! `cargo test -p ferry-e2e --test e2e rollback_scale:: -- --ignored --nocapture`.
-//! It fails only when the rollback does not finish.
+//! `cargo test -p ferry-e2e --test e2e rollback_scale:: -- --ignored --nocapture`
+//! (`FERRY_ROLLBACK_CLUSTERS=N` for another fleet size). It fails only
+//! when the rollback does not finish.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,7 +25,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-const CLUSTERS: usize = 1000;
+/// Clusters simulated: `FERRY_ROLLBACK_CLUSTERS`, or 1,000.
+fn clusters() -> usize {
+    std::env::var("FERRY_ROLLBACK_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000)
+}
 const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Each generated work's revision hash and whether it is Applied at its
@@ -107,7 +114,7 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
     let joined = Instant::now();
-    let clusters = join_clusters(&hub, 0, CLUSTERS, 16, 3600)
+    let clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
         .await
         .expect("join");
     let endpoint = hub_endpoint(&fleet.hub_url, Some(&fleet.hub_ca_pem)).expect("endpoint");
@@ -122,7 +129,8 @@ async fn rollback_all_across_1000_simulated_clusters() {
     );
     agents.wait_connected(TIMEOUT).await.expect("connected");
     eprintln!(
-        "{CLUSTERS} clusters joined and connected in {:?}",
+        "{} clusters joined and connected in {:?}",
+        clusters(),
         joined.elapsed()
     );
     // The bad revision's override leaves one cluster's manifest nameless:
@@ -176,7 +184,8 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .and_then(|s| s.rollout?.stable_revision)
         .expect("stable revision");
     eprintln!(
-        "revision 1 complete on {CLUSTERS} clusters in {:?}",
+        "revision 1 complete on {} clusters in {:?}",
+        clusters(),
         created.elapsed()
     );
 
@@ -214,11 +223,11 @@ async fn rollback_all_across_1000_simulated_clusters() {
     );
     let hash = stable.hash.clone();
     let back = wait_works(&hub, "every work on the stable revision", |w| {
-        w.len() == CLUSTERS && w.values().all(|(r, _)| *r == hash)
+        w.len() == clusters() && w.values().all(|(r, _)| *r == hash)
     })
     .await;
     let applied = wait_works(&hub, "every work applied on the stable revision", |w| {
-        w.len() == CLUSTERS && w.values().all(|(r, a)| *r == hash && *a)
+        w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
     })
     .await;
     let done = wait_status(&sets, "the rollback counted", |rs| {
@@ -226,7 +235,7 @@ async fn rollback_all_across_1000_simulated_clusters() {
             .as_ref()
             .and_then(|s| s.rollout.as_ref())
             .and_then(|r| r.rollback.as_ref())
-            .is_some_and(|r| r.clusters as usize == CLUSTERS - 1)
+            .is_some_and(|r| r.clusters as usize == clusters() - 1)
     })
     .await;
     let written = done
@@ -235,7 +244,8 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .map(|r| r.clusters)
         .unwrap_or_default();
     eprintln!(
-        "rollback across {CLUSTERS} clusters: halt -> every work on stable revision {}: {back:?}; -> every work Applied there: {:?}; {written} works written back (one per cluster that got the bad revision)",
+        "rollback across {} clusters: halt -> every work on stable revision {}: {back:?}; -> every work Applied there: {:?}; {written} works written back (one per cluster that got the bad revision)",
+        clusters(),
         stable.number,
         back + applied
     );
