@@ -114,12 +114,12 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
     let joined = Instant::now();
-    let clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
+    let joined_clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
         .await
         .expect("join");
     let endpoint = hub_endpoint(&fleet.hub_url, Some(&fleet.hub_ca_pem)).expect("endpoint");
     let agents = SimFleet::start(
-        clusters,
+        joined_clusters,
         endpoint,
         Behaviour {
             heartbeat: Duration::from_secs(30),
