@@ -81,6 +81,41 @@ pub enum Command {
     /// Show one object in detail.
     #[command(subcommand)]
     Describe(DescribeCommand),
+    /// Manage a ManifestWorkReplicaSet's rollout.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+}
+
+/// What `rollout` does.
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// A replica set's revisions: number, hash, created, clusters holding it.
+    ///
+    /// One row per revision kept (a ControllerRevision named
+    /// `<replica set>-<hash>`), newest first: its number, its hash, its
+    /// age, how many clusters' works hold it, and whether it is the current
+    /// revision (the spec's) or the stable one (the last that rolled out
+    /// everywhere). `-o json|yaml` prints the rows as records.
+    History {
+        /// `NAMESPACE/NAME` of the ManifestWorkReplicaSet, or `NAME` with `-n`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
+    },
+    /// Roll a replica set back to an earlier revision.
+    ///
+    /// Writes revision N's manifestWorkTemplate and overrides (from its
+    /// ControllerRevision) into the replica set's spec, as `kubectl rollout
+    /// undo` does for a Deployment: the revision becomes the newest and
+    /// rolls out with the replica set's strategy. Fails, naming the
+    /// revisions there are, when N is not kept.
+    Undo {
+        /// `NAMESPACE/NAME` of the ManifestWorkReplicaSet, or `NAME` with `-n`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
+        /// The revision number to go back to (see `rollout history`).
+        #[arg(long, value_name = "N")]
+        to_revision: i64,
+    },
 }
 
 /// What `get` lists.
@@ -176,6 +211,27 @@ mod tests {
     fn namespace_and_all_namespaces_exclude_each_other() {
         let parsed = Cli::try_parse_from(["kubectl-ferry", "get", "works", "-A", "-n", "x"]);
         assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn rollout_undo_takes_the_replica_set_and_the_revision() {
+        let cli = Cli::try_parse_from([
+            "kubectl-ferry",
+            "rollout",
+            "undo",
+            "default/app",
+            "--to-revision",
+            "3",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Rollout(RolloutCommand::Undo {
+                replica_set,
+                to_revision,
+            }) => assert_eq!((replica_set.as_str(), to_revision), ("default/app", 3)),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Cli::try_parse_from(["kubectl-ferry", "rollout", "undo", "default/app"]).is_err());
     }
 
     #[test]

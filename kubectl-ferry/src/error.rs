@@ -31,6 +31,17 @@ pub enum CliError {
         /// Its name.
         name: String,
     },
+    /// The named replica set does not exist.
+    #[error("manifestworkreplicaset {namespace}/{name} not found on the hub")]
+    ReplicaSetNotFound {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// `rollout undo` cannot be done.
+    #[error(transparent)]
+    Undo(#[from] crate::rollout_history::UndoError),
     /// The API server does not serve a ferry resource: this is not a hub, or
     /// its CRDs are not installed.
     #[error(

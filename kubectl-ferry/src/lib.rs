@@ -19,6 +19,8 @@ pub mod events;
 pub mod fetch;
 pub mod fleet_rows;
 pub mod output;
+pub mod rollout_fetch;
+pub mod rollout_history;
 pub mod run;
 pub mod table;
 pub mod work_ref;

@@ -3,7 +3,7 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat};
+use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat, RolloutCommand};
 use crate::client::connect;
 use crate::cluster_rows::{cluster_records, clusters_table};
 use crate::cluster_set_rows::cluster_sets_table;
@@ -16,6 +16,10 @@ use crate::fetch::{
 };
 use crate::fleet_rows::{placements_table, replica_sets_table};
 use crate::output::{hide_managed_fields, list, serialize};
+use crate::rollout_fetch::{
+    get_replica_set, list_replica_set_works, list_revisions, replace_replica_set,
+};
+use crate::rollout_history::{history_rows, history_table, undo_fields, with_revision};
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
 
@@ -151,6 +155,60 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     serialize(&record, format)
                 }
             }
+        }
+        Command::Rollout(RolloutCommand::History { replica_set }) => {
+            let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
+            let connection = connect(&cli.global).await?;
+            let object = get_replica_set(&connection.client, &rs).await?;
+            let revisions = list_revisions(&connection.client, &rs).await?;
+            let works = list_replica_set_works(&connection.client, &rs).await?;
+            let rows = history_rows(&object, &revisions, &works);
+            match format {
+                OutputFormat::Table if rows.is_empty() => Ok(format!(
+                    "No revisions of manifestworkreplicaset {}/{} found.\n",
+                    rs.namespace, rs.name
+                )),
+                OutputFormat::Table => Ok(with_newline(history_table(&rows, now))),
+                _ => {
+                    let items = rows
+                        .iter()
+                        .map(serde_json::to_value)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| CliError::Print(e.to_string()))?;
+                    serialize(&list(items), format)
+                }
+            }
+        }
+        Command::Rollout(RolloutCommand::Undo {
+            replica_set,
+            to_revision,
+        }) => {
+            let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
+            let connection = connect(&cli.global).await?;
+            let object = get_replica_set(&connection.client, &rs).await?;
+            let revisions = list_revisions(&connection.client, &rs).await?;
+            let (template, overrides) = undo_fields(&revisions, *to_revision)?;
+            let spec = &object["spec"];
+            let current_overrides = spec
+                .get("overrides")
+                .cloned()
+                .unwrap_or_else(|| Value::Array(Vec::new()));
+            if spec["manifestWorkTemplate"] == template && current_overrides == overrides {
+                return Ok(format!(
+                    "manifestworkreplicaset.work.ferry.dev/{} skipped rollback (current template already matches revision {to_revision})\n",
+                    rs.name
+                ));
+            }
+            replace_replica_set(
+                &connection.client,
+                &rs,
+                with_revision(object, template, overrides),
+            )
+            .await?;
+            Ok(format!(
+                "manifestworkreplicaset.work.ferry.dev/{} rolled back to revision {to_revision}\n",
+                rs.name
+            ))
         }
     }
 }

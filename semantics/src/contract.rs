@@ -73,12 +73,16 @@ pub const PLACEMENT_VERIFIED: &str = "PlacementVerified";
 pub const PLACEMENT_DECISION_NOT_FOUND: &str = "PlacementDecisionNotFound";
 /// ManifestWorkReplicaSet condition type: every chosen cluster holds the
 /// current template and succeeded (False with reason Progressing, Paused,
-/// Failed or MandatoryGroupFailed otherwise).
+/// Failed, RolledBack or MandatoryGroupFailed otherwise).
 pub const PLACEMENT_ROLLED_OUT: &str = "PlacementRolledOut";
 /// Reason of `PlacementRolledOut=False` (ferry's): a cluster of a mandatory
 /// decision group failed, which holds the rollout whatever `maxFailures`
 /// allows.
 pub const MANDATORY_GROUP_FAILED: &str = "MandatoryGroupFailed";
+/// Reason of `PlacementRolledOut=False` (ferry's): the rollout failed past
+/// `maxFailures` with `failureStrategy: rollbackAll`, and the clusters it
+/// reached were put back on the last stable revision.
+pub const ROLLED_BACK: &str = "RolledBack";
 /// ManifestWorkReplicaSet condition type: every generated work is applied
 /// (OCM's spelling).
 pub const MANIFESTWORK_APPLIED: &str = "ManifestworkApplied";

@@ -837,6 +837,23 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // core path is shorter (the sweep itself runs in e2e liveness::).
         "deleting the Lease of a replica gone for an hour",
     ),
+    (
+        "apps",
+        "controllerrevisions",
+        "patch",
+        // hub/src/replica_set/revisions.rs renumbers a revision only when a
+        // replica set's spec returns to an older template (an undo); the
+        // core path never goes back (e2e rollout_rollback:: does).
+        "renumbering a revision the spec returned to",
+    ),
+    (
+        "apps",
+        "controllerrevisions",
+        "delete",
+        // Pruning happens only past revisionHistoryLimit (default 10); the
+        // core path makes one revision (e2e rollout_rollback:: prunes).
+        "pruning revisions beyond revisionHistoryLimit",
+    ),
 ];
 
 /// Grants of the agent's fixed rules the core path does not use, each with

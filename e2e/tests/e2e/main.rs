@@ -66,6 +66,8 @@ mod report_flood;
 mod restarts;
 mod restricted_mode;
 mod resync;
+mod rollback_scale;
+mod rollout_rollback;
 mod server_side_apply;
 mod session_age;
 mod simulated_agents;

@@ -25,13 +25,17 @@ use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, sp
 use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
+use super::revision_status::{RevisionInputs, fill_revision_status};
+use super::revisions::{current_revision, protected_hashes, sync_revisions};
+use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
-use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often every replica set is reconciled whatever its triggers
 /// ([`resync_every`]); a reconcile writes only what changed.
@@ -43,10 +47,18 @@ struct Context {
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
     clusters: Store<ManagedCluster>,
+    /// The replica sets' ControllerRevisions (those with the replica-set
+    /// label): read on every reconcile without a list call.
+    revisions: Store<ControllerRevision>,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
     refused: Mutex<BTreeMap<String, Refused>>,
+    /// The rollback each replica set (owner label) is in, remembered
+    /// because the works written back reconcile again before the cache
+    /// holds the status recording it; the status is the memory across
+    /// restarts. An entry goes with its replica set.
+    rollbacks: Mutex<BTreeMap<String, RollbackStatus>>,
 }
 
 impl Context {
@@ -84,7 +96,56 @@ impl Context {
                     .get(cluster)
                     .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
+        // The revisions: the current one stored (or renumbered), old ones
+        // pruned, never the stable one or one a work still holds.
+        let previous_stable = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.stable_revision.clone());
+        let protected = protected_hashes(&rs, &existing);
+        let revisions =
+            sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
+        let current = current_revision(&rs.spec, &revisions);
         let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
+        // Past maxFailures the failure strategy decides: abortAll leaves
+        // every cluster where it is, rollbackAll writes the stable revision
+        // to the clusters holding the failed one.
+        let remembered = self.rollbacks.lock().await.get(&owner).cloned();
+        let outcome = failure_outcome(
+            &rs,
+            remembered.as_ref(),
+            &current,
+            previous_stable.as_ref(),
+            &revisions,
+            &plan,
+            now,
+        );
+        {
+            let mut rollbacks = self.rollbacks.lock().await;
+            match &outcome {
+                FailureOutcome::RollBack { status, .. } => {
+                    rollbacks.insert(owner.clone(), status.clone());
+                }
+                _ => {
+                    rollbacks.remove(&owner);
+                }
+            }
+        }
+        let stable_rendered = match &outcome {
+            FailureOutcome::RollBack { to, .. } => {
+                Some(render_chosen(&to.spec, &chosen.wanted, &self.clusters))
+            }
+            _ => None,
+        };
+        let (start, to_write, write_revision) = match (&outcome, &stable_rendered) {
+            (FailureOutcome::RollBack { to, .. }, Some(stable)) => (
+                rollback_writes(&current.hash, &chosen.wanted, &existing, &rendered, stable),
+                stable,
+                to.reference.hash.as_str(),
+            ),
+            _ => (plan.start.clone(), &rendered, current.hash.as_str()),
+        };
         // A missing placement stops everything (OCM): its clusters are not
         // in the decisions, and deleting their works would take the
         // application off them.
@@ -93,8 +154,9 @@ impl Context {
             let new = deploy(
                 &self.client,
                 &rs,
-                &plan.start,
-                &rendered,
+                &start,
+                to_write,
+                write_revision,
                 &existing,
                 &chosen.wanted,
                 chosen.may_delete(),
@@ -114,14 +176,26 @@ impl Context {
         }
         // The status counts what the cache shows; the writes above come
         // back through the work watch and reconcile again.
-        let status = replica_set_status(
-            &rs,
-            &chosen,
-            &self.generated(&rs),
-            &rendered,
-            &refused,
-            &plan,
-        );
+        let works = self.generated(&rs);
+        let mut status = replica_set_status(&rs, &chosen, &works, &rendered, &refused, &plan);
+        if chosen.missing.is_empty() {
+            fill_revision_status(
+                &rs,
+                &mut status,
+                &RevisionInputs {
+                    chosen: &chosen,
+                    works: &works,
+                    rendered: &rendered,
+                    refused: &refused,
+                    revisions: &revisions,
+                    current: &current,
+                    stable: previous_stable.as_ref(),
+                    outcome: &outcome,
+                    clusters: &self.clusters,
+                    now,
+                },
+            );
+        }
         write_status(&self.client, &rs, status).await?;
         if !chosen.missing.is_empty() {
             // The placement's return is seen by the placement watch.
@@ -156,6 +230,7 @@ impl Context {
     /// set until they are gone.
     async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         self.refused.lock().await.remove(&owner_label(&rs));
+        self.rollbacks.lock().await.remove(&owner_label(&rs));
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -197,6 +272,10 @@ async fn reconcile(
         ctx.clusters
             .wait_until_ready()
             .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
+        ctx.revisions
+            .wait_until_ready()
+            .await
             .map_err(|_| ReplicaSetError::NotReady)
     };
     wait.await
@@ -224,6 +303,14 @@ fn error_policy(
     }
     warn!(replica_set = %rs.name_any(), %error, "retrying");
     Action::requeue(Duration::from_secs(2))
+}
+
+/// The replica set a replica-set label (`<namespace>.<name>`) names.
+fn owner_of(labels: &BTreeMap<String, String>) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
+    labels
+        .get(REPLICA_SET_LABEL)
+        .and_then(|v| v.split_once('.'))
+        .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
 }
 
 /// The replica sets in `namespace` referring to `placement`.
@@ -269,6 +356,7 @@ pub async fn run_replica_set_controller(
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
+    let (revisions, revision_writer) = reflector::store();
     let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -304,13 +392,22 @@ pub async fn run_replica_set_controller(
     .reflect(cluster_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());
+    // A revision deleted or renumbered by hand is put right at once.
+    let revision_stream = watch(
+        Api::<ControllerRevision>::all(client.clone()),
+        watcher::Config::default().labels(REPLICA_SET_LABEL),
+    )
+    .reflect(revision_writer)
+    .touched_objects();
     let context = Arc::new(Context {
         client,
         placements,
         decisions,
         works,
         clusters,
+        revisions,
         refused: Mutex::new(BTreeMap::new()),
+        rollbacks: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
@@ -333,6 +430,9 @@ pub async fn run_replica_set_controller(
         )
         .watches_stream(cluster_stream, move |_: ManagedCluster| {
             using_labels(&label_sets)
+        })
+        .watches_stream(revision_stream, |revision: ControllerRevision| {
+            owner_of(revision.labels())
         })
         .watches_stream(work_stream, |work: ManifestWork| {
             work.labels()

@@ -16,7 +16,7 @@ use tracing::warn;
 use super::error::{ReplicaSetError, failed};
 use super::render::Rendered;
 use ferry_api::contract::{
-    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, TEMPLATE_APPLIED_AT_ANNOTATION,
+    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION,
 };
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
@@ -78,7 +78,8 @@ pub fn work_labels(rs: &ManifestWorkReplicaSet, placement: &str) -> BTreeMap<Str
 }
 
 /// Writes the works of the clusters in `start` (cluster, placement) unless
-/// `rs` is paused, then, when `may_delete`, deletes the `existing` works of
+/// `rs` is paused, each annotated as holding `revision` (a revision hash),
+/// then, when `may_delete`, deletes the `existing` works of
 /// clusters no longer `wanted`. A work the API server refuses for what it
 /// is fails only its cluster: the refusals are returned and the other
 /// writes go on. Fails on any other refused write or deletion, after the
@@ -89,6 +90,7 @@ pub async fn deploy(
     rs: &ManifestWorkReplicaSet,
     start: &[(String, String)],
     rendered: &Rendered,
+    revision: &str,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     wanted: &BTreeMap<String, String>,
     may_delete: bool,
@@ -130,7 +132,10 @@ pub async fn deploy(
                         "name": rs.name_any(),
                         "namespace": cluster,
                         "labels": work_labels(rs, &placement),
-                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                        "annotations": {
+                            TEMPLATE_APPLIED_AT_ANNOTATION: applied_at,
+                            REVISION_ANNOTATION: revision,
+                        },
                     },
                     "spec": spec,
                 });

@@ -13,10 +13,18 @@ pub mod deploy;
 pub mod dry_run;
 /// Why a replica set could not be brought up to date.
 pub mod error;
+/// The bounded fleet summary: per revision, failing clusters, feedback values.
+pub mod fleet_summary;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.
 pub mod render;
+/// The revision part of the status: current, stable, rollback, summary.
+pub mod revision_status;
+/// Revisions kept as ControllerRevisions, renumbered and pruned.
+pub mod revisions;
+/// `failureStrategy`: abort, or roll back to the stable revision.
+pub mod rollback;
 /// A rollout strategy resolved, and each cluster's state in it.
 pub mod rollout;
 /// Phase 5: the status, counted and written.

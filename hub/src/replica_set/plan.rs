@@ -24,6 +24,9 @@ pub struct RolloutPlan {
     pub look_again: Option<SignedDuration>,
     /// Each placement whose rollout stopped at too many failures, and why.
     pub halted: Vec<String>,
+    /// The names of those placements (their `failureStrategy` decides
+    /// what happens next).
+    pub halted_placements: Vec<String>,
     /// Each placement whose rollout a failed mandatory decision group
     /// holds, and which clusters failed there.
     pub held: Vec<String>,
@@ -49,6 +52,7 @@ pub fn plan_rollout(
     let mut start: Vec<(String, String)> = Vec::new();
     let mut look_again: Option<SignedDuration> = None;
     let mut halted = Vec::new();
+    let mut halted_placements = Vec::new();
     let mut held = Vec::new();
     let mut all_complete = true;
     for reference in &rs.spec.placement_refs {
@@ -90,6 +94,7 @@ pub fn plan_rollout(
         let step = next_step(&strategy.limits, &states);
         all_complete &= step.complete;
         if step.halted {
+            halted_placements.push(reference.name.clone());
             let failed = states
                 .iter()
                 .filter(|c| c.state == ClusterState::Failed)
@@ -122,6 +127,7 @@ pub fn plan_rollout(
         start,
         look_again,
         halted,
+        halted_placements,
         held,
         all_complete,
         problems,

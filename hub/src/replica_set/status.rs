@@ -403,6 +403,7 @@ mod missing_placement_tests {
             start: vec![],
             look_again: None,
             halted: vec![],
+            halted_placements: vec![],
             held: vec![],
             all_complete: true,
             problems: vec![],

@@ -1,0 +1,254 @@
+//! Figures, not a timed assertion: how long a `failureStrategy:
+//! rollbackAll` takes across 1,000 simulated clusters (issue 23), from the
+//! moment the bad revision is everywhere it can go to every work holding
+//! the stable revision again, and to every simulated agent reporting it
+//! Applied; and how many works the rollback wrote. Ignored by default (it
+//! joins 1,000 clusters with simulated agents); run it with
+//! `cargo test -p ferry-e2e --test e2e rollback_scale:: -- --ignored --nocapture`
+//! (`FERRY_ROLLBACK_CLUSTERS=N` for another fleet size). It fails only
+//! when the rollback does not finish.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::Placement;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::work_helpers::config_map;
+use ferry_tools::loadgen::agent::Behaviour;
+use ferry_tools::loadgen::clusters::{cluster_name, join_clusters};
+use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+/// Clusters simulated: `FERRY_ROLLBACK_CLUSTERS`, or 1,000.
+fn clusters() -> usize {
+    std::env::var("FERRY_ROLLBACK_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000)
+}
+const TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Each generated work's revision hash and whether it is Applied at its
+/// generation, by cluster, listed from the API server.
+async fn works(client: &Client) -> BTreeMap<String, (String, bool)> {
+    let api: Api<ManifestWork> = Api::all(client.clone());
+    let listed = api
+        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}=default.scale")))
+        .await
+        .expect("list works");
+    listed
+        .items
+        .iter()
+        .map(|w| {
+            let generation = w.metadata.generation.unwrap_or(0);
+            let applied = w.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Applied"
+                        && c.status == "True"
+                        && c.observed_generation == generation
+                })
+            });
+            (
+                w.namespace().unwrap_or_default(),
+                (
+                    w.annotations()
+                        .get(REVISION_ANNOTATION)
+                        .cloned()
+                        .unwrap_or_default(),
+                    applied,
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `done` holds for the works; returns how long it took.
+async fn wait_works(
+    client: &Client,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, (String, bool)>) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        if done(&works(client).await) {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < TIMEOUT, "{what} in time");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_status(
+    sets: &Api<ManifestWorkReplicaSet>,
+    what: &str,
+    done: impl Fn(&ManifestWorkReplicaSet) -> bool,
+) -> ManifestWorkReplicaSet {
+    let started = Instant::now();
+    loop {
+        let rs = sets.get("scale").await.expect("read replica set");
+        if done(&rs) {
+            return rs;
+        }
+        assert!(started.elapsed() < TIMEOUT, "{what} in time");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn reason(rs: &ManifestWorkReplicaSet) -> Option<(String, i64)> {
+    rs.status.as_ref()?.conditions.iter().find_map(|c| {
+        (c.type_ == "PlacementRolledOut").then(|| (c.reason.clone(), c.observed_generation))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: prints figures; run with --ignored"]
+async fn rollback_all_across_1000_simulated_clusters() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let joined = Instant::now();
+    let joined_clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
+        .await
+        .expect("join");
+    let endpoint = hub_endpoint(&fleet.hub_url, Some(&fleet.hub_ca_pem)).expect("endpoint");
+    let agents = SimFleet::start(
+        joined_clusters,
+        endpoint,
+        Behaviour {
+            heartbeat: Duration::from_secs(30),
+            status_delay: Duration::ZERO,
+            flap_every: None,
+        },
+    );
+    agents.wait_connected(TIMEOUT).await.expect("connected");
+    eprintln!(
+        "{} clusters joined and connected in {:?}",
+        clusters(),
+        joined.elapsed()
+    );
+    // The bad revision's override leaves one cluster's manifest nameless:
+    // the hub API server refuses that work, the cluster fails, and with
+    // maxFailures 0 the rollout halts after every other cluster got it.
+    Api::<ManagedCluster>::all(hub.clone())
+        .patch(
+            &cluster_name(0),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"broken": "yes"}}})),
+        )
+        .await
+        .expect("label cluster");
+    ferry_e2e::helpers::placement_helpers::bind_global(&hub, "default").await;
+    let placement: Placement = serde_json::from_value(json!({
+        "apiVersion": "cluster.ferry.dev/v1alpha1", "kind": "Placement",
+        "metadata": {"name": "scale", "namespace": "default"}, "spec": {},
+    }))
+    .expect("placement");
+    let placements: Api<Placement> = Api::namespaced(hub.clone(), "default");
+    placements
+        .create(&PostParams::default(), &placement)
+        .await
+        .expect("placement");
+    let template = |v: &str| json!({"workload": {"manifests": [config_map("default", "scale", json!({"version": v}))]}});
+    let strategy =
+        json!({"type": "All", "all": {"maxFailures": 0, "failureStrategy": "rollbackAll"}});
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "scale", "namespace": "default"},
+        "spec": {"manifestWorkTemplate": template("v1"),
+            "placementRefs": [{"name": "scale", "rolloutStrategy": strategy}]},
+    }))
+    .expect("replica set");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), "default");
+    let created = Instant::now();
+    sets.create(&PostParams::default(), &rs)
+        .await
+        .expect("replica set");
+    let stable = wait_status(&sets, "revision 1 complete and stable", |rs| {
+        reason(rs).is_some_and(|(r, _)| r == "Complete")
+            && rs
+                .status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .is_some_and(|r| r.stable_revision.is_some())
+    })
+    .await;
+    let stable = stable
+        .status
+        .and_then(|s| s.rollout?.stable_revision)
+        .expect("stable revision");
+    eprintln!(
+        "revision 1 complete on {} clusters in {:?}",
+        clusters(),
+        created.elapsed()
+    );
+
+    let changed = Instant::now();
+    let generation = sets
+        .patch(
+            "scale",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"manifestWorkTemplate": template("v2"),
+                "overrides": [{"name": "nameless", "clusterSelector": {"matchLabels": {"broken": "yes"}},
+                    "resourceIdentifier": {"kind": "ConfigMap", "namespace": "default", "name": "scale"},
+                    "jsonPatch": [{"op": "remove", "path": "/metadata/name"}]}]}})),
+        )
+        .await
+        .expect("bad revision")
+        .metadata
+        .generation
+        .unwrap_or(0);
+    // Halted: the status records the rollback (the works may be on their
+    // way back already).
+    let halted = wait_status(&sets, "the rollback recorded", |rs| {
+        reason(rs).is_some_and(|(r, g)| r == "RolledBack" && g == generation)
+    })
+    .await;
+    let halt = Instant::now();
+    let failed = halted
+        .status
+        .and_then(|s| s.rollout?.rollback)
+        .expect("rollback");
+    eprintln!(
+        "bad revision {} -> rollback to {} recorded {:?} after the template change",
+        failed.from.number,
+        failed.to.number,
+        halt - changed
+    );
+    let hash = stable.hash.clone();
+    let back = wait_works(&hub, "every work on the stable revision", |w| {
+        w.len() == clusters() && w.values().all(|(r, _)| *r == hash)
+    })
+    .await;
+    let applied = wait_works(&hub, "every work applied on the stable revision", |w| {
+        w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
+    })
+    .await;
+    let done = wait_status(&sets, "the rollback counted", |rs| {
+        rs.status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.rollback.as_ref())
+            .is_some_and(|r| r.clusters as usize == clusters() - 1)
+    })
+    .await;
+    let written = done
+        .status
+        .and_then(|s| s.rollout?.rollback)
+        .map(|r| r.clusters)
+        .unwrap_or_default();
+    eprintln!(
+        "rollback across {} clusters: halt -> every work on stable revision {}: {back:?}; -> every work Applied there: {:?}; {written} works written back (one per cluster that got the bad revision)",
+        clusters(),
+        stable.number,
+        back + applied
+    );
+    agents.stop().await;
+    fleet.stop().await;
+}

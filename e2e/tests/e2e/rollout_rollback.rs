@@ -1,0 +1,498 @@
+//! Revisions and automatic rollback of a ManifestWorkReplicaSet (issue 23),
+//! on real control planes with real agents: every template that rolls out
+//! is kept as a ControllerRevision and every generated work names its
+//! revision; a bad revision that fails the canary group past `maxFailures`
+//! is put back on the stable revision everywhere it reached with
+//! `failureStrategy: rollbackAll` (the status says why) and left in place
+//! with `abortAll`; `kubectl ferry rollout undo --to-revision 1` brings
+//! revision 1 back as the newest revision, `rollout history` shows it; the
+//! history is pruned to `revisionHistoryLimit`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{Condition, ManifestWork};
+use ferry_api::placement::Placement;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::local_pod::workspace_binary;
+use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::wait::wait_until;
+use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "default";
+const SPOKES: [&str; 3] = ["spoke-a", "spoke-b", "spoke-c"];
+/// A namespace every spoke but spoke-b has: a revision putting its
+/// ConfigMap there fails on spoke-b alone.
+const PARTIAL_NAMESPACE: &str = "not-on-b";
+
+fn template(name: &str, namespace: &str, version: &str) -> Value {
+    json!({"workload": {"manifests": [config_map(namespace, name, json!({"version": version}))]}})
+}
+
+/// The canary group (spoke-a and spoke-b) goes first; past one failure the
+/// `failure_strategy` decides.
+fn strategy(failure_strategy: &str) -> Value {
+    json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+        "minSuccessTime": "1s", "progressDeadline": "15s", "maxFailures": 0,
+        "failureStrategy": failure_strategy}})
+}
+
+async fn start_fleet() -> Fleet {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&SPOKES))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    for spoke in ["spoke-a", "spoke-b"] {
+        Api::<ManagedCluster>::all(hub.clone())
+            .patch(
+                spoke,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"ring": "canary"}}})),
+            )
+            .await
+            .expect("label ManagedCluster");
+    }
+    for spoke in ["spoke-a", "spoke-c"] {
+        Api::<Namespace>::all(fleet.spoke(spoke).client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": PARTIAL_NAMESPACE}}))
+                    .expect("namespace"),
+            )
+            .await
+            .expect("create namespace");
+    }
+    create_placement(
+        &hub,
+        NAMESPACE,
+        "canary-first",
+        json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+            {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
+        ]}}}),
+    )
+    .await;
+    let placements: Api<Placement> = Api::namespaced(hub.clone(), NAMESPACE);
+    wait_until(
+        &placements,
+        "canary-first",
+        "three clusters",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == 3)
+        },
+    )
+    .await
+    .expect("every spoke is chosen");
+    fleet
+}
+
+async fn create_replica_set(hub: &Client, name: &str, spec: Value) {
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }))
+    .expect("replica set");
+    Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("create ManifestWorkReplicaSet");
+}
+
+async fn patch_spec(hub: &Client, name: &str, spec: Value) -> i64 {
+    Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .expect("patch replica set")
+        .metadata
+        .generation
+        .unwrap_or(0)
+}
+
+fn rolled_out(rs: &ManifestWorkReplicaSet) -> Option<&Condition> {
+    rs.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "PlacementRolledOut")
+}
+
+/// Waits until `PlacementRolledOut` of `name`, for `generation`, has
+/// `reason` and `check` holds; returns the replica set.
+async fn wait_rolled_out(
+    hub: &Client,
+    name: &str,
+    generation: i64,
+    reason: &'static str,
+    check: impl Fn(&ManifestWorkReplicaSet) -> bool,
+) -> ManifestWorkReplicaSet {
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    wait_until(&sets, name, reason, APPLY_TIMEOUT * 3, |rs| {
+        rolled_out(rs).is_some_and(|c| c.observed_generation == generation && c.reason == reason)
+            && check(rs)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{name}: PlacementRolledOut {reason}: {e}"))
+}
+
+fn rollout_revision(rs: &ManifestWorkReplicaSet) -> Option<RevisionRef> {
+    rs.status.as_ref()?.rollout.as_ref()?.revision.clone()
+}
+
+fn stable_revision(rs: &ManifestWorkReplicaSet) -> Option<RevisionRef> {
+    rs.status
+        .as_ref()?
+        .rollout
+        .as_ref()?
+        .stable_revision
+        .clone()
+}
+
+/// The revision hash each spoke's work `name` holds.
+async fn held(hub: &Client, name: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for spoke in SPOKES {
+        let work = Api::<ManifestWork>::namespaced(hub.clone(), spoke)
+            .get(name)
+            .await
+            .expect("read work");
+        out.push((
+            spoke.to_string(),
+            work.annotations()
+                .get(REVISION_ANNOTATION)
+                .cloned()
+                .unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+fn every_spoke(hash: &str) -> Vec<(String, String)> {
+    SPOKES
+        .iter()
+        .map(|s| (s.to_string(), hash.to_string()))
+        .collect()
+}
+
+/// The replica set's ControllerRevisions as (number, name), by number.
+async fn revisions(hub: &Client, name: &str) -> Vec<(i64, String)> {
+    let api: Api<ControllerRevision> = Api::namespaced(hub.clone(), NAMESPACE);
+    let listed = api
+        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={NAMESPACE}.{name}")))
+        .await
+        .expect("list ControllerRevisions");
+    let mut out: Vec<(i64, String)> = listed
+        .items
+        .iter()
+        .map(|r| (r.revision, r.name_any()))
+        .collect();
+    out.sort();
+    out
+}
+
+async fn wait_spoke_version(fleet: &Fleet, spoke: &str, name: &str, version: &'static str) {
+    let on_spoke: Api<ConfigMap> = Api::namespaced(fleet.spoke(spoke).client.clone(), NAMESPACE);
+    wait_until(&on_spoke, name, version, APPLY_TIMEOUT, |cm| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("version"))
+            .map(String::as_str)
+            == Some(version)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{spoke}/{name} at {version}: {e}"));
+}
+
+fn kubectl_ferry_binary() -> PathBuf {
+    workspace_binary("kubectl-ferry", "KUBECTL_FERRY_BIN")
+}
+
+async fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
+    tokio::process::Command::new(kubectl_ferry_binary())
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("kubectl-ferry runs")
+}
+
+fn stdout_of(output: &Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} exits 0, got {}; stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+/// Rolls revision 1 out everywhere, then revision 2 (the ConfigMap moved
+/// to a namespace spoke-b lacks) with `failure_strategy`; returns the
+/// replica set once the rollout of revision 2 halted and the revision 1
+/// reference.
+async fn bad_revision_halts(
+    fleet: &Fleet,
+    name: &str,
+    failure_strategy: &str,
+    reason: &'static str,
+) -> (ManifestWorkReplicaSet, RevisionRef) {
+    let hub = fleet.hub_client.clone();
+    create_replica_set(
+        &hub,
+        name,
+        json!({
+            "manifestWorkTemplate": template(name, NAMESPACE, "v1"),
+            "placementRefs": [{"name": "canary-first", "rolloutStrategy": strategy(failure_strategy)}],
+        }),
+    )
+    .await;
+    // Complete on all three (a decision object the hub has not seen yet
+    // would make it complete on fewer).
+    let complete = wait_rolled_out(&hub, name, 1, "Complete", |rs| {
+        stable_revision(rs).is_some() && rs.status.as_ref().is_some_and(|s| s.summary.total == 3)
+    })
+    .await;
+    let first = rollout_revision(&complete).expect("status names the revision");
+    assert_eq!(first.number, 1);
+    assert_eq!(stable_revision(&complete), Some(first.clone()));
+    assert_eq!(held(&hub, name).await, every_spoke(&first.hash));
+    assert_eq!(
+        revisions(&hub, name).await,
+        vec![(1, format!("{name}-{}", first.hash))]
+    );
+    let generation = patch_spec(
+        &hub,
+        name,
+        json!({"manifestWorkTemplate": template(name, PARTIAL_NAMESPACE, "v2")}),
+    )
+    .await;
+    let halted = wait_rolled_out(&hub, name, generation, reason, |_| true).await;
+    (halted, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_and_history_work() {
+    let fleet = start_fleet().await;
+    let hub = fleet.hub_client.clone();
+    let (halted, first) = bad_revision_halts(&fleet, "app", "rollbackAll", "RolledBack").await;
+    let second = rollout_revision(&halted).expect("revision 2");
+    assert_eq!(second.number, 2);
+    assert_ne!(second.hash, first.hash);
+    let rolled = wait_rolled_out(&hub, "app", 2, "RolledBack", |rs| {
+        rs.status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.rollback.as_ref())
+            .is_some_and(|r| r.clusters == 2)
+    })
+    .await;
+    let rollout = rolled
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
+    let rollback = rollout.rollback.expect("rollback");
+    assert_eq!(
+        (rollback.from, rollback.to),
+        (second.clone(), first.clone())
+    );
+    assert!(rollback.reason.contains("spoke-b"), "{}", rollback.reason);
+    let message = &rolled_out(&rolled).expect("condition").message;
+    assert!(
+        message.contains("rollbackAll") && message.contains("spoke-b"),
+        "{message}"
+    );
+    assert_eq!(rollout.stable_revision, Some(first.clone()));
+    // Every work holds revision 1 again: spoke-a and spoke-b were put back,
+    // spoke-c never left it; spoke-a's ConfigMap is at v1 in place again.
+    assert_eq!(held(&hub, "app").await, every_spoke(&first.hash));
+    wait_spoke_version(&fleet, "spoke-a", "app", "v1").await;
+    assert_eq!(
+        revisions(&hub, "app").await,
+        vec![
+            (1, format!("app-{}", first.hash)),
+            (2, format!("app-{}", second.hash))
+        ]
+    );
+
+    // kubectl ferry rollout undo --to-revision 1: revision 1 comes back as
+    // revision 3 and rolls out; history shows it current and stable.
+    let kubeconfig = fleet.hub.info.kubeconfig.clone();
+    let missing = kubectl_ferry(
+        &kubeconfig,
+        &["rollout", "undo", "default/app", "--to-revision", "9"],
+    )
+    .await;
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("revision 9 not found: the replica set has revisions 1, 2"),
+        "{stderr}"
+    );
+    let undone = stdout_of(
+        &kubectl_ferry(
+            &kubeconfig,
+            &["rollout", "undo", "default/app", "--to-revision", "1"],
+        )
+        .await,
+        "rollout undo",
+    );
+    assert!(undone.contains("rolled back to revision 1"), "{undone}");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    let generation = sets
+        .get("app")
+        .await
+        .expect("read")
+        .metadata
+        .generation
+        .unwrap_or(0);
+    let third = RevisionRef {
+        number: 3,
+        hash: first.hash.clone(),
+    };
+    wait_rolled_out(&hub, "app", generation, "Complete", |rs| {
+        rollout_revision(rs) == Some(third.clone()) && stable_revision(rs) == Some(third.clone())
+    })
+    .await;
+    assert_eq!(
+        revisions(&hub, "app").await,
+        vec![
+            (2, format!("app-{}", second.hash)),
+            (3, format!("app-{}", first.hash))
+        ]
+    );
+    let history = stdout_of(
+        &kubectl_ferry(&kubeconfig, &["rollout", "history", "default/app"]).await,
+        "rollout history",
+    );
+    let lines: Vec<&str> = history.lines().collect();
+    assert!(lines[0].starts_with("REVISION"), "{history}");
+    let newest: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        (newest[0], newest[1], newest[3], newest[4]),
+        ("3", first.hash.as_str(), "3", "current,stable"),
+        "{history}"
+    );
+    assert!(
+        lines[2].starts_with("2 ") && lines[2].contains(&second.hash),
+        "{history}"
+    );
+
+    // revisionHistoryLimit 1 and a fourth revision: revision 2 is pruned,
+    // revision 3 (one old revision) stays.
+    let generation = patch_spec(
+        &hub,
+        "app",
+        json!({"revisionHistoryLimit": 1, "manifestWorkTemplate": template("app", NAMESPACE, "v4")}),
+    )
+    .await;
+    let fourth = wait_rolled_out(&hub, "app", generation, "Complete", |rs| {
+        rollout_revision(rs).is_some_and(|r| r.number == 4)
+    })
+    .await;
+    let fourth = rollout_revision(&fourth).expect("revision 4");
+    let api: Api<ControllerRevision> = Api::namespaced(hub.clone(), NAMESPACE);
+    let expected = vec![
+        (3, format!("app-{}", first.hash)),
+        (4, format!("app-{}", fourth.hash)),
+    ];
+    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+    // The pruning is a deletion: waited for on a watch of the revisions.
+    let watch = kube::runtime::watcher(
+        api,
+        kube::runtime::watcher::Config::default()
+            .labels(&format!("{REPLICA_SET_LABEL}={NAMESPACE}.app")),
+    );
+    let mut watch = std::pin::pin!(watch);
+    loop {
+        use futures::StreamExt;
+        let have = revisions(&hub, "app").await;
+        if have == expected {
+            break;
+        }
+        if tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .is_err()
+        {
+            panic!("history pruned to {expected:?}, have {have:?}");
+        }
+    }
+    assert_eq!(held(&hub, "app").await, every_spoke(&fourth.hash));
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_all_leaves_the_bad_revision_where_it_reached_and_says_so() {
+    let fleet = start_fleet().await;
+    let hub = fleet.hub_client.clone();
+    let (halted, first) = bad_revision_halts(&fleet, "aborted", "abortAll", "Failed").await;
+    let second = rollout_revision(&halted).expect("revision 2");
+    let message = &rolled_out(&halted).expect("condition").message;
+    assert!(
+        message.contains("aborted (failureStrategy abortAll)") && message.contains("spoke-b"),
+        "{message}"
+    );
+    let rollout = halted
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
+    assert!(rollout.rollback.is_none());
+    assert_eq!(rollout.stable_revision, Some(first.clone()));
+    // The canary group holds revision 2 and stays there; spoke-c never got it.
+    assert_eq!(
+        held(&hub, "aborted").await,
+        vec![
+            ("spoke-a".to_string(), second.hash.clone()),
+            ("spoke-b".to_string(), second.hash.clone()),
+            ("spoke-c".to_string(), first.hash.clone()),
+        ]
+    );
+    let failing: Vec<&str> = rollout
+        .failing_clusters
+        .iter()
+        .map(|f| f.cluster.as_str())
+        .collect();
+    assert_eq!(failing, vec!["spoke-b"]);
+    assert_eq!(rollout.failing_clusters[0].revision, 2);
+    let on_revision_2 = rollout
+        .revisions
+        .iter()
+        .find(|r| r.revision == second)
+        .expect("revision 2 counted");
+    assert_eq!(
+        (
+            on_revision_2.clusters.failed,
+            on_revision_2.clusters.succeeded,
+            on_revision_2.clusters.to_apply
+        ),
+        (1, 1, 1)
+    );
+    let on_a: Api<ConfigMap> =
+        Api::namespaced(fleet.spoke("spoke-a").client.clone(), PARTIAL_NAMESPACE);
+    let cm = on_a
+        .get("aborted")
+        .await
+        .expect("spoke-a keeps revision 2's ConfigMap");
+    assert_eq!(
+        cm.data.and_then(|d| d.get("version").cloned()).as_deref(),
+        Some("v2")
+    );
+    fleet.stop().await;
+}

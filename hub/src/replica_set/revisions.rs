@@ -1,0 +1,341 @@
+//! A replica set's revisions: each distinct template with its overrides
+//! that rolls out is kept as an apps/v1 `ControllerRevision` in the replica
+//! set's namespace, named `<replica set>-<revision hash>`, labelled with the
+//! replica set, owned by it (Kubernetes' garbage collector deletes them with
+//! it), `data` = `{manifestWorkTemplate, overrides}`. As a Deployment does,
+//! a revision the spec returns to (an undo) gets the next number again, and
+//! the oldest beyond `revisionHistoryLimit` are pruned.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::deploy::owner_label;
+use super::error::{ReplicaSetError, failed};
+use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
+use ferry_semantics::revision::revision_hash;
+
+/// Old revisions kept when `revisionHistoryLimit` is not set (OCM's and
+/// Deployments' default).
+pub const DEFAULT_HISTORY_LIMIT: usize = 10;
+
+/// Longest Kubernetes object name.
+const MAX_OBJECT_NAME: usize = 253;
+
+/// One stored revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    /// Its number and hash.
+    pub reference: RevisionRef,
+    /// The template and overrides it holds, as a replica set spec (the
+    /// other fields are the replica set's own): rendered per cluster by
+    /// the same path as the current spec.
+    pub spec: ManifestWorkReplicaSetSpec,
+    /// When its ControllerRevision was created.
+    pub created: Option<Timestamp>,
+}
+
+/// The revision hash of `spec`'s template and overrides. Never fails: a
+/// spec that does not serialise (it always does) hashes as `null`.
+pub fn spec_revision_hash(spec: &ManifestWorkReplicaSetSpec) -> String {
+    let (template, overrides) = revision_data(spec);
+    revision_hash(&template, &overrides)
+}
+
+/// The template and the overrides (`[]` when none) of `spec`, as JSON.
+fn revision_data(spec: &ManifestWorkReplicaSetSpec) -> (Value, Value) {
+    (
+        serde_json::to_value(&spec.manifest_work_template).unwrap_or(Value::Null),
+        serde_json::to_value(&spec.overrides).unwrap_or_else(|_| json!([])),
+    )
+}
+
+/// The ControllerRevision name of `rs`'s revision `hash`: the replica set's
+/// name cut so the whole stays a valid object name.
+pub fn revision_name(rs_name: &str, hash: &str) -> String {
+    let room = MAX_OBJECT_NAME - hash.len() - 1;
+    let prefix: String = rs_name.chars().take(room).collect();
+    format!("{}-{hash}", prefix.trim_end_matches(['-', '.']))
+}
+
+/// `revision`'s template and overrides put in `base` (the replica set's
+/// spec), or None when its data is not a template and overrides.
+pub fn revision_spec(
+    revision: &ControllerRevision,
+    base: &ManifestWorkReplicaSetSpec,
+) -> Option<ManifestWorkReplicaSetSpec> {
+    let data = &revision.data.as_ref()?.0;
+    let mut spec = base.clone();
+    spec.manifest_work_template =
+        serde_json::from_value(data.get("manifestWorkTemplate")?.clone()).ok()?;
+    spec.overrides = match data.get("overrides") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(o) => serde_json::from_value(o.clone()).ok()?,
+    };
+    Some(spec)
+}
+
+/// The revision hashes of `rs` never pruned: those its `existing` works
+/// hold, its stable revision and the one a rollback went back to (both
+/// from its status).
+pub fn protected_hashes(
+    rs: &ManifestWorkReplicaSet,
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+) -> BTreeSet<String> {
+    let mut protected: BTreeSet<String> = existing
+        .values()
+        .filter_map(|w| w.annotations().get(REVISION_ANNOTATION).cloned())
+        .collect();
+    let rollout = rs.status.as_ref().and_then(|s| s.rollout.as_ref());
+    protected.extend(
+        rollout
+            .and_then(|r| r.stable_revision.as_ref())
+            .map(|s| s.hash.clone()),
+    );
+    protected.extend(
+        rollout
+            .and_then(|r| r.rollback.as_ref())
+            .map(|r| r.to.hash.clone()),
+    );
+    protected
+}
+
+/// The revision `spec` asks for, numbered from the stored `revisions` (0
+/// when it is not stored yet).
+pub fn current_revision(spec: &ManifestWorkReplicaSetSpec, revisions: &[Revision]) -> RevisionRef {
+    let hash = spec_revision_hash(spec);
+    revisions
+        .iter()
+        .find(|r| r.reference.hash == hash)
+        .map(|r| r.reference.clone())
+        .unwrap_or(RevisionRef { number: 0, hash })
+}
+
+/// Which old revisions to delete: with `old` sorted oldest first (every
+/// revision but the current), the oldest beyond `limit`, skipping the
+/// `protected` ones (the stable revision, those a work holds), which still
+/// count against the limit, as a Deployment counts its old replica sets.
+pub fn to_prune<'a>(
+    old: &'a [RevisionRef],
+    limit: usize,
+    protected: &BTreeSet<String>,
+) -> Vec<&'a RevisionRef> {
+    let excess = old.len().saturating_sub(limit);
+    old.iter()
+        .take(excess)
+        .filter(|r| !protected.contains(&r.hash))
+        .collect()
+}
+
+/// Brings the revisions of `rs` (among the `cached` ControllerRevisions)
+/// up to date with its spec and returns them, oldest (lowest number)
+/// first; the current one is the last. The current
+/// template and overrides get a ControllerRevision numbered one past the
+/// highest (created, or renumbered when the spec came back to it); old
+/// revisions beyond `revisionHistoryLimit` are deleted, never one whose
+/// hash is `protected`. Fails when the API server refuses a write or a
+/// deletion.
+pub async fn sync_revisions(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+    cached: &[Arc<ControllerRevision>],
+    protected: &BTreeSet<String>,
+) -> Result<Vec<Revision>, ReplicaSetError> {
+    let namespace = rs.namespace().unwrap_or_default();
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &namespace);
+    let uid = rs.uid().unwrap_or_default();
+    // A revision of an earlier replica set of the same name (being
+    // garbage-collected) is not this one's.
+    let mut own: Vec<ControllerRevision> = cached
+        .iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|r| r.owner_references().iter().any(|o| o.uid == uid))
+        .map(|r| (**r).clone())
+        .collect();
+    let current = spec_revision_hash(&rs.spec);
+    let name = revision_name(&rs.name_any(), &current);
+    let highest = own.iter().map(|r| r.revision).max().unwrap_or(0);
+    match own.iter_mut().find(|r| r.name_any() == name) {
+        Some(existing) if existing.revision < highest => {
+            // Back to an older revision: it becomes the newest (its data
+            // is immutable, its number is not).
+            let patched = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"revision": highest + 1})),
+                )
+                .await
+                .map_err(failed(rs, format!("renumbering ControllerRevision {name}")))?;
+            *existing = patched;
+        }
+        Some(_) => {}
+        None => {
+            let revision = new_revision(rs, &name, highest + 1);
+            match api.create(&PostParams::default(), &revision).await {
+                Ok(created) => own.push(created),
+                // Created by an earlier reconcile the cache has not seen yet.
+                Err(kube::Error::Api(e)) if e.code == 409 => own.push(revision),
+                Err(source) => {
+                    return Err(failed(rs, format!("creating ControllerRevision {name}"))(
+                        source,
+                    ));
+                }
+            }
+        }
+    }
+    own.sort_by_key(|r| r.revision);
+    let limit = rs
+        .spec
+        .revision_history_limit
+        .map_or(DEFAULT_HISTORY_LIMIT, |l| usize::try_from(l).unwrap_or(0));
+    let refs: Vec<RevisionRef> = own.iter().map(reference).collect();
+    let old: Vec<RevisionRef> = refs.iter().filter(|r| r.hash != current).cloned().collect();
+    let doomed: BTreeSet<String> = to_prune(&old, limit, protected)
+        .into_iter()
+        .map(|r| r.hash.clone())
+        .collect();
+    let mut kept = Vec::new();
+    for revision in own {
+        let hash = reference(&revision).hash;
+        if doomed.contains(&hash) {
+            match api
+                .delete(&revision.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(source) => {
+                    return Err(failed(
+                        rs,
+                        format!("pruning ControllerRevision {}", revision.name_any()),
+                    )(source));
+                }
+            }
+            continue;
+        }
+        let Some(spec) = revision_spec(&revision, &rs.spec) else {
+            continue;
+        };
+        kept.push(Revision {
+            reference: reference(&revision),
+            spec,
+            created: revision.creation_timestamp().map(|t| t.0),
+        });
+    }
+    Ok(kept)
+}
+
+/// The number and hash of a stored revision; the hash is the end of its
+/// name (`<replica set>-<hash>`).
+fn reference(revision: &ControllerRevision) -> RevisionRef {
+    let name = revision.name_any();
+    RevisionRef {
+        number: revision.revision,
+        hash: name.rsplit('-').next().unwrap_or_default().to_string(),
+    }
+}
+
+/// The ControllerRevision `name` numbered `number` holding `rs`'s current
+/// template and overrides.
+fn new_revision(rs: &ManifestWorkReplicaSet, name: &str, number: i64) -> ControllerRevision {
+    let (template, overrides) = revision_data(&rs.spec);
+    ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: rs.namespace(),
+            labels: Some([(REPLICA_SET_LABEL.to_string(), owner_label(rs))].into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: ManifestWorkReplicaSet::api_version(&()).into_owned(),
+                kind: ManifestWorkReplicaSet::kind(&()).into_owned(),
+                name: rs.name_any(),
+                uid: rs.uid().unwrap_or_default(),
+                controller: Some(true),
+                // Blocking would need update on the replica set's
+                // finalizers where OwnerReferencesPermissionEnforcement
+                // runs; background deletion needs no block.
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(
+            json!({"manifestWorkTemplate": template, "overrides": overrides}),
+        )),
+        revision: number,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(number: i64, hash: &str) -> RevisionRef {
+        RevisionRef {
+            number,
+            hash: hash.into(),
+        }
+    }
+
+    #[test]
+    fn the_oldest_beyond_the_limit_go_except_protected_ones() {
+        let old = [r(1, "a"), r(2, "b"), r(3, "c"), r(4, "d")];
+        let none = BTreeSet::new();
+        let pruned: Vec<i64> = to_prune(&old, 2, &none).iter().map(|r| r.number).collect();
+        assert_eq!(pruned, vec![1, 2]);
+        let stable = BTreeSet::from(["a".to_string()]);
+        let pruned: Vec<i64> = to_prune(&old, 2, &stable)
+            .iter()
+            .map(|r| r.number)
+            .collect();
+        assert_eq!(pruned, vec![2]);
+        assert!(to_prune(&old, 10, &none).is_empty());
+        assert_eq!(to_prune(&old, 0, &none).len(), 4);
+    }
+
+    #[test]
+    fn a_revision_name_stays_a_valid_object_name() {
+        assert_eq!(revision_name("app", "0123456789"), "app-0123456789");
+        let long = "x".repeat(300);
+        let name = revision_name(&long, "0123456789");
+        assert_eq!(name.len(), MAX_OBJECT_NAME);
+        assert!(name.ends_with("-0123456789"));
+    }
+
+    #[test]
+    fn a_revision_gives_back_its_template_and_overrides() {
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "uid": "u1"},
+            "spec": {
+                "manifestWorkTemplate": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cfg", "namespace": "default"}, "data": {"v": "1"}}]}},
+                "placementRefs": [{"name": "p"}],
+                "overrides": [{"name": "eu", "resourceIdentifier": {"kind": "ConfigMap", "name": "cfg"},
+                    "jsonPatch": [{"op": "add", "path": "/data/r", "value": "eu"}]}],
+            },
+        }))
+        .expect("replica set");
+        let hash = spec_revision_hash(&rs.spec);
+        let stored = new_revision(&rs, &revision_name("app", &hash), 3);
+        assert_eq!(stored.revision, 3);
+        assert_eq!(reference(&stored), r(3, &hash));
+        let owner = &stored.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!((owner.uid.as_str(), owner.controller), ("u1", Some(true)));
+        let mut changed = rs.spec.clone();
+        changed.manifest_work_template = Default::default();
+        changed.overrides.clear();
+        let back = revision_spec(&stored, &changed).expect("data");
+        assert_eq!(back, rs.spec);
+        assert_eq!(spec_revision_hash(&back), hash);
+    }
+}

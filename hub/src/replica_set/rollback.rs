@@ -1,0 +1,438 @@
+//! `failureStrategy`: what a rollout halted past `maxFailures` does.
+//! `abortAll` (the default) leaves every cluster where it is; `rollbackAll`
+//! puts every cluster holding the failed revision (those progressing
+//! included) back on the stable revision, rendered per cluster from its
+//! ControllerRevision. The rollback is remembered in the status and holds
+//! until the spec's revision changes: a new template rolls out normally.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+
+use super::plan::RolloutPlan;
+use super::render::Rendered;
+use super::revisions::Revision;
+use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::replica_set::{
+    ManifestWorkReplicaSet, RevisionRef, RollbackStatus, RolloutConfig, RolloutStrategy,
+};
+
+/// `failureStrategy` value that rolls a failed rollout back.
+pub const ROLLBACK_ALL: &str = "rollbackAll";
+
+/// What the failure strategy makes of the rollout now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailureOutcome<'a> {
+    /// Not halted: the rollout goes on.
+    Proceed,
+    /// Halted and left where it is: `abortAll`, or `rollbackAll` with no
+    /// stable revision to go back to (`no_stable`: the first rollout
+    /// failed, or the stable revision's ControllerRevision is gone).
+    Aborted {
+        /// Whether a rollback was asked for and could not be done.
+        no_stable: bool,
+    },
+    /// `rollbackAll`: the clusters holding the failed revision go back to
+    /// `to`.
+    RollBack {
+        /// The rollback, as the status reports it.
+        status: RollbackStatus,
+        /// The revision they go back to.
+        to: &'a Revision,
+    },
+}
+
+/// The settings shared by every rollout type of `strategy`.
+fn config(strategy: &RolloutStrategy) -> Option<&RolloutConfig> {
+    match strategy.type_.as_str() {
+        "Progressive" => strategy.progressive.as_ref().map(|p| &p.config),
+        "ProgressivePerGroup" => strategy.progressive_per_group.as_ref().map(|p| &p.config),
+        _ => strategy.all.as_ref(),
+    }
+}
+
+/// Whether `strategy` says `rollbackAll`.
+pub fn rolls_back(strategy: &RolloutStrategy) -> bool {
+    config(strategy).is_some_and(|c| c.failure_strategy == ROLLBACK_ALL)
+}
+
+/// Decides what `rs` does about its rollout of the `current` revision:
+/// a rollback the status already records for it (or the controller
+/// `remembered`, for a status the cache has not caught up with) goes on;
+/// otherwise, when the `plan` halted placements past `maxFailures` and one
+/// of them says `rollbackAll`, a rollback to the `stable` revision (found in `revisions`) starts `now`.
+pub fn failure_outcome<'a>(
+    rs: &ManifestWorkReplicaSet,
+    remembered: Option<&RollbackStatus>,
+    current: &RevisionRef,
+    stable: Option<&RevisionRef>,
+    revisions: &'a [Revision],
+    plan: &RolloutPlan,
+    now: Timestamp,
+) -> FailureOutcome<'a> {
+    let (halted, reasons) = (&plan.halted_placements, &plan.halted);
+    let find = |hash: &str| revisions.iter().find(|r| r.reference.hash == hash);
+    let previous = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.rollback.as_ref())
+        .or(remembered)
+        .filter(|r| r.from.hash == current.hash);
+    if let Some(previous) = previous {
+        return match find(&previous.to.hash) {
+            Some(to) => FailureOutcome::RollBack {
+                status: RollbackStatus {
+                    from: current.clone(),
+                    to: to.reference.clone(),
+                    ..previous.clone()
+                },
+                to,
+            },
+            None => FailureOutcome::Aborted { no_stable: true },
+        };
+    }
+    if halted.is_empty() {
+        return FailureOutcome::Proceed;
+    }
+    let rollback_all = rs
+        .spec
+        .placement_refs
+        .iter()
+        .filter(|r| halted.contains(&r.name))
+        .any(|r| rolls_back(&r.rollout_strategy));
+    if !rollback_all {
+        return FailureOutcome::Aborted { no_stable: false };
+    }
+    match stable
+        .filter(|s| s.hash != current.hash)
+        .and_then(|s| find(&s.hash))
+    {
+        Some(to) => FailureOutcome::RollBack {
+            status: RollbackStatus {
+                from: current.clone(),
+                to: to.reference.clone(),
+                reason: reasons.join("; "),
+                at: now
+                    .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+                    .to_string(),
+                clusters: 0,
+            },
+            to,
+        },
+        None => FailureOutcome::Aborted { no_stable: true },
+    }
+}
+
+/// The revision hash `work` holds: its revision annotation, or for a work
+/// written before works were annotated, `current` when it holds the
+/// cluster's `current_rendering`.
+pub fn held_revision(
+    work: &ManifestWork,
+    current: &str,
+    current_rendering: Option<&ferry_api::manifest_work::ManifestWorkSpec>,
+) -> Option<String> {
+    if let Some(hash) = work
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION_ANNOTATION))
+    {
+        return Some(hash.clone());
+    }
+    (current_rendering == Some(&work.spec)).then(|| current.to_string())
+}
+
+/// The clusters a rollback from the `failed` revision writes now, each with
+/// its placement: of the `wanted` clusters, those whose work holds the
+/// failed revision (or that have no work yet), and whose work is not
+/// already their `stable` rendering. Clusters on any other revision stay
+/// where they are.
+pub fn rollback_writes(
+    failed: &str,
+    wanted: &BTreeMap<String, String>,
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    current: &Rendered,
+    stable: &Rendered,
+) -> Vec<(String, String)> {
+    wanted
+        .iter()
+        .filter(|(cluster, _)| {
+            let Some(Ok(target)) = stable.get(*cluster) else {
+                return false;
+            };
+            match existing.get(*cluster) {
+                None => true,
+                Some(work) => {
+                    let rendering = current.get(*cluster).and_then(|r| r.as_ref().ok());
+                    held_revision(work, failed, rendering).as_deref() == Some(failed)
+                        && &work.spec != target
+                }
+            }
+        })
+        .map(|(c, p)| (c.clone(), p.clone()))
+        .collect()
+}
+
+/// How many of the `existing` works a rollback to `to` that started at
+/// `at` (RFC 3339) has put back: those holding `to` written since.
+pub fn rolled_back(existing: &BTreeMap<String, Arc<ManifestWork>>, to: &str, at: &str) -> i32 {
+    let Ok(at) = at.parse::<Timestamp>() else {
+        return 0;
+    };
+    let count = existing
+        .values()
+        .filter(|w| {
+            let annotations = w.meta().annotations.as_ref();
+            annotations
+                .and_then(|a| a.get(REVISION_ANNOTATION))
+                .map(String::as_str)
+                == Some(to)
+                && annotations
+                    .and_then(|a| a.get(TEMPLATE_APPLIED_AT_ANNOTATION))
+                    .and_then(|t| t.parse::<Timestamp>().ok())
+                    .is_some_and(|t| t >= at)
+        })
+        .count();
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_api::manifest_work::ManifestWorkSpec;
+    use ferry_api::replica_set::{ManifestWorkReplicaSetSpec, RolloutStatus};
+    use serde_json::json;
+
+    fn rs(failure_strategy: &str) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p", "rolloutStrategy":
+                {"type": "Progressive", "progressive": {"failureStrategy": failure_strategy}}}]},
+        }))
+        .expect("replica set")
+    }
+
+    fn reference(number: i64, hash: &str) -> RevisionRef {
+        RevisionRef {
+            number,
+            hash: hash.into(),
+        }
+    }
+
+    fn revision(number: i64, hash: &str) -> Revision {
+        Revision {
+            reference: reference(number, hash),
+            spec: ManifestWorkReplicaSetSpec::default(),
+            created: None,
+        }
+    }
+
+    fn plan(halted: &[String], reasons: &[String]) -> RolloutPlan {
+        RolloutPlan {
+            start: vec![],
+            look_again: None,
+            halted: reasons.to_vec(),
+            halted_placements: halted.to_vec(),
+            held: vec![],
+            all_complete: false,
+            problems: vec![],
+        }
+    }
+
+    fn spec(value: &str) -> ManifestWorkSpec {
+        serde_json::from_value(
+            json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d"}, "data": {"v": value}}]}}),
+        )
+        .expect("spec")
+    }
+
+    fn work(spec: ManifestWorkSpec, revision: Option<&str>, at: &str) -> Arc<ManifestWork> {
+        let mut w = ManifestWork::new("app", spec);
+        let mut annotations =
+            BTreeMap::from([(TEMPLATE_APPLIED_AT_ANNOTATION.to_string(), at.to_string())]);
+        if let Some(r) = revision {
+            annotations.insert(REVISION_ANNOTATION.to_string(), r.to_string());
+        }
+        w.metadata.annotations = Some(annotations);
+        Arc::new(w)
+    }
+
+    #[test]
+    fn a_halted_rollback_all_goes_back_to_the_stable_revision() {
+        let revisions = [revision(1, "s"), revision(2, "f")];
+        let now: Timestamp = "2026-11-27T10:00:00Z".parse().expect("time");
+        let current = reference(2, "f");
+        let stable = reference(1, "s");
+        let halted = vec!["p".to_string()];
+        let reasons = vec!["placement p: 1 clusters failed (a)".to_string()];
+        let outcome =
+            |rs: &ManifestWorkReplicaSet, stable: Option<&RevisionRef>, halted: &[String]| {
+                failure_outcome(
+                    rs,
+                    None,
+                    &current,
+                    stable,
+                    &revisions,
+                    &plan(halted, &reasons),
+                    now,
+                )
+            };
+        let rollback = rs(ROLLBACK_ALL);
+        match outcome(&rollback, Some(&stable), &halted) {
+            FailureOutcome::RollBack { status, to } => {
+                assert_eq!(to.reference, stable);
+                assert_eq!(
+                    (status.from, status.to.clone()),
+                    (current.clone(), stable.clone())
+                );
+                assert_eq!(status.at, "2026-11-27T10:00:00Z");
+                assert!(status.reason.contains("1 clusters failed (a)"));
+            }
+            other => panic!("expected a rollback, got {other:?}"),
+        }
+        assert_eq!(
+            outcome(&rollback, Some(&stable), &[]),
+            FailureOutcome::Proceed
+        );
+        assert_eq!(
+            outcome(&rollback, None, &halted),
+            FailureOutcome::Aborted { no_stable: true }
+        );
+        assert_eq!(
+            outcome(&rollback, Some(&current), &halted),
+            FailureOutcome::Aborted { no_stable: true }
+        );
+        assert_eq!(
+            outcome(&rs("abortAll"), Some(&stable), &halted),
+            FailureOutcome::Aborted { no_stable: false }
+        );
+        assert_eq!(
+            outcome(&rs(""), Some(&stable), &halted),
+            FailureOutcome::Aborted { no_stable: false }
+        );
+    }
+
+    #[test]
+    fn a_recorded_rollback_holds_until_the_revision_changes() {
+        let revisions = [revision(1, "s"), revision(3, "f")];
+        let mut rolled = rs(ROLLBACK_ALL);
+        let recorded = RollbackStatus {
+            from: reference(2, "f"),
+            to: reference(1, "s"),
+            reason: "why".into(),
+            at: "2026-11-27T10:00:00Z".into(),
+            clusters: 2,
+        };
+        rolled.status = Some(ferry_api::replica_set::ManifestWorkReplicaSetStatus {
+            rollout: Some(RolloutStatus {
+                rollback: Some(recorded.clone()),
+                ..RolloutStatus::default()
+            }),
+            ..Default::default()
+        });
+        let now = Timestamp::now();
+        // Not halted any more (the clusters hold the stable revision), the
+        // rollback stands, renumbered.
+        match failure_outcome(
+            &rolled,
+            None,
+            &reference(3, "f"),
+            None,
+            &revisions,
+            &plan(&[], &[]),
+            now,
+        ) {
+            FailureOutcome::RollBack { status, .. } => {
+                assert_eq!(status.from, reference(3, "f"));
+                assert_eq!(
+                    (status.reason.as_str(), status.at.as_str()),
+                    ("why", "2026-11-27T10:00:00Z")
+                );
+            }
+            other => panic!("expected the rollback to hold, got {other:?}"),
+        }
+        // Remembered by the controller while the cached status lags.
+        let remembered = rolled.status.take().and_then(|s| s.rollout?.rollback);
+        assert!(matches!(
+            failure_outcome(
+                &rolled,
+                remembered.as_ref(),
+                &reference(3, "f"),
+                None,
+                &revisions,
+                &plan(&[], &[]),
+                now
+            ),
+            FailureOutcome::RollBack { .. }
+        ));
+        // A new revision rolls out normally.
+        assert_eq!(
+            failure_outcome(
+                &rolled,
+                None,
+                &reference(4, "n"),
+                None,
+                &revisions,
+                &plan(&[], &[]),
+                now
+            ),
+            FailureOutcome::Proceed
+        );
+    }
+
+    #[test]
+    fn only_clusters_holding_the_failed_revision_are_written_back() {
+        let wanted: BTreeMap<String, String> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|c| (c.to_string(), "p".to_string()))
+            .collect();
+        let at = "2026-11-27T10:00:00Z";
+        let existing = BTreeMap::from([
+            ("a".to_string(), work(spec("bad"), Some("f"), at)),
+            // Written before works were annotated: known by its spec.
+            ("b".to_string(), work(spec("bad"), None, at)),
+            ("c".to_string(), work(spec("good"), Some("s"), at)),
+            ("d".to_string(), work(spec("older"), Some("o"), at)),
+        ]);
+        let current: Rendered = wanted
+            .keys()
+            .map(|c| (c.clone(), Ok(spec("bad"))))
+            .collect();
+        let stable: Rendered = wanted
+            .keys()
+            .map(|c| (c.clone(), Ok(spec("good"))))
+            .collect();
+        let writes: Vec<String> = rollback_writes("f", &wanted, &existing, &current, &stable)
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect();
+        assert_eq!(writes, vec!["a", "b", "e"]);
+    }
+
+    #[test]
+    fn rolled_back_counts_works_put_back_since_the_rollback() {
+        let existing = BTreeMap::from([
+            (
+                "a".to_string(),
+                work(spec("good"), Some("s"), "2026-11-27T10:00:05Z"),
+            ),
+            (
+                "b".to_string(),
+                work(spec("good"), Some("s"), "2026-11-27T09:00:00Z"),
+            ),
+            (
+                "c".to_string(),
+                work(spec("bad"), Some("f"), "2026-11-27T10:00:05Z"),
+            ),
+        ]);
+        assert_eq!(rolled_back(&existing, "s", "2026-11-27T10:00:00Z"), 1);
+        assert_eq!(rolled_back(&existing, "s", "not a time"), 0);
+    }
+}
