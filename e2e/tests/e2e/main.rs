@@ -44,6 +44,7 @@ mod image;
 mod install;
 mod join_both_sides;
 mod join_files;
+mod dashboard;
 mod kubectl_plugin;
 mod leader_election;
 mod liveness;
