@@ -353,12 +353,23 @@ fn read_everything() -> PolicyRule {
 async fn click_confirmed(browser: &Browser, selector: &str) -> String {
     browser
         .client
-        .find(Locator::Css(selector))
+        .execute("document.getElementById('notice').textContent = ''; return true;", Vec::new())
         .await
-        .unwrap_or_else(|e| panic!("{selector}: {e}"))
-        .click()
-        .await
-        .expect("click");
+        .expect("clear the notice");
+    // A live update may replace the button between finding and clicking
+    // it: find it again then.
+    let start = Instant::now();
+    loop {
+        let clicked = match browser.client.find(Locator::Css(selector)).await {
+            Ok(button) => button.click().await,
+            Err(error) => Err(error),
+        };
+        match clicked {
+            Ok(()) => break,
+            Err(error) if start.elapsed() > LIVE_DEADLINE => panic!("{selector}: {error}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
     let question = browser.client.get_alert_text().await.expect("a confirmation");
     assert!(!question.is_empty(), "the confirmation asks");
     browser.client.accept_alert().await.expect("confirm");

@@ -80,6 +80,8 @@
     if (!form.matches('form.action')) return;
     ev.preventDefault();
     if (!window.confirm(form.dataset.confirm)) return;
+    notice.textContent = '';
+    notice.className = 'notice';
     fetch(form.action, {
       method: 'POST',
       body: new URLSearchParams(new FormData(form)),
