@@ -80,7 +80,13 @@ fn install_blocking() -> Result<(), BrowserError> {
         }
     };
     run(&["update"])?;
-    run(&["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"])?;
+    run(&[
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "chromium",
+        "chromium-driver",
+    ])?;
     if Path::new(CHROMEDRIVER).exists() {
         Ok(())
     } else {

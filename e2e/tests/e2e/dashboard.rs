@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use fantoccini::Locator;
 use ferry_api::contract::CLUSTER_SET_LABEL;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
@@ -23,11 +24,10 @@ use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, wait_applied,
 };
-use fantoccini::Locator;
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -77,7 +77,13 @@ fn screenshots() -> PathBuf {
 
 /// Runs `script` in the page until it returns `expected`, polling the DOM
 /// (no reload); panics with the last value after `deadline`.
-async fn wait_dom(browser: &Browser, what: &str, script: &str, expected: &Value, deadline: Duration) -> Duration {
+async fn wait_dom(
+    browser: &Browser,
+    what: &str,
+    script: &str,
+    expected: &Value,
+    deadline: Duration,
+) -> Duration {
     let start = Instant::now();
     let mut last = Value::Null;
     while start.elapsed() < deadline {
@@ -88,7 +94,16 @@ async fn wait_dom(browser: &Browser, what: &str, script: &str, expected: &Value,
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{what}: expected {expected} within {deadline:?}, last saw {last}");
+    let page = browser
+        .client
+        .execute(
+            "return document.getElementById('live').textContent + ' | ' + document.getElementById('main').innerText.slice(0, 1500);",
+            Vec::new(),
+        )
+        .await
+        .map(|v| v.to_string())
+        .unwrap_or_else(|e| e.to_string());
+    panic!("{what}: expected {expected} within {deadline:?}, last saw {last}; the page: {page}");
 }
 
 fn tile_state(cluster: &str) -> String {
@@ -165,7 +180,14 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
         ("cluster-b", "healthy"),
         ("cluster-gone", "disconnected"),
     ] {
-        wait_dom(&browser, cluster, &tile_state(cluster), &json!(state), LIVE_DEADLINE).await;
+        wait_dom(
+            &browser,
+            cluster,
+            &tile_state(cluster),
+            &json!(state),
+            LIVE_DEADLINE,
+        )
+        .await;
     }
     let tiles = browser
         .client
@@ -175,7 +197,10 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
     assert_eq!(tiles.len(), 3, "one tile per cluster");
     let weight = page_weight(&browser).await;
     println!("figure: fleet page weight (HTML+CSS+JS, 3 clusters): {weight} bytes");
-    assert!(weight < 64 * 1024, "the fleet page stays small: {weight} bytes");
+    assert!(
+        weight < 64 * 1024,
+        "the fleet page stays small: {weight} bytes"
+    );
     browser
         .screenshot(&screenshots(), "fleet")
         .await
@@ -190,8 +215,10 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
     let broken = manifest_work(
         "cluster-b",
         "broken",
-        vec![json!({"apiVersion": "gadgets.example.com/v1", "kind": "Gadget",
-                    "metadata": {"name": "g", "namespace": "default"}})],
+        vec![
+            json!({"apiVersion": "gadgets.example.com/v1", "kind": "Gadget",
+                    "metadata": {"name": "g", "namespace": "default"}}),
+        ],
     );
     let changed = Instant::now();
     let works_b = fleet.create_work(&broken).await.expect("create broken");
@@ -217,7 +244,11 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
         .execute("return window.ferryNoReload === true;", Vec::new())
         .await
         .expect("read the mark");
-    assert_eq!(still, json!(true), "the page was updated in place, not reloaded");
+    assert_eq!(
+        still,
+        json!(true),
+        "the page was updated in place, not reloaded"
+    );
     assert_eq!(
         browser
             .client
@@ -242,7 +273,12 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
             .await
             .expect("tiles")
         {
-            names.push(tile.attr("data-cluster").await.expect("attr").unwrap_or_default());
+            names.push(
+                tile.attr("data-cluster")
+                    .await
+                    .expect("attr")
+                    .unwrap_or_default(),
+            );
         }
         names
     };
@@ -274,7 +310,10 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
         .await
         .expect("text");
     assert!(text.contains("Gadget"), "the manifest is named: {text}");
-    assert!(text.contains("Applied=False"), "the manifest's condition: {text}");
+    assert!(
+        text.contains("Applied=False"),
+        "the manifest's condition: {text}"
+    );
     browser
         .screenshot(&screenshots(), "cluster")
         .await
@@ -353,7 +392,10 @@ fn read_everything() -> PolicyRule {
 async fn click_confirmed(browser: &Browser, selector: &str) -> String {
     browser
         .client
-        .execute("document.getElementById('notice').textContent = ''; return true;", Vec::new())
+        .execute(
+            "document.getElementById('notice').textContent = ''; return true;",
+            Vec::new(),
+        )
         .await
         .expect("clear the notice");
     // A live update may replace the button between finding and clicking
@@ -370,14 +412,21 @@ async fn click_confirmed(browser: &Browser, selector: &str) -> String {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
-    let question = browser.client.get_alert_text().await.expect("a confirmation");
+    let question = browser
+        .client
+        .get_alert_text()
+        .await
+        .expect("a confirmation");
     assert!(!question.is_empty(), "the confirmation asks");
     browser.client.accept_alert().await.expect("confirm");
     let start = Instant::now();
     loop {
         let text = browser
             .client
-            .execute("return document.getElementById('notice').textContent;", Vec::new())
+            .execute(
+                "return document.getElementById('notice').textContent;",
+                Vec::new(),
+            )
             .await
             .expect("notice");
         if let Some(text) = text.as_str().filter(|t| !t.is_empty()) {
@@ -481,10 +530,17 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .screenshot(&screenshots(), "rollouts")
         .await
         .expect("rollouts screenshot");
-    let answer = click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
-    assert!(answer.starts_with("approved the gate after group canary of default/web as alice"), "{answer}");
+    let answer =
+        click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
+    assert!(
+        answer.starts_with("approved the gate after group canary of default/web as alice"),
+        "{answer}"
+    );
     let approvals: Api<RolloutApproval> = Api::namespaced(admin.clone(), "default");
-    let list = approvals.list(&ListParams::default()).await.expect("list approvals");
+    let list = approvals
+        .list(&ListParams::default())
+        .await
+        .expect("list approvals");
     assert_eq!(list.items.len(), 1, "one approval");
     let spec = &list.items[0].spec;
     assert_eq!(
@@ -499,11 +555,17 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         "the approval names the gate, the revision and the user"
     );
 
-    let answer = click_confirmed(&browser, "[data-replica-set=\"default/web\"] button[data-action=\"pause\"]").await;
+    let answer = click_confirmed(
+        &browser,
+        "[data-replica-set=\"default/web\"] button[data-action=\"pause\"]",
+    )
+    .await;
     assert_eq!(answer, "paused the rollout of default/web");
-    wait_until(&replica_sets, "web", "paused", APPLY_TIMEOUT, |rs| rs.spec.paused)
-        .await
-        .expect("the replica set is paused");
+    wait_until(&replica_sets, "web", "paused", APPLY_TIMEOUT, |rs| {
+        rs.spec.paused
+    })
+    .await
+    .expect("the replica set is paused");
     wait_dom(
         &browser,
         "the page shows the pause live",
@@ -531,19 +593,29 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         LIVE_DEADLINE,
     )
     .await;
-    let answer = click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
+    let answer =
+        click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
     assert!(
-        answer.starts_with("forbidden: you may not create rolloutapprovals.work.ferry.dev in namespace default"),
+        answer.starts_with(
+            "forbidden: you may not create rolloutapprovals.work.ferry.dev in namespace default"
+        ),
         "{answer}"
     );
-    let answer = click_confirmed(&browser, "[data-replica-set=\"default/web\"] button[data-action=\"resume\"]").await;
+    let answer = click_confirmed(
+        &browser,
+        "[data-replica-set=\"default/web\"] button[data-action=\"resume\"]",
+    )
+    .await;
     assert!(
         answer.starts_with("forbidden: you may not patch manifestworkreplicasets.work.ferry.dev in namespace default"),
         "{answer}"
     );
     let class = browser
         .client
-        .execute("return document.getElementById('notice').className;", Vec::new())
+        .execute(
+            "return document.getElementById('notice').className;",
+            Vec::new(),
+        )
         .await
         .expect("class");
     assert_eq!(class, json!("notice error"), "shown as an error");
@@ -552,7 +624,12 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .await
         .expect("forbidden screenshot");
     assert_eq!(
-        approvals.list(&ListParams::default()).await.expect("list").items.len(),
+        approvals
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
         1,
         "the refused approval created nothing"
     );
@@ -562,7 +639,63 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     );
     browser.close().await;
     drop(viewer);
+
+    // A user who may not even list sees why the fleet is empty.
+    let nobody = start_dashboard(&impersonating_kubeconfig(&fleet, "nobody", dir.path())).await;
+    let browser = Browser::start(1280, 600).await.expect("headless Chromium");
+    browser
+        .client
+        .goto(&format!("{}/", nobody.url))
+        .await
+        .expect("open the fleet page");
+    wait_dom(
+        &browser,
+        "the fleet page names the refused list",
+        "return Array.from(document.querySelectorAll('.banner.error')).some(function (b) { \
+           return b.textContent.indexOf('forbidden: you may not list or watch managedclusters.work.ferry.dev') === 0; });",
+        &json!(true),
+        LIVE_DEADLINE,
+    )
+    .await;
+    browser.close().await;
+    drop(nobody);
     fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_says_the_hub_is_unreachable_instead_of_showing_an_empty_fleet() {
+    // Nothing listens on this port: the kubeconfig's hub is down.
+    let port = ferry_e2e::harness::local_pod::free_port(std::net::Ipv4Addr::LOCALHOST.into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("down.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let dashboard = start_dashboard(&kubeconfig).await;
+    let browser = Browser::start(1280, 600).await.expect("headless Chromium");
+    browser
+        .client
+        .goto(&format!("{}/", dashboard.url))
+        .await
+        .expect("open the fleet page");
+    wait_dom(
+        &browser,
+        "the fleet page says the hub is unreachable",
+        "return Array.from(document.querySelectorAll('.banner.error')).some(function (b) { \
+           return b.textContent.indexOf('hub unreachable while watching managedclusters.work.ferry.dev') === 0; });",
+        &json!(true),
+        LIVE_DEADLINE,
+    )
+    .await;
+    browser
+        .screenshot(&screenshots(), "hub-unreachable")
+        .await
+        .expect("screenshot");
+    browser.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -578,6 +711,7 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
     futures::stream::iter(0..CLUSTERS)
         .for_each_concurrent(16, |i| {
             let clusters = clusters.clone();
+            let admin = admin.clone();
             async move {
                 let name = format!("cluster-{i:04}");
                 let set = ["blue", "red", "green"][i % 3];
@@ -591,12 +725,17 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
                     .create(&PostParams::default(), &cluster)
                     .await
                     .expect("create cluster");
+                if i % 50 == 1 || i % 50 == 2 {
+                    add_work(&admin, &name, i % 50 == 1).await;
+                }
                 if i % 10 != 0 {
                     clusters
                         .patch_status(
                             &name,
                             &PatchParams::default(),
-                            &Patch::Merge(json!({"status": {"connected": true, "agentVersion": "sim"}})),
+                            &Patch::Merge(
+                                json!({"status": {"connected": true, "agentVersion": "sim"}}),
+                            ),
                         )
                         .await
                         .expect("connect cluster");
@@ -604,12 +743,19 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
             }
         })
         .await;
-    println!("created {CLUSTERS} ManagedClusters in {:?}", created.elapsed());
+    println!(
+        "created {CLUSTERS} ManagedClusters in {:?}",
+        created.elapsed()
+    );
 
     let dashboard = start_dashboard(&hub.info.kubeconfig).await;
     let browser = Browser::start(1400, 1000).await.expect("headless Chromium");
     let url = format!("{}/", dashboard.url);
-    browser.client.goto(&url).await.expect("open the fleet page");
+    browser
+        .client
+        .goto(&url)
+        .await
+        .expect("open the fleet page");
     // Until the dashboard's watch holds all of them.
     wait_dom(
         &browser,
@@ -621,7 +767,11 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
     .await;
     // Now the measured navigation.
     let started = Instant::now();
-    browser.client.goto(&url).await.expect("open the fleet page again");
+    browser
+        .client
+        .goto(&url)
+        .await
+        .expect("open the fleet page again");
     let navigation = started.elapsed();
     let timing = browser
         .client
@@ -645,8 +795,28 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
         .await
         .expect("tiles")
         .len();
-    assert_eq!(disconnected, CLUSTERS / 10, "every tenth cluster is not connected");
-    assert!(ready_ms < 10_000.0, "DOM ready within 10 s, took {ready_ms} ms");
+    assert_eq!(
+        disconnected,
+        CLUSTERS / 10,
+        "every tenth cluster is not connected"
+    );
+    for (state, expected) in [("failing", 20), ("drifted", 20), ("healthy", 860)] {
+        let count = browser
+            .client
+            .execute(
+                &format!(
+                    "return Number(document.querySelector('[data-count=\"{state}\"]').textContent);"
+                ),
+                Vec::new(),
+            )
+            .await
+            .expect("legend count");
+        assert_eq!(count, json!(expected), "{state} tiles");
+    }
+    assert!(
+        ready_ms < 10_000.0,
+        "DOM ready within 10 s, took {ready_ms} ms"
+    );
     browser
         .screenshot(&screenshots(), "fleet-1000")
         .await
@@ -654,4 +824,55 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
     browser.close().await;
     drop(dashboard);
     hub.stop().await;
+}
+
+/// A work in the namespace of cluster `name` whose status says it failed to
+/// apply (`failing`) or applied with a drifted field, written as an agent
+/// would report it.
+async fn add_work(admin: &Client, name: &str, failing: bool) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create namespace");
+    let works: Api<ferry_api::manifest_work::ManifestWork> = Api::namespaced(admin.clone(), name);
+    works
+        .create(
+            &PostParams::default(),
+            &manifest_work(
+                name,
+                "app",
+                vec![config_map("default", "app", json!({"a": "1"}))],
+            ),
+        )
+        .await
+        .expect("create work");
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": "",
+               "observedGeneration": 1, "lastTransitionTime": "2026-11-27T00:00:00Z"})
+    };
+    let applied = if failing { "False" } else { "True" };
+    let mut manifest = json!({
+        "resourceMeta": {"ordinal": 0, "group": "", "version": "v1", "kind": "ConfigMap",
+                         "resource": "configmaps", "name": "app", "namespace": "default"},
+        "conditions": [condition("Applied", applied, if failing { "Conflict" } else { "Applied" })]
+    });
+    if !failing {
+        manifest["drift"] = json!({"fields": [{"pointer": "/data/a", "hubValue": "\"1\"",
+                                                "spokeValue": "\"2\"", "manager": "kubectl-edit",
+                                                "firstSeenTime": "2026-11-27T00:00:00Z"}]});
+    }
+    works
+        .patch_status(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [condition("Applied", applied, "AppliedManifestWorkComplete")],
+                "resourceStatus": {"manifests": [manifest]}
+            }})),
+        )
+        .await
+        .expect("report the work's status");
 }

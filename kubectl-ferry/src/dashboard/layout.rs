@@ -8,9 +8,11 @@ use super::escape::escape;
 const NAV: [(&str, &str); 2] = [("/", "Fleet"), ("/rollouts", "Rollouts")];
 
 /// A whole page: `title`, the nav entry `current` marked as the current
-/// page, `token` for the action forms' anti-forgery check, and `main` (the
-/// page's content, already HTML, as [`main_content`] builds it).
-pub fn page(title: &str, current: &str, token: &str, main: &str) -> String {
+/// page, `token` for the action forms' anti-forgery check, `changes` (the
+/// hub notices counted before it was rendered, which the script compares
+/// with its event stream's greeting) and `main` (the page's content, already
+/// HTML, as [`main_content`] builds it).
+pub fn page(title: &str, current: &str, token: &str, changes: u64, main: &str) -> String {
     let mut nav = String::new();
     for (path, label) in NAV {
         let here = if path == current {
@@ -26,6 +28,7 @@ pub fn page(title: &str, current: &str, token: &str, main: &str) -> String {
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
             "<meta name=\"color-scheme\" content=\"light dark\">",
             "<meta name=\"ferry-token\" content=\"{token}\">",
+            "<meta name=\"ferry-changes\" content=\"{changes}\">",
             "<title>{title} · ferry</title>",
             "<link rel=\"stylesheet\" href=\"/assets/style.css\">",
             "<script src=\"/assets/live.js\" defer></script></head>\n",
@@ -38,6 +41,7 @@ pub fn page(title: &str, current: &str, token: &str, main: &str) -> String {
         token = escape(token),
         title = escape(title),
         nav = nav,
+        changes = changes,
         main = main,
     )
 }
@@ -67,7 +71,8 @@ mod tests {
             main,
             r#"<p class="banner error" role="alert">forbidden: &lt;you&gt;</p><p>body</p>"#
         );
-        let html = page("Fleet <x>", "/", "t\"k", &main);
+        let html = page("Fleet <x>", "/", "t\"k", 7, &main);
+        assert!(html.contains(r#"<meta name="ferry-changes" content="7">"#));
         assert!(html.contains("<title>Fleet &lt;x&gt; · ferry</title>"));
         assert!(html.contains(r#"content="t&quot;k""#));
         assert!(html.contains(r#"<a href="/" aria-current="page">Fleet</a>"#));

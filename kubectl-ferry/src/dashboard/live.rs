@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
@@ -65,6 +66,10 @@ pub struct Live {
     pub errors: Arc<RwLock<BTreeMap<Watched, String>>>,
     /// "Something changed" notices, bounded.
     pub notices: broadcast::Sender<Watched>,
+    /// Notices sent so far: a page records the count it was rendered at,
+    /// and its event stream's greeting says the count at subscription, so
+    /// a change between the two is not missed.
+    pub changes: Arc<AtomicU64>,
 }
 
 impl Live {
@@ -74,6 +79,7 @@ impl Live {
     /// empty fleet.
     pub fn start(client: &Client) -> Self {
         let errors = Arc::new(RwLock::new(BTreeMap::new()));
+        let changes = Arc::new(AtomicU64::new(0));
         let (notices, _) = broadcast::channel(NOTICE_CAPACITY);
         let watch = |kind: Watched| {
             let resource = kind.api_resource();
@@ -84,7 +90,15 @@ impl Live {
                 writer,
                 watcher(api, watcher::Config::default()).default_backoff(),
             );
-            tokio::spawn(forward(kind, stream, errors.clone(), notices.clone()));
+            tokio::spawn(forward(
+                kind,
+                stream,
+                errors.clone(),
+                Notify {
+                    sender: notices.clone(),
+                    changes: changes.clone(),
+                },
+            ));
             store
         };
         Live {
@@ -93,12 +107,32 @@ impl Live {
             replica_sets: watch(Watched::ReplicaSets),
             errors: errors.clone(),
             notices: notices.clone(),
+            changes,
         }
+    }
+
+    /// The number of notices sent so far.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
     }
 
     /// The error of each failing watch, as sentences for a banner.
     pub async fn error_lines(&self) -> Vec<String> {
         self.errors.read().await.values().cloned().collect()
+    }
+}
+
+/// Sends notices and counts them.
+struct Notify {
+    sender: broadcast::Sender<Watched>,
+    changes: Arc<AtomicU64>,
+}
+
+impl Notify {
+    fn send(&self, kind: Watched) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        // No receiver (no browser open) is not an error.
+        let _ = self.sender.send(kind);
     }
 }
 
@@ -109,7 +143,7 @@ async fn forward<S>(
     kind: Watched,
     stream: S,
     errors: Arc<RwLock<BTreeMap<Watched, String>>>,
-    notices: broadcast::Sender<Watched>,
+    notices: Notify,
 ) where
     S: futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
 {
@@ -123,8 +157,7 @@ async fn forward<S>(
                     watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
                 );
                 if changed || recovered {
-                    // No receiver (no browser open) is not an error.
-                    let _ = notices.send(kind);
+                    notices.send(kind);
                 }
             }
             Err(error) => {
@@ -132,7 +165,7 @@ async fn forward<S>(
                 let mut errors = errors.write().await;
                 if errors.get(&kind) != Some(&text) {
                     errors.insert(kind, text);
-                    let _ = notices.send(kind);
+                    notices.send(kind);
                 }
             }
         }

@@ -38,6 +38,8 @@ pub const LIVE_JS: &str = include_str!("assets/live.js");
 /// Request header asking for `<main>`'s content (live updates) or the bare
 /// action result text instead of a whole page.
 const FRAGMENT_HEADER: &str = "x-ferry-fragment";
+/// Response header of a page: the notice count it was rendered at.
+const CHANGES_HEADER: &str = "x-ferry-changes";
 /// Events listed for a cluster page: one bounded request.
 const EVENTS_LIMIT: u32 = 200;
 
@@ -146,15 +148,34 @@ fn wants_fragment(headers: &HeaderMap) -> bool {
     headers.contains_key(FRAGMENT_HEADER)
 }
 
-/// The whole page, or only `<main>`'s content for a live update.
-async fn respond(app: &App, headers: &HeaderMap, title: &str, nav: &str, body: String) -> Response {
+/// The whole page, or only `<main>`'s content for a live update; `seen` is
+/// the notice count read before the page's data was (sent with it, so the
+/// script re-fetches when a change came in between).
+async fn respond(
+    app: &App,
+    headers: &HeaderMap,
+    seen: u64,
+    title: &str,
+    nav: &str,
+    body: String,
+) -> Response {
     let main = main_content(&app.live.error_lines().await, &body);
     let html = if wants_fragment(headers) {
         main
     } else {
-        page(title, nav, &app.token, &main)
+        page(title, nav, &app.token, seen, &main)
     };
-    ([(header::CACHE_CONTROL, "no-store")], Html(html)).into_response()
+    (
+        [
+            (header::CACHE_CONTROL, "no-store".to_string()),
+            (
+                header::HeaderName::from_static(CHANGES_HEADER),
+                seen.to_string(),
+            ),
+        ],
+        Html(html),
+    )
+        .into_response()
 }
 
 fn works(app: &App) -> Vec<WorkEntry> {
@@ -169,9 +190,10 @@ async fn fleet(
     headers: HeaderMap,
     Query(filter): Query<FleetFilter>,
 ) -> Response {
+    let seen = app.live.changes();
     let clusters = raw_objects(&app.live.clusters, Watched::Clusters);
     let body = fleet_body(&clusters, &works(&app), &filter);
-    respond(&app, &headers, "Fleet", "/", body).await
+    respond(&app, &headers, seen, "Fleet", "/", body).await
 }
 
 /// A valid Kubernetes name (RFC 1123 subdomain): only such a name is sent
@@ -192,6 +214,7 @@ async fn cluster(
     if !valid_name(&name) {
         return (StatusCode::BAD_REQUEST, "not a cluster name\n").into_response();
     }
+    let seen = app.live.changes();
     let clusters = raw_objects(&app.live.clusters, Watched::Clusters);
     let cluster = clusters
         .iter()
@@ -202,7 +225,7 @@ async fn cluster(
         .collect();
     let events = cluster_events(&app.client, &name).await;
     let body = cluster_body(&name, cluster, &works, &events, now());
-    respond(&app, &headers, &format!("Cluster {name}"), "", body).await
+    respond(&app, &headers, seen, &format!("Cluster {name}"), "", body).await
 }
 
 /// The recent events of the cluster's namespace, or why they cannot be read.
@@ -221,23 +244,30 @@ async fn cluster_events(client: &Client, namespace: &str) -> EventsView {
 }
 
 async fn rollouts(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let seen = app.live.changes();
     let replica_sets = raw_objects(&app.live.replica_sets, Watched::ReplicaSets);
     let body = rollouts_body(&replica_sets, &app.token);
-    respond(&app, &headers, "Rollouts", "/rollouts", body).await
+    respond(&app, &headers, seen, "Rollouts", "/rollouts", body).await
 }
 
-/// The page's event stream: "hello" once, then "changed" with the kind for
+/// The page's event stream: "hello" once with the notice count, then "changed" with the kind for
 /// every notice ("lagged" when this browser fell behind the bounded channel
 /// and should simply re-fetch).
 async fn events(State(app): State<Arc<App>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let notices = BroadcastStream::new(app.live.notices.subscribe()).map(|notice| {
+    // Subscribe first, then count: a change after the count arrives as a
+    // notice, one before it shows as a count the page has not seen.
+    let receiver = app.live.notices.subscribe();
+    let count = app.live.changes();
+    let notices = BroadcastStream::new(receiver).map(|notice| {
         let data = match notice {
             Ok(kind) => format!("{kind:?}"),
             Err(_lagged) => "lagged".to_string(),
         };
         Ok(Event::default().event("changed").data(data))
     });
-    let hello = futures::stream::once(async { Ok(Event::default().event("hello").data("live")) });
+    let hello = futures::stream::once(async move {
+        Ok(Event::default().event("hello").data(count.to_string()))
+    });
     Sse::new(hello.chain(notices)).keep_alive(KeepAlive::default())
 }
 
@@ -276,7 +306,11 @@ async fn action(
         },
         super::escape::escape(&text)
     );
-    (status, Html(page("Action", "", &app.token, &body))).into_response()
+    (
+        status,
+        Html(page("Action", "", &app.token, app.live.changes(), &body)),
+    )
+        .into_response()
 }
 
 fn result_text(result: &Result<String, ActionError>) -> String {

@@ -87,9 +87,18 @@ pub fn tile_state(record: &ClusterRecord, drifted: usize) -> (TileState, String)
         );
     }
     if drifted > 0 {
-        return (TileState::Drifted, format!("{drifted} works drifted"));
+        return (TileState::Drifted, format!("{} drifted", works(drifted)));
     }
-    (TileState::Healthy, format!("{} works", record.works))
+    (TileState::Healthy, works(record.works))
+}
+
+/// "1 work", "3 works".
+fn works(count: usize) -> String {
+    if count == 1 {
+        "1 work".into()
+    } else {
+        format!("{count} works")
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
   var main = document.getElementById('main');
   var live = document.getElementById('live');
   var notice = document.getElementById('notice');
-  var timer = null, inflight = false, again = false, greeted = false;
+  var timer = null, inflight = false, again = false;
+  // Hub notices counted when what is shown was rendered.
+  var seen = document.querySelector('meta[name="ferry-changes"]').content;
 
   // A selector for the focused element, so focus survives a refresh.
   function keyOf(el) {
@@ -36,6 +38,7 @@
     fetch(location.href, { headers: { 'X-Ferry-Fragment': 'main' }, cache: 'no-store' })
       .then(function (r) {
         if (!r.ok) throw new Error('HTTP ' + r.status);
+        seen = r.headers.get('X-Ferry-Changes') || seen;
         return r.text();
       })
       .then(function (html) {
@@ -60,11 +63,11 @@
   }
 
   var source = new EventSource('/events');
-  source.addEventListener('hello', function () {
+  source.addEventListener('hello', function (e) {
     live.textContent = 'live';
-    // A reconnect may have missed notices.
-    if (greeted) schedule(0);
-    greeted = true;
+    // Changes between rendering and subscribing (or while reconnecting)
+    // came as no notice: the count says so.
+    if (e.data !== seen) schedule(0);
   });
   source.addEventListener('changed', function () { schedule(250); });
   source.onerror = function () { live.textContent = 'reconnecting to the dashboard…'; };
