@@ -83,7 +83,7 @@ pub fn tile_state(record: &ClusterRecord, drifted: usize) -> (TileState, String)
     if record.failing_works > 0 {
         return (
             TileState::Failing,
-            format!("{} of {} works failing", record.failing_works, record.works),
+            format!("{} of {} failing", record.failing_works, record.works),
         );
     }
     if drifted > 0 {
@@ -129,7 +129,7 @@ mod tests {
         let (state, text) = tile_state(&record(connected, 3, 2), 1);
         assert_eq!(
             (state, text.as_str()),
-            (TileState::Failing, "2 of 3 works failing")
+            (TileState::Failing, "2 of 3 failing")
         );
         let (state, text) = tile_state(
             &record(
