@@ -47,6 +47,7 @@ pub async fn run_dashboard(
         client: connection.client,
         token,
         port: addr.port(),
+        streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_STREAMS)),
     });
     let url = format!("http://{addr}/");
     {

@@ -53,7 +53,13 @@ pub struct App {
     pub token: String,
     /// The port bound, for the Host check.
     pub port: u16,
+    /// Event streams open at once, at most [`MAX_STREAMS`]: each holds a
+    /// receiver of the notices.
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
+
+/// Browser tabs that may follow the hub at once.
+pub const MAX_STREAMS: usize = 32;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -253,12 +259,28 @@ async fn rollouts(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
 /// The page's event stream: "hello" once with the notice count, then "changed" with the kind for
 /// every notice ("lagged" when this browser fell behind the bounded channel
 /// and should simply re-fetch).
-async fn events(State(app): State<Arc<App>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+async fn events(State(app): State<Arc<App>>) -> Response {
+    // Each open tab holds one permit until its stream ends.
+    let Ok(permit) = app.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("more than {MAX_STREAMS} pages follow this dashboard; close some tabs\n"),
+        )
+            .into_response();
+    };
+    event_stream(&app, permit).into_response()
+}
+
+fn event_stream(
+    app: &App,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
     // Subscribe first, then count: a change after the count arrives as a
     // notice, one before it shows as a count the page has not seen.
     let receiver = app.live.notices.subscribe();
     let count = app.live.changes();
-    let notices = BroadcastStream::new(receiver).map(|notice| {
+    let notices = BroadcastStream::new(receiver).map(move |notice| {
+        let _held = &permit;
         let data = match notice {
             Ok(kind) => format!("{kind:?}"),
             Err(_lagged) => "lagged".to_string(),
