@@ -3,14 +3,14 @@
 //! from a SelfSubjectReview), pause and resume a rollout (merge-patch
 //! `spec.paused`). A refusal says which verb on which resource was refused.
 
-use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 
-use super::rollouts_page::AWAITING_APPROVAL;
+use super::rollouts_page::{AWAITING_APPROVAL, approvable_revision};
 
 /// Longest comment or name accepted from a form.
 const MAX_FIELD: usize = 253;
@@ -174,19 +174,16 @@ pub fn action_from_form<'a>(
 }
 
 /// Whether the stored replica set `raw` shows the gate after `after_group`
-/// of `placement` awaiting approval of `revision`.
+/// of `placement` awaiting approval, and `revision` is the revision an
+/// approval names now ([`approvable_revision`]).
 pub fn gate_awaits(raw: &Value, placement: &str, after_group: &str, revision: &str) -> bool {
-    let Ok(status) = serde_json::from_value::<ManifestWorkReplicaSetStatus>(raw["status"].clone())
-    else {
+    let Ok(rs) = serde_json::from_value::<ManifestWorkReplicaSet>(raw.clone()) else {
         return false;
     };
-    let Some(rollout) = status.rollout else {
+    let Some(rollout) = rs.status.as_ref().and_then(|s| s.rollout.as_ref()) else {
         return false;
     };
-    rollout
-        .revision
-        .as_ref()
-        .is_some_and(|r| r.hash == revision)
+    approvable_revision(&rs) == revision
         && rollout
             .placements
             .iter()
@@ -330,7 +327,9 @@ mod tests {
 
     #[test]
     fn only_an_awaiting_gate_of_the_current_revision_can_be_approved() {
-        let raw = json!({"status": {"rollout": {
+        let raw = json!({"metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"manifestWorkTemplate": {"workload": {"manifests": []}}, "placementRefs": []},
+            "status": {"conditions": [], "summary": {"total": 0, "applied": 0, "available": 0, "degraded": 0, "progressing": 0, "updated": 0}, "rollout": {
             "revision": {"number": 2, "hash": "h2"},
             "placements": [{"name": "p", "gates": [{"afterGroup": "g", "state": "AwaitingApproval"},
                                                    {"afterGroup": "done", "state": "Passed"}]}]}}});

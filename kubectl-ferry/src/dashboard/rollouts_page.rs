@@ -4,6 +4,7 @@
 //! resume, each a form the page's script confirms before posting.
 
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, RevisionRef};
+use ferry_semantics::revision::revision_hash;
 use serde_json::Value;
 
 use super::escape::escape;
@@ -73,7 +74,13 @@ fn replica_set(
     }
     match &rollout.revision {
         Some(revision) => out.push_str(&format!("Revision {}", escape(&revision_text(revision)))),
-        None => out.push_str("Revision not reported yet"),
+        None => {
+            let short: String = approvable_revision(rs).chars().take(10).collect();
+            out.push_str(&format!(
+                "Revision {} (from the spec; not reported yet)",
+                escape(&short)
+            ));
+        }
     }
     if let Some(stable) = &rollout.stable_revision {
         out.push_str(&format!(" · stable {}", escape(&revision_text(stable))));
@@ -122,6 +129,7 @@ fn replica_set(
             s = escape(strategy)
         ));
         let gates = progress.map(|p| p.gates.as_slice()).unwrap_or_default();
+        let revision = approvable_revision(rs);
         out.push_str(&format!(
             "<p class=\"holds\">{}</p>",
             escape(&what_holds(rs.spec.paused, gates))
@@ -129,15 +137,7 @@ fn replica_set(
         if !gates.is_empty() {
             out.push_str(r#"<ol class="gates">"#);
             for gate in gates {
-                gate_item(
-                    out,
-                    namespace,
-                    name,
-                    placement,
-                    gate,
-                    rollout.revision.as_ref(),
-                    token,
-                );
+                gate_item(out, namespace, name, placement, gate, &revision, token);
             }
             out.push_str("</ol>");
         }
@@ -172,6 +172,25 @@ fn replica_set(
     }
 }
 
+/// The revision hash an approval of `rs`'s gates names: the one the hub
+/// reports (`status.rollout.revision.hash`), else the hash of the spec's
+/// template and overrides, which is how the hub names the revision.
+pub fn approvable_revision(rs: &ManifestWorkReplicaSet) -> String {
+    if let Some(revision) = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.revision.as_ref())
+        .filter(|r| !r.hash.is_empty())
+    {
+        return revision.hash.clone();
+    }
+    let template = serde_json::to_value(&rs.spec.manifest_work_template).unwrap_or(Value::Null);
+    let overrides =
+        serde_json::to_value(&rs.spec.overrides).unwrap_or_else(|_| Value::Array(Vec::new()));
+    revision_hash(&template, &overrides)
+}
+
 /// A sentence saying what holds the next group of a placement.
 pub fn what_holds(paused: bool, gates: &[GateStatus]) -> String {
     if paused {
@@ -199,7 +218,7 @@ fn gate_item(
     name: &str,
     placement: &str,
     gate: &GateStatus,
-    revision: Option<&RevisionRef>,
+    revision: &str,
     token: &str,
 ) {
     let state_class = match gate.state.as_str() {
@@ -223,14 +242,14 @@ fn gate_item(
             escape(&gate.approved_at)
         ));
     }
-    if let (AWAITING_APPROVAL, Some(revision)) = (gate.state.as_str(), revision) {
+    if gate.state == AWAITING_APPROVAL {
+        let short: String = revision.chars().take(10).collect();
         out.push_str(&action_form(
             "approve",
             "Approve",
             &format!(
-                "Approve the gate after group {} of {namespace}/{name} (placement {placement}) for revision {}?",
+                "Approve the gate after group {} of {namespace}/{name} (placement {placement}) for revision {short}?",
                 gate.after_group,
-                revision_text(revision)
             ),
             token,
             &[
@@ -238,7 +257,7 @@ fn gate_item(
                 ("replicaSet", name),
                 ("placement", placement),
                 ("afterGroup", &gate.after_group),
-                ("revision", &revision.hash),
+                ("revision", revision),
             ],
         ));
     }
@@ -330,6 +349,25 @@ mod tests {
             html.contains(r#"data-confirm="Approve the gate after group &lt;eu&gt; of apps/web"#),
             "{html}"
         );
+    }
+
+    #[test]
+    fn without_a_reported_revision_the_approval_names_the_specs_hash() {
+        let mut rs = replica_set(
+            false,
+            json!([{"afterGroup": "canary", "state": "AwaitingApproval"}]),
+        );
+        rs["status"]["rollout"]
+            .as_object_mut()
+            .expect("rollout")
+            .remove("revision");
+        let hash = revision_hash(&json!({"workload": {"manifests": []}}), &json!([]));
+        let html = rollouts_body(&[rs], "tok");
+        assert!(
+            html.contains(&format!(r#"name="revision" value="{hash}""#)),
+            "{html}"
+        );
+        assert!(html.contains("(from the spec; not reported yet)"), "{html}");
     }
 
     #[test]
