@@ -81,6 +81,21 @@ pub enum Command {
     /// Show one object in detail.
     #[command(subcommand)]
     Describe(DescribeCommand),
+    /// Serve a live web dashboard of the fleet on 127.0.0.1.
+    ///
+    /// Fleet (every cluster a tile coloured by connected / failing works /
+    /// drift), each cluster's works, manifests, drift and events, and the
+    /// rollouts of ManifestWorkReplicaSets with approve, pause and resume.
+    /// It reads and acts with this kubeconfig's credentials, updates pages
+    /// as the hub changes, and prints its URL.
+    Dashboard {
+        /// Port to listen on (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Open the URL in the desktop's browser.
+        #[arg(long, default_value_t = false)]
+        open: bool,
+    },
     /// Manage a ManifestWorkReplicaSet's rollout.
     #[command(subcommand)]
     Rollout(RolloutCommand),
@@ -250,5 +265,18 @@ mod tests {
             Command::Describe(DescribeCommand::Work { work }) => assert_eq!(work, "cluster-a/web"),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn dashboard_takes_a_port_and_open() {
+        let cli = Cli::try_parse_from(["kubectl-ferry", "dashboard", "--port", "8080", "--open"])
+            .expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Dashboard {
+                port: 8080,
+                open: true
+            }
+        ));
     }
 }

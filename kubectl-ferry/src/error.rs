@@ -72,6 +72,9 @@ pub enum CliError {
         #[source]
         source: kube::Error,
     },
+    /// The dashboard could not listen or stopped serving.
+    #[error(transparent)]
+    Dashboard(#[from] crate::dashboard::server::ServeError),
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),

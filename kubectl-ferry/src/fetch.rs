@@ -174,7 +174,7 @@ fn full_name(resource: &ApiResource) -> String {
 
 /// The object as JSON with apiVersion and kind set: list responses may leave
 /// them out of their items, and `-o json` should print whole objects.
-fn raw_object(mut object: DynamicObject, resource: &ApiResource) -> Value {
+pub(crate) fn raw_object(mut object: DynamicObject, resource: &ApiResource) -> Value {
     if object.types.is_none() {
         object.types = Some(kube::api::TypeMeta {
             api_version: resource.api_version.clone(),

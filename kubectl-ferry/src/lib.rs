@@ -12,6 +12,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster_rows;
 pub mod cluster_set_rows;
+pub mod dashboard;
 pub mod describe;
 pub mod drift_table;
 pub mod error;

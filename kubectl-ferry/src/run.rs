@@ -7,6 +7,7 @@ use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat, Rollou
 use crate::client::connect;
 use crate::cluster_rows::{cluster_records, clusters_table};
 use crate::cluster_set_rows::cluster_sets_table;
+use crate::dashboard::run_dashboard;
 use crate::describe::describe_work;
 use crate::error::CliError;
 use crate::events::recent;
@@ -124,6 +125,11 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                 OutputFormat::Table => Ok(with_newline(placements_table(&objects, all, now))),
                 _ => serialize(&list(objects.into_iter().map(shown).collect()), format),
             }
+        }
+        Command::Dashboard { port, open } => {
+            let connection = connect(&cli.global).await?;
+            run_dashboard(connection, *port, *open).await?;
+            Ok(String::new())
         }
         Command::Describe(DescribeCommand::Work { work }) => {
             let work_ref = parse_work_ref(work, cli.global.namespace.as_deref())?;

@@ -5,6 +5,7 @@
 pub mod agent_client;
 pub mod agent_process;
 pub mod audit;
+pub mod browser;
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;

@@ -20,6 +20,7 @@ mod cluster_sets;
 mod condition_rules;
 mod crash_window;
 mod create_only_read_only;
+mod dashboard;
 mod drift;
 mod drift_report;
 mod eviction;

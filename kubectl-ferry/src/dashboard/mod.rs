@@ -1,0 +1,82 @@
+//! `kubectl ferry dashboard`: a local web page of the fleet, live. A server
+//! on 127.0.0.1 reads the hub with the user's kubeconfig (so it sees and
+//! does exactly what the user's RBAC allows), keeps watches on clusters,
+//! works and replica sets, and pushes "changed" notices to the pages over
+//! server-sent events; pages are rendered on the server with a little plain
+//! JavaScript, assets embedded.
+//!
+//! One job per file: [`live`] watches, [`server`] serves, the `*_page`
+//! modules render (pure, unit-tested), [`actions`] acts, [`escape`] and
+//! [`selector`] are the small pure helpers.
+
+pub mod actions;
+pub mod cluster_page;
+pub mod escape;
+pub mod fleet_page;
+pub mod layout;
+pub mod live;
+pub mod rollouts_page;
+pub mod selector;
+pub mod server;
+pub mod tile;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use rand::RngCore;
+
+use crate::client::Connection;
+use server::{App, ServeError, bind, serve};
+
+/// Starts the dashboard on 127.0.0.1:`port` (0: a free port), prints its
+/// URL on stdout, opens it in the browser with `open`, and serves until the
+/// process is stopped. Fails with [`ServeError`] when the port cannot be
+/// bound or serving fails; hub errors are shown on the pages instead.
+pub async fn run_dashboard(
+    connection: Connection,
+    port: u16,
+    open: bool,
+) -> Result<(), ServeError> {
+    let (listener, addr) = bind(port).await?;
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let live = live::Live::start(&connection.client);
+    let app = Arc::new(App {
+        live,
+        client: connection.client,
+        token,
+        port: addr.port(),
+        streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_STREAMS)),
+    });
+    let url = format!("http://{addr}/");
+    {
+        let mut stdout = std::io::stdout().lock();
+        // The URL is the one thing a caller (or a test) waits for.
+        let _ = writeln!(stdout, "ferry dashboard: {url} (Ctrl-C to stop)");
+        let _ = stdout.flush();
+    }
+    if open {
+        open_browser(&url);
+    }
+    serve(listener, app).await
+}
+
+/// Opens `url` with the desktop's opener; a failure is a note on stderr,
+/// the URL is printed anyway.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    if let Err(error) = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        eprintln!("note: cannot open a browser with {opener}: {error}; open {url} yourself");
+    }
+}

@@ -1,0 +1,380 @@
+//! The HTTP server: pages, the event stream, the embedded assets and the
+//! action endpoint, bound to 127.0.0.1 only. Requests naming another host
+//! (DNS rebinding) and posts without the page's token (cross-site forms) are
+//! refused, since the server acts with the user's credentials.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Event as KubeEvent;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::actions::{Action, ActionError, action_from_form, gate_awaits, perform};
+use super::cluster_page::{EventsView, cluster_body};
+use super::fleet_page::{FleetFilter, fleet_body};
+use super::layout::{main_content, page};
+use super::live::{Live, Watched, raw_objects};
+use super::rollouts_page::rollouts_body;
+use crate::age::now;
+use crate::events::recent;
+use crate::work_rows::WorkEntry;
+
+/// The stylesheet, embedded.
+pub const STYLE_CSS: &str = include_str!("assets/style.css");
+/// The page script (live updates, confirmed actions), embedded.
+pub const LIVE_JS: &str = include_str!("assets/live.js");
+/// Request header asking for `<main>`'s content (live updates) or the bare
+/// action result text instead of a whole page.
+const FRAGMENT_HEADER: &str = "x-ferry-fragment";
+/// Response header of a page: the notice count it was rendered at.
+const CHANGES_HEADER: &str = "x-ferry-changes";
+/// Events listed for a cluster page: one bounded request.
+const EVENTS_LIMIT: u32 = 200;
+
+/// What every handler reads.
+pub struct App {
+    /// The watched hub.
+    pub live: Live,
+    /// The user's client, for events and actions.
+    pub client: Client,
+    /// The anti-forgery token every action form carries.
+    pub token: String,
+    /// The port bound, for the Host check.
+    pub port: u16,
+    /// Event streams open at once, at most [`MAX_STREAMS`]: each holds a
+    /// receiver of the notices.
+    pub streams: Arc<tokio::sync::Semaphore>,
+}
+
+/// Browser tabs that may follow the hub at once.
+pub const MAX_STREAMS: usize = 32;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The port could not be bound.
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    Bind {
+        /// The port asked for.
+        port: u16,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving stopped with an error.
+    #[error("the dashboard server stopped: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Binds 127.0.0.1:`port` (0: any free port) and returns the listener and
+/// the address bound.
+pub async fn bind(port: u16) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+        .await
+        .map_err(|source| ServeError::Bind { port, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { port, source })?;
+    Ok((listener, addr))
+}
+
+/// Serves `app` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, app: Arc<App>) -> Result<(), ServeError> {
+    axum::serve(listener, router(app))
+        .await
+        .map_err(ServeError::Serve)
+}
+
+/// The routes.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(fleet))
+        .route("/clusters/{name}", get(cluster))
+        .route("/rollouts", get(rollouts))
+        .route("/events", get(events))
+        .route(
+            "/assets/style.css",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+                    STYLE_CSS,
+                )
+            }),
+        )
+        .route(
+            "/assets/live.js",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    LIVE_JS,
+                )
+            }),
+        )
+        .route("/actions/{verb}", post(action))
+        .layer(middleware::from_fn_with_state(app.clone(), local_host_only))
+        .with_state(app)
+}
+
+/// Refuses requests whose Host is not this server's loopback address: a
+/// page on another site cannot read the dashboard through a DNS name that
+/// resolves to 127.0.0.1.
+async fn local_host_only(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let allowed = [
+        format!("127.0.0.1:{}", app.port),
+        format!("localhost:{}", app.port),
+    ];
+    if !allowed.iter().any(|a| a == host) {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this dashboard answers only on its loopback address\n",
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+fn wants_fragment(headers: &HeaderMap) -> bool {
+    headers.contains_key(FRAGMENT_HEADER)
+}
+
+/// The whole page, or only `<main>`'s content for a live update; `seen` is
+/// the notice count read before the page's data was (sent with it, so the
+/// script re-fetches when a change came in between).
+async fn respond(
+    app: &App,
+    headers: &HeaderMap,
+    seen: u64,
+    title: &str,
+    nav: &str,
+    body: String,
+) -> Response {
+    let main = main_content(&app.live.error_lines().await, &body);
+    let html = if wants_fragment(headers) {
+        main
+    } else {
+        page(title, nav, &app.token, seen, &main)
+    };
+    (
+        [
+            (header::CACHE_CONTROL, "no-store".to_string()),
+            (
+                header::HeaderName::from_static(CHANGES_HEADER),
+                seen.to_string(),
+            ),
+        ],
+        Html(html),
+    )
+        .into_response()
+}
+
+fn works(app: &App) -> Vec<WorkEntry> {
+    raw_objects(&app.live.works, Watched::Works)
+        .into_iter()
+        .map(WorkEntry::from_raw)
+        .collect()
+}
+
+async fn fleet(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(filter): Query<FleetFilter>,
+) -> Response {
+    let seen = app.live.changes();
+    let clusters = raw_objects(&app.live.clusters, Watched::Clusters);
+    let body = fleet_body(&clusters, &works(&app), &filter);
+    respond(&app, &headers, seen, "Fleet", "/", body).await
+}
+
+/// A valid Kubernetes name (RFC 1123 subdomain): only such a name is sent
+/// to the API server as a namespace.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+async fn cluster(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if !valid_name(&name) {
+        return (StatusCode::BAD_REQUEST, "not a cluster name\n").into_response();
+    }
+    let seen = app.live.changes();
+    let clusters = raw_objects(&app.live.clusters, Watched::Clusters);
+    let cluster = clusters
+        .iter()
+        .find(|c| c["metadata"]["name"].as_str() == Some(name.as_str()));
+    let works: Vec<WorkEntry> = works(&app)
+        .into_iter()
+        .filter(|w| w.namespace() == name)
+        .collect();
+    let events = cluster_events(&app.client, &name).await;
+    let body = cluster_body(&name, cluster, &works, &events, now());
+    respond(&app, &headers, seen, &format!("Cluster {name}"), "", body).await
+}
+
+/// The recent events of the cluster's namespace, or why they cannot be read.
+async fn cluster_events(client: &Client, namespace: &str) -> EventsView {
+    let api: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
+    match api.list(&ListParams::default().limit(EVENTS_LIMIT)).await {
+        Ok(list) => Ok(recent(&list.items)),
+        Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
+            "forbidden: you may not list events in namespace {namespace} ({})",
+            status.message
+        )),
+        Err(error) => Err(format!(
+            "cannot list events in namespace {namespace}: {error}"
+        )),
+    }
+}
+
+async fn rollouts(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let seen = app.live.changes();
+    let replica_sets = raw_objects(&app.live.replica_sets, Watched::ReplicaSets);
+    let body = rollouts_body(&replica_sets, &app.token);
+    respond(&app, &headers, seen, "Rollouts", "/rollouts", body).await
+}
+
+/// The page's event stream: "hello" once with the notice count, then "changed" with the kind for
+/// every notice ("lagged" when this browser fell behind the bounded channel
+/// and should simply re-fetch).
+async fn events(State(app): State<Arc<App>>) -> Response {
+    // Each open tab holds one permit until its stream ends.
+    let Ok(permit) = app.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("more than {MAX_STREAMS} pages follow this dashboard; close some tabs\n"),
+        )
+            .into_response();
+    };
+    event_stream(&app, permit).into_response()
+}
+
+fn event_stream(
+    app: &App,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<>> {
+    // Subscribe first, then count: a change after the count arrives as a
+    // notice, one before it shows as a count the page has not seen.
+    let receiver = app.live.notices.subscribe();
+    let count = app.live.changes();
+    let notices = BroadcastStream::new(receiver).map(move |notice| {
+        let _held = &permit;
+        let data = match notice {
+            Ok(kind) => format!("{kind:?}"),
+            Err(_lagged) => "lagged".to_string(),
+        };
+        Ok(Event::default().event("changed").data(data))
+    });
+    let hello = futures::stream::once(async move {
+        Ok(Event::default().event("hello").data(count.to_string()))
+    });
+    Sse::new(hello.chain(notices)).keep_alive(KeepAlive::default())
+}
+
+/// Does one action from a posted form, after checking the form's token and,
+/// for an approval, that the gate still awaits it. Answers with the result
+/// sentence (text for the page's script, a small page otherwise); 403 when
+/// the user's RBAC refused.
+async fn action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(verb): Path<String>,
+    Form(fields): Form<HashMap<String, String>>,
+) -> Response {
+    let result = run_action(&app, &verb, &fields).await;
+    let (status, text) = match &result {
+        Ok(done) => (StatusCode::OK, done.clone()),
+        Err(error) if error.is_forbidden() => (StatusCode::FORBIDDEN, error.to_string()),
+        Err(ActionError::BadField(_)) => (StatusCode::BAD_REQUEST, result_text(&result)),
+        Err(ActionError::NotAwaiting { .. }) => (StatusCode::CONFLICT, result_text(&result)),
+        Err(_) => (StatusCode::BAD_GATEWAY, result_text(&result)),
+    };
+    if wants_fragment(&headers) {
+        return (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text,
+        )
+            .into_response();
+    }
+    let body = format!(
+        r#"<p class="banner {}" role="status">{}</p><p><a href="/rollouts">Back to the rollouts</a></p>"#,
+        if status == StatusCode::OK {
+            "ok"
+        } else {
+            "error"
+        },
+        super::escape::escape(&text)
+    );
+    (
+        status,
+        Html(page("Action", "", &app.token, app.live.changes(), &body)),
+    )
+        .into_response()
+}
+
+fn result_text(result: &Result<String, ActionError>) -> String {
+    match result {
+        Ok(text) => text.clone(),
+        Err(error) => error.to_string(),
+    }
+}
+
+async fn run_action(
+    app: &App,
+    verb: &str,
+    fields: &HashMap<String, String>,
+) -> Result<String, ActionError> {
+    if fields.get("token").map(String::as_str) != Some(app.token.as_str()) {
+        return Err(ActionError::BadField("token (reload the page)"));
+    }
+    if fields.len() > 8 {
+        return Err(ActionError::BadField("form"));
+    }
+    let action = action_from_form(verb, |k| fields.get(k).map(String::as_str))?;
+    if let Action::Approve {
+        namespace,
+        replica_set,
+        placement,
+        after_group,
+        revision,
+    } = &action
+    {
+        let stored = raw_objects(&app.live.replica_sets, Watched::ReplicaSets);
+        let awaits = stored.iter().any(|rs| {
+            rs["metadata"]["namespace"].as_str() == Some(namespace.as_str())
+                && rs["metadata"]["name"].as_str() == Some(replica_set.as_str())
+                && gate_awaits(rs, placement, after_group, revision)
+        });
+        if !awaits {
+            return Err(ActionError::NotAwaiting {
+                namespace: namespace.clone(),
+                replica_set: replica_set.clone(),
+                after_group: after_group.clone(),
+            });
+        }
+    }
+    perform(&app.client, &action).await
+}
