@@ -11,7 +11,7 @@ use kube::Client;
 use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::RwLock;
+use moka::future::Cache;
 use tracing::debug;
 
 use ferry_semantics::list_items::{ListKind, ListSchema};
@@ -223,10 +223,17 @@ struct SlimSchema {
     list_map_keys: Option<Value>,
 }
 
+/// Most kinds whose list schema is kept (kinds are few; the bound only
+/// keeps a spoke with thousands of CRDs from growing it without end).
+const MAX_KINDS: u64 = 1024;
+
 /// Fetches and caches list schemas per kind from the spoke API server.
 pub struct ListSchemas {
     client: Client,
-    cache: RwLock<HashMap<GroupVersionKind, Arc<KindListSchema>>>,
+    /// One fetch per kind at a time: many works of one kind arriving
+    /// together wait for the first fetch instead of each holding its own
+    /// copy of a multi-megabyte document.
+    cache: Cache<GroupVersionKind, Arc<KindListSchema>>,
 }
 
 impl ListSchemas {
@@ -234,32 +241,32 @@ impl ListSchemas {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            cache: RwLock::new(HashMap::new()),
+            cache: Cache::builder().max_capacity(MAX_KINDS).build(),
         }
     }
 
     /// The list schema of `gvk`. Never fails: an unreadable document yields an
     /// empty schema (conventions apply) and is asked for again next time.
     pub async fn for_kind(&self, gvk: &GroupVersionKind) -> Arc<KindListSchema> {
-        if let Some(hit) = self.cache.read().await.get(gvk) {
-            return hit.clone();
-        }
         let path = if gvk.group.is_empty() {
             format!("/openapi/v3/api/{}", gvk.version)
         } else {
             format!("/openapi/v3/apis/{}/{}", gvk.group, gvk.version)
         };
-        let request = match http::Request::get(&path).body(Vec::new()) {
-            Ok(request) => request,
-            Err(_) => return Arc::new(KindListSchema::default()),
+        let fetch = async {
+            let request = http::Request::get(&path)
+                .body(Vec::new())
+                .map_err(|e| e.to_string())?;
+            let document = self
+                .client
+                .request::<SlimDocument>(request)
+                .await
+                .map_err(|e| e.to_string())?;
+            let document = serde_json::to_value(document).map_err(|e| e.to_string())?;
+            Ok::<_, String>(Arc::new(KindListSchema::from_openapi(&document, gvk)))
         };
-        match self.client.request::<SlimDocument>(request).await {
-            Ok(document) => {
-                let document = serde_json::to_value(document).unwrap_or_default();
-                let schema = Arc::new(KindListSchema::from_openapi(&document, gvk));
-                self.cache.write().await.insert(gvk.clone(), schema.clone());
-                schema
-            }
+        match self.cache.try_get_with(gvk.clone(), fetch).await {
+            Ok(schema) => schema,
             Err(error) => {
                 debug!(%path, %error, "no OpenAPI schema; lists merge by convention");
                 Arc::new(KindListSchema::default())
@@ -269,7 +276,7 @@ impl ListSchemas {
 
     /// Forgets a kind, e.g. after its CRD changed.
     pub async fn forget(&self, gvk: &GroupVersionKind) {
-        self.cache.write().await.remove(gvk);
+        self.cache.invalidate(gvk).await;
     }
 }
 
