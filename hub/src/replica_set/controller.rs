@@ -21,6 +21,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::decisions::chosen_by_decisions;
+use super::gates::GateInputs;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
 use super::plan::plan_rollout;
@@ -32,6 +33,7 @@ use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::rollout_approval::RolloutApproval;
 
 /// How often every replica set is reconciled whatever its triggers
 /// ([`resync_every`]); a reconcile writes only what changed.
@@ -43,6 +45,7 @@ struct Context {
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
     clusters: Store<ManagedCluster>,
+    approvals: Store<RolloutApproval>,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
@@ -84,7 +87,16 @@ impl Context {
                     .get(cluster)
                     .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
-        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
+        let inputs = GateInputs {
+            clusters: self
+                .clusters
+                .state()
+                .into_iter()
+                .map(|c| (c.name_any(), c))
+                .collect(),
+            approvals: self.approvals.state(),
+        };
+        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
         // A missing placement stops everything (OCM): its clusters are not
         // in the decisions, and deleting their works would take the
         // application off them.
@@ -197,6 +209,10 @@ async fn reconcile(
         ctx.clusters
             .wait_until_ready()
             .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
+        ctx.approvals
+            .wait_until_ready()
+            .await
             .map_err(|_| ReplicaSetError::NotReady)
     };
     wait.await
@@ -269,6 +285,7 @@ pub async fn run_replica_set_controller(
     let (decisions, decision_writer) = reflector::store();
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
+    let (approvals, approval_writer) = reflector::store();
     let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -304,12 +321,20 @@ pub async fn run_replica_set_controller(
     .reflect(cluster_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());
+    // An approval lets its replica set's gate through.
+    let approval_stream = watch(
+        Api::<RolloutApproval>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(approval_writer)
+    .touched_objects();
     let context = Arc::new(Context {
         client,
         placements,
         decisions,
         works,
         clusters,
+        approvals,
         refused: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
@@ -333,6 +358,11 @@ pub async fn run_replica_set_controller(
         )
         .watches_stream(cluster_stream, move |_: ManagedCluster| {
             using_labels(&label_sets)
+        })
+        .watches_stream(approval_stream, |approval: RolloutApproval| {
+            approval
+                .namespace()
+                .map(|namespace| ObjectRef::new(&approval.spec.replica_set).within(&namespace))
         })
         .watches_stream(work_stream, |work: ManifestWork| {
             work.labels()

@@ -16,7 +16,7 @@ use tracing::warn;
 use super::error::{ReplicaSetError, failed};
 use super::render::Rendered;
 use ferry_api::contract::{
-    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, TEMPLATE_APPLIED_AT_ANNOTATION,
+    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION,
 };
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
@@ -100,7 +100,10 @@ pub async fn deploy(
         let applied_at = now
             .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
             .to_string();
-        let (applied_at, params) = (&applied_at, &params);
+        // Which revision each work holds: the cohort and the fleet
+        // summary read it back.
+        let revision = super::gates::current_revision(rs);
+        let (applied_at, params, revision) = (&applied_at, &params, &revision);
         // Written a few at a time: one template change reaches a
         // thousand clusters in a few seconds, not one round trip each.
         let writes = start.iter().cloned().filter_map(|(cluster, placement)| {
@@ -130,7 +133,10 @@ pub async fn deploy(
                         "name": rs.name_any(),
                         "namespace": cluster,
                         "labels": work_labels(rs, &placement),
-                        "annotations": {TEMPLATE_APPLIED_AT_ANNOTATION: applied_at},
+                        "annotations": {
+                            TEMPLATE_APPLIED_AT_ANNOTATION: applied_at,
+                            REVISION_ANNOTATION: revision,
+                        },
                     },
                     "spec": spec,
                 });

@@ -6,15 +6,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
+use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step_with};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
+use super::gates::{GateInputs, current_revision, gate_specs, placement_gates};
 use super::render::Rendered;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
-use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 
 /// What the rollout does now.
 pub struct RolloutPlan {
@@ -31,19 +32,25 @@ pub struct RolloutPlan {
     pub all_complete: bool,
     /// Each placement whose rollout strategy cannot be used, and why.
     pub problems: Vec<String>,
+    /// Each placement's rollout: start, gates, late joiners, unreachable.
+    pub placements: Vec<PlacementRollout>,
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
 /// `rendered` works and the `existing` ones, as of `now`. A cluster whose
-/// rendering the hub API server `refused` counts as failed.
+/// rendering the hub API server `refused` counts as failed. Gates, the
+/// cohort and unreachable clusters (read from `inputs`) hold clusters back.
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
     chosen: &Chosen,
     rendered: &Rendered,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     refused: &Refused,
+    inputs: &GateInputs,
     now: Timestamp,
 ) -> RolloutPlan {
+    let revision = current_revision(rs);
+    let mut placements = Vec::new();
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
     let mut problems = Vec::new();
     let mut start: Vec<(String, String)> = Vec::new();
@@ -58,8 +65,10 @@ pub fn plan_rollout(
             .filter_map(|(c, _)| Some((group_of.get(c)?, c)))
             .collect();
         clusters.sort_by(|a, b| (a.0.0, a.1).cmp(&(b.0.0, b.1)));
-        let strategy = match resolve(&reference.rollout_strategy, clusters.len()) {
-            Ok(strategy) => strategy,
+        let resolved = resolve(&reference.rollout_strategy, clusters.len())
+            .and_then(|s| Ok((s, gate_specs(&reference.rollout_strategy)?)));
+        let (strategy, gates) = match resolved {
+            Ok(resolved) => resolved,
             Err(error) => {
                 problems.push(format!("placement {}: {error}", reference.name));
                 all_complete = false;
@@ -87,7 +96,14 @@ pub fn plan_rollout(
                 }
             })
             .collect();
-        let step = next_step(&strategy.limits, &states);
+        let gated = placement_gates(
+            rs, reference, &gates, &revision, &states, existing, inputs, now,
+        );
+        if let Some(again) = gated.look_again {
+            look_again = Some(look_again.map_or(again, |l| l.min(again)));
+        }
+        placements.push(gated.status);
+        let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
         if step.halted {
             let failed = states
@@ -125,6 +141,7 @@ pub fn plan_rollout(
         held,
         all_complete,
         problems,
+        placements,
     }
 }
 
@@ -182,6 +199,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             now,
         );
         assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
@@ -193,6 +211,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             now,
         );
         assert!(plan.start.is_empty());
@@ -221,6 +240,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             Timestamp::now(),
         );
         assert!(plan.start.is_empty());

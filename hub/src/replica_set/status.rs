@@ -246,10 +246,15 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Progressing",
-            with_refusals(format!(
-                "{} of {total} clusters have the current template",
-                summary.updated
-            )),
+            with_refusals(
+                std::iter::once(format!(
+                    "{} of {total} clusters have the current template",
+                    summary.updated
+                ))
+                .chain(gate_holds(plan))
+                .collect::<Vec<_>>()
+                .join("; "),
+            ),
             generation,
             &current,
         )
@@ -302,12 +307,36 @@ pub fn replica_set_status(
             &current,
         ));
     }
-    ManifestWorkReplicaSetStatus {
+    let mut status = ManifestWorkReplicaSetStatus {
         conditions,
         summary,
         placement_summary,
         rollout: None,
+    };
+    // The gates' memory: read back by the next reconcile.
+    if !plan.placements.is_empty() {
+        status.rollout.get_or_insert_default().placements = plan.placements.clone();
     }
+    status
+}
+
+/// What the gates hold, for the rollout condition: each gate that opened
+/// and has not passed, with its placement and message.
+fn gate_holds(plan: &RolloutPlan) -> Vec<String> {
+    plan.placements
+        .iter()
+        .flat_map(|p| {
+            p.gates
+                .iter()
+                .filter(|g| g.state != "Passed" && g.state != "Pending")
+                .map(move |g| {
+                    format!(
+                        "placement {}: gate after group {} is {}: {}",
+                        p.name, g.after_group, g.state, g.message
+                    )
+                })
+        })
+        .collect()
 }
 
 /// Writes `status` to `rs` when it differs from what `rs` has. Fails when
