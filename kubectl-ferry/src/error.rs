@@ -61,6 +61,30 @@ pub enum CliError {
         #[source]
         source: kube::Error,
     },
+    /// `NS/NAME` does not name a replica set.
+    #[error("'{0}' is not NAMESPACE/NAME of a ManifestWorkReplicaSet (lower-case letters, digits, '-' and '.'), or its namespace differs from -n")]
+    BadReplicaSet(String),
+    /// The named replica set does not exist.
+    #[error("manifestworkreplicaset {namespace}/{name} not found on the hub")]
+    ReplicaSetNotFound {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// No gate (or more than one) awaits approval.
+    #[error("{0}")]
+    NothingToApprove(String),
+    /// RBAC refused creating the approval.
+    #[error(
+        "you may not create rolloutapprovals in namespace {namespace}: {message}; ask an administrator to bind the ClusterRole ferry-hub-rollout-approver to you there (a RoleBinding in {namespace})"
+    )]
+    ApproveForbidden {
+        /// The replica set's namespace.
+        namespace: String,
+        /// The server's message.
+        message: String,
+    },
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),

@@ -3,7 +3,7 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat};
+use crate::cli::{Cli, Command, DescribeCommand, GetCommand, OutputFormat, RolloutCommand};
 use crate::client::connect;
 use crate::cluster_rows::{cluster_records, clusters_table};
 use crate::cluster_set_rows::cluster_sets_table;
@@ -12,6 +12,11 @@ use crate::error::CliError;
 use crate::events::recent;
 use crate::fetch::{get_work, list_cluster_sets, list_clusters, list_works, work_events};
 use crate::output::{hide_managed_fields, list, serialize};
+use crate::rollout::{
+    approve, gate_to_approve, generated_works, get_replica_set, parse_replica_set_ref, set_paused,
+    waves, whoami,
+};
+use crate::rollout_view::rollout_status;
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
 
@@ -112,6 +117,66 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                         Err(error) => json!({"work": work, "eventsError": error}),
                     };
                     serialize(&record, format)
+                }
+            }
+        }
+        Command::Rollout(command) => {
+            let connection = connect(&cli.global).await?;
+            let client = &connection.client;
+            let named = |arg: &str| {
+                parse_replica_set_ref(
+                    arg,
+                    cli.global.namespace.as_deref(),
+                    &connection.default_namespace,
+                )
+            };
+            match command {
+                RolloutCommand::Status { replica_set } => {
+                    let reference = named(replica_set)?;
+                    let rs = get_replica_set(client, &reference).await?;
+                    match format {
+                        OutputFormat::Table => {
+                            let waves = waves(client, &rs).await?;
+                            let works = generated_works(client, &rs).await?;
+                            Ok(rollout_status(&rs, &waves, &works))
+                        }
+                        _ => {
+                            let value = serde_json::to_value(&rs)
+                                .map_err(|e| CliError::Print(e.to_string()))?;
+                            serialize(&shown(value), format)
+                        }
+                    }
+                }
+                RolloutCommand::Approve {
+                    replica_set,
+                    placement,
+                    group,
+                    comment,
+                } => {
+                    let reference = named(replica_set)?;
+                    let rs = get_replica_set(client, &reference).await?;
+                    let choice = gate_to_approve(&rs, placement.as_deref(), group.as_deref())?;
+                    let user = whoami(client).await?;
+                    let (name, existed) = approve(client, &reference, &choice, &user, comment).await?;
+                    Ok(format!(
+                        "rolloutapproval {}/{name} {} (gate after group {} of placement {}, revision {}, approved by {user})\n",
+                        reference.namespace,
+                        if existed { "already exists" } else { "created" },
+                        choice.after_group,
+                        choice.placement,
+                        choice.revision
+                    ))
+                }
+                RolloutCommand::Pause { replica_set } | RolloutCommand::Resume { replica_set } => {
+                    let paused = matches!(command, RolloutCommand::Pause { .. });
+                    let reference = named(replica_set)?;
+                    set_paused(client, &reference, paused).await?;
+                    Ok(format!(
+                        "manifestworkreplicaset {}/{} {}\n",
+                        reference.namespace,
+                        reference.name,
+                        if paused { "paused" } else { "resumed" }
+                    ))
                 }
             }
         }

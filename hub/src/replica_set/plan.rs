@@ -250,4 +250,106 @@ mod tests {
             plan.held
         );
     }
+
+    fn succeeded_work(rs: &ManifestWorkReplicaSet, cluster: &str) -> Arc<ManifestWork> {
+        let condition = |type_: &str| {
+            json!({"type": type_, "status": "True", "reason": "x", "observedGeneration": 1,
+                   "lastTransitionTime": "2026-11-27T04:00:00Z"})
+        };
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1", "kind": "ManifestWork",
+            "metadata": {"name": "app", "namespace": cluster, "generation": 1,
+                "creationTimestamp": "2026-11-27T03:00:00Z",
+                "annotations": {ferry_api::contract::REVISION_ANNOTATION: current_revision(rs)}},
+            "spec": {},
+            "status": {"conditions": [condition("Applied"), condition("Available")]},
+        }))
+        .expect("work");
+        Arc::new(work)
+    }
+
+    fn approval(rs: &ManifestWorkReplicaSet, by: &str) -> Arc<ferry_api::rollout_approval::RolloutApproval> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
+                "metadata": {"name": "ok", "namespace": "ns", "creationTimestamp": "2026-11-27T04:10:00Z"},
+                "spec": {"replicaSet": "app", "placement": "p", "afterGroup": "canary",
+                    "revision": current_revision(rs), "approvedBy": by},
+            }))
+            .expect("approval"),
+        )
+    }
+
+    fn passed_rs_revision_holder() -> ManifestWorkReplicaSet {
+        rs(json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}))
+    }
+
+    #[test]
+    fn an_approval_gate_holds_the_next_group_until_approved_and_stays_passed() {
+        let mut rs = rs(json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}));
+        let existing = BTreeMap::from([("a".to_string(), succeeded_work(&rs, "a"))]);
+        let now: Timestamp = "2026-11-27T04:20:00Z".parse().expect("time");
+        let plan_with = |rs: &ManifestWorkReplicaSet, inputs: &GateInputs| {
+            plan_rollout(
+                rs,
+                &chosen(),
+                &rendered(),
+                &existing,
+                &Refused::new(),
+                inputs,
+                now,
+            )
+        };
+        let held = plan_with(&rs, &GateInputs::default());
+        assert!(held.start.is_empty(), "{:?}", held.start);
+        let gate = &held.placements[0].gates[0];
+        assert_eq!(gate.state, "AwaitingApproval");
+        assert_eq!(gate.opened_at, "2026-11-27T04:20:00Z");
+        // A wrong revision does not let it through.
+        let mut stale = (*approval(&rs, "alice")).clone();
+        stale.spec.revision = "0000000000".into();
+        let inputs = GateInputs {
+            approvals: vec![Arc::new(stale)],
+            ..GateInputs::default()
+        };
+        assert!(plan_with(&rs, &inputs).start.is_empty());
+        let inputs = GateInputs {
+            approvals: vec![approval(&rs, "alice")],
+            ..GateInputs::default()
+        };
+        let passed = plan_with(&rs, &inputs);
+        assert_eq!(passed.start, vec![("b".to_string(), "p".to_string())]);
+        let gate = &passed.placements[0].gates[0];
+        assert_eq!(
+            (gate.state.as_str(), gate.approved_by.as_str(), gate.approved_at.as_str()),
+            ("Passed", "alice", "2026-11-27T04:10:00Z")
+        );
+        // The status is the memory: with it, the gate stays passed even once
+        // the approval is gone.
+        rs.status = Some(ferry_api::replica_set::ManifestWorkReplicaSetStatus {
+            rollout: Some(ferry_api::replica_set::RolloutStatus {
+                placements: passed.placements.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let remembered = plan_with(&rs, &GateInputs::default());
+        assert_eq!(remembered.start, vec![("b".to_string(), "p".to_string())]);
+        assert_eq!(remembered.placements[0].gates[0].state, "Passed");
+        // A new template is a new revision: its gate starts afresh (the
+        // test's renderings stay the same, so the canary still counts as
+        // succeeded and the gate awaits a new approval).
+        rs.spec.overrides = vec![serde_json::from_value(json!({"name": "o",
+            "resourceIdentifier": {"kind": "ConfigMap", "name": "x"}, "jsonPatch": []})).expect("override")];
+        let fresh = plan_with(&rs, &GateInputs::default());
+        assert_eq!(fresh.placements[0].gates[0].state, "AwaitingApproval");
+        assert!(fresh.start.is_empty());
+        let old_approval = GateInputs {
+            approvals: vec![approval(&passed_rs_revision_holder(), "alice")],
+            ..GateInputs::default()
+        };
+        assert!(plan_with(&rs, &old_approval).start.is_empty());
+    }
 }

@@ -435,6 +435,7 @@ mod missing_placement_tests {
             held: vec![],
             all_complete: true,
             problems: vec![],
+            placements: vec![],
         };
         let status = replica_set_status(
             &rs,
