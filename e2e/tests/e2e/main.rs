@@ -64,6 +64,7 @@ mod replica_set_defects;
 mod report_flood;
 mod restarts;
 mod restricted_mode;
+mod rollout_gates;
 mod resync;
 mod server_side_apply;
 mod session_age;

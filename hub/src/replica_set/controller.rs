@@ -257,8 +257,21 @@ fn referring(
         .collect()
 }
 
-/// The replica sets whose rendering may read a cluster's labels: those
-/// with overrides or a `${CLUSTER_LABEL:` placeholder.
+/// What of a cluster the replica sets react to: its labels (overrides,
+/// placeholders) and whether it is unreachable (the rollout stops waiting
+/// for it).
+fn labels_and_reachability(cluster: &ManagedCluster) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    predicates::labels(cluster).hash(&mut hasher);
+    super::gates::is_unreachable(Some(cluster)).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The replica sets a cluster change may concern: those whose rendering
+/// may read a cluster's labels (overrides or a `${CLUSTER_LABEL:`
+/// placeholder), and those whose rollout is under way (a cluster becoming
+/// unreachable no longer holds it).
 fn using_labels(
     replica_sets: &Store<ManifestWorkReplicaSet>,
 ) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
@@ -269,6 +282,12 @@ fn using_labels(
             !rs.spec.overrides.is_empty()
                 || serde_json::to_string(&rs.spec.manifest_work_template)
                     .is_ok_and(|t| t.contains("${CLUSTER_LABEL:"))
+                || rs.status.as_ref().is_none_or(|s| {
+                    !s.conditions.iter().any(|c| {
+                        c.type_ == ferry_semantics::contract::PLACEMENT_ROLLED_OUT
+                            && c.reason == "Complete"
+                    })
+                })
         })
         .map(|rs| ObjectRef::from_obj(&**rs))
         .collect()
@@ -320,7 +339,7 @@ pub async fn run_replica_set_controller(
     )
     .reflect(cluster_writer)
     .touched_objects()
-    .predicate_filter(predicates::labels, Default::default());
+    .predicate_filter(labels_and_reachability, Default::default());
     // An approval lets its replica set's gate through.
     let approval_stream = watch(
         Api::<RolloutApproval>::all(client.clone()),

@@ -129,7 +129,7 @@ fn memory_of(status: Option<&GateStatus>) -> GateMemory {
 }
 
 /// Whether the cluster's agent is not connected (the hub's taint).
-pub fn is_unreachable(cluster: Option<&Arc<ManagedCluster>>) -> bool {
+pub fn is_unreachable(cluster: Option<&ManagedCluster>) -> bool {
     cluster.is_some_and(|c| c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT))
 }
 
@@ -249,7 +249,7 @@ pub fn placement_gates(
         if !in_cohort(&member, revision, started_ms) {
             context.late.insert(cluster.name.clone());
         }
-        if is_unreachable(managed) {
+        if is_unreachable(managed.map(|c| &**c)) {
             context.unreachable.insert(cluster.name.clone());
         }
     }
