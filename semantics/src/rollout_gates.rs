@@ -262,12 +262,13 @@ pub fn evaluate_gate(
     if waited < spec.timed_wait_ms {
         let left = spec.timed_wait_ms - waited;
         soonest(left);
+        // The message stays the same while the wait runs: the status is
+        // not rewritten every reconcile.
         holds.push((
             GateState::Waiting,
             format!(
-                "timed wait of {}: {} left",
-                human(spec.timed_wait_ms),
-                human(left)
+                "timed wait of {} from the gate's opening",
+                human(spec.timed_wait_ms)
             ),
         ));
     }
@@ -293,10 +294,8 @@ pub fn evaluate_gate(
                     holds.push((
                         GateState::Unhealthy,
                         format!(
-                            "healthy for {} of {}: {} left",
-                            human(held),
-                            human(health.hold_for_ms),
-                            human(left)
+                            "health expression holds; it must hold for {} since healthySince",
+                            human(health.hold_for_ms)
                         ),
                     ));
                 }

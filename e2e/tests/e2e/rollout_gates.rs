@@ -23,7 +23,7 @@ use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::local_pod::workspace_binary;
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::wait::wait_until;
-use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
+use ferry_e2e::helpers::work_helpers::config_map;
 use ferry_tools::loadgen::agent::Behaviour;
 use ferry_tools::loadgen::clusters::join_clusters;
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
