@@ -62,7 +62,9 @@ pub enum CliError {
         source: kube::Error,
     },
     /// `NS/NAME` does not name a replica set.
-    #[error("'{0}' is not NAMESPACE/NAME of a ManifestWorkReplicaSet (lower-case letters, digits, '-' and '.'), or its namespace differs from -n")]
+    #[error(
+        "'{0}' is not NAMESPACE/NAME of a ManifestWorkReplicaSet (lower-case letters, digits, '-' and '.'), or its namespace differs from -n"
+    )]
     BadReplicaSet(String),
     /// The named replica set does not exist.
     #[error("manifestworkreplicaset {namespace}/{name} not found on the hub")]

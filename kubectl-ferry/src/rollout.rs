@@ -167,7 +167,9 @@ pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Re
     .await
     .map(|_| ())
     .map_err(|e| match e {
-        kube::Error::Api(s) if s.code == 404 && s.details.as_ref().is_some_and(|d| !d.name.is_empty()) => {
+        kube::Error::Api(s)
+            if s.code == 404 && s.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
+        {
             CliError::ReplicaSetNotFound {
                 namespace: rs.namespace.clone(),
                 name: rs.name.clone(),
@@ -237,7 +239,9 @@ pub fn gate_to_approve(
             placement
                 .map(|p| format!(" on placement {p}"))
                 .unwrap_or_default(),
-            group.map(|g| format!(" after group {g}")).unwrap_or_default()
+            group
+                .map(|g| format!(" after group {g}"))
+                .unwrap_or_default()
         ))),
         several => Err(CliError::NothingToApprove(format!(
             "several gates await approval ({}): choose one with --placement and --group",
@@ -388,7 +392,9 @@ mod tests {
             .expect_err("none")
             .to_string();
         assert!(
-            none.contains("no gate of manifestworkreplicaset ns/app awaits approval on placement q"),
+            none.contains(
+                "no gate of manifestworkreplicaset ns/app awaits approval on placement q"
+            ),
             "{none}"
         );
         let two = rs(json!([
@@ -400,9 +406,7 @@ mod tests {
             .to_string();
         assert!(several.contains("--placement"), "{several}");
         assert_eq!(
-            gate_to_approve(&two, Some("q"), None)
-                .expect("q")
-                .placement,
+            gate_to_approve(&two, Some("q"), None).expect("q").placement,
             "q"
         );
     }

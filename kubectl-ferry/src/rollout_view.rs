@@ -157,7 +157,8 @@ pub fn rollout_status(
                 let total = wave.clusters.len();
                 let state = if c.updated == total {
                     "rolled out".to_string()
-                } else if let Some(gate) = holding_gate(wave.index, &placement.gates, &placement_waves)
+                } else if let Some(gate) =
+                    holding_gate(wave.index, &placement.gates, &placement_waves)
                 {
                     format!("held by gate after {} ({})", gate.after_group, gate.state)
                 } else if rs.spec.paused {

@@ -157,7 +157,8 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     let rs = get_replica_set(client, &reference).await?;
                     let choice = gate_to_approve(&rs, placement.as_deref(), group.as_deref())?;
                     let user = whoami(client).await?;
-                    let (name, existed) = approve(client, &reference, &choice, &user, comment).await?;
+                    let (name, existed) =
+                        approve(client, &reference, &choice, &user, comment).await?;
                     Ok(format!(
                         "rolloutapproval {}/{name} {} (gate after group {} of placement {}, revision {}, approved by {user})\n",
                         reference.namespace,

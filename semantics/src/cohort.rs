@@ -32,8 +32,8 @@ pub fn in_cohort(member: &Membership<'_>, revision: &str, started_ms: i64) -> bo
 /// start). Stays true once it holds the revision, so the status keeps
 /// counting it.
 pub fn joined_late(member: &Membership<'_>, started_ms: i64) -> bool {
-    !member.work_created_ms.is_some_and(|t| t < started_ms)
-        && !member.cluster_created_ms.is_some_and(|t| t < started_ms)
+    member.work_created_ms.is_none_or(|t| t >= started_ms)
+        && member.cluster_created_ms.is_none_or(|t| t >= started_ms)
 }
 
 #[cfg(test)]

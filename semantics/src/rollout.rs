@@ -430,11 +430,22 @@ mod tests {
             cluster("a", 1, ToApply),
             cluster("b", 1, ToApply),
         ];
-        let step = next_step_with(&progressive(1, 0), &clusters, &context(None, &[], &["gone"]));
+        let step = next_step_with(
+            &progressive(1, 0),
+            &clusters,
+            &context(None, &[], &["gone"]),
+        );
         assert_eq!(step.start, vec!["gone".to_string(), "a".into()]);
         // Complete once the others succeeded and its work is written.
         let clusters = [cluster("gone", 1, Progressing), cluster("a", 1, Succeeded)];
-        assert!(next_step_with(&progressive(1, 0), &clusters, &context(None, &[], &["gone"])).complete);
+        assert!(
+            next_step_with(
+                &progressive(1, 0),
+                &clusters,
+                &context(None, &[], &["gone"])
+            )
+            .complete
+        );
     }
 
     fn state() -> impl Strategy<Value = ClusterState> {

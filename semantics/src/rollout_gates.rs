@@ -447,7 +447,9 @@ mod tests {
         assert!(out.message.contains("false"), "{}", out.message);
         assert_eq!(out.memory.healthy_since, None);
         let mut good = facts(2, 2);
-        good.clusters[0].feedback.insert("readyReplicas".into(), json!(3));
+        good.clusters[0]
+            .feedback
+            .insert("readyReplicas".into(), json!(3));
         let out = evaluate_gate(&spec, &out.memory, &good, None, 1_000);
         assert_eq!(out.state, GateState::Unhealthy);
         assert_eq!(out.memory.healthy_since, Some(1_000));

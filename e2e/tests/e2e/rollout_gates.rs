@@ -305,7 +305,12 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
     label(&hub, &name(0), json!({"ring": "canary"})).await;
     create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
     wait_selected(&hub, "staged", 3).await;
-    create_replica_set(&hub, "app", json!([{"afterGroup": "canary", "approval": true}])).await;
+    create_replica_set(
+        &hub,
+        "app",
+        json!([{"afterGroup": "canary", "approval": true}]),
+    )
+    .await;
 
     let held = wait_rs(&hub, "app", "the gate awaits approval", |rs| {
         gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
@@ -320,7 +325,10 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
             "{later} got the template before the approval"
         );
     }
-    let revision = placement_rollout(&held).expect("placement").revision.clone();
+    let revision = placement_rollout(&held)
+        .expect("placement")
+        .revision
+        .clone();
     assert_eq!(revision.len(), 10, "{revision}");
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -337,7 +345,12 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
     assert!(status.contains("AwaitingApproval"), "{status}");
 
     // Without the right to create approvals: a clear refusal.
-    grant(&hub, "bob", vec![rule(&["manifestworkreplicasets"], &["get"])]).await;
+    grant(
+        &hub,
+        "bob",
+        vec![rule(&["manifestworkreplicasets"], &["get"])],
+    )
+    .await;
     let bob = kubeconfig_as(&fleet, dir.path(), "bob");
     let refused = stderr_of(
         &kubectl_ferry(&bob, &["rollout", "approve", "default/app"]).await,
@@ -408,7 +421,13 @@ async fn an_approval_recorded_as_approved_by_someone_else_is_refused_by_admissio
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let refusal = loop {
         match approvals
-            .create(&PostParams { dry_run: true, ..Default::default() }, &forged)
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &forged,
+            )
             .await
         {
             Err(kube::Error::Api(e)) => break e,
@@ -517,7 +536,11 @@ async fn a_timed_wait_and_a_health_gate_hold_the_next_group_their_time_and_until
     })
     .await;
     let gate = gate(&passed).expect("gate").clone();
-    assert_eq!(time(&gate.opened_at), opened_at, "the gate kept its opening");
+    assert_eq!(
+        time(&gate.opened_at),
+        opened_at,
+        "the gate kept its opening"
+    );
     let healthy_since = time(&gate.healthy_since);
     wait_rs(&hub, "app", "the rollout completes", complete).await;
     let at = applied_at(&hub, &name(1), "app").await;
@@ -529,9 +552,7 @@ async fn a_timed_wait_and_a_health_gate_hold_the_next_group_their_time_and_until
         at >= healthy_since + SignedDuration::from_secs(2),
         "the next group started at {at}, before the expression held 2s from {healthy_since}"
     );
-    println!(
-        "gate opened {opened_at}, healthy since {healthy_since}, next group written {at}"
-    );
+    println!("gate opened {opened_at}, healthy since {healthy_since}, next group written {at}");
     agents.stop().await;
     fleet.stop().await;
 }
@@ -562,12 +583,20 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
     )
     .await;
     wait_selected(&hub, "staged", 4).await;
-    create_replica_set(&hub, "app", json!([{"afterGroup": "canary", "approval": true}])).await;
+    create_replica_set(
+        &hub,
+        "app",
+        json!([{"afterGroup": "canary", "approval": true}]),
+    )
+    .await;
     let held = wait_rs(&hub, "app", "the gate awaits approval", |rs| {
         gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
     })
     .await;
-    let revision = placement_rollout(&held).expect("placement").revision.clone();
+    let revision = placement_rollout(&held)
+        .expect("placement")
+        .revision
+        .clone();
 
     // Mid-rollout: sim-00003's agent goes away, sim-00002 leaves the
     // placement, sim-00004 joins it.

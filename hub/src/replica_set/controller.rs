@@ -21,9 +21,9 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::decisions::chosen_by_decisions;
-use super::gates::GateInputs;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
+use super::gates::GateInputs;
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::status::{replica_set_status, write_status};

@@ -13,8 +13,7 @@ use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
 use ferry_semantics::revision::revision_hash;
 use ferry_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
 use ferry_semantics::rollout_gates::{
-    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate,
-    held_after,
+    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate, held_after,
 };
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
@@ -165,9 +164,9 @@ fn cluster_facts(name: &str, work: Option<&ManifestWork>) -> ClusterFacts {
         })
     };
     facts.applied = status.is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == APPLIED && c.status == "True" && c.observed_generation == generation)
+        s.conditions.iter().any(|c| {
+            c.type_ == APPLIED && c.status == "True" && c.observed_generation == generation
+        })
     });
     facts.available = is_true(AVAILABLE);
     facts.degraded = is_true(DEGRADED);

@@ -9,12 +9,12 @@ pub mod controller;
 pub mod decisions;
 /// Phase 4: writing the works of started clusters, deleting unchosen ones.
 pub mod deploy;
-/// Phase 3 too: the gates and cohort holding clusters back.
-pub mod gates;
 /// `ferry-hub render`: a replica set's works, without writing them.
 pub mod dry_run;
 /// Why a replica set could not be brought up to date.
 pub mod error;
+/// Phase 3 too: the gates and cohort holding clusters back.
+pub mod gates;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

@@ -268,7 +268,10 @@ mod tests {
         Arc::new(work)
     }
 
-    fn approval(rs: &ManifestWorkReplicaSet, by: &str) -> Arc<ferry_api::rollout_approval::RolloutApproval> {
+    fn approval(
+        rs: &ManifestWorkReplicaSet,
+        by: &str,
+    ) -> Arc<ferry_api::rollout_approval::RolloutApproval> {
         Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
@@ -281,14 +284,18 @@ mod tests {
     }
 
     fn passed_rs_revision_holder() -> ManifestWorkReplicaSet {
-        rs(json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
-            "gates": [{"afterGroup": "canary", "approval": true}]}}))
+        rs(
+            json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}),
+        )
     }
 
     #[test]
     fn an_approval_gate_holds_the_next_group_until_approved_and_stays_passed() {
-        let mut rs = rs(json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
-            "gates": [{"afterGroup": "canary", "approval": true}]}}));
+        let mut rs = rs(
+            json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}),
+        );
         let existing = BTreeMap::from([("a".to_string(), succeeded_work(&rs, "a"))]);
         let now: Timestamp = "2026-11-27T04:20:00Z".parse().expect("time");
         let plan_with = |rs: &ManifestWorkReplicaSet, inputs: &GateInputs| {
@@ -323,7 +330,11 @@ mod tests {
         assert_eq!(passed.start, vec![("b".to_string(), "p".to_string())]);
         let gate = &passed.placements[0].gates[0];
         assert_eq!(
-            (gate.state.as_str(), gate.approved_by.as_str(), gate.approved_at.as_str()),
+            (
+                gate.state.as_str(),
+                gate.approved_by.as_str(),
+                gate.approved_at.as_str()
+            ),
             ("Passed", "alice", "2026-11-27T04:10:00Z")
         );
         // The status is the memory: with it, the gate stays passed even once
@@ -341,8 +352,11 @@ mod tests {
         // A new template is a new revision: its gate starts afresh (the
         // test's renderings stay the same, so the canary still counts as
         // succeeded and the gate awaits a new approval).
-        rs.spec.overrides = vec![serde_json::from_value(json!({"name": "o",
-            "resourceIdentifier": {"kind": "ConfigMap", "name": "x"}, "jsonPatch": []})).expect("override")];
+        rs.spec.overrides = vec![
+            serde_json::from_value(json!({"name": "o",
+            "resourceIdentifier": {"kind": "ConfigMap", "name": "x"}, "jsonPatch": []}))
+            .expect("override"),
+        ];
         let fresh = plan_with(&rs, &GateInputs::default());
         assert_eq!(fresh.placements[0].gates[0].state, "AwaitingApproval");
         assert!(fresh.start.is_empty());
