@@ -479,5 +479,51 @@ mod tests {
             let failed = clusters.iter().filter(|c| c.state == Failed).count();
             prop_assert_eq!(step.halted, failed > max_failures);
         }
+
+        #[test]
+        fn held_clusters_never_start_and_unreachable_ones_never_halt(
+            states in prop::collection::vec((state(), 0usize..4, any::<bool>(), any::<bool>()), 0..16),
+            held_after in prop::option::of(0usize..4),
+            kind in prop_oneof![
+                Just(RolloutType::All),
+                Just(RolloutType::Progressive),
+                Just(RolloutType::ProgressivePerGroup)
+            ],
+        ) {
+            let clusters: Vec<RolloutCluster> = states
+                .iter()
+                .enumerate()
+                .map(|(i, (s, group, _, _))| cluster(&format!("c{i:02}"), *group, *s))
+                .collect();
+            let pick = |flag: fn(&(ClusterState, usize, bool, bool)) -> bool| {
+                states
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| flag(s))
+                    .map(|(i, _)| format!("c{i:02}"))
+                    .collect::<BTreeSet<String>>()
+            };
+            let context = StepContext {
+                held_after_group: held_after,
+                late: pick(|s| s.2),
+                unreachable: pick(|s| s.3),
+            };
+            let strategy = RolloutLimits { kind, ..progressive(2, 0) };
+            let step = next_step_with(&strategy, &clusters, &context);
+            let settled = clusters
+                .iter()
+                .filter(|c| !context.late.contains(&c.name))
+                .all(|c| matches!(c.state, Succeeded | Failed) || context.unreachable.contains(&c.name));
+            for name in &step.start {
+                let c = clusters.iter().find(|c| &c.name == name).expect("exists");
+                prop_assert!(held_after.is_none_or(|g| c.group_index <= g), "{name} passed a gate");
+                prop_assert!(!context.late.contains(name) || settled, "{name} joined late and started early");
+            }
+            let reachable_failed = clusters
+                .iter()
+                .filter(|c| c.state == Failed && !context.unreachable.contains(&c.name))
+                .count();
+            prop_assert_eq!(step.halted, reachable_failed > 0);
+        }
     }
 }
