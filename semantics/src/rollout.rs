@@ -85,7 +85,8 @@ pub struct StepContext {
     pub late: BTreeSet<String>,
     /// Clusters whose agent is not connected: they neither hold their
     /// group, nor count as failed, nor use a `Progressive` slot; their work
-    /// is still written when their turn comes.
+    /// is still written when their turn comes. Clusters of mandatory
+    /// groups are the exception: those hold the rollout until they succeed.
     pub unreachable: BTreeSet<String>,
 }
 
@@ -113,7 +114,11 @@ pub fn next_step_with(
     clusters: &[RolloutCluster],
     context: &StepContext,
 ) -> RolloutStep {
-    let unreachable = |c: &RolloutCluster| context.unreachable.contains(&c.name);
+    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
+    // A mandatory group must prove the revision: its unreachable clusters
+    // hold the rollout like any other of its clusters.
+    let unreachable =
+        |c: &RolloutCluster| context.unreachable.contains(&c.name) && !mandatory(c);
     let failed = clusters
         .iter()
         .filter(|c| c.state == ClusterState::Failed && !unreachable(c))
@@ -122,7 +127,6 @@ pub fn next_step_with(
         c.state == ClusterState::Succeeded || (unreachable(c) && c.state != ClusterState::ToApply)
     });
     let halted = failed > strategy.max_failures;
-    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
     let held_by: Vec<String> = clusters
         .iter()
         .filter(|c| mandatory(c) && c.state == ClusterState::Failed && !unreachable(c))
@@ -436,6 +440,14 @@ mod tests {
             &context(None, &[], &["gone"]),
         );
         assert_eq!(step.start, vec!["gone".to_string(), "a".into()]);
+        // In a mandatory group an unreachable cluster holds the rollout.
+        let strategy = RolloutLimits {
+            mandatory_groups: vec!["canary".into()],
+            ..progressive(5, 0)
+        };
+        let clusters = [cluster("gone", 0, Progressing), cluster("b", 1, ToApply)];
+        let step = next_step_with(&strategy, &clusters, &context(None, &[], &["gone"]));
+        assert!(step.start.is_empty(), "{:?}", step.start);
         // Complete once the others succeeded and its work is written.
         let clusters = [cluster("gone", 1, Progressing), cluster("a", 1, Succeeded)];
         assert!(

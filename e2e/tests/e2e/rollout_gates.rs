@@ -402,6 +402,20 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
     assert!(status.contains("Passed"), "{status}");
     assert!(status.contains("alice at"), "{status}");
     assert!(!status.contains("held by gate"), "{status}");
+    // Pause and resume set and clear spec.paused.
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
+    for (verb, paused) in [("pause", true), ("resume", false)] {
+        let said = stdout_of(
+            &kubectl_ferry(&admin, &["rollout", verb, "default/app"]).await,
+            verb,
+        );
+        assert!(
+            said.contains(&format!("manifestworkreplicaset default/app {verb}d")),
+            "{said}"
+        );
+        let rs = sets.get("app").await.expect("read replica set");
+        assert_eq!(rs.spec.paused, paused, "after {verb}");
+    }
     agents.stop().await;
     fleet.stop().await;
 }
@@ -474,7 +488,7 @@ async fn an_approval_recorded_as_approved_by_someone_else_is_refused_by_admissio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_wait_and_a_health_gate_hold_the_next_group_their_time_and_until_the_expression_holds()
  {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&[]))
         .await
         .expect("fleet");
     let hub = fleet.hub_client.clone();
@@ -502,6 +516,9 @@ async fn a_timed_wait_and_a_health_gate_hold_the_next_group_their_time_and_until
         work(&hub, &name(1), "app").await.is_none(),
         "the next group started while the health gate was false"
     );
+    // The gate's memory is the status: a restarted hub keeps its opening.
+    fleet.stop_hub().await;
+    fleet.start_hub().await.expect("hub again");
     // An expression that does not compile keeps it closed, saying why.
     let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), NAMESPACE);
     let set_gates = |gates: Value| {
