@@ -117,8 +117,7 @@ pub fn next_step_with(
     let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
     // A mandatory group must prove the revision: its unreachable clusters
     // hold the rollout like any other of its clusters.
-    let unreachable =
-        |c: &RolloutCluster| context.unreachable.contains(&c.name) && !mandatory(c);
+    let unreachable = |c: &RolloutCluster| context.unreachable.contains(&c.name) && !mandatory(c);
     let failed = clusters
         .iter()
         .filter(|c| c.state == ClusterState::Failed && !unreachable(c))

@@ -50,6 +50,11 @@ struct Context {
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
     refused: Mutex<BTreeMap<String, Refused>>,
+    /// The resourceVersion of the last status this process wrote, per
+    /// replica set (owner label). The gates' memory is the status: a
+    /// reconcile must not read it from a cache that has not seen that
+    /// write yet. An entry goes with its replica set.
+    written: Mutex<BTreeMap<String, String>>,
 }
 
 impl Context {
@@ -68,6 +73,7 @@ impl Context {
     /// after the other: the chosen clusters, their renderings, the rollout
     /// plan, the works, the status.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
+        let rs = self.current(rs).await?;
         let chosen = chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
         let existing = self.generated(&rs);
         let rendered = render_chosen(&rs.spec, &chosen.wanted, &self.clusters);
@@ -134,7 +140,9 @@ impl Context {
             &refused,
             &plan,
         );
-        write_status(&self.client, &rs, status).await?;
+        if let Some(version) = write_status(&self.client, &rs, status).await? {
+            self.written.lock().await.insert(owner.clone(), version);
+        }
         if !chosen.missing.is_empty() {
             // The placement's return is seen by the placement watch.
             return Ok(Action::await_change());
@@ -164,10 +172,41 @@ impl Context {
         })
     }
 
+    /// `rs` as the cache has it, or read from the API server when the cache
+    /// is not (exactly) at the last status this process wrote: the rollout
+    /// reads its gates' memory from the status.
+    async fn current(
+        &self,
+        rs: Arc<ManifestWorkReplicaSet>,
+    ) -> Result<Arc<ManifestWorkReplicaSet>, ReplicaSetError> {
+        let owner = owner_label(&rs);
+        let stale = self
+            .written
+            .lock()
+            .await
+            .get(&owner)
+            .is_some_and(|version| rs.resource_version().as_ref() != Some(version));
+        if !stale {
+            return Ok(rs);
+        }
+        let api: Api<ManifestWorkReplicaSet> =
+            Api::namespaced(self.client.clone(), &rs.namespace().unwrap_or_default());
+        let fresh = api
+            .get(&rs.name_any())
+            .await
+            .map_err(failed(&rs, "reading it"))?;
+        // The cache is current again once it reaches this version.
+        if let Some(version) = fresh.resource_version() {
+            self.written.lock().await.insert(owner, version);
+        }
+        Ok(Arc::new(fresh))
+    }
+
     /// Deletes every generated work; with `Foreground`, holds the replica
     /// set until they are gone.
     async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         self.refused.lock().await.remove(&owner_label(&rs));
+        self.written.lock().await.remove(&owner_label(&rs));
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -355,6 +394,7 @@ pub async fn run_replica_set_controller(
         clusters,
         approvals,
         refused: Mutex::new(BTreeMap::new()),
+        written: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();

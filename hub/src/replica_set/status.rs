@@ -339,27 +339,30 @@ fn gate_holds(plan: &RolloutPlan) -> Vec<String> {
         .collect()
 }
 
-/// Writes `status` to `rs` when it differs from what `rs` has. Fails when
-/// the API server refuses the write.
+/// Writes `status` to `rs` when it differs from what `rs` has; returns the
+/// resourceVersion of the object written (None when nothing was written).
+/// Fails when the API server refuses the write.
 pub async fn write_status(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
     status: ManifestWorkReplicaSetStatus,
-) -> Result<(), ReplicaSetError> {
+) -> Result<Option<String>, ReplicaSetError> {
     let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
-    if rs.status.as_ref() != Some(&status) {
-        let api: Api<ManifestWorkReplicaSet> =
-            Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
-        let patch = json!({
-            "apiVersion": ManifestWorkReplicaSet::api_version(&()),
-            "kind": ManifestWorkReplicaSet::kind(&()),
-            "status": status,
-        });
-        api.patch_status(&rs.name_any(), &params, &Patch::Apply(&patch))
-            .await
-            .map_err(failed(rs, "writing the status"))?;
+    if rs.status.as_ref() == Some(&status) {
+        return Ok(None);
     }
-    Ok(())
+    let api: Api<ManifestWorkReplicaSet> =
+        Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": ManifestWorkReplicaSet::api_version(&()),
+        "kind": ManifestWorkReplicaSet::kind(&()),
+        "status": status,
+    });
+    let written = api
+        .patch_status(&rs.name_any(), &params, &Patch::Apply(&patch))
+        .await
+        .map_err(failed(rs, "writing the status"))?;
+    Ok(written.resource_version())
 }
 
 #[cfg(test)]
