@@ -80,6 +80,9 @@ pub struct StepContext {
     /// A gate not passed after this decision group index: no cluster of a
     /// higher index starts.
     pub held_after_group: Option<usize>,
+    /// Clusters held by name (a gate whose group has no chosen cluster
+    /// holds every cluster it cannot place before it).
+    pub held: BTreeSet<String>,
     /// Clusters chosen after the rollout started (late joiners): they start
     /// only when every other cluster is Succeeded, Failed or unreachable.
     pub late: BTreeSet<String>,
@@ -151,6 +154,7 @@ pub fn next_step_with(
         context
             .held_after_group
             .is_some_and(|group| c.group_index > group)
+            || context.held.contains(&c.name)
             || (context.late.contains(&c.name) && !cohort_done)
     };
     let open = |c: &&RolloutCluster| match c.state {
@@ -357,6 +361,7 @@ mod tests {
     ) -> StepContext {
         StepContext {
             held_after_group,
+            held: BTreeSet::new(),
             late: late.iter().map(|s| s.to_string()).collect(),
             unreachable: unreachable.iter().map(|s| s.to_string()).collect(),
         }
@@ -516,6 +521,7 @@ mod tests {
             };
             let context = StepContext {
                 held_after_group: held_after,
+                held: pick(|s| s.1 == 3 && s.2 == s.3),
                 late: pick(|s| s.2),
                 unreachable: pick(|s| s.3),
             };
@@ -528,6 +534,7 @@ mod tests {
             for name in &step.start {
                 let c = clusters.iter().find(|c| &c.name == name).expect("exists");
                 prop_assert!(held_after.is_none_or(|g| c.group_index <= g), "{name} passed a gate");
+                prop_assert!(!context.held.contains(name), "{name} was held by name");
                 prop_assert!(!context.late.contains(name) || settled, "{name} joined late and started early");
             }
             let reachable_failed = clusters

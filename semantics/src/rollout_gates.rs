@@ -88,10 +88,11 @@ pub struct GroupFacts {
 }
 
 impl GroupFacts {
-    /// Whether every counted cluster of the group succeeded (vacuously true
-    /// for a group whose clusters all left or are unreachable).
+    /// Whether every counted cluster of the group succeeded. A group with
+    /// no counted cluster (all left, unreachable or late) has proved
+    /// nothing: the gate does not open on it.
     pub fn all_succeeded(&self) -> bool {
-        self.succeeded == self.total
+        self.total > 0 && self.succeeded == self.total
     }
 }
 
@@ -247,10 +248,17 @@ pub fn evaluate_gate(
                 healthy_since: None,
                 ..memory.clone()
             },
-            message: format!(
-                "waiting for group {}: {} of {} clusters succeeded",
-                facts.name, facts.succeeded, facts.total
-            ),
+            message: if facts.total == 0 {
+                format!(
+                    "group {} has no reachable cluster of the rollout to check",
+                    facts.name
+                )
+            } else {
+                format!(
+                    "waiting for group {}: {} of {} clusters succeeded",
+                    facts.name, facts.succeeded, facts.total
+                )
+            },
             wake_after_ms: None,
         };
     }
@@ -429,6 +437,17 @@ mod tests {
         assert!(passed.memory.passed);
         let out = evaluate_gate(&gate(), &passed.memory, &facts(2, 1), None, 10);
         assert_eq!(out.state, GateState::Passed);
+    }
+
+    #[test]
+    fn a_group_with_no_cluster_to_check_does_not_open_its_gate() {
+        let out = evaluate_gate(&gate(), &GateMemory::default(), &facts(0, 0), None, 0);
+        assert_eq!(out.state, GateState::Pending);
+        assert!(
+            out.message.contains("no reachable cluster"),
+            "{}",
+            out.message
+        );
     }
 
     #[test]

@@ -101,6 +101,27 @@ impl Context {
                 .map(|c| (c.name_any(), c))
                 .collect(),
             approvals: self.approvals.state(),
+            defined_groups: self
+                .placements
+                .state()
+                .iter()
+                .filter(|p| p.namespace() == rs.namespace())
+                .map(|p| {
+                    let groups = p
+                        .spec
+                        .decision_strategy
+                        .as_ref()
+                        .map(|d| {
+                            d.group_strategy
+                                .decision_groups
+                                .iter()
+                                .map(|g| g.group_name.clone())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (p.name_any(), groups)
+                })
+                .collect(),
         };
         let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
         // A missing placement stops everything (OCM): its clusters are not

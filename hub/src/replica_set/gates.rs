@@ -38,6 +38,10 @@ pub struct GateInputs {
     pub clusters: BTreeMap<String, Arc<ManagedCluster>>,
     /// Every RolloutApproval the hub sees.
     pub approvals: Vec<Arc<RolloutApproval>>,
+    /// Per placement of the replica set, the names of the decision groups
+    /// its spec defines, in order (where a gate's group stands when no
+    /// chosen cluster is in it).
+    pub defined_groups: BTreeMap<String, Vec<String>>,
 }
 
 /// The revision hash of what `rs` rolls out now: its template and
@@ -312,9 +316,30 @@ pub fn placement_gates(
         }
         let passed = outcome.memory.passed;
         holds.push((index, passed));
+        // No chosen cluster in the group: hold every cluster not in a group
+        // the placement defines before it (a group may be empty for a
+        // moment while its clusters reconnect; a typo holds the rollout
+        // visibly instead of letting it through).
+        if index.is_none() && !passed {
+            let defined = inputs
+                .defined_groups
+                .get(&reference.name)
+                .cloned()
+                .unwrap_or_default();
+            let earlier: Vec<&String> = defined
+                .iter()
+                .take_while(|g| **g != gate.after_group)
+                .collect();
+            context.held.extend(
+                states
+                    .iter()
+                    .filter(|c| !earlier.contains(&&c.group_name))
+                    .map(|c| c.name.clone()),
+            );
+        }
         let message = match index {
             None if !passed => format!(
-                "no chosen cluster is in decision group {}: the gate holds nothing",
+                "no chosen cluster is in decision group {}: the clusters of later groups wait",
                 gate.after_group
             ),
             _ => outcome.message,
