@@ -21,10 +21,13 @@ pub struct Membership<'a> {
 /// already holds the revision, or it was registered before the start (a
 /// first rollout has no works yet: every cluster registered then is in).
 /// A cluster registered and chosen after the start is a late joiner.
+///
+/// Kubernetes times have whole seconds: something created in the second
+/// the rollout started counts as before it.
 pub fn in_cohort(member: &Membership<'_>, revision: &str, started_ms: i64) -> bool {
-    member.work_created_ms.is_some_and(|t| t < started_ms)
+    member.work_created_ms.is_some_and(|t| t <= started_ms)
         || member.work_revision == Some(revision)
-        || member.cluster_created_ms.is_some_and(|t| t < started_ms)
+        || member.cluster_created_ms.is_some_and(|t| t <= started_ms)
 }
 
 /// Whether a cluster joined after the start: it is outside the cohort by
@@ -32,8 +35,8 @@ pub fn in_cohort(member: &Membership<'_>, revision: &str, started_ms: i64) -> bo
 /// start). Stays true once it holds the revision, so the status keeps
 /// counting it.
 pub fn joined_late(member: &Membership<'_>, started_ms: i64) -> bool {
-    member.work_created_ms.is_none_or(|t| t >= started_ms)
-        && member.cluster_created_ms.is_none_or(|t| t >= started_ms)
+    member.work_created_ms.is_none_or(|t| t > started_ms)
+        && member.cluster_created_ms.is_none_or(|t| t > started_ms)
 }
 
 #[cfg(test)]
@@ -53,6 +56,13 @@ mod tests {
         };
         assert!(in_cohort(&registered, "r1", 10));
         assert!(!joined_late(&registered, 10));
+        // Registered in the second the rollout started: in the cohort.
+        let same_second = Membership {
+            cluster_created_ms: Some(10),
+            ..Membership::default()
+        };
+        assert!(in_cohort(&same_second, "r1", 10));
+        assert!(!joined_late(&same_second, 10));
     }
 
     #[test]
