@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::core::GroupVersionKind;
+use moka::future::Cache;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use moka::future::Cache;
 use tracing::debug;
 
 use ferry_semantics::list_items::{ListKind, ListSchema};

@@ -510,6 +510,10 @@ pub struct RevisionSummary {
 pub struct PlacementRollout {
     /// The placement.
     pub name: String,
+    /// The revision hash this rollout state belongs to: a new revision
+    /// starts the rollout (and its gates) afresh.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision: String,
     /// When the rollout of the current revision started here (RFC 3339);
     /// its cohort is the clusters chosen then.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -6,6 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use ferry_api::crds::hub_crds;
 
+use crate::admission::approval_policy::{approval_binding, approval_policy};
 use crate::admission::cluster_set_policy::{cluster_set_binding, cluster_set_policy};
 use crate::admission::executor_policy::{executor_binding, executor_policy};
 use crate::admission::policy::{binding, install_policy, policy};
@@ -25,22 +26,25 @@ pub fn render_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml:
 pub const POLICY_FILE: &str = "manifestworks-policy.yaml";
 
 /// Renders the admission policies (duplicate manifests, executors, cluster
-/// set binds) and their bindings as the six-document YAML file checked in
-/// next to the CRDs.
+/// set binds, rollout approvals) and their bindings as the eight-document
+/// YAML file checked in next to the CRDs.
 ///
 /// Fails only if serde_yaml cannot represent them, which would be a bug.
 pub fn render_policy_yaml() -> Result<String, serde_yaml::Error> {
     Ok(format!(
         "# Generated from the Rust types by `ferry-hub crds --out deploy/crds`; do not edit.\n\
          # Checks across the manifests of a work, who may name an executor and who may bind a\n\
-         # cluster set, run by the API server itself (needs Kubernetes 1.35+).\n\
-         {}---\n{}---\n{}---\n{}---\n{}---\n{}",
+         # cluster set, and who a rollout approval names as approver, run by the API server\n\
+         # itself (needs Kubernetes 1.35+).\n\
+         {}---\n{}---\n{}---\n{}---\n{}---\n{}---\n{}---\n{}",
         serde_yaml::to_string(&policy())?,
         serde_yaml::to_string(&binding())?,
         serde_yaml::to_string(&executor_policy())?,
         serde_yaml::to_string(&executor_binding())?,
         serde_yaml::to_string(&cluster_set_policy())?,
-        serde_yaml::to_string(&cluster_set_binding())?
+        serde_yaml::to_string(&cluster_set_binding())?,
+        serde_yaml::to_string(&approval_policy())?,
+        serde_yaml::to_string(&approval_binding())?
     ))
 }
 

@@ -96,7 +96,7 @@ pub enum Command {
         #[arg(long, default_value_t = false)]
         open: bool,
     },
-    /// Manage a ManifestWorkReplicaSet's rollout.
+    /// Read and steer a ManifestWorkReplicaSet's rollout.
     #[command(subcommand)]
     Rollout(RolloutCommand),
 }
@@ -130,6 +130,51 @@ pub enum RolloutCommand {
         /// The revision number to go back to (see `rollout history`).
         #[arg(long, value_name = "N")]
         to_revision: i64,
+    },
+    /// Per placement: the waves, which one moves, each gate, churn.
+    ///
+    /// The replica set's revision and PlacementRolledOut condition; per
+    /// placement, each decision group with its cluster count and how many
+    /// hold the current revision, are applied, available, degraded, and
+    /// whether it is rolled out, moving, waiting or held by a gate; each
+    /// gate's state, opening time, approver and message; the late joiners
+    /// and unreachable clusters. `-o json|yaml` prints the replica set.
+    Status {
+        /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
+    },
+    /// Approve the gate awaiting approval (creates a RolloutApproval).
+    ///
+    /// Creates a RolloutApproval for the current revision of the gate that
+    /// awaits approval, recorded as approved by you (your user name, from a
+    /// SelfSubjectReview). With several gates awaiting, name one with
+    /// --placement and --group.
+    Approve {
+        /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
+        /// The placement whose gate to approve.
+        #[arg(long)]
+        placement: Option<String>,
+        /// The decision group the gate follows.
+        #[arg(long)]
+        group: Option<String>,
+        /// Why, for the record.
+        #[arg(long, default_value = "")]
+        comment: String,
+    },
+    /// Hold the rollout (sets spec.paused).
+    Pause {
+        /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
+    },
+    /// Let the rollout go on (clears spec.paused).
+    Resume {
+        /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
+        #[arg(value_name = "NS/NAME")]
+        replica_set: String,
     },
 }
 
@@ -247,6 +292,35 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(Cli::try_parse_from(["kubectl-ferry", "rollout", "undo", "default/app"]).is_err());
+    }
+
+    #[test]
+    fn rollout_approve_takes_the_gate_filters() {
+        let cli = Cli::try_parse_from([
+            "kubectl-ferry",
+            "rollout",
+            "approve",
+            "ns/app",
+            "--group",
+            "canary",
+            "--comment",
+            "looks good",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Rollout(RolloutCommand::Approve {
+                replica_set,
+                placement,
+                group,
+                comment,
+            }) => {
+                assert_eq!(replica_set, "ns/app");
+                assert_eq!(placement, None);
+                assert_eq!(group.as_deref(), Some("canary"));
+                assert_eq!(comment, "looks good");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

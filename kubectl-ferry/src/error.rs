@@ -75,6 +75,24 @@ pub enum CliError {
     /// The dashboard could not listen or stopped serving.
     #[error(transparent)]
     Dashboard(#[from] crate::dashboard::server::ServeError),
+    /// `NS/NAME` does not name a replica set.
+    #[error(
+        "'{0}' is not NAMESPACE/NAME of a ManifestWorkReplicaSet (lower-case letters, digits, '-' and '.'), or its namespace differs from -n"
+    )]
+    BadReplicaSet(String),
+    /// No gate (or more than one) awaits approval.
+    #[error("{0}")]
+    NothingToApprove(String),
+    /// RBAC refused creating the approval.
+    #[error(
+        "you may not create rolloutapprovals in namespace {namespace}: {message}; ask an administrator to bind the ClusterRole ferry-hub-rollout-approver to you there (a RoleBinding in {namespace})"
+    )]
+    ApproveForbidden {
+        /// The replica set's namespace.
+        namespace: String,
+        /// The server's message.
+        message: String,
+    },
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),

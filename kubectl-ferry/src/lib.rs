@@ -2,6 +2,8 @@
 //! clusters`, `kubectl ferry get works` and `kubectl ferry describe work
 //! NS/NAME` read the hub's ManagedClusters, ManifestWorks and Events and print
 //! kubectl-style tables, or the underlying records as JSON or YAML.
+//! `kubectl ferry rollout status|approve|pause|resume NS/NAME` read and steer
+//! a ManifestWorkReplicaSet's rollout.
 //!
 //! The pure part (objects to rows and text) lives in its own modules with unit
 //! tests; [`fetch`] and [`client`] are the only ones that talk to an API server.
@@ -20,8 +22,10 @@ pub mod events;
 pub mod fetch;
 pub mod fleet_rows;
 pub mod output;
+pub mod rollout;
 pub mod rollout_fetch;
 pub mod rollout_history;
+pub mod rollout_view;
 pub mod run;
 pub mod table;
 pub mod work_ref;

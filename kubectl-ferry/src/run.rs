@@ -17,10 +17,16 @@ use crate::fetch::{
 };
 use crate::fleet_rows::{placements_table, replica_sets_table};
 use crate::output::{hide_managed_fields, list, serialize};
+use crate::rollout::{
+    approve, gate_to_approve, generated_works, get_replica_set, parse_replica_set_ref, set_paused,
+    waves, whoami,
+};
 use crate::rollout_fetch::{
-    get_replica_set, list_replica_set_works, list_revisions, replace_replica_set,
+    get_replica_set as get_replica_set_json, list_replica_set_works, list_revisions,
+    replace_replica_set,
 };
 use crate::rollout_history::{history_rows, history_table, undo_fields, with_revision};
+use crate::rollout_view::rollout_status;
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
 
@@ -162,59 +168,114 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                 }
             }
         }
-        Command::Rollout(RolloutCommand::History { replica_set }) => {
-            let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
+        Command::Rollout(command) => {
             let connection = connect(&cli.global).await?;
-            let object = get_replica_set(&connection.client, &rs).await?;
-            let revisions = list_revisions(&connection.client, &rs).await?;
-            let works = list_replica_set_works(&connection.client, &rs).await?;
-            let rows = history_rows(&object, &revisions, &works);
-            match format {
-                OutputFormat::Table if rows.is_empty() => Ok(format!(
-                    "No revisions of manifestworkreplicaset {}/{} found.\n",
-                    rs.namespace, rs.name
-                )),
-                OutputFormat::Table => Ok(with_newline(history_table(&rows, now))),
-                _ => {
-                    let items = rows
-                        .iter()
-                        .map(serde_json::to_value)
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| CliError::Print(e.to_string()))?;
-                    serialize(&list(items), format)
+            let client = &connection.client;
+            let named = |arg: &str| {
+                parse_replica_set_ref(
+                    arg,
+                    cli.global.namespace.as_deref(),
+                    &connection.default_namespace,
+                )
+            };
+            match command {
+                RolloutCommand::Status { replica_set } => {
+                    let reference = named(replica_set)?;
+                    let rs = get_replica_set(client, &reference).await?;
+                    match format {
+                        OutputFormat::Table => {
+                            let waves = waves(client, &rs).await?;
+                            let works = generated_works(client, &rs).await?;
+                            Ok(rollout_status(&rs, &waves, &works))
+                        }
+                        _ => {
+                            let value = serde_json::to_value(&rs)
+                                .map_err(|e| CliError::Print(e.to_string()))?;
+                            serialize(&shown(value), format)
+                        }
+                    }
+                }
+                RolloutCommand::Approve {
+                    replica_set,
+                    placement,
+                    group,
+                    comment,
+                } => {
+                    let reference = named(replica_set)?;
+                    let rs = get_replica_set(client, &reference).await?;
+                    let choice = gate_to_approve(&rs, placement.as_deref(), group.as_deref())?;
+                    let user = whoami(client).await?;
+                    let (name, existed) =
+                        approve(client, &reference, &choice, &user, comment).await?;
+                    Ok(format!(
+                        "rolloutapproval {}/{name} {} (gate after group {} of placement {}, revision {}, approved by {user})\n",
+                        reference.namespace,
+                        if existed { "already exists" } else { "created" },
+                        choice.after_group,
+                        choice.placement,
+                        choice.revision
+                    ))
+                }
+                RolloutCommand::Pause { replica_set } | RolloutCommand::Resume { replica_set } => {
+                    let paused = matches!(command, RolloutCommand::Pause { .. });
+                    let reference = named(replica_set)?;
+                    set_paused(client, &reference, paused).await?;
+                    Ok(format!(
+                        "manifestworkreplicaset {}/{} {}\n",
+                        reference.namespace,
+                        reference.name,
+                        if paused { "paused" } else { "resumed" }
+                    ))
+                }
+                RolloutCommand::History { replica_set } => {
+                    let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
+                    let object = get_replica_set_json(client, &rs).await?;
+                    let revisions = list_revisions(client, &rs).await?;
+                    let works = list_replica_set_works(client, &rs).await?;
+                    let rows = history_rows(&object, &revisions, &works);
+                    match format {
+                        OutputFormat::Table if rows.is_empty() => Ok(format!(
+                            "No revisions of manifestworkreplicaset {}/{} found.\n",
+                            rs.namespace, rs.name
+                        )),
+                        OutputFormat::Table => Ok(with_newline(history_table(&rows, now))),
+                        _ => {
+                            let items = rows
+                                .iter()
+                                .map(serde_json::to_value)
+                                .collect::<Result<Vec<_>, _>>()
+                                .map_err(|e| CliError::Print(e.to_string()))?;
+                            serialize(&list(items), format)
+                        }
+                    }
+                }
+                RolloutCommand::Undo {
+                    replica_set,
+                    to_revision,
+                } => {
+                    let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
+                    let object = get_replica_set_json(client, &rs).await?;
+                    let revisions = list_revisions(client, &rs).await?;
+                    let (template, overrides) = undo_fields(&revisions, *to_revision)?;
+                    let spec = &object["spec"];
+                    let current_overrides = spec
+                        .get("overrides")
+                        .cloned()
+                        .unwrap_or_else(|| Value::Array(Vec::new()));
+                    if spec["manifestWorkTemplate"] == template && current_overrides == overrides {
+                        return Ok(format!(
+                            "manifestworkreplicaset.work.ferry.dev/{} skipped rollback (current template already matches revision {to_revision})\n",
+                            rs.name
+                        ));
+                    }
+                    replace_replica_set(client, &rs, with_revision(object, template, overrides))
+                        .await?;
+                    Ok(format!(
+                        "manifestworkreplicaset.work.ferry.dev/{} rolled back to revision {to_revision}\n",
+                        rs.name
+                    ))
                 }
             }
-        }
-        Command::Rollout(RolloutCommand::Undo {
-            replica_set,
-            to_revision,
-        }) => {
-            let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
-            let connection = connect(&cli.global).await?;
-            let object = get_replica_set(&connection.client, &rs).await?;
-            let revisions = list_revisions(&connection.client, &rs).await?;
-            let (template, overrides) = undo_fields(&revisions, *to_revision)?;
-            let spec = &object["spec"];
-            let current_overrides = spec
-                .get("overrides")
-                .cloned()
-                .unwrap_or_else(|| Value::Array(Vec::new()));
-            if spec["manifestWorkTemplate"] == template && current_overrides == overrides {
-                return Ok(format!(
-                    "manifestworkreplicaset.work.ferry.dev/{} skipped rollback (current template already matches revision {to_revision})\n",
-                    rs.name
-                ));
-            }
-            replace_replica_set(
-                &connection.client,
-                &rs,
-                with_revision(object, template, overrides),
-            )
-            .await?;
-            Ok(format!(
-                "manifestworkreplicaset.work.ferry.dev/{} rolled back to revision {to_revision}\n",
-                rs.name
-            ))
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod apply_outcome;
 pub mod availability;
 pub mod cluster_sets;
+pub mod cohort;
 pub mod compare;
 pub mod condition_rules;
 pub mod config_match;
@@ -29,6 +30,7 @@ pub mod release;
 pub mod restricted;
 pub mod revision;
 pub mod rollout;
+pub mod rollout_gates;
 mod status_fields;
 pub mod strategy;
 mod well_known_status;

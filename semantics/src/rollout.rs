@@ -4,6 +4,8 @@
 //! hub reads each cluster's state from its generated work and writes the
 //! template to the clusters this returns.
 
+use std::collections::BTreeSet;
+
 /// Where one cluster stands in a rollout of the current template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClusterState {
@@ -71,8 +73,35 @@ pub struct RolloutStep {
     pub complete: bool,
 }
 
+/// What holds clusters back beyond the strategy: gates, the cohort, and
+/// unreachable clusters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepContext {
+    /// A gate not passed after this decision group index: no cluster of a
+    /// higher index starts.
+    pub held_after_group: Option<usize>,
+    /// Clusters held by name (a gate whose group has no chosen cluster
+    /// holds every cluster it cannot place before it).
+    pub held: BTreeSet<String>,
+    /// Clusters chosen after the rollout started (late joiners): they start
+    /// only when every other cluster is Succeeded, Failed or unreachable.
+    pub late: BTreeSet<String>,
+    /// Clusters whose agent is not connected: they neither hold their
+    /// group, nor count as failed, nor use a `Progressive` slot; their work
+    /// is still written when their turn comes. Clusters of mandatory
+    /// groups are the exception: those hold the rollout until they succeed.
+    pub unreachable: BTreeSet<String>,
+}
+
 /// Chooses the clusters that start now, in the order given (decision group
-/// index, then name, is what the hub passes).
+/// index, then name, is what the hub passes), with nothing held beyond the
+/// strategy. See [`next_step_with`].
+pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> RolloutStep {
+    next_step_with(strategy, clusters, &StepContext::default())
+}
+
+/// Chooses the clusters that start now, in the order given, under the
+/// gates, cohort and reachability of `context`.
 ///
 /// Failed clusters count against `max_failures`; past it nothing starts
 /// (clusters already progressing go on). Mandatory groups go first, each
@@ -81,18 +110,28 @@ pub struct RolloutStep {
 /// cluster; `Progressive` keeps at most `max_concurrency` progressing (a
 /// failed cluster within `max_failures` frees its slot); `ProgressivePerGroup`
 /// starts a group only when every earlier group has no cluster to apply or
-/// progressing.
-pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> RolloutStep {
+/// progressing. Clusters held by a gate or as late joiners neither start
+/// nor keep their group open; unreachable ones never hold anything.
+pub fn next_step_with(
+    strategy: &RolloutLimits,
+    clusters: &[RolloutCluster],
+    context: &StepContext,
+) -> RolloutStep {
+    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
+    // A mandatory group must prove the revision: its unreachable clusters
+    // hold the rollout like any other of its clusters.
+    let unreachable = |c: &RolloutCluster| context.unreachable.contains(&c.name) && !mandatory(c);
     let failed = clusters
         .iter()
-        .filter(|c| c.state == ClusterState::Failed)
+        .filter(|c| c.state == ClusterState::Failed && !unreachable(c))
         .count();
-    let complete = clusters.iter().all(|c| c.state == ClusterState::Succeeded);
+    let complete = clusters.iter().all(|c| {
+        c.state == ClusterState::Succeeded || (unreachable(c) && c.state != ClusterState::ToApply)
+    });
     let halted = failed > strategy.max_failures;
-    let mandatory = |c: &RolloutCluster| strategy.mandatory_groups.contains(&c.group_name);
     let held_by: Vec<String> = clusters
         .iter()
-        .filter(|c| mandatory(c) && c.state == ClusterState::Failed)
+        .filter(|c| mandatory(c) && c.state == ClusterState::Failed && !unreachable(c))
         .map(|c| c.name.clone())
         .collect();
     if halted || complete || !held_by.is_empty() {
@@ -103,8 +142,26 @@ pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> Rollo
             complete,
         };
     }
-    let open =
-        |c: &&RolloutCluster| matches!(c.state, ClusterState::ToApply | ClusterState::Progressing);
+    // The cohort is done when each of its clusters is settled one way or
+    // the other: only then do late joiners start.
+    let cohort_done = clusters
+        .iter()
+        .filter(|c| !context.late.contains(&c.name))
+        .all(|c| {
+            matches!(c.state, ClusterState::Succeeded | ClusterState::Failed) || unreachable(c)
+        });
+    let held = |c: &RolloutCluster| {
+        context
+            .held_after_group
+            .is_some_and(|group| c.group_index > group)
+            || context.held.contains(&c.name)
+            || (context.late.contains(&c.name) && !cohort_done)
+    };
+    let open = |c: &&RolloutCluster| match c.state {
+        ClusterState::ToApply => !held(c),
+        ClusterState::Progressing => !unreachable(c),
+        _ => false,
+    };
     // Mandatory groups first, as a stage of their own.
     let stage: Vec<&RolloutCluster> = if clusters.iter().filter(|c| mandatory(c)).any(|c| open(&c))
     {
@@ -112,16 +169,32 @@ pub fn next_step(strategy: &RolloutLimits, clusters: &[RolloutCluster]) -> Rollo
     } else {
         clusters.iter().filter(|c| !mandatory(c)).collect()
     };
-    let to_apply = stage.iter().filter(|c| c.state == ClusterState::ToApply);
+    let to_apply = stage
+        .iter()
+        .filter(|c| c.state == ClusterState::ToApply && !held(c));
     let start: Vec<String> = match strategy.kind {
         RolloutType::All => to_apply.map(|c| c.name.clone()).collect(),
         RolloutType::Progressive => {
             let progressing = stage
                 .iter()
-                .filter(|c| c.state == ClusterState::Progressing)
+                .filter(|c| c.state == ClusterState::Progressing && !unreachable(c))
                 .count();
-            let room = strategy.max_concurrency.max(1).saturating_sub(progressing);
-            to_apply.take(room).map(|c| c.name.clone()).collect()
+            let mut room = strategy.max_concurrency.max(1).saturating_sub(progressing);
+            // An unreachable cluster takes no slot: its work waits on the
+            // hub until its agent returns.
+            to_apply
+                .filter(|c| {
+                    if unreachable(c) {
+                        true
+                    } else if room > 0 {
+                        room -= 1;
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .map(|c| c.name.clone())
+                .collect()
         }
         RolloutType::ProgressivePerGroup => {
             // The first group with open clusters is the only one that moves.
@@ -281,6 +354,116 @@ mod tests {
         );
     }
 
+    fn context(
+        held_after_group: Option<usize>,
+        late: &[&str],
+        unreachable: &[&str],
+    ) -> StepContext {
+        StepContext {
+            held_after_group,
+            held: BTreeSet::new(),
+            late: late.iter().map(|s| s.to_string()).collect(),
+            unreachable: unreachable.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_gate_holds_every_later_group_in_every_rollout_type() {
+        let clusters = [
+            cluster("a", 1, Succeeded),
+            cluster("b", 2, ToApply),
+            cluster("c", 3, ToApply),
+        ];
+        for kind in [
+            RolloutType::All,
+            RolloutType::Progressive,
+            RolloutType::ProgressivePerGroup,
+        ] {
+            let strategy = RolloutLimits {
+                kind,
+                ..progressive(5, 0)
+            };
+            let held = next_step_with(&strategy, &clusters, &context(Some(1), &[], &[]));
+            assert!(held.start.is_empty(), "{kind:?}: {:?}", held.start);
+            assert!(!held.complete);
+            let open = next_step_with(&strategy, &clusters, &context(Some(2), &[], &[]));
+            assert_eq!(open.start, vec!["b".to_string()], "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn late_joiners_start_after_the_cohort_settled() {
+        let strategy = RolloutLimits {
+            kind: RolloutType::ProgressivePerGroup,
+            ..progressive(5, 1)
+        };
+        // A late joiner in the first group neither starts nor holds the
+        // cohort's next group.
+        let clusters = [
+            cluster("a", 1, Succeeded),
+            cluster("late", 1, ToApply),
+            cluster("b", 2, ToApply),
+        ];
+        let step = next_step_with(&strategy, &clusters, &context(None, &["late"], &[]));
+        assert_eq!(step.start, vec!["b".to_string()]);
+        let clusters = [
+            cluster("a", 1, Succeeded),
+            cluster("late", 1, ToApply),
+            cluster("b", 2, Failed),
+        ];
+        let step = next_step_with(&strategy, &clusters, &context(None, &["late"], &[]));
+        assert_eq!(step.start, vec!["late".to_string()]);
+    }
+
+    #[test]
+    fn an_unreachable_cluster_neither_holds_nor_fails_nor_takes_a_slot() {
+        let strategy = RolloutLimits {
+            kind: RolloutType::ProgressivePerGroup,
+            ..progressive(1, 0)
+        };
+        let clusters = [
+            cluster("gone", 1, Progressing),
+            cluster("a", 1, Succeeded),
+            cluster("b", 2, ToApply),
+        ];
+        let step = next_step_with(&strategy, &clusters, &context(None, &[], &["gone"]));
+        assert_eq!(step.start, vec!["b".to_string()]);
+        let clusters = [cluster("gone", 1, Failed), cluster("b", 2, ToApply)];
+        let step = next_step_with(&strategy, &clusters, &context(None, &[], &["gone"]));
+        assert!(!step.halted);
+        assert_eq!(step.start, vec!["b".to_string()]);
+        // Progressive: the unreachable cluster is written without a slot.
+        let clusters = [
+            cluster("gone", 1, ToApply),
+            cluster("a", 1, ToApply),
+            cluster("b", 1, ToApply),
+        ];
+        let step = next_step_with(
+            &progressive(1, 0),
+            &clusters,
+            &context(None, &[], &["gone"]),
+        );
+        assert_eq!(step.start, vec!["gone".to_string(), "a".into()]);
+        // In a mandatory group an unreachable cluster holds the rollout.
+        let strategy = RolloutLimits {
+            mandatory_groups: vec!["canary".into()],
+            ..progressive(5, 0)
+        };
+        let clusters = [cluster("gone", 0, Progressing), cluster("b", 1, ToApply)];
+        let step = next_step_with(&strategy, &clusters, &context(None, &[], &["gone"]));
+        assert!(step.start.is_empty(), "{:?}", step.start);
+        // Complete once the others succeeded and its work is written.
+        let clusters = [cluster("gone", 1, Progressing), cluster("a", 1, Succeeded)];
+        assert!(
+            next_step_with(
+                &progressive(1, 0),
+                &clusters,
+                &context(None, &[], &["gone"])
+            )
+            .complete
+        );
+    }
+
     fn state() -> impl Strategy<Value = ClusterState> {
         prop_oneof![
             Just(ToApply),
@@ -311,6 +494,54 @@ mod tests {
             }
             let failed = clusters.iter().filter(|c| c.state == Failed).count();
             prop_assert_eq!(step.halted, failed > max_failures);
+        }
+
+        #[test]
+        fn held_clusters_never_start_and_unreachable_ones_never_halt(
+            states in prop::collection::vec((state(), 0usize..4, any::<bool>(), any::<bool>()), 0..16),
+            held_after in prop::option::of(0usize..4),
+            kind in prop_oneof![
+                Just(RolloutType::All),
+                Just(RolloutType::Progressive),
+                Just(RolloutType::ProgressivePerGroup)
+            ],
+        ) {
+            let clusters: Vec<RolloutCluster> = states
+                .iter()
+                .enumerate()
+                .map(|(i, (s, group, _, _))| cluster(&format!("c{i:02}"), *group, *s))
+                .collect();
+            let pick = |flag: fn(&(ClusterState, usize, bool, bool)) -> bool| {
+                states
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| flag(s))
+                    .map(|(i, _)| format!("c{i:02}"))
+                    .collect::<BTreeSet<String>>()
+            };
+            let context = StepContext {
+                held_after_group: held_after,
+                held: pick(|s| s.1 == 3 && s.2 == s.3),
+                late: pick(|s| s.2),
+                unreachable: pick(|s| s.3),
+            };
+            let strategy = RolloutLimits { kind, ..progressive(2, 0) };
+            let step = next_step_with(&strategy, &clusters, &context);
+            let settled = clusters
+                .iter()
+                .filter(|c| !context.late.contains(&c.name))
+                .all(|c| matches!(c.state, Succeeded | Failed) || context.unreachable.contains(&c.name));
+            for name in &step.start {
+                let c = clusters.iter().find(|c| &c.name == name).expect("exists");
+                prop_assert!(held_after.is_none_or(|g| c.group_index <= g), "{name} passed a gate");
+                prop_assert!(!context.held.contains(name), "{name} was held by name");
+                prop_assert!(!context.late.contains(name) || settled, "{name} joined late and started early");
+            }
+            let reachable_failed = clusters
+                .iter()
+                .filter(|c| c.state == Failed && !context.unreachable.contains(&c.name))
+                .count();
+            prop_assert_eq!(step.halted, reachable_failed > 0);
         }
     }
 }

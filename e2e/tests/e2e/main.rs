@@ -68,6 +68,7 @@ mod restarts;
 mod restricted_mode;
 mod resync;
 mod rollback_scale;
+mod rollout_gates;
 mod rollout_rollback;
 mod server_side_apply;
 mod session_age;

@@ -19,8 +19,11 @@
 //!   the API server's authorizer).
 //! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
 //!   (`create` on `managedclustersets/bind`, asked of the authorizer).
+//! - [`approval_policy`]: a RolloutApproval's `approvedBy` is its creator.
 //! - [`webhook`]: the webhook's registration and server.
 
+/// Who an approval names as approver: a policy checking it is the creator.
+pub mod approval_policy;
 /// Who may bind a cluster set: a policy asking the API server's authorizer.
 pub mod cluster_set_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.

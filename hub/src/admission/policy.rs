@@ -20,6 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use std::time::Duration;
 
+use super::approval_policy::{APPROVAL_POLICY_NAME, approval_binding, approval_policy};
 use super::cluster_set_policy::{CLUSTER_SET_POLICY_NAME, cluster_set_binding, cluster_set_policy};
 use super::executor_policy::{EXECUTOR_POLICY_NAME, executor_binding, executor_policy};
 use super::webhook::SPEC_WRITTEN;
@@ -147,7 +148,8 @@ pub fn deny_binding(name: &str) -> ValidatingAdmissionPolicyBinding {
 
 /// Server-side applies [`policy`] and [`binding`], then the executor policy
 /// and its binding ([`super::executor_policy`]), then the cluster-set bind
-/// policy and its binding ([`super::cluster_set_policy`]). Fails when the API
+/// policy and its binding ([`super::cluster_set_policy`]), then the approval
+/// policy and its binding ([`super::approval_policy`]). Fails when the API
 /// server refuses either (RBAC: the hub needs `patch` on
 /// `validatingadmissionpolicies` and `validatingadmissionpolicybindings`,
 /// and `create` when an apply creates one;
@@ -188,6 +190,20 @@ pub async fn install_policy(client: &kube::Client) -> Result<(), kube::Error> {
             CLUSTER_SET_POLICY_NAME,
             &params,
             &Patch::Apply(&cluster_set_binding()),
+        )
+        .await?;
+    policies
+        .patch(
+            APPROVAL_POLICY_NAME,
+            &params,
+            &Patch::Apply(&approval_policy()),
+        )
+        .await?;
+    bindings
+        .patch(
+            APPROVAL_POLICY_NAME,
+            &params,
+            &Patch::Apply(&approval_binding()),
         )
         .await?;
     Ok(())

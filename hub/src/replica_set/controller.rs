@@ -23,6 +23,7 @@ use tracing::warn;
 use super::decisions::chosen_by_decisions;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
+use super::gates::GateInputs;
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::revision_status::{RevisionInputs, fill_revision_status};
@@ -35,6 +36,7 @@ use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
+use ferry_api::rollout_approval::RolloutApproval;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often every replica set is reconciled whatever its triggers
@@ -50,6 +52,7 @@ struct Context {
     /// The replica sets' ControllerRevisions (those with the replica-set
     /// label): read on every reconcile without a list call.
     revisions: Store<ControllerRevision>,
+    approvals: Store<RolloutApproval>,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
@@ -59,6 +62,11 @@ struct Context {
     /// holds the status recording it; the status is the memory across
     /// restarts. An entry goes with its replica set.
     rollbacks: Mutex<BTreeMap<String, RollbackStatus>>,
+    /// The resourceVersion of the last status this process wrote, per
+    /// replica set (owner label). The gates' memory is the status: a
+    /// reconcile must not read it from a cache that has not seen that
+    /// write yet. An entry goes with its replica set.
+    written: Mutex<BTreeMap<String, String>>,
 }
 
 impl Context {
@@ -77,6 +85,7 @@ impl Context {
     /// after the other: the chosen clusters, their renderings, the rollout
     /// plan, the works, the status.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
+        let rs = self.current(rs).await?;
         let chosen = chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
         let existing = self.generated(&rs);
         let rendered = render_chosen(&rs.spec, &chosen.wanted, &self.clusters);
@@ -96,6 +105,36 @@ impl Context {
                     .get(cluster)
                     .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
+        let inputs = GateInputs {
+            clusters: self
+                .clusters
+                .state()
+                .into_iter()
+                .map(|c| (c.name_any(), c))
+                .collect(),
+            approvals: self.approvals.state(),
+            defined_groups: self
+                .placements
+                .state()
+                .iter()
+                .filter(|p| p.namespace() == rs.namespace())
+                .map(|p| {
+                    let groups = p
+                        .spec
+                        .decision_strategy
+                        .as_ref()
+                        .map(|d| {
+                            d.group_strategy
+                                .decision_groups
+                                .iter()
+                                .map(|g| g.group_name.clone())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (p.name_any(), groups)
+                })
+                .collect(),
+        };
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
         let previous_stable = rs
@@ -107,7 +146,7 @@ impl Context {
         let revisions =
             sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
         let current = current_revision(&rs.spec, &revisions);
-        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, now);
+        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
         // Past maxFailures the failure strategy decides: abortAll leaves
         // every cluster where it is, rollbackAll writes the stable revision
         // to the clusters holding the failed one.
@@ -196,7 +235,9 @@ impl Context {
                 },
             );
         }
-        write_status(&self.client, &rs, status).await?;
+        if let Some(version) = write_status(&self.client, &rs, status).await? {
+            self.written.lock().await.insert(owner.clone(), version);
+        }
         if !chosen.missing.is_empty() {
             // The placement's return is seen by the placement watch.
             return Ok(Action::await_change());
@@ -226,11 +267,42 @@ impl Context {
         })
     }
 
+    /// `rs` as the cache has it, or read from the API server when the cache
+    /// is not (exactly) at the last status this process wrote: the rollout
+    /// reads its gates' memory from the status.
+    async fn current(
+        &self,
+        rs: Arc<ManifestWorkReplicaSet>,
+    ) -> Result<Arc<ManifestWorkReplicaSet>, ReplicaSetError> {
+        let owner = owner_label(&rs);
+        let stale = self
+            .written
+            .lock()
+            .await
+            .get(&owner)
+            .is_some_and(|version| rs.resource_version().as_ref() != Some(version));
+        if !stale {
+            return Ok(rs);
+        }
+        let api: Api<ManifestWorkReplicaSet> =
+            Api::namespaced(self.client.clone(), &rs.namespace().unwrap_or_default());
+        let fresh = api
+            .get(&rs.name_any())
+            .await
+            .map_err(failed(&rs, "reading it"))?;
+        // The cache is current again once it reaches this version.
+        if let Some(version) = fresh.resource_version() {
+            self.written.lock().await.insert(owner, version);
+        }
+        Ok(Arc::new(fresh))
+    }
+
     /// Deletes every generated work; with `Foreground`, holds the replica
     /// set until they are gone.
     async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         self.refused.lock().await.remove(&owner_label(&rs));
         self.rollbacks.lock().await.remove(&owner_label(&rs));
+        self.written.lock().await.remove(&owner_label(&rs));
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -274,6 +346,10 @@ async fn reconcile(
             .await
             .map_err(|_| ReplicaSetError::NotReady)?;
         ctx.revisions
+            .wait_until_ready()
+            .await
+            .map_err(|_| ReplicaSetError::NotReady)?;
+        ctx.approvals
             .wait_until_ready()
             .await
             .map_err(|_| ReplicaSetError::NotReady)
@@ -328,8 +404,21 @@ fn referring(
         .collect()
 }
 
-/// The replica sets whose rendering may read a cluster's labels: those
-/// with overrides or a `${CLUSTER_LABEL:` placeholder.
+/// What of a cluster the replica sets react to: its labels (overrides,
+/// placeholders) and whether it is unreachable (the rollout stops waiting
+/// for it).
+fn labels_and_reachability(cluster: &ManagedCluster) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    predicates::labels(cluster).hash(&mut hasher);
+    super::gates::is_unreachable(Some(cluster)).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The replica sets a cluster change may concern: those whose rendering
+/// may read a cluster's labels (overrides or a `${CLUSTER_LABEL:`
+/// placeholder), and those whose rollout is under way (a cluster becoming
+/// unreachable no longer holds it).
 fn using_labels(
     replica_sets: &Store<ManifestWorkReplicaSet>,
 ) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
@@ -340,6 +429,12 @@ fn using_labels(
             !rs.spec.overrides.is_empty()
                 || serde_json::to_string(&rs.spec.manifest_work_template)
                     .is_ok_and(|t| t.contains("${CLUSTER_LABEL:"))
+                || rs.status.as_ref().is_none_or(|s| {
+                    !s.conditions.iter().any(|c| {
+                        c.type_ == ferry_semantics::contract::PLACEMENT_ROLLED_OUT
+                            && c.reason == "Complete"
+                    })
+                })
         })
         .map(|rs| ObjectRef::from_obj(&**rs))
         .collect()
@@ -357,6 +452,7 @@ pub async fn run_replica_set_controller(
     let (works, work_writer) = reflector::store();
     let (clusters, cluster_writer) = reflector::store();
     let (revisions, revision_writer) = reflector::store();
+    let (approvals, approval_writer) = reflector::store();
     let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -391,13 +487,20 @@ pub async fn run_replica_set_controller(
     )
     .reflect(cluster_writer)
     .touched_objects()
-    .predicate_filter(predicates::labels, Default::default());
+    .predicate_filter(labels_and_reachability, Default::default());
     // A revision deleted or renumbered by hand is put right at once.
     let revision_stream = watch(
         Api::<ControllerRevision>::all(client.clone()),
         watcher::Config::default().labels(REPLICA_SET_LABEL),
     )
     .reflect(revision_writer)
+    .touched_objects();
+    // An approval lets its replica set's gate through.
+    let approval_stream = watch(
+        Api::<RolloutApproval>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(approval_writer)
     .touched_objects();
     let context = Arc::new(Context {
         client,
@@ -406,8 +509,10 @@ pub async fn run_replica_set_controller(
         works,
         clusters,
         revisions,
+        approvals,
         refused: Mutex::new(BTreeMap::new()),
         rollbacks: Mutex::new(BTreeMap::new()),
+        written: Mutex::new(BTreeMap::new()),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
@@ -433,6 +538,11 @@ pub async fn run_replica_set_controller(
         })
         .watches_stream(revision_stream, |revision: ControllerRevision| {
             owner_of(revision.labels())
+        })
+        .watches_stream(approval_stream, |approval: RolloutApproval| {
+            approval
+                .namespace()
+                .map(|namespace| ObjectRef::new(&approval.spec.replica_set).within(&namespace))
         })
         .watches_stream(work_stream, |work: ManifestWork| {
             work.labels()

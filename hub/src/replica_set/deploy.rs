@@ -102,6 +102,8 @@ pub async fn deploy(
         let applied_at = now
             .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
             .to_string();
+        // Which revision each work holds (the stable one while rolling
+        // back): the cohort and the fleet summary read it back.
         let (applied_at, params) = (&applied_at, &params);
         // Written a few at a time: one template change reaches a
         // thousand clusters in a few seconds, not one round trip each.

@@ -15,6 +15,8 @@ pub mod dry_run;
 pub mod error;
 /// The bounded fleet summary: per revision, failing clusters, feedback values.
 pub mod fleet_summary;
+/// Phase 3 too: the gates and cohort holding clusters back.
+pub mod gates;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

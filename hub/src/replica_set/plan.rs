@@ -6,15 +6,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step};
+use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step_with};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
+use super::gates::{GateInputs, current_revision, gate_specs, placement_gates};
 use super::render::Rendered;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
-use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 
 /// What the rollout does now.
 pub struct RolloutPlan {
@@ -34,19 +35,25 @@ pub struct RolloutPlan {
     pub all_complete: bool,
     /// Each placement whose rollout strategy cannot be used, and why.
     pub problems: Vec<String>,
+    /// Each placement's rollout: start, gates, late joiners, unreachable.
+    pub placements: Vec<PlacementRollout>,
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
 /// `rendered` works and the `existing` ones, as of `now`. A cluster whose
-/// rendering the hub API server `refused` counts as failed.
+/// rendering the hub API server `refused` counts as failed. Gates, the
+/// cohort and unreachable clusters (read from `inputs`) hold clusters back.
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
     chosen: &Chosen,
     rendered: &Rendered,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     refused: &Refused,
+    inputs: &GateInputs,
     now: Timestamp,
 ) -> RolloutPlan {
+    let revision = current_revision(rs);
+    let mut placements = Vec::new();
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
     let mut problems = Vec::new();
     let mut start: Vec<(String, String)> = Vec::new();
@@ -62,8 +69,10 @@ pub fn plan_rollout(
             .filter_map(|(c, _)| Some((group_of.get(c)?, c)))
             .collect();
         clusters.sort_by(|a, b| (a.0.0, a.1).cmp(&(b.0.0, b.1)));
-        let strategy = match resolve(&reference.rollout_strategy, clusters.len()) {
-            Ok(strategy) => strategy,
+        let resolved = resolve(&reference.rollout_strategy, clusters.len())
+            .and_then(|s| Ok((s, gate_specs(&reference.rollout_strategy)?)));
+        let (strategy, gates) = match resolved {
+            Ok(resolved) => resolved,
             Err(error) => {
                 problems.push(format!("placement {}: {error}", reference.name));
                 all_complete = false;
@@ -91,7 +100,14 @@ pub fn plan_rollout(
                 }
             })
             .collect();
-        let step = next_step(&strategy.limits, &states);
+        let gated = placement_gates(
+            rs, reference, &gates, &revision, &states, existing, inputs, now,
+        );
+        if let Some(again) = gated.look_again {
+            look_again = Some(look_again.map_or(again, |l| l.min(again)));
+        }
+        placements.push(gated.status);
+        let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
         if step.halted {
             halted_placements.push(reference.name.clone());
@@ -131,6 +147,7 @@ pub fn plan_rollout(
         held,
         all_complete,
         problems,
+        placements,
     }
 }
 
@@ -188,6 +205,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             now,
         );
         assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
@@ -199,6 +217,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             now,
         );
         assert!(plan.start.is_empty());
@@ -227,6 +246,7 @@ mod tests {
             &rendered(),
             &BTreeMap::new(),
             &refused,
+            &GateInputs::default(),
             Timestamp::now(),
         );
         assert!(plan.start.is_empty());
@@ -235,5 +255,121 @@ mod tests {
             "{:?}",
             plan.held
         );
+    }
+
+    fn succeeded_work(rs: &ManifestWorkReplicaSet, cluster: &str) -> Arc<ManifestWork> {
+        let condition = |type_: &str| {
+            json!({"type": type_, "status": "True", "reason": "x", "observedGeneration": 1,
+                   "lastTransitionTime": "2026-11-27T04:00:00Z"})
+        };
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1", "kind": "ManifestWork",
+            "metadata": {"name": "app", "namespace": cluster, "generation": 1,
+                "creationTimestamp": "2026-11-27T03:00:00Z",
+                "annotations": {ferry_api::contract::REVISION_ANNOTATION: current_revision(rs)}},
+            "spec": {},
+            "status": {"conditions": [condition("Applied"), condition("Available")]},
+        }))
+        .expect("work");
+        Arc::new(work)
+    }
+
+    fn approval(
+        rs: &ManifestWorkReplicaSet,
+        by: &str,
+    ) -> Arc<ferry_api::rollout_approval::RolloutApproval> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
+                "metadata": {"name": "ok", "namespace": "ns", "creationTimestamp": "2026-11-27T04:10:00Z"},
+                "spec": {"replicaSet": "app", "placement": "p", "afterGroup": "canary",
+                    "revision": current_revision(rs), "approvedBy": by},
+            }))
+            .expect("approval"),
+        )
+    }
+
+    fn passed_rs_revision_holder() -> ManifestWorkReplicaSet {
+        rs(
+            json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}),
+        )
+    }
+
+    #[test]
+    fn an_approval_gate_holds_the_next_group_until_approved_and_stays_passed() {
+        let mut rs = rs(
+            json!({"type": "ProgressivePerGroup", "progressivePerGroup": {
+            "gates": [{"afterGroup": "canary", "approval": true}]}}),
+        );
+        let existing = BTreeMap::from([("a".to_string(), succeeded_work(&rs, "a"))]);
+        let now: Timestamp = "2026-11-27T04:20:00Z".parse().expect("time");
+        let plan_with = |rs: &ManifestWorkReplicaSet, inputs: &GateInputs| {
+            plan_rollout(
+                rs,
+                &chosen(),
+                &rendered(),
+                &existing,
+                &Refused::new(),
+                inputs,
+                now,
+            )
+        };
+        let held = plan_with(&rs, &GateInputs::default());
+        assert!(held.start.is_empty(), "{:?}", held.start);
+        let gate = &held.placements[0].gates[0];
+        assert_eq!(gate.state, "AwaitingApproval");
+        assert_eq!(gate.opened_at, "2026-11-27T04:20:00Z");
+        // A wrong revision does not let it through.
+        let mut stale = (*approval(&rs, "alice")).clone();
+        stale.spec.revision = "0000000000".into();
+        let inputs = GateInputs {
+            approvals: vec![Arc::new(stale)],
+            ..GateInputs::default()
+        };
+        assert!(plan_with(&rs, &inputs).start.is_empty());
+        let inputs = GateInputs {
+            approvals: vec![approval(&rs, "alice")],
+            ..GateInputs::default()
+        };
+        let passed = plan_with(&rs, &inputs);
+        assert_eq!(passed.start, vec![("b".to_string(), "p".to_string())]);
+        let gate = &passed.placements[0].gates[0];
+        assert_eq!(
+            (
+                gate.state.as_str(),
+                gate.approved_by.as_str(),
+                gate.approved_at.as_str()
+            ),
+            ("Passed", "alice", "2026-11-27T04:10:00Z")
+        );
+        // The status is the memory: with it, the gate stays passed even once
+        // the approval is gone.
+        rs.status = Some(ferry_api::replica_set::ManifestWorkReplicaSetStatus {
+            rollout: Some(ferry_api::replica_set::RolloutStatus {
+                placements: passed.placements.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let remembered = plan_with(&rs, &GateInputs::default());
+        assert_eq!(remembered.start, vec![("b".to_string(), "p".to_string())]);
+        assert_eq!(remembered.placements[0].gates[0].state, "Passed");
+        // A new template is a new revision: its gate starts afresh (the
+        // test's renderings stay the same, so the canary still counts as
+        // succeeded and the gate awaits a new approval).
+        rs.spec.overrides = vec![
+            serde_json::from_value(json!({"name": "o",
+            "resourceIdentifier": {"kind": "ConfigMap", "name": "x"}, "jsonPatch": []}))
+            .expect("override"),
+        ];
+        let fresh = plan_with(&rs, &GateInputs::default());
+        assert_eq!(fresh.placements[0].gates[0].state, "AwaitingApproval");
+        assert!(fresh.start.is_empty());
+        let old_approval = GateInputs {
+            approvals: vec![approval(&passed_rs_revision_holder(), "alice")],
+            ..GateInputs::default()
+        };
+        assert!(plan_with(&rs, &old_approval).start.is_empty());
     }
 }

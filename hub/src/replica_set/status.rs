@@ -246,10 +246,15 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Progressing",
-            with_refusals(format!(
-                "{} of {total} clusters have the current template",
-                summary.updated
-            )),
+            with_refusals(
+                std::iter::once(format!(
+                    "{} of {total} clusters have the current template",
+                    summary.updated
+                ))
+                .chain(gate_holds(plan))
+                .collect::<Vec<_>>()
+                .join("; "),
+            ),
             generation,
             &current,
         )
@@ -302,35 +307,62 @@ pub fn replica_set_status(
             &current,
         ));
     }
-    ManifestWorkReplicaSetStatus {
+    let mut status = ManifestWorkReplicaSetStatus {
         conditions,
         summary,
         placement_summary,
         rollout: None,
+    };
+    // The gates' memory: read back by the next reconcile.
+    if !plan.placements.is_empty() {
+        status.rollout.get_or_insert_default().placements = plan.placements.clone();
     }
+    status
 }
 
-/// Writes `status` to `rs` when it differs from what `rs` has. Fails when
-/// the API server refuses the write.
+/// What the gates hold, for the rollout condition: each gate that opened
+/// and has not passed, with its placement and message.
+fn gate_holds(plan: &RolloutPlan) -> Vec<String> {
+    plan.placements
+        .iter()
+        .flat_map(|p| {
+            p.gates
+                .iter()
+                .filter(|g| g.state != "Passed" && g.state != "Pending")
+                .map(move |g| {
+                    format!(
+                        "placement {}: gate after group {} is {}: {}",
+                        p.name, g.after_group, g.state, g.message
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Writes `status` to `rs` when it differs from what `rs` has; returns the
+/// resourceVersion of the object written (None when nothing was written).
+/// Fails when the API server refuses the write.
 pub async fn write_status(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
     status: ManifestWorkReplicaSetStatus,
-) -> Result<(), ReplicaSetError> {
+) -> Result<Option<String>, ReplicaSetError> {
     let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
-    if rs.status.as_ref() != Some(&status) {
-        let api: Api<ManifestWorkReplicaSet> =
-            Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
-        let patch = json!({
-            "apiVersion": ManifestWorkReplicaSet::api_version(&()),
-            "kind": ManifestWorkReplicaSet::kind(&()),
-            "status": status,
-        });
-        api.patch_status(&rs.name_any(), &params, &Patch::Apply(&patch))
-            .await
-            .map_err(failed(rs, "writing the status"))?;
+    if rs.status.as_ref() == Some(&status) {
+        return Ok(None);
     }
-    Ok(())
+    let api: Api<ManifestWorkReplicaSet> =
+        Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": ManifestWorkReplicaSet::api_version(&()),
+        "kind": ManifestWorkReplicaSet::kind(&()),
+        "status": status,
+    });
+    let written = api
+        .patch_status(&rs.name_any(), &params, &Patch::Apply(&patch))
+        .await
+        .map_err(failed(rs, "writing the status"))?;
+    Ok(written.resource_version())
 }
 
 #[cfg(test)]
@@ -407,6 +439,7 @@ mod missing_placement_tests {
             held: vec![],
             all_complete: true,
             problems: vec![],
+            placements: vec![],
         };
         let status = replica_set_status(
             &rs,

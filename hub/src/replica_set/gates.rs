@@ -1,0 +1,385 @@
+//! The rollout's gates and cohort on one placement: each gate's memory read
+//! back from the replica set's previous status (so gate state survives hub
+//! restarts and leader changes), the cohort from the rollout's start, the
+//! unreachable clusters from their taint, and what holds clusters back
+//! this reconcile. The decisions themselves are the semantics'
+//! (`rollout_gates`, `cohort`); this file gathers their inputs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferry_semantics::cohort::{Membership, in_cohort, joined_late};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
+use ferry_semantics::revision::revision_hash;
+use ferry_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
+use ferry_semantics::rollout_gates::{
+    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate, held_after,
+};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use ferry_api::contract::{REVISION_ANNOTATION, UNREACHABLE_TAINT};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::{FieldValue, ManifestWork};
+use ferry_api::replica_set::{
+    GateStatus, LocalPlacementReference, ManifestWorkReplicaSet, PlacementRollout, RolloutConfig,
+    RolloutStrategy,
+};
+use ferry_api::rollout_approval::RolloutApproval;
+
+use super::rollout::RolloutError;
+
+/// What the gates and the cohort read beyond the works: the clusters (by
+/// name) and the approvals (of every namespace).
+#[derive(Default)]
+pub struct GateInputs {
+    /// ManagedClusters by name.
+    pub clusters: BTreeMap<String, Arc<ManagedCluster>>,
+    /// Every RolloutApproval the hub sees.
+    pub approvals: Vec<Arc<RolloutApproval>>,
+    /// Per placement of the replica set, the names of the decision groups
+    /// its spec defines, in order (where a gate's group stands when no
+    /// chosen cluster is in it).
+    pub defined_groups: BTreeMap<String, Vec<String>>,
+}
+
+/// The revision hash of what `rs` rolls out now: its template and
+/// overrides (empty overrides are `[]`).
+pub fn current_revision(rs: &ManifestWorkReplicaSet) -> String {
+    let template = serde_json::to_value(&rs.spec.manifest_work_template).unwrap_or(Value::Null);
+    let overrides = serde_json::to_value(&rs.spec.overrides).unwrap_or(Value::Array(Vec::new()));
+    revision_hash(&template, &overrides)
+}
+
+/// The settings of the strategy's type (where its gates are).
+fn config_of(strategy: &RolloutStrategy) -> RolloutConfig {
+    match strategy.type_.as_str() {
+        "Progressive" => strategy
+            .progressive
+            .as_ref()
+            .map(|p| p.config.clone())
+            .unwrap_or_default(),
+        "ProgressivePerGroup" => strategy
+            .progressive_per_group
+            .as_ref()
+            .map(|p| p.config.clone())
+            .unwrap_or_default(),
+        _ => strategy.all.clone().unwrap_or_default(),
+    }
+}
+
+fn millis(field: &'static str, text: &str) -> Result<i64, RolloutError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(0);
+    }
+    text.parse::<SignedDuration>()
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_err(|_| RolloutError::Duration {
+            field,
+            text: text.to_string(),
+        })
+}
+
+/// The gates of `strategy`, their durations resolved. Fails on a duration
+/// that does not parse (the CRD refuses those already).
+pub fn gate_specs(strategy: &RolloutStrategy) -> Result<Vec<GateSpec>, RolloutError> {
+    config_of(strategy)
+        .gates
+        .iter()
+        .map(|gate| {
+            Ok(GateSpec {
+                after_group: gate.after_group.clone(),
+                timed_wait_ms: millis("timedWait", &gate.timed_wait)?,
+                approval: gate.approval,
+                health: match &gate.health {
+                    None => None,
+                    Some(h) => Some(HealthSpec {
+                        expression: h.expression.clone(),
+                        hold_for_ms: millis("holdFor", &h.hold_for)?,
+                    }),
+                },
+            })
+        })
+        .collect()
+}
+
+fn format_ms(ms: i64) -> String {
+    Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime(KUBE_TIME_FORMAT).to_string())
+        .unwrap_or_default()
+}
+
+fn parse_ms(text: &str) -> Option<i64> {
+    text.parse::<Timestamp>().ok().map(|t| t.as_millisecond())
+}
+
+/// The gate's memory from its status of the same revision.
+fn memory_of(status: Option<&GateStatus>) -> GateMemory {
+    let Some(status) = status else {
+        return GateMemory::default();
+    };
+    GateMemory {
+        opened_at: parse_ms(&status.opened_at),
+        healthy_since: parse_ms(&status.healthy_since),
+        passed: status.state == "Passed",
+        approval: (!status.approved_by.is_empty()).then(|| Approval {
+            by: status.approved_by.clone(),
+            at_ms: parse_ms(&status.approved_at).unwrap_or(0),
+        }),
+    }
+}
+
+/// Whether the cluster's agent is not connected (the hub's taint).
+pub fn is_unreachable(cluster: Option<&ManagedCluster>) -> bool {
+    cluster.is_some_and(|c| c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT))
+}
+
+fn feedback_value(value: &FieldValue) -> Value {
+    match value.type_.as_str() {
+        "Integer" => value.integer.map_or(Value::Null, Value::from),
+        "Boolean" => value.boolean.map_or(Value::Null, Value::from),
+        "String" => value.string.clone().map_or(Value::Null, Value::from),
+        _ => value
+            .json_raw
+            .as_deref()
+            .map(|raw| serde_json::from_str(raw).unwrap_or_else(|_| Value::from(raw)))
+            .unwrap_or(Value::Null),
+    }
+}
+
+/// What the health expression sees of one cluster's work.
+fn cluster_facts(name: &str, work: Option<&ManifestWork>) -> ClusterFacts {
+    let mut facts = ClusterFacts {
+        name: name.to_string(),
+        ..ClusterFacts::default()
+    };
+    let Some(work) = work else {
+        return facts;
+    };
+    let generation = work.meta().generation.unwrap_or(0);
+    let status = work.status.as_ref();
+    let is_true = |type_: &str| {
+        status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True")
+        })
+    };
+    facts.applied = status.is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == APPLIED && c.status == "True" && c.observed_generation == generation
+        })
+    });
+    facts.available = is_true(AVAILABLE);
+    facts.degraded = is_true(DEGRADED);
+    for manifest in status
+        .and_then(|s| s.resource_status.as_ref())
+        .map(|r| r.manifests.as_slice())
+        .unwrap_or_default()
+    {
+        for value in manifest
+            .status_feedback
+            .as_ref()
+            .map(|f| f.values.as_slice())
+            .unwrap_or_default()
+        {
+            facts
+                .feedback
+                .entry(value.name.clone())
+                .or_insert_with(|| feedback_value(&value.field_value));
+        }
+    }
+    facts
+}
+
+/// The outcome of one placement's gates and cohort.
+pub struct PlacementGates {
+    /// What holds clusters back in the rollout step.
+    pub context: StepContext,
+    /// The placement's rollout status (started, gates, churn).
+    pub status: PlacementRollout,
+    /// The soonest a wait or a hold ends.
+    pub look_again: Option<SignedDuration>,
+}
+
+/// Evaluates the gates and cohort of `reference`'s rollout of `revision`
+/// over its `states`, from the `existing` works, the `inputs` and the
+/// previous status of `rs`, at `now`.
+#[allow(clippy::too_many_arguments)]
+pub fn placement_gates(
+    rs: &ManifestWorkReplicaSet,
+    reference: &LocalPlacementReference,
+    gates: &[GateSpec],
+    revision: &str,
+    states: &[RolloutCluster],
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    inputs: &GateInputs,
+    now: Timestamp,
+) -> PlacementGates {
+    let now_ms = now.as_millisecond();
+    let previous = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.placements.iter().find(|p| p.name == reference.name))
+        .filter(|p| p.revision == revision);
+    // A new revision (or a first look) starts the rollout here now.
+    // Whole seconds, as the status keeps it.
+    let started_ms = previous
+        .and_then(|p| parse_ms(&p.started_at))
+        .unwrap_or(now_ms - now_ms.rem_euclid(1000));
+    let mut context = StepContext::default();
+    let mut late_joiners = 0;
+    for cluster in states {
+        let work = existing.get(&cluster.name);
+        let managed = inputs.clusters.get(&cluster.name);
+        let member = Membership {
+            work_created_ms: work
+                .and_then(|w| w.meta().creation_timestamp.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            work_revision: work
+                .and_then(|w| w.annotations().get(REVISION_ANNOTATION))
+                .map(String::as_str),
+            cluster_created_ms: managed
+                .and_then(|c| c.meta().creation_timestamp.as_ref())
+                .map(|t| t.0.as_millisecond()),
+        };
+        if joined_late(&member, started_ms) {
+            late_joiners += 1;
+        }
+        if !in_cohort(&member, revision, started_ms) {
+            context.late.insert(cluster.name.clone());
+        }
+        if is_unreachable(managed.map(|c| &**c)) {
+            context.unreachable.insert(cluster.name.clone());
+        }
+    }
+    let namespace = rs.namespace().unwrap_or_default();
+    let name = rs.name_any();
+    let mut statuses = Vec::new();
+    let mut holds = Vec::new();
+    let mut look_again: Option<SignedDuration> = None;
+    for gate in gates {
+        let group: Vec<&RolloutCluster> = states
+            .iter()
+            .filter(|c| c.group_name == gate.after_group)
+            .collect();
+        let index = group.first().map(|c| c.group_index);
+        let counted: Vec<&&RolloutCluster> = group
+            .iter()
+            .filter(|c| !context.late.contains(&c.name) && !context.unreachable.contains(&c.name))
+            .collect();
+        let facts = GroupFacts {
+            name: gate.after_group.clone(),
+            total: counted.len(),
+            succeeded: counted
+                .iter()
+                .filter(|c| c.state == ClusterState::Succeeded)
+                .count(),
+            failed: counted
+                .iter()
+                .filter(|c| c.state == ClusterState::Failed)
+                .count(),
+            clusters: group
+                .iter()
+                .map(|c| cluster_facts(&c.name, existing.get(&c.name).map(|w| &**w)))
+                .collect(),
+        };
+        let approval = inputs
+            .approvals
+            .iter()
+            .filter(|a| a.namespace().as_deref() == Some(namespace.as_str()))
+            .filter(|a| {
+                a.spec.replica_set == name
+                    && a.spec.placement == reference.name
+                    && a.spec.after_group == gate.after_group
+                    && a.spec.revision == revision
+                    && a.meta().deletion_timestamp.is_none()
+            })
+            .filter_map(|a| {
+                let at = a.meta().creation_timestamp.as_ref()?.0.as_millisecond();
+                Some(Approval {
+                    by: a.spec.approved_by.clone(),
+                    at_ms: at,
+                })
+            })
+            .min_by_key(|a| a.at_ms);
+        let memory = memory_of(
+            previous.and_then(|p| p.gates.iter().find(|g| g.after_group == gate.after_group)),
+        );
+        let outcome = evaluate_gate(gate, &memory, &facts, approval.as_ref(), now_ms);
+        if let Some(ms) = outcome.wake_after_ms {
+            let after = SignedDuration::from_millis(ms);
+            look_again = Some(look_again.map_or(after, |l| l.min(after)));
+        }
+        let passed = outcome.memory.passed;
+        holds.push((index, passed));
+        // No chosen cluster in the group: hold every cluster not in a group
+        // the placement defines before it (a group may be empty for a
+        // moment while its clusters reconnect; a typo holds the rollout
+        // visibly instead of letting it through).
+        if index.is_none() && !passed {
+            let defined = inputs
+                .defined_groups
+                .get(&reference.name)
+                .cloned()
+                .unwrap_or_default();
+            let earlier: Vec<&String> = defined
+                .iter()
+                .take_while(|g| **g != gate.after_group)
+                .collect();
+            context.held.extend(
+                states
+                    .iter()
+                    .filter(|c| !earlier.contains(&&c.group_name))
+                    .map(|c| c.name.clone()),
+            );
+        }
+        let message = match index {
+            None if !passed => format!(
+                "no chosen cluster is in decision group {}: the clusters of later groups wait",
+                gate.after_group
+            ),
+            _ => outcome.message,
+        };
+        statuses.push(GateStatus {
+            after_group: gate.after_group.clone(),
+            state: outcome.state.as_str().to_string(),
+            opened_at: outcome.memory.opened_at.map(format_ms).unwrap_or_default(),
+            healthy_since: outcome
+                .memory
+                .healthy_since
+                .map(format_ms)
+                .unwrap_or_default(),
+            approved_by: outcome
+                .memory
+                .approval
+                .as_ref()
+                .map(|a| a.by.clone())
+                .unwrap_or_default(),
+            approved_at: outcome
+                .memory
+                .approval
+                .as_ref()
+                .map(|a| format_ms(a.at_ms))
+                .unwrap_or_default(),
+            message,
+        });
+    }
+    context.held_after_group = held_after(&holds);
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    PlacementGates {
+        status: PlacementRollout {
+            name: reference.name.clone(),
+            revision: revision.to_string(),
+            started_at: format_ms(started_ms),
+            gates: statuses,
+            late_joiners: count(late_joiners),
+            unreachable: count(context.unreachable.len()),
+        },
+        context,
+        look_again,
+    }
+}

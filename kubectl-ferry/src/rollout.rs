@@ -1,0 +1,424 @@
+//! `kubectl ferry rollout status|approve|pause|resume NS/NAME`: reading a
+//! replica set's rollout, approving the gate that awaits approval (a
+//! `RolloutApproval` recorded as approved by the caller, whose user name a
+//! SelfSubjectReview gives), and pausing or resuming it.
+
+use std::collections::BTreeMap;
+
+use ferry_api::contract::{
+    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL, REPLICA_SET_LABEL,
+};
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::PlacementDecision;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+
+use crate::error::CliError;
+use crate::rollout_view::{Wave, current_revision};
+
+/// A replica set named by the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaSetRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// Parses `NS/NAME`, or `NAME` in `namespace` (the `-n` flag, else the
+/// context's `default_namespace`).
+pub fn parse_replica_set_ref(
+    arg: &str,
+    namespace: Option<&str>,
+    default_namespace: &str,
+) -> Result<ReplicaSetRef, CliError> {
+    let bad = || CliError::BadReplicaSet(arg.to_string());
+    let (ns, name) = match arg.split_once('/') {
+        Some((ns, name)) => {
+            if namespace.is_some_and(|n| n != ns) {
+                return Err(bad());
+            }
+            (ns.to_string(), name.to_string())
+        }
+        None => (
+            namespace.unwrap_or(default_namespace).to_string(),
+            arg.to_string(),
+        ),
+    };
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !valid(&ns) || !valid(&name) {
+        return Err(bad());
+    }
+    Ok(ReplicaSetRef {
+        namespace: ns,
+        name,
+    })
+}
+
+const RESOURCE: &str = "manifestworkreplicasets.work.ferry.dev";
+
+/// The replica set; [`CliError::ReplicaSetNotFound`] when there is none.
+pub async fn get_replica_set(
+    client: &Client,
+    rs: &ReplicaSetRef,
+) -> Result<ManifestWorkReplicaSet, CliError> {
+    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), &rs.namespace);
+    let action = format!("get manifestworkreplicaset {}/{}", rs.namespace, rs.name);
+    match api.get_opt(&rs.name).await {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => Err(CliError::ReplicaSetNotFound {
+            namespace: rs.namespace.clone(),
+            name: rs.name.clone(),
+        }),
+        Err(error) => Err(CliError::from_kube(&action, RESOURCE, error)),
+    }
+}
+
+/// The decision groups of each placement of `rs`, from its
+/// PlacementDecisions, in group order.
+pub async fn waves(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+) -> Result<BTreeMap<String, Vec<Wave>>, CliError> {
+    let namespace = rs.namespace().unwrap_or_default();
+    let api: Api<PlacementDecision> = Api::namespaced(client.clone(), &namespace);
+    let mut out = BTreeMap::new();
+    for reference in &rs.spec.placement_refs {
+        let decisions = api
+            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", reference.name)))
+            .await
+            .map_err(|e| {
+                CliError::from_kube(
+                    &format!("list placementdecisions in namespace {namespace}"),
+                    "placementdecisions.cluster.ferry.dev",
+                    e,
+                )
+            })?;
+        let mut groups: BTreeMap<usize, Wave> = BTreeMap::new();
+        for decision in decisions.items {
+            let index = decision
+                .labels()
+                .get(DECISION_GROUP_INDEX_LABEL)
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(0);
+            let wave = groups.entry(index).or_insert_with(|| Wave {
+                index,
+                name: decision
+                    .labels()
+                    .get(DECISION_GROUP_NAME_LABEL)
+                    .cloned()
+                    .unwrap_or_default(),
+                clusters: Vec::new(),
+            });
+            wave.clusters.extend(
+                decision
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.decisions)
+                    .map(|d| d.cluster_name.clone()),
+            );
+        }
+        out.insert(reference.name.clone(), groups.into_values().collect());
+    }
+    Ok(out)
+}
+
+/// The works `rs` generated, by cluster.
+pub async fn generated_works(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+) -> Result<BTreeMap<String, ManifestWork>, CliError> {
+    let api: Api<ManifestWork> = Api::all(client.clone());
+    let owner = format!("{}.{}", rs.namespace().unwrap_or_default(), rs.name_any());
+    let works = api
+        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={owner}")))
+        .await
+        .map_err(|e| {
+            CliError::from_kube(
+                "list manifestworks in all namespaces",
+                "manifestworks.work.ferry.dev",
+                e,
+            )
+        })?;
+    Ok(works
+        .items
+        .into_iter()
+        .filter_map(|w| Some((w.namespace()?, w)))
+        .collect())
+}
+
+/// Sets `spec.paused` of the replica set.
+pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Result<(), CliError> {
+    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), &rs.namespace);
+    let verb = if paused { "pause" } else { "resume" };
+    api.patch(
+        &rs.name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| match e {
+        kube::Error::Api(s)
+            if s.code == 404 && s.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
+        {
+            CliError::ReplicaSetNotFound {
+                namespace: rs.namespace.clone(),
+                name: rs.name.clone(),
+            }
+        }
+        e => CliError::from_kube(
+            &format!(
+                "{verb} (patch) manifestworkreplicaset {}/{}",
+                rs.namespace, rs.name
+            ),
+            RESOURCE,
+            e,
+        ),
+    })
+}
+
+/// The gate an approval is for: placement, group and revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateChoice {
+    /// The placement.
+    pub placement: String,
+    /// The group the gate follows.
+    pub after_group: String,
+    /// The revision hash.
+    pub revision: String,
+}
+
+/// The one gate of `rs` awaiting approval that matches the filters; fails
+/// when none or several do.
+pub fn gate_to_approve(
+    rs: &ManifestWorkReplicaSet,
+    placement: Option<&str>,
+    group: Option<&str>,
+) -> Result<GateChoice, CliError> {
+    let revision = current_revision(rs);
+    let rollout = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .map(|r| r.placements.clone())
+        .unwrap_or_default();
+    let candidates: Vec<GateChoice> = rollout
+        .iter()
+        .filter(|p| placement.is_none_or(|want| p.name == want))
+        .flat_map(|p| {
+            p.gates
+                .iter()
+                .filter(|g| g.state == "AwaitingApproval")
+                .filter(|g| group.is_none_or(|want| g.after_group == want))
+                .map(|g| GateChoice {
+                    placement: p.name.clone(),
+                    after_group: g.after_group.clone(),
+                    revision: if p.revision.is_empty() {
+                        revision.clone()
+                    } else {
+                        p.revision.clone()
+                    },
+                })
+        })
+        .collect();
+    match candidates.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(CliError::NothingToApprove(format!(
+            "no gate of manifestworkreplicaset {}/{} awaits approval{}{}",
+            rs.namespace().unwrap_or_default(),
+            rs.name_any(),
+            placement
+                .map(|p| format!(" on placement {p}"))
+                .unwrap_or_default(),
+            group
+                .map(|g| format!(" after group {g}"))
+                .unwrap_or_default()
+        ))),
+        several => Err(CliError::NothingToApprove(format!(
+            "several gates await approval ({}): choose one with --placement and --group",
+            several
+                .iter()
+                .map(|c| format!("placement {} after group {}", c.placement, c.after_group))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The caller's user name, as the API server authenticates it.
+pub async fn whoami(client: &Client) -> Result<String, CliError> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| {
+            CliError::from_kube(
+                "create selfsubjectreviews (to learn your user name)",
+                "selfsubjectreviews.authentication.k8s.io",
+                e,
+            )
+        })?;
+    review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| CliError::Print("the API server did not say who you are".into()))
+}
+
+/// The name of the approval of `choice` on replica set `name`: lower-case,
+/// DNS-safe, at most 253 characters, the same for the same gate and
+/// revision (so approving twice finds the first approval).
+pub fn approval_name(name: &str, choice: &GateChoice) -> String {
+    let raw = format!(
+        "{name}-{}-{}-{}",
+        choice.placement, choice.after_group, choice.revision
+    );
+    let mut clean: String = raw
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    clean.truncate(253);
+    clean.trim_matches(|c| c == '-' || c == '.').to_string()
+}
+
+/// Creates the approval of `choice` by `user` with `comment`; returns its
+/// name, and whether it existed already.
+pub async fn approve(
+    client: &Client,
+    rs: &ReplicaSetRef,
+    choice: &GateChoice,
+    user: &str,
+    comment: &str,
+) -> Result<(String, bool), CliError> {
+    let name = approval_name(&rs.name, choice);
+    let mut approval = RolloutApproval::new(
+        &name,
+        RolloutApprovalSpec {
+            replica_set: rs.name.clone(),
+            placement: choice.placement.clone(),
+            after_group: choice.after_group.clone(),
+            revision: choice.revision.clone(),
+            approved_by: user.to_string(),
+            comment: comment.to_string(),
+        },
+    );
+    approval.metadata.namespace = Some(rs.namespace.clone());
+    let api: Api<RolloutApproval> = Api::namespaced(client.clone(), &rs.namespace);
+    match api.create(&PostParams::default(), &approval).await {
+        Ok(_) => Ok((name, false)),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok((name, true)),
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(CliError::ApproveForbidden {
+            namespace: rs.namespace.clone(),
+            message: s.message,
+        }),
+        Err(e) => Err(CliError::from_kube(
+            &format!("create rolloutapprovals in namespace {}", rs.namespace),
+            "rolloutapprovals.work.ferry.dev",
+            e,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_replica_set_is_named_ns_slash_name_or_by_namespace_flag() {
+        assert_eq!(
+            parse_replica_set_ref("ns/app", None, "default").expect("parses"),
+            ReplicaSetRef {
+                namespace: "ns".into(),
+                name: "app".into()
+            }
+        );
+        assert_eq!(
+            parse_replica_set_ref("app", Some("x"), "default")
+                .expect("parses")
+                .namespace,
+            "x"
+        );
+        assert!(parse_replica_set_ref("ns/app", Some("other"), "default").is_err());
+        assert!(parse_replica_set_ref("ns/A", None, "default").is_err());
+        assert!(parse_replica_set_ref("/app", None, "default").is_err());
+    }
+
+    fn rs(gates: serde_json::Value) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p"}, {"name": "q"}]},
+            "status": {"rollout": {"placements": gates}},
+        }))
+        .expect("replica set")
+    }
+
+    #[test]
+    fn the_gate_awaiting_approval_is_chosen_or_the_choice_is_asked_for() {
+        let one = rs(json!([
+            {"name": "p", "revision": "abc", "gates": [
+                {"afterGroup": "canary", "state": "Passed"},
+                {"afterGroup": "wave1", "state": "AwaitingApproval"}]},
+            {"name": "q", "gates": [{"afterGroup": "canary", "state": "Pending"}]},
+        ]));
+        assert_eq!(
+            gate_to_approve(&one, None, None).expect("one"),
+            GateChoice {
+                placement: "p".into(),
+                after_group: "wave1".into(),
+                revision: "abc".into()
+            }
+        );
+        let none = gate_to_approve(&one, Some("q"), None)
+            .expect_err("none")
+            .to_string();
+        assert!(
+            none.contains(
+                "no gate of manifestworkreplicaset ns/app awaits approval on placement q"
+            ),
+            "{none}"
+        );
+        let two = rs(json!([
+            {"name": "p", "revision": "abc", "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
+            {"name": "q", "revision": "abc", "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
+        ]));
+        let several = gate_to_approve(&two, None, Some("canary"))
+            .expect_err("several")
+            .to_string();
+        assert!(several.contains("--placement"), "{several}");
+        assert_eq!(
+            gate_to_approve(&two, Some("q"), None).expect("q").placement,
+            "q"
+        );
+    }
+
+    #[test]
+    fn approval_names_are_dns_safe_and_stable() {
+        let choice = GateChoice {
+            placement: "p".into(),
+            after_group: "Canary_1".into(),
+            revision: "abc".into(),
+        };
+        assert_eq!(approval_name("app", &choice), "app-p-canary-1-abc");
+        assert!(approval_name(&"x".repeat(300), &choice).len() <= 253);
+    }
+}
