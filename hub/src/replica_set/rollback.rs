@@ -242,6 +242,7 @@ mod tests {
             held: vec![],
             all_complete: false,
             problems: vec![],
+            placements: vec![],
         }
     }
 
