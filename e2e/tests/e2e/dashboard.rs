@@ -439,18 +439,55 @@ async fn click_confirmed(browser: &Browser, selector: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refused() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
         .await
         .expect("fleet starts");
     let admin = fleet.hub_client.clone();
-    placement_helpers::create_placement(&admin, "default", "all", json!({})).await;
+    // A real gate: cluster-a is the canary group, the approval gate after
+    // it holds cluster-b.
+    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
+    clusters
+        .patch(
+            "cluster-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"ring": "canary"}}})),
+        )
+        .await
+        .expect("label the canary");
+    placement_helpers::create_placement(
+        &admin,
+        "default",
+        "all",
+        json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+            {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
+        ]}}}),
+    )
+    .await;
+    let placements: Api<ferry_api::placement::Placement> =
+        Api::namespaced(admin.clone(), "default");
+    wait_until(
+        &placements,
+        "all",
+        "both clusters chosen",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == 2)
+        },
+    )
+    .await
+    .expect("the placement chooses both clusters");
     let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
         "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {
             "manifestWorkTemplate": {"workload": {"manifests": [
                 config_map("default", "web", json!({"v": "2"}))]}},
-            "placementRefs": [{"name": "all", "rolloutStrategy": {"type": "ProgressivePerGroup"}}]
+            "placementRefs": [{"name": "all", "rolloutStrategy": {
+                "type": "ProgressivePerGroup",
+                "progressivePerGroup": {"minSuccessTime": "1s",
+                                        "gates": [{"afterGroup": "canary", "approval": true}]}}}]
         }
     }))
     .expect("replica set");
@@ -459,32 +496,30 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .create(&PostParams::default(), &rs)
         .await
         .expect("create web");
-    // The gate's state as the hub's rollout controller (branch `gates`)
-    // reports it; written here with a field manager of its own, which the
-    // hub's status writes (they leave `rollout` out) do not take away.
-    let hash = "5f0c1e2d3b4a";
-    replica_sets
-        .patch_status(
-            "web",
-            &PatchParams::apply("e2e-rollout-stand-in").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
-                "status": {"rollout": {
-                    "revision": {"number": 2, "hash": hash},
-                    "stableRevision": {"number": 1, "hash": "0a1b2c3d4e5f"},
-                    "revisions": [
-                        {"revision": {"number": 2, "hash": hash},
-                         "clusters": {"total": 1, "toApply": 0, "progressing": 0, "succeeded": 1, "failed": 0, "unreachable": 0}},
-                        {"revision": {"number": 1, "hash": "0a1b2c3d4e5f"},
-                         "clusters": {"total": 3, "toApply": 0, "progressing": 0, "succeeded": 3, "failed": 0, "unreachable": 0}}],
-                    "placements": [{"name": "all", "gates": [
-                        {"afterGroup": "canary", "state": "AwaitingApproval",
-                         "message": "the canary group is healthy; approve to continue"}]}]
-                }}
-            })),
-        )
-        .await
-        .expect("write the rollout status");
+    let awaiting = wait_until(
+        &replica_sets,
+        "web",
+        "the gate awaits approval",
+        APPLY_TIMEOUT,
+        |rs| {
+            rs.status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .and_then(|r| r.placements.iter().find(|p| p.name == "all"))
+                .and_then(|p| p.gates.iter().find(|g| g.after_group == "canary"))
+                .is_some_and(|g| g.state == "AwaitingApproval")
+        },
+    )
+    .await
+    .expect("the hub holds the rollout at the gate");
+    let hash = awaiting
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.placements.iter().find(|p| p.name == "all"))
+        .map(|p| p.revision.clone())
+        .unwrap_or_default();
+    let hash = hash.as_str();
 
     let dir = tempfile::tempdir().expect("tempdir");
     grant(
@@ -509,6 +544,71 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     .await;
     grant(&admin, "viewer", vec![read_everything()]).await;
 
+    let gate = "[data-replica-set=\"default/web\"] [data-gate=\"canary\"]";
+    // viewer may read, not act.
+    let approvals: Api<RolloutApproval> = Api::namespaced(admin.clone(), "default");
+    let viewer = start_dashboard(&impersonating_kubeconfig(&fleet, "viewer", dir.path())).await;
+    let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    browser
+        .client
+        .goto(&format!("{}/rollouts", viewer.url))
+        .await
+        .expect("open the rollouts page");
+    wait_dom(
+        &browser,
+        "the viewer sees the gate",
+        &format!("return !!document.querySelector('{gate} button[data-action=\"approve\"]');"),
+        &json!(true),
+        LIVE_DEADLINE,
+    )
+    .await;
+    let answer =
+        click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
+    assert!(
+        answer.starts_with(
+            "forbidden: you may not create rolloutapprovals.work.ferry.dev in namespace default"
+        ),
+        "{answer}"
+    );
+    let answer = click_confirmed(
+        &browser,
+        "[data-replica-set=\"default/web\"] button[data-action=\"pause\"]",
+    )
+    .await;
+    assert!(
+        answer.starts_with("forbidden: you may not patch manifestworkreplicasets.work.ferry.dev in namespace default"),
+        "{answer}"
+    );
+    let class = browser
+        .client
+        .execute(
+            "return document.getElementById('notice').className;",
+            Vec::new(),
+        )
+        .await
+        .expect("class");
+    assert_eq!(class, json!("notice error"), "shown as an error");
+    browser
+        .screenshot(&screenshots(), "rollouts-forbidden")
+        .await
+        .expect("forbidden screenshot");
+    assert_eq!(
+        approvals
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        0,
+        "the refused approval created nothing"
+    );
+    assert!(
+        !replica_sets.get("web").await.expect("get web").spec.paused,
+        "the refused pause changed nothing"
+    );
+    browser.close().await;
+    drop(viewer);
+
     // alice approves and pauses.
     let alice = start_dashboard(&impersonating_kubeconfig(&fleet, "alice", dir.path())).await;
     let browser = Browser::start(1280, 900).await.expect("headless Chromium");
@@ -517,7 +617,6 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .goto(&format!("{}/rollouts", alice.url))
         .await
         .expect("open the rollouts page");
-    let gate = "[data-replica-set=\"default/web\"] [data-gate=\"canary\"]";
     wait_dom(
         &browser,
         "the gate awaits approval",
@@ -536,7 +635,6 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         answer.starts_with("approved the gate after group canary of default/web as alice"),
         "{answer}"
     );
-    let approvals: Api<RolloutApproval> = Api::namespaced(admin.clone(), "default");
     let list = approvals
         .list(&ListParams::default())
         .await
@@ -576,69 +674,6 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     .await;
     browser.close().await;
     drop(alice);
-
-    // viewer may read, not act.
-    let viewer = start_dashboard(&impersonating_kubeconfig(&fleet, "viewer", dir.path())).await;
-    let browser = Browser::start(1280, 900).await.expect("headless Chromium");
-    browser
-        .client
-        .goto(&format!("{}/rollouts", viewer.url))
-        .await
-        .expect("open the rollouts page");
-    wait_dom(
-        &browser,
-        "the viewer sees the gate",
-        &format!("return !!document.querySelector('{gate} button[data-action=\"approve\"]');"),
-        &json!(true),
-        LIVE_DEADLINE,
-    )
-    .await;
-    let answer =
-        click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
-    assert!(
-        answer.starts_with(
-            "forbidden: you may not create rolloutapprovals.work.ferry.dev in namespace default"
-        ),
-        "{answer}"
-    );
-    let answer = click_confirmed(
-        &browser,
-        "[data-replica-set=\"default/web\"] button[data-action=\"resume\"]",
-    )
-    .await;
-    assert!(
-        answer.starts_with("forbidden: you may not patch manifestworkreplicasets.work.ferry.dev in namespace default"),
-        "{answer}"
-    );
-    let class = browser
-        .client
-        .execute(
-            "return document.getElementById('notice').className;",
-            Vec::new(),
-        )
-        .await
-        .expect("class");
-    assert_eq!(class, json!("notice error"), "shown as an error");
-    browser
-        .screenshot(&screenshots(), "rollouts-forbidden")
-        .await
-        .expect("forbidden screenshot");
-    assert_eq!(
-        approvals
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-            .items
-            .len(),
-        1,
-        "the refused approval created nothing"
-    );
-    assert!(
-        replica_sets.get("web").await.expect("get web").spec.paused,
-        "the refused resume changed nothing"
-    );
-    browser.close().await;
-    drop(viewer);
 
     // A user who may not even list sees why the fleet is empty.
     let nobody = start_dashboard(&impersonating_kubeconfig(&fleet, "nobody", dir.path())).await;
