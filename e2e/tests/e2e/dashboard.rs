@@ -911,3 +911,156 @@ async fn add_work(admin: &Client, name: &str, failing: bool) {
         .await
         .expect("report the work's status");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_approval_clicked_lets_the_gated_rollout_continue() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
+        .await
+        .expect("fleet starts");
+    let admin = fleet.hub_client.clone();
+    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
+    clusters
+        .patch(
+            "cluster-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"ring": "canary"}}})),
+        )
+        .await
+        .expect("label the canary");
+    placement_helpers::create_placement(
+        &admin,
+        "default",
+        "staged",
+        json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+            {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
+        ]}}}),
+    )
+    .await;
+    // The placement has chosen both clusters (and so its groups) first.
+    let placements: Api<ferry_api::placement::Placement> =
+        Api::namespaced(admin.clone(), "default");
+    wait_until(
+        &placements,
+        "staged",
+        "both clusters chosen",
+        APPLY_TIMEOUT,
+        |p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.number_of_selected_clusters == 2)
+        },
+    )
+    .await
+    .expect("the placement chooses both clusters");
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "gated", "namespace": "default"},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "gated", json!({"v": "1"}))]}},
+            "placementRefs": [{"name": "staged", "rolloutStrategy": {
+                "type": "ProgressivePerGroup",
+                "progressivePerGroup": {"minSuccessTime": "1s",
+                                        "gates": [{"afterGroup": "canary", "approval": true}]}}}]
+        }
+    }))
+    .expect("replica set");
+    let replica_sets: Api<ManifestWorkReplicaSet> = Api::namespaced(admin.clone(), "default");
+    replica_sets
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("create gated");
+    let gate_state = |rs: &ManifestWorkReplicaSet| {
+        rs.status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.placements.iter().find(|p| p.name == "staged"))
+            .and_then(|p| p.gates.iter().find(|g| g.after_group == "canary"))
+            .map(|g| g.state.clone())
+    };
+    wait_until(
+        &replica_sets,
+        "gated",
+        "the gate awaits approval",
+        APPLY_TIMEOUT,
+        |rs| gate_state(rs).as_deref() == Some("AwaitingApproval"),
+    )
+    .await
+    .expect("the hub holds the rollout at the gate");
+    let works_b: Api<ferry_api::manifest_work::ManifestWork> =
+        Api::namespaced(admin.clone(), "cluster-b");
+    assert!(
+        works_b
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty(),
+        "cluster-b gets nothing before the approval"
+    );
+
+    let dashboard = start_dashboard(&fleet.hub.info.kubeconfig).await;
+    let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    browser
+        .client
+        .goto(&format!("{}/rollouts", dashboard.url))
+        .await
+        .expect("open the rollouts page");
+    let gate = "[data-replica-set=\"default/gated\"] [data-gate=\"canary\"]";
+    wait_dom(
+        &browser,
+        "the page shows the gate awaiting approval",
+        &format!("var g = document.querySelector('{gate}'); return g ? g.dataset.state : null;"),
+        &json!("AwaitingApproval"),
+        LIVE_DEADLINE,
+    )
+    .await;
+    browser
+        .screenshot(&screenshots(), "rollouts-gated")
+        .await
+        .expect("screenshot");
+    let answer =
+        click_confirmed(&browser, &format!("{gate} button[data-action=\"approve\"]")).await;
+    assert!(
+        answer.starts_with("approved the gate after group canary of default/gated as "),
+        "{answer}"
+    );
+    wait_until(
+        &replica_sets,
+        "gated",
+        "the gate passes",
+        APPLY_TIMEOUT,
+        |rs| gate_state(rs).as_deref() == Some("Passed"),
+    )
+    .await
+    .expect("the approval opens the gate");
+    wait_dom(
+        &browser,
+        "the page shows the gate passed, live",
+        &format!("var g = document.querySelector('{gate}'); return g ? g.dataset.state : null;"),
+        &json!("Passed"),
+        LIVE_DEADLINE,
+    )
+    .await;
+    let start = Instant::now();
+    while works_b
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < APPLY_TIMEOUT,
+            "cluster-b never got the rollout"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    browser
+        .screenshot(&screenshots(), "rollouts-approved")
+        .await
+        .expect("screenshot");
+    browser.close().await;
+    drop(dashboard);
+    fleet.stop().await;
+}
