@@ -854,6 +854,15 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // core path makes one revision (e2e rollout_rollback:: prunes).
         "pruning revisions beyond revisionHistoryLimit",
     ),
+    (
+        "work.ferry.dev",
+        "manifestworkreplicasets",
+        "get",
+        // hub/src/replica_set/controller.rs reads a replica set from the API
+        // server only when its cached copy is behind the status this hub
+        // last wrote (the gates' memory); the core path's cache keeps up.
+        "re-reading a replica set whose cached copy is behind its last status write",
+    ),
 ];
 
 /// Grants of the agent's fixed rules the core path does not use, each with
