@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use ferry_semantics::cohort::{Membership, in_cohort, joined_late};
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
-use ferry_semantics::revision::revision_hash;
 use ferry_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
 use ferry_semantics::rollout_gates::{
     Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate, held_after,
@@ -42,14 +41,6 @@ pub struct GateInputs {
     /// its spec defines, in order (where a gate's group stands when no
     /// chosen cluster is in it).
     pub defined_groups: BTreeMap<String, Vec<String>>,
-}
-
-/// The revision hash of what `rs` rolls out now: its template and
-/// overrides (empty overrides are `[]`).
-pub fn current_revision(rs: &ManifestWorkReplicaSet) -> String {
-    let template = serde_json::to_value(&rs.spec.manifest_work_template).unwrap_or(Value::Null);
-    let overrides = serde_json::to_value(&rs.spec.overrides).unwrap_or(Value::Array(Vec::new()));
-    revision_hash(&template, &overrides)
 }
 
 /// The settings of the strategy's type (where its gates are).

@@ -11,8 +11,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
-use super::gates::{GateInputs, current_revision, gate_specs, placement_gates};
+use super::gates::{GateInputs, gate_specs, placement_gates};
 use super::render::Rendered;
+use super::revisions::spec_revision_hash;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
@@ -52,7 +53,7 @@ pub fn plan_rollout(
     inputs: &GateInputs,
     now: Timestamp,
 ) -> RolloutPlan {
-    let revision = current_revision(rs);
+    let revision = spec_revision_hash(&rs.spec);
     let mut placements = Vec::new();
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
     let mut problems = Vec::new();
@@ -266,7 +267,7 @@ mod tests {
             "apiVersion": "work.ferry.dev/v1", "kind": "ManifestWork",
             "metadata": {"name": "app", "namespace": cluster, "generation": 1,
                 "creationTimestamp": "2026-11-27T03:00:00Z",
-                "annotations": {ferry_api::contract::REVISION_ANNOTATION: current_revision(rs)}},
+                "annotations": {ferry_api::contract::REVISION_ANNOTATION: spec_revision_hash(&rs.spec)}},
             "spec": {},
             "status": {"conditions": [condition("Applied"), condition("Available")]},
         }))
@@ -283,7 +284,7 @@ mod tests {
                 "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
                 "metadata": {"name": "ok", "namespace": "ns", "creationTimestamp": "2026-11-27T04:10:00Z"},
                 "spec": {"replicaSet": "app", "placement": "p", "afterGroup": "canary",
-                    "revision": current_revision(rs), "approvedBy": by},
+                    "revision": spec_revision_hash(&rs.spec), "approvedBy": by},
             }))
             .expect("approval"),
         )

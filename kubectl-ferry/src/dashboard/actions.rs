@@ -5,7 +5,6 @@
 
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
@@ -197,19 +196,12 @@ fn resource_name<K: Resource<DynamicType = ()>>() -> String {
     format!("{}.{}", resource.plural, resource.group)
 }
 
-/// The caller's user name as the API server authenticated it.
+/// The caller's user name as the API server authenticated it (the same
+/// SelfSubjectReview as `kubectl ferry rollout approve`).
 pub async fn who_am_i(client: &Client) -> Result<String, ActionError> {
-    let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = api
-        .create(&PostParams::default(), &SelfSubjectReview::default())
+    crate::rollout::whoami(client)
         .await
-        .map_err(|e| ActionError::WhoAmI(e.to_string()))?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| ActionError::WhoAmI("the answer names no user".into()))
+        .map_err(|e| ActionError::WhoAmI(e.to_string()))
 }
 
 /// Does `action` with `client` (the user's credentials) and returns what was
