@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferry_proto::MAX_MESSAGE_BYTES;
 use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
@@ -68,6 +69,10 @@ pub struct HubListeners {
     pub leader_election: Option<LeaderElection>,
     /// This replica's own Lease, which vouches for its agents' sessions.
     pub replica_lease: ReplicaLease,
+    /// How long a cluster's agent may be disconnected before the cluster
+    /// is tainted unreachable (and placements that do not tolerate it drop
+    /// it): restarts and failovers shorter than this move nothing.
+    pub unreachable_grace: Duration,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -133,6 +138,7 @@ pub async fn run_hub(
     // vouches for them; the leader's sweep would otherwise mark them
     // disconnected at once.
     // Kept for as long as the hub runs: dropping every receiver releases it.
+    let unreachable_grace = listeners.unreachable_grace;
     let mut lease_held = keep_replica_lease(client.clone(), &listeners.replica_lease).await?;
     if lease_held.wait_for(|held| *held).await.is_err() {
         warn!("the replica Lease task ended before the Lease was held");
@@ -271,7 +277,7 @@ pub async fn run_hub(
             crate::cluster_sets::run_cluster_set_controller(client.clone(), stop)
         });
     let taint_controller = while_leading(leading.clone(), stop_rx.clone(), "taints", |stop| {
-        crate::clusters::taints::run_taint_controller(client.clone(), stop)
+        crate::clusters::taints::run_taint_controller(client.clone(), unreachable_grace, stop)
     });
     let replica_set_controller =
         while_leading(leading.clone(), stop_rx.clone(), "replica sets", |stop| {

@@ -178,7 +178,15 @@ pub struct FleetOptions {
     /// The replicas elect a leader through [`LEADER_LEASE`] even when there is
     /// one: for tests that run another hub (a `ferry-hub` process) beside it.
     pub elect_leader: bool,
+    /// How long a cluster's agent may be disconnected before the hub
+    /// taints it unreachable (`--unreachable-grace-seconds`).
+    pub unreachable_grace: Duration,
 }
+
+/// The fleet's default `unreachable_grace`: longer than a replica Lease
+/// lapsing for a moment on a loaded machine, short enough for tests that
+/// wait for the taint.
+pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(10);
 
 impl FleetOptions {
     /// Spokes with these names, default settings.
@@ -203,6 +211,7 @@ impl FleetOptions {
             transport: ferry_hub::grpc::config::TransportLimits::default(),
             webhook_failure_policy: FailurePolicy::default(),
             elect_leader: false,
+            unreachable_grace: UNREACHABLE_GRACE,
         }
     }
 }
@@ -316,6 +325,7 @@ pub struct Fleet {
     replicas: Vec<Replica>,
     /// Replica 0 elects a leader even when it is the only in-process one.
     elect_leader: bool,
+    unreachable_grace: Duration,
 }
 
 /// Starts the hub's and every spoke's control plane, all at once.
@@ -449,6 +459,7 @@ async fn start_more_replicas(
     hub_client: &Client,
     tls: &FleetTls,
     session: &ferry_hub::grpc::config::SessionConfig,
+    unreachable_grace: Duration,
 ) -> Result<Vec<Replica>, FleetError> {
     let mut started = Vec::new();
     for index in 1..replicas.max(1) {
@@ -463,6 +474,7 @@ async fn start_more_replicas(
             admission: None,
             leader_election: leader_election(replicas, index, false),
             replica_lease: replica_lease(index, session.heartbeat_interval),
+            unreachable_grace,
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -650,6 +662,7 @@ impl Fleet {
             admission: None,
             leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
+            unreachable_grace: options.unreachable_grace,
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -670,6 +683,7 @@ impl Fleet {
             &hub_client,
             &tls,
             &session,
+            options.unreachable_grace,
         )
         .await?;
         let replica_addrs: Vec<std::net::SocketAddr> = std::iter::once(hub_addr)
@@ -690,6 +704,7 @@ impl Fleet {
             hub_run: Some(hub_run),
             replicas,
             elect_leader: options.elect_leader,
+            unreachable_grace: options.unreachable_grace,
             webhook,
         })
     }
@@ -886,6 +901,7 @@ impl Fleet {
                 admission: None,
                 leader_election: leader_election(self.replicas.len() + 1, 0, self.elect_leader),
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
+                unreachable_grace: self.unreachable_grace,
             };
             self.hub_run = Some(
                 spawn_hub(

@@ -365,10 +365,79 @@ async fn decision_groups_split_by_group_selector_then_clusters_per_decision_grou
     fleet.stop().await;
 }
 
+/// The unreachable taint's grace in the disconnect test: longer than an
+/// agent restart on a loaded machine takes.
+const GRACE: Duration = Duration::from_secs(15);
+
+/// Records, until aborted, whether a watch ever saw `cluster` tainted
+/// unreachable or missing from the decisions of placement `placement`.
+fn record_flaps(
+    client: Client,
+    cluster: &'static str,
+    placement: &'static str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<tokio::sync::Mutex<Vec<String>>>,
+) {
+    let seen = std::sync::Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let task = tokio::spawn(async move {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let clusters = watcher(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .applied_objects()
+        .map(|c| c.map(futures::future::Either::Left));
+        let decisions = watcher(
+            Api::<PlacementDecision>::namespaced(client, NAMESPACE),
+            watcher::Config::default().labels(&format!("{PLACEMENT_LABEL}={placement}")),
+        )
+        .applied_objects()
+        .map(|d| d.map(futures::future::Either::Right));
+        let mut events = std::pin::pin!(futures::stream::select(clusters, decisions));
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                futures::future::Either::Left(c) if c.name_any() == cluster => {
+                    if c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT) {
+                        record
+                            .lock()
+                            .await
+                            .push(format!("tainted: {:?}", c.spec.taints));
+                    }
+                }
+                futures::future::Either::Left(_) => {}
+                futures::future::Either::Right(d) => {
+                    let names: Vec<&str> = d
+                        .status
+                        .iter()
+                        .flat_map(|s| s.decisions.iter())
+                        .map(|d| d.cluster_name.as_str())
+                        .collect();
+                    if !names.contains(&cluster) {
+                        record
+                            .lock()
+                            .await
+                            .push(format!("decision {} lists {names:?}", d.name_any()));
+                    }
+                }
+            }
+        }
+    });
+    (task, seen)
+}
+
+fn connected(c: &ManagedCluster) -> bool {
+    c.status.as_ref().is_some_and(|s| s.connected)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_disconnected_cluster_is_tainted_unreachable_and_leaves_placements_not_tolerating_it() {
+async fn an_agent_back_within_the_grace_moves_nothing_and_one_away_longer_is_tainted_and_leaves_strict_placements()
+ {
     let mut options = FleetOptions::with_spokes(&["spoke-a", "spoke-b"]);
     options.heartbeat = Duration::from_secs(1);
+    options.unreachable_grace = GRACE;
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
     let hub = fleet.hub_client.clone();
     create_placement(&hub, "strict", json!({})).await;
@@ -381,10 +450,57 @@ async fn a_disconnected_cluster_is_tainted_unreachable_and_leaves_placements_not
     // Both agents connect, so neither cluster stays tainted.
     wait_decided(&hub, "strict", &["spoke-a", "spoke-b"]).await;
     wait_decided(&hub, "tolerant", &["spoke-a", "spoke-b"]).await;
-
-    fleet.stop_agent("spoke-a").await;
     let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+
+    // An agent restart shorter than the grace: the cluster is marked
+    // disconnected, but never tainted, and never leaves the decisions.
+    let (recorder, flaps) = record_flaps(hub.clone(), "spoke-a", "strict");
+    let stopped = std::time::Instant::now();
+    fleet.stop_agent("spoke-a").await;
     wait_until(
+        &clusters,
+        "spoke-a",
+        "marked disconnected",
+        APPLY_TIMEOUT,
+        |c| !connected(c),
+    )
+    .await
+    .expect("the ended session is recorded");
+    fleet.start_agent("spoke-a");
+    wait_until(
+        &clusters,
+        "spoke-a",
+        "connected again",
+        APPLY_TIMEOUT,
+        connected,
+    )
+    .await
+    .expect("the agent reconnects");
+    let away = stopped.elapsed();
+    println!("agent away for {away:?} (grace {GRACE:?})");
+    assert!(
+        away < GRACE,
+        "the restart took longer than the grace: {away:?}"
+    );
+    recorder.abort();
+    assert_eq!(
+        *flaps.lock().await,
+        Vec::<String>::new(),
+        "a restart within the grace moved something"
+    );
+
+    // Away for longer than the grace: tainted then, not before.
+    fleet.stop_agent("spoke-a").await;
+    let gone = wait_until(
+        &clusters,
+        "spoke-a",
+        "marked disconnected",
+        APPLY_TIMEOUT,
+        |c| !connected(c),
+    )
+    .await
+    .expect("the ended session is recorded");
+    let tainted = wait_until(
         &clusters,
         "spoke-a",
         "unreachable taint",
@@ -397,6 +513,29 @@ async fn a_disconnected_cluster_is_tainted_unreachable_and_leaves_placements_not
     )
     .await
     .expect("a disconnected cluster is tainted");
+    let last_seen: k8s_openapi::jiff::Timestamp = gone
+        .status
+        .as_ref()
+        .map(|s| s.last_seen_time.clone())
+        .unwrap_or_default()
+        .parse()
+        .expect("lastSeenTime");
+    let added: k8s_openapi::jiff::Timestamp = tainted
+        .spec
+        .taints
+        .iter()
+        .find(|t| t.key == UNREACHABLE_TAINT)
+        .map(|t| t.time_added.clone())
+        .unwrap_or_default()
+        .parse()
+        .expect("timeAdded");
+    let waited = added.duration_since(last_seen);
+    println!("tainted {waited:?} after the agent was last heard (grace {GRACE:?})");
+    // Whole seconds on both sides.
+    assert!(
+        waited.as_secs() + 1 >= GRACE.as_secs() as i64,
+        "tainted before the grace ended: {waited:?}"
+    );
     wait_decided(&hub, "strict", &["spoke-b"]).await;
     wait_decided(&hub, "tolerant", &["spoke-a", "spoke-b"]).await;
 

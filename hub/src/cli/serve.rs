@@ -171,6 +171,14 @@ pub struct ServeArgs {
     /// third of this before it ends.
     #[arg(long, env = "FERRY_REPLICA_LEASE_SECONDS", default_value_t = 30)]
     pub replica_lease_seconds: u64,
+    /// Seconds a cluster's agent may stay disconnected before the cluster
+    /// is tainted `cluster.ferry.dev/unreachable`, which drops it from
+    /// placements that do not tolerate the taint (and so deletes its
+    /// replica-set works). Agent restarts, sessions reaching their maximum
+    /// age and hub failovers shorter than this move nothing. A cluster whose
+    /// agent never connected is tainted at once.
+    #[arg(long, env = "FERRY_UNREACHABLE_GRACE_SECONDS", default_value_t = 60)]
+    pub unreachable_grace_seconds: u64,
 }
 
 /// This replica's name in the leader Lease: the pod name (`POD_NAME` from
@@ -223,6 +231,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         leader_lease_seconds,
         replica_lease_namespace,
         replica_lease_seconds,
+        unreachable_grace_seconds,
     } = args;
     let replica_lease = ReplicaLease {
         namespace: replica_lease_namespace
@@ -273,6 +282,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listeners = HubListeners {
         leader_election,
         replica_lease,
+        unreachable_grace: Duration::from_secs(unreachable_grace_seconds),
         grpc: TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?,

@@ -1,14 +1,18 @@
 //! The `cluster.ferry.dev/unreachable` taint: present (effect NoSelect) on
-//! every ManagedCluster whose agent is not connected, removed when it
-//! connects. Placements that do not tolerate it stop choosing the cluster.
-//! It follows `status.connected`, which the liveness writer keeps
+//! every ManagedCluster whose agent has never connected, or has been
+//! disconnected for longer than the grace (`--unreachable-grace-seconds`);
+//! removed when it connects. Placements that do not tolerate it stop
+//! choosing the cluster, and replica sets delete its works: the grace keeps
+//! an agent restart, a session reaching its maximum age or a hub failover
+//! from emptying a cluster. It follows `status.connected` and
+//! `status.lastSeenTime`, which the liveness writer keeps
 //! (`crate::clusters::liveness`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_semantics::placement::NO_SELECT;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
@@ -34,18 +38,35 @@ pub struct TaintError {
     pub source: kube::Error,
 }
 
-/// The taints `cluster` should carry: its own, with the unreachable taint
-/// added (stamped `now`) or removed as its connection says; None when they
-/// are right already.
-pub fn wanted_taints(cluster: &ManagedCluster, now: &str) -> Option<Vec<ClusterTaint>> {
-    let connected = cluster.status.as_ref().is_some_and(|s| s.connected);
+/// What the taints of a cluster need.
+#[derive(Debug, PartialEq)]
+pub enum TaintChange {
+    /// They are right as they are.
+    None,
+    /// They should be replaced by these (the unreachable taint added or
+    /// removed, every other taint kept).
+    Write(Vec<ClusterTaint>),
+    /// The agent is disconnected but within its grace: look again after
+    /// this long.
+    After(Duration),
+}
+
+/// What the taints of `cluster` need at `now`: the unreachable taint added
+/// (stamped `now`) when its agent never connected or has been silent for
+/// longer than `grace` (counted from `status.lastSeenTime`; an unreadable
+/// time counts as long ago), removed when it is connected.
+pub fn wanted_taints(cluster: &ManagedCluster, now: Timestamp, grace: Duration) -> TaintChange {
+    let status = cluster.status.clone().unwrap_or_default();
     let tainted = cluster
         .spec
         .taints
         .iter()
         .any(|t| t.key == UNREACHABLE_TAINT);
-    match (connected, tainted) {
-        (true, true) => Some(
+    if status.connected {
+        if !tainted {
+            return TaintChange::None;
+        }
+        return TaintChange::Write(
             cluster
                 .spec
                 .taints
@@ -53,33 +74,82 @@ pub fn wanted_taints(cluster: &ManagedCluster, now: &str) -> Option<Vec<ClusterT
                 .filter(|t| t.key != UNREACHABLE_TAINT)
                 .cloned()
                 .collect(),
-        ),
-        (false, false) => {
-            let mut taints = cluster.spec.taints.clone();
-            taints.push(ClusterTaint {
-                key: UNREACHABLE_TAINT.into(),
-                value: String::new(),
-                effect: NO_SELECT.into(),
-                time_added: now.into(),
-            });
-            Some(taints)
-        }
-        _ => None,
+        );
     }
+    if tainted {
+        return TaintChange::None;
+    }
+    if !status.last_seen_time.is_empty()
+        && let Ok(seen) = status.last_seen_time.parse::<Timestamp>()
+    {
+        let silent = now.duration_since(seen);
+        let grace = SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
+        if silent < grace {
+            let left = Duration::try_from(grace - silent).unwrap_or(Duration::ZERO);
+            // Whole seconds: lastSeenTime has no finer grain.
+            return TaintChange::After(left.max(Duration::from_secs(1)));
+        }
+    }
+    let mut taints = cluster.spec.taints.clone();
+    taints.push(ClusterTaint {
+        key: UNREACHABLE_TAINT.into(),
+        value: String::new(),
+        effect: NO_SELECT.into(),
+        time_added: now
+            .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+            .to_string(),
+    });
+    TaintChange::Write(taints)
 }
 
-async fn reconcile(
-    cluster: Arc<ManagedCluster>,
-    client: Arc<Client>,
-) -> Result<Action, TaintError> {
+/// The taints placements should see on `cluster`: its own, and the
+/// unreachable taint (stamped with the cluster's creation) when its agent
+/// has never connected and the taint controller has not written it yet. A
+/// cluster just made by `join` would otherwise be chosen in the moment
+/// before its taint is written and dropped right after.
+pub fn taints_for_placement(cluster: &ManagedCluster) -> Vec<ClusterTaint> {
+    let mut taints = cluster.spec.taints.clone();
+    if never_connected(cluster) && !taints.iter().any(|t| t.key == UNREACHABLE_TAINT) {
+        taints.push(ClusterTaint {
+            key: UNREACHABLE_TAINT.into(),
+            value: String::new(),
+            effect: NO_SELECT.into(),
+            time_added: cluster
+                .meta()
+                .creation_timestamp
+                .as_ref()
+                .map(|t| {
+                    t.0.strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+                        .to_string()
+                })
+                .unwrap_or_default(),
+        });
+    }
+    taints
+}
+
+/// Whether no agent of `cluster` has held a session yet.
+pub fn never_connected(cluster: &ManagedCluster) -> bool {
+    cluster
+        .status
+        .as_ref()
+        .is_none_or(|s| !s.connected && s.last_seen_time.is_empty())
+}
+
+/// What the taint controller works with.
+struct Context {
+    client: Client,
+    grace: Duration,
+}
+
+async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, TaintError> {
     if cluster.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let now = Timestamp::now()
-        .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
-        .to_string();
-    let Some(taints) = wanted_taints(&cluster, &now) else {
-        return Ok(Action::await_change());
+    let taints = match wanted_taints(&cluster, Timestamp::now(), ctx.grace) {
+        TaintChange::None => return Ok(Action::await_change()),
+        TaintChange::After(left) => return Ok(Action::requeue(left)),
+        TaintChange::Write(taints) => taints,
     };
     // The list is replaced whole (it is atomic, as in OCM); the
     // resourceVersion makes a concurrent edit of it win and this retry.
@@ -87,7 +157,7 @@ async fn reconcile(
         "metadata": {"resourceVersion": cluster.resource_version()},
         "spec": {"taints": taints},
     });
-    let api: Api<ManagedCluster> = Api::all((*client).clone());
+    let api: Api<ManagedCluster> = Api::all(ctx.client.clone());
     match api
         .patch(
             &cluster.name_any(),
@@ -110,7 +180,7 @@ async fn reconcile(
     }
 }
 
-fn error_policy(cluster: Arc<ManagedCluster>, error: &TaintError, _: Arc<Client>) -> Action {
+fn error_policy(cluster: Arc<ManagedCluster>, error: &TaintError, _: Arc<Context>) -> Action {
     warn!(cluster = %cluster.name_any(), %error, "retrying");
     Action::requeue(Duration::from_secs(2))
 }
@@ -130,10 +200,12 @@ fn connection_and_taints(cluster: &ManagedCluster) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Keeps the unreachable taint in step with every cluster's connection
+/// Keeps the unreachable taint in step with every cluster's connection,
+/// tainting a disconnected cluster once it has been silent for `grace`,
 /// until `shutdown` completes.
 pub async fn run_taint_controller(
     client: Client,
+    grace: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
@@ -151,7 +223,7 @@ pub async fn run_taint_controller(
         shutdown,
         reconcile,
         error_policy,
-        Arc::new(client),
+        Arc::new(Context { client, grace }),
     )
     .await;
 }
@@ -184,32 +256,98 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_disconnected_or_never_connected_cluster_gets_the_taint_once() {
-        for connected in [None, Some(false)] {
-            let taints = wanted_taints(
-                &cluster(connected, vec![user_taint()]),
-                "2026-11-23T22:00:00Z",
-            )
-            .expect("taint added");
-            assert_eq!(taints.len(), 2);
-            assert_eq!(taints[0], user_taint());
-            assert_eq!(taints[1].key, UNREACHABLE_TAINT);
-            assert_eq!(taints[1].time_added, "2026-11-23T22:00:00Z");
-            assert_eq!(wanted_taints(&cluster(connected, taints), "later"), None);
+    const GRACE: Duration = Duration::from_secs(60);
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().expect("time")
+    }
+
+    fn written(change: TaintChange) -> Vec<ClusterTaint> {
+        match change {
+            TaintChange::Write(taints) => taints,
+            other => panic!("expected a write, got {other:?}"),
         }
     }
 
     #[test]
-    fn a_connected_cluster_loses_only_the_unreachable_taint() {
-        let tainted = wanted_taints(&cluster(Some(false), vec![user_taint()]), "t").expect("added");
+    fn a_never_connected_cluster_gets_the_taint_at_once_and_only_once() {
+        for connected in [None, Some(false)] {
+            let taints = written(wanted_taints(
+                &cluster(connected, vec![user_taint()]),
+                at("2026-11-23T22:00:00Z"),
+                GRACE,
+            ));
+            assert_eq!(taints.len(), 2);
+            assert_eq!(taints[0], user_taint());
+            assert_eq!(taints[1].key, UNREACHABLE_TAINT);
+            assert_eq!(taints[1].time_added, "2026-11-23T22:00:00Z");
+            assert_eq!(
+                wanted_taints(
+                    &cluster(connected, taints),
+                    at("2026-11-23T22:05:00Z"),
+                    GRACE
+                ),
+                TaintChange::None
+            );
+        }
+    }
+
+    #[test]
+    fn a_disconnected_cluster_is_tainted_only_after_the_grace() {
+        let mut c = cluster(Some(false), vec![user_taint()]);
+        if let Some(status) = c.status.as_mut() {
+            status.last_seen_time = "2026-11-23T22:00:00Z".into();
+        }
         assert_eq!(
-            wanted_taints(&cluster(Some(true), tainted), "t"),
-            Some(vec![user_taint()])
+            wanted_taints(&c, at("2026-11-23T22:00:20Z"), GRACE),
+            TaintChange::After(Duration::from_secs(40))
+        );
+        let taints = written(wanted_taints(&c, at("2026-11-23T22:01:00Z"), GRACE));
+        assert_eq!(taints[1].key, UNREACHABLE_TAINT);
+        assert_eq!(taints[1].time_added, "2026-11-23T22:01:00Z");
+        // An unreadable time counts as long ago.
+        if let Some(status) = c.status.as_mut() {
+            status.last_seen_time = "yesterday".into();
+        }
+        assert!(matches!(
+            wanted_taints(&c, at("2026-11-23T22:00:01Z"), GRACE),
+            TaintChange::Write(_)
+        ));
+    }
+
+    #[test]
+    fn placements_see_a_never_connected_cluster_as_unreachable_before_its_taint_is_written() {
+        let fresh = cluster(None, vec![user_taint()]);
+        let seen = taints_for_placement(&fresh);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[1].key, UNREACHABLE_TAINT);
+        let mut connected_once = cluster(Some(false), vec![user_taint()]);
+        if let Some(status) = connected_once.status.as_mut() {
+            status.last_seen_time = "2026-11-23T22:00:00Z".into();
+        }
+        assert_eq!(taints_for_placement(&connected_once), vec![user_taint()]);
+        let tainted = written(wanted_taints(&fresh, at("2026-11-23T22:00:00Z"), GRACE));
+        assert_eq!(
+            taints_for_placement(&cluster(None, tainted.clone())),
+            tainted
+        );
+    }
+
+    #[test]
+    fn a_connected_cluster_loses_only_the_unreachable_taint() {
+        let now = at("2026-11-23T22:00:00Z");
+        let tainted = written(wanted_taints(
+            &cluster(Some(false), vec![user_taint()]),
+            now,
+            GRACE,
+        ));
+        assert_eq!(
+            wanted_taints(&cluster(Some(true), tainted), now, GRACE),
+            TaintChange::Write(vec![user_taint()])
         );
         assert_eq!(
-            wanted_taints(&cluster(Some(true), vec![user_taint()]), "t"),
-            None
+            wanted_taints(&cluster(Some(true), vec![user_taint()]), now, GRACE),
+            TaintChange::None
         );
     }
 }

@@ -33,6 +33,7 @@ use tracing::warn;
 
 use super::compile::{CompiledPlacement, compile};
 use crate::cluster_sets::membership::{compile_sets, eligible};
+use crate::clusters::taints::taints_for_placement;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
@@ -285,9 +286,7 @@ impl Context {
                 Candidate {
                     matches_predicates: compiled.selects(cluster.labels(), &claims),
                     named_group: compiled.group_of(cluster.labels(), &claims),
-                    taints: cluster
-                        .spec
-                        .taints
+                    taints: taints_for_placement(cluster)
                         .iter()
                         .map(|t| Taint {
                             key: t.key.clone(),
@@ -614,7 +613,7 @@ fn placement_view(cluster: &ManagedCluster) -> u64 {
     let mut hasher = DefaultHasher::new();
     cluster.labels().hash(&mut hasher);
     claims_of(cluster).hash(&mut hasher);
-    for taint in &cluster.spec.taints {
+    for taint in taints_for_placement(cluster) {
         (&taint.key, &taint.value, &taint.effect, &taint.time_added).hash(&mut hasher);
     }
     cluster
