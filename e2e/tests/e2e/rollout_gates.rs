@@ -653,3 +653,78 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
     joined.stop().await;
     fleet.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_and_a_late_joiner()
+{
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet");
+    let hub = fleet.hub_client.clone();
+    let agents = sim_agents(&fleet, 0, 3).await;
+    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    // No toleration: were the restart to make the clusters unreachable,
+    // they would leave the placement (the grace keeps them).
+    create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
+    wait_selected(&hub, "staged", 3).await;
+    create_replica_set(
+        &hub,
+        "app",
+        json!([{"afterGroup": "canary", "approval": true}]),
+    )
+    .await;
+    wait_rs(&hub, "app", "the gate awaits approval", |rs| {
+        gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
+    })
+    .await;
+
+    // The hub restarts with nothing in memory: the gate's state comes back
+    // from the status. A cluster joining after the restart proves the new
+    // hub is reconciling (it reports the late joiner) while the gate holds.
+    fleet.stop_hub().await;
+    fleet.start_hub().await.expect("the hub restarts");
+    let joined = sim_agents(&fleet, 3, 4).await;
+    wait_selected(&hub, "staged", 4).await;
+    let held = wait_rs(&hub, "app", "a late joiner while the gate holds", |rs| {
+        placement_rollout(rs).is_some_and(|p| p.late_joiners == 1)
+    })
+    .await;
+    assert_eq!(
+        gate(&held).map(|g| g.state.as_str()),
+        Some("AwaitingApproval"),
+        "{:?}",
+        placement_rollout(&held)
+    );
+    for later in [name(1), name(2), name(3)] {
+        assert!(
+            work(&hub, &later, "app").await.is_none(),
+            "{later} got the template before the approval, after the restart"
+        );
+    }
+
+    let admin = fleet.hub.info.kubeconfig.clone();
+    stdout_of(
+        &kubectl_ferry(
+            &admin,
+            &["rollout", "approve", "default/app", "--group", "canary"],
+        )
+        .await,
+        "rollout approve",
+    );
+    let passed = wait_rs(&hub, "app", "the gate passed", |rs| {
+        gate(rs).is_some_and(|g| g.state == "Passed")
+    })
+    .await;
+    let approved_at = time(&gate(&passed).expect("gate").approved_at);
+    wait_rs(&hub, "app", "the rollout completes", complete).await;
+    for later in [name(1), name(2), name(3)] {
+        let at = applied_at(&hub, &later, "app").await;
+        assert!(
+            at >= approved_at,
+            "{later} got the template at {at}, before the approval at {approved_at}"
+        );
+    }
+    agents.stop().await;
+    joined.stop().await;
+    fleet.stop().await;
+}
