@@ -17,11 +17,15 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::config_map;
 use ferry_tools::loadgen::agent::Behaviour;
 use ferry_tools::loadgen::clusters::{cluster_name, join_clusters};
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -35,15 +39,11 @@ fn clusters() -> usize {
 const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Each generated work's revision hash and whether it is Applied at its
-/// generation, by cluster, listed from the API server.
-async fn works(client: &Client) -> BTreeMap<String, (String, bool)> {
-    let api: Api<ManifestWork> = Api::all(client.clone());
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}=default.scale")))
-        .await
-        .expect("list works");
-    listed
-        .items
+/// generation, by cluster.
+type WorkStates = BTreeMap<String, (String, bool)>;
+
+fn states(works: &[std::sync::Arc<ManifestWork>]) -> WorkStates {
+    works
         .iter()
         .map(|w| {
             let generation = w.metadata.generation.unwrap_or(0);
@@ -68,19 +68,45 @@ async fn works(client: &Client) -> BTreeMap<String, (String, bool)> {
         .collect()
 }
 
-/// Waits until `done` holds for the works; returns how long it took.
-async fn wait_works(
-    client: &Client,
-    what: &str,
-    done: impl Fn(&BTreeMap<String, (String, bool)>) -> bool,
-) -> Duration {
-    let started = Instant::now();
-    loop {
-        if done(&works(client).await) {
-            return started.elapsed();
+/// The replica set's works as a watch sees them: one watch instead of a
+/// list of every work per check, so measuring does not load the API
+/// server it measures.
+struct WorkWatch {
+    store: Store<ManifestWork>,
+    events: std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>>,
+}
+
+impl WorkWatch {
+    fn start(client: &Client) -> Self {
+        let (store, writer) = reflector::store();
+        let api: Api<ManifestWork> = Api::all(client.clone());
+        let events = watcher(
+            api,
+            watcher::Config::default().labels(&format!("{REPLICA_SET_LABEL}=default.scale")),
+        )
+        .default_backoff()
+        .reflect(writer)
+        .map(|_| ());
+        Self {
+            store,
+            events: Box::pin(events),
         }
-        assert!(started.elapsed() < TIMEOUT, "{what} in time");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    /// Waits until `done` holds for the works; returns how long it took.
+    async fn wait(&mut self, what: &str, done: impl Fn(&WorkStates) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            if done(&states(&self.store.state())) {
+                return started.elapsed();
+            }
+            let left = TIMEOUT.saturating_sub(started.elapsed());
+            match tokio::time::timeout(left, self.events.next()).await {
+                Ok(Some(())) => {}
+                Ok(None) => panic!("the work watch ended while waiting for {what}"),
+                Err(_) => panic!("{what} in time"),
+            }
+        }
     }
 }
 
@@ -89,15 +115,9 @@ async fn wait_status(
     what: &str,
     done: impl Fn(&ManifestWorkReplicaSet) -> bool,
 ) -> ManifestWorkReplicaSet {
-    let started = Instant::now();
-    loop {
-        let rs = sets.get("scale").await.expect("read replica set");
-        if done(&rs) {
-            return rs;
-        }
-        assert!(started.elapsed() < TIMEOUT, "{what} in time");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(sets, "scale", what, TIMEOUT, done)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 fn reason(rs: &ManifestWorkReplicaSet) -> Option<(String, i64)> {
@@ -189,6 +209,7 @@ async fn rollback_all_across_1000_simulated_clusters() {
         created.elapsed()
     );
 
+    let mut work_watch = WorkWatch::start(&hub);
     let changed = Instant::now();
     let generation = sets
         .patch(
@@ -222,14 +243,16 @@ async fn rollback_all_across_1000_simulated_clusters() {
         halt - changed
     );
     let hash = stable.hash.clone();
-    let back = wait_works(&hub, "every work on the stable revision", |w| {
-        w.len() == clusters() && w.values().all(|(r, _)| *r == hash)
-    })
-    .await;
-    let applied = wait_works(&hub, "every work applied on the stable revision", |w| {
-        w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
-    })
-    .await;
+    let back = work_watch
+        .wait("every work on the stable revision", |w| {
+            w.len() == clusters() && w.values().all(|(r, _)| *r == hash)
+        })
+        .await;
+    let applied = work_watch
+        .wait("every work applied on the stable revision", |w| {
+            w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
+        })
+        .await;
     let done = wait_status(&sets, "the rollback counted", |rs| {
         rs.status
             .as_ref()

@@ -70,6 +70,11 @@ struct Args {
     /// 60 s sees every per-cluster periodic write several times).
     #[arg(long, default_value_t = 60)]
     idle_window_seconds: u64,
+    /// Hub replicas (processes). With more than one they elect a leader
+    /// through a Lease and agent `i` dials replica `i % replicas`; P6 kills
+    /// and restarts them all.
+    #[arg(long, default_value_t = 1)]
+    hub_replicas: usize,
 }
 
 fn ticks_per_second() -> f64 {
@@ -104,29 +109,48 @@ async fn main() -> anyhow::Result<()> {
         "--peer-token-reviews-per-minute=1000000".to_string(),
         format!("--max-connections={}", n + 1000),
     ];
+    let replicas = args.hub_replicas.max(1);
+    if replicas > 1 {
+        extra.push("--leader-election-namespace=default".into());
+        extra.push("--replica-lease-namespace=default".into());
+    }
     extra.extend(args.hub_arg.iter().cloned());
-    let env = args
+    let env: Vec<(String, String)> = args
         .hub_env
         .iter()
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let mut hub = HubProcess::start(
-        &plane,
-        HubProcessOptions {
-            grpc: (ip, free_port(ip)).into(),
-            probes: (ip, free_port(ip)).into(),
-            extra_args: extra,
-            env,
-        },
-    )
-    .await?;
-    let pid = hub.pid().context("the hub exited")?;
-    // The hub has listed the (empty) fleet; its RSS now is the baseline.
+    let mut hubs = Vec::new();
+    for replica in 0..replicas {
+        let mut env = env.clone();
+        // Each replica its own name in the leader Lease.
+        env.push(("POD_NAME".into(), format!("scale-hub-{replica}")));
+        hubs.push(
+            HubProcess::start(
+                &plane,
+                HubProcessOptions {
+                    grpc: (ip, free_port(ip)).into(),
+                    probes: (ip, free_port(ip)).into(),
+                    extra_args: extra.clone(),
+                    env,
+                },
+            )
+            .await?,
+        );
+    }
+    // The hubs have listed the (empty) fleet; their RSS now is the baseline.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let baseline = rss_kib(pid)?;
-    let cpu_start = cpu_seconds(pid, ticks)?;
-    eprintln!("hub pid {pid}, RSS {baseline} KiB with no agents");
+    let (mut baseline, mut cpu_start) = (0, 0.0);
+    for hub in &hubs {
+        let pid = hub.pid().context("a hub replica exited")?;
+        baseline += rss_kib(pid)?;
+        cpu_start += cpu_seconds(pid, ticks)?;
+        eprintln!(
+            "hub replica pid {pid}, RSS {} KiB with no agents",
+            rss_kib(pid)?
+        );
+    }
 
     let join_start = Instant::now();
     let clusters = join_clusters(&admin, 0, n, args.join_concurrency, 24 * 3600).await?;
@@ -140,9 +164,12 @@ async fn main() -> anyhow::Result<()> {
         status_delay: Duration::from_millis(args.status_delay_ms),
         flap_every: args.flap_seconds.map(Duration::from_secs),
     };
-    let endpoint = hub_endpoint(&hub.url(), Some(&hub.ca_pem))?;
+    let endpoints = hubs
+        .iter()
+        .map(|hub| hub_endpoint(&hub.url(), Some(&hub.ca_pem)))
+        .collect::<Result<Vec<_>, _>>()?;
     let connect_start = Instant::now();
-    let fleet = SimFleet::start(clusters, endpoint, behaviour);
+    let fleet = SimFleet::spread(clusters, endpoints, behaviour);
     let connect = fleet.wait_connected(timeout).await?;
     eprintln!(
         "{n} agents connected in {:.1} s",
@@ -151,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
 
     let mut bench = Bench {
-        hub: &mut hub,
+        hubs: &mut hubs,
         admin: admin.clone(),
         fleet: &fleet,
         clusters: &names,
@@ -181,14 +208,14 @@ async fn main() -> anyhow::Result<()> {
         rows.push(row);
     }
     println!(
-        "\nferry-scale: {n} simulated clusters, {cores} cores, load average at the end {}\n",
+        "\nferry-scale: {n} simulated clusters, {replicas} hub replica(s), {cores} cores, load average at the end {}\n",
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .trim()
     );
     println!("{}", table(&rows));
     fleet.stop().await;
-    drop(hub);
+    drop(hubs);
     plane.stop().await;
     Ok(())
 }

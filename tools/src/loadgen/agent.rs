@@ -61,12 +61,14 @@ impl Arrivals {
     }
 }
 
-/// What all simulated agents share: one TLS endpoint (one rustls client
-/// configuration), the counters, the arrival log and the switches.
+/// What all simulated agents share: the hub replicas' TLS endpoints (one
+/// rustls client configuration each), the counters, the arrival log and
+/// the switches.
 #[derive(Debug)]
 pub struct Shared {
-    /// The hub, with TLS configured once for every agent.
-    pub endpoint: Endpoint,
+    /// The hub replicas, with TLS configured once for every agent; agent
+    /// `i` dials replica `i % len` (never empty).
+    pub endpoints: Vec<Endpoint>,
     /// Fleet-wide counters.
     pub counters: Counters,
     /// When works reached agents.
@@ -100,7 +102,7 @@ enum Ended {
 }
 
 /// Runs the agent of `cluster` until `shared.stop` turns true.
-pub async fn run_agent(cluster: SimCluster, shared: Arc<Shared>) {
+pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>) {
     let mut works: HashMap<String, HeldWork> = HashMap::new();
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
@@ -113,7 +115,7 @@ pub async fn run_agent(cluster: SimCluster, shared: Arc<Shared>) {
         if *stop.borrow_and_update() {
             return;
         }
-        match session(&cluster, &shared, &mut works).await {
+        match session(&cluster, replica, &shared, &mut works).await {
             Ended::Stop => return,
             Ended::Flap => delays = backoff.build(),
             Ended::Failed => {
@@ -159,10 +161,17 @@ impl Drop for Connected<'_> {
 
 async fn session(
     cluster: &SimCluster,
+    replica: usize,
     shared: &Shared,
     works: &mut HashMap<String, HeldWork>,
 ) -> Ended {
-    let Ok(channel) = shared.endpoint.connect().await else {
+    let Some(endpoint) = shared
+        .endpoints
+        .get(replica % shared.endpoints.len().max(1))
+    else {
+        return Ended::Stop;
+    };
+    let Ok(channel) = endpoint.connect().await else {
         return Ended::Failed;
     };
     let mut client = agent_client(channel, Some(&cluster.token))

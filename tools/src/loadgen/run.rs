@@ -78,10 +78,20 @@ pub fn hub_endpoint(hub_url: &str, ca_pem: Option<&str>) -> Result<Endpoint, Loa
 impl SimFleet {
     /// Starts one agent per cluster of `clusters`, all dialling `endpoint`.
     pub fn start(clusters: Vec<SimCluster>, endpoint: Endpoint, behaviour: Behaviour) -> Self {
+        Self::spread(clusters, vec![endpoint], behaviour)
+    }
+
+    /// Starts one agent per cluster of `clusters`, the `i`th dialling hub
+    /// replica `endpoints[i % len]`. With no endpoint, agents stop at once.
+    pub fn spread(
+        clusters: Vec<SimCluster>,
+        endpoints: Vec<Endpoint>,
+        behaviour: Behaviour,
+    ) -> Self {
         let (churn, churn_rx) = watch::channel(false);
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
-            endpoint,
+            endpoints,
             counters: Counters::default(),
             arrivals: Arrivals::default(),
             behaviour,
@@ -101,9 +111,10 @@ impl SimFleet {
 
     /// Starts agents for more clusters.
     pub fn add(&mut self, clusters: Vec<SimCluster>) {
-        self.size += clusters.len();
         for cluster in clusters {
-            self.tasks.spawn(run_agent(cluster, self.shared.clone()));
+            self.tasks
+                .spawn(run_agent(cluster, self.size, self.shared.clone()));
+            self.size += 1;
         }
     }
 

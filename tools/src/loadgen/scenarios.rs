@@ -40,8 +40,9 @@ pub enum ScenarioError {
 
 /// What the scenarios need: the hub process, its API server, the agents.
 pub struct Bench<'a> {
-    /// The hub process.
-    pub hub: &'a mut HubProcess,
+    /// The hub replicas' processes (at least one); with several they
+    /// elect a leader and agents are spread over them.
+    pub hubs: &'a mut [HubProcess],
     /// Admin client of the hub API server.
     pub admin: Client,
     /// The simulated agents.
@@ -56,16 +57,28 @@ pub struct Bench<'a> {
     pub timeout: Duration,
 }
 
-/// The hub's RSS (KiB) and CPU seconds now.
+/// The hub replicas' RSS (KiB) and CPU seconds now, summed.
 fn hub_usage(bench: &Bench<'_>) -> Result<(u64, f64), ScenarioError> {
-    let pid = bench
-        .hub
-        .pid()
-        .ok_or_else(|| ScenarioError::Hub("the hub is not running".into()))?;
-    let rss = rss_kib(pid).map_err(|e| ScenarioError::Hub(e.to_string()))?;
-    let cpu =
-        cpu_seconds(pid, bench.ticks_per_second).map_err(|e| ScenarioError::Hub(e.to_string()))?;
-    Ok((rss, cpu))
+    let mut total = (0, 0.0);
+    for hub in bench.hubs.iter() {
+        let pid = hub
+            .pid()
+            .ok_or_else(|| ScenarioError::Hub("a hub replica is not running".into()))?;
+        total.0 += rss_kib(pid).map_err(|e| ScenarioError::Hub(e.to_string()))?;
+        total.1 += cpu_seconds(pid, bench.ticks_per_second)
+            .map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    }
+    Ok(total)
+}
+
+/// A counter or gauge of the hub, summed over its replicas (0 where a
+/// replica does not answer).
+async fn hubs_metric(bench: &Bench<'_>, name: &str) -> f64 {
+    let mut total = 0.0;
+    for hub in bench.hubs.iter() {
+        total += hub_metric(hub.probes(), name).await.unwrap_or_default();
+    }
+    total
 }
 
 /// A work holding one ConfigMap whose data says `value`.
@@ -331,7 +344,9 @@ pub async fn p6_restart(
         })?;
     let all = bench.fleet.size() as u64;
     let before = bench.fleet.snapshot();
-    bench.hub.kill().await;
+    for hub in bench.hubs.iter_mut() {
+        hub.kill().await;
+    }
     // Agents see the connection drop; wait until none holds a session.
     bench
         .fleet
@@ -344,10 +359,10 @@ pub async fn p6_restart(
             ))
         })?;
     let start = Instant::now();
-    bench
-        .hub
-        .restart()
-        .map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    for hub in bench.hubs.iter_mut() {
+        hub.restart()
+            .map_err(|e| ScenarioError::Hub(e.to_string()))?;
+    }
     // A fresh process: all its CPU time is the restart's.
     let cpu_before = 0.0;
     let served = bench
@@ -395,9 +410,7 @@ pub async fn p9_status(
     // One work per cluster to report on, each applied and written once
     // before the measure starts.
     let before_create = bench.fleet.snapshot();
-    let writes_start = hub_metric(bench.hub.probes(), writes)
-        .await
-        .unwrap_or_default();
+    let writes_start = hubs_metric(bench, writes).await;
     create_works(
         &bench.admin,
         bench.clusters,
@@ -417,11 +430,7 @@ pub async fn p9_status(
             ))
         })?;
     let deadline = Instant::now() + bench.timeout;
-    while hub_metric(bench.hub.probes(), writes)
-        .await
-        .unwrap_or_default()
-        < writes_start + wanted as f64
-    {
+    while hubs_metric(bench, writes).await < writes_start + wanted as f64 {
         if Instant::now() > deadline {
             return Err(ScenarioError::Timeout(
                 "P9: the first statuses were not written".into(),
@@ -431,12 +440,8 @@ pub async fn p9_status(
     }
     let api_patches = "apiserver_request_total{resource=\"manifestworks\",subresource=\"status\"";
     let api_before = apiserver_metrics(&bench.admin).await;
-    let writes_before = hub_metric(bench.hub.probes(), writes)
-        .await
-        .unwrap_or_default();
-    let reports_before = hub_metric(bench.hub.probes(), "ferry_hub_status_reports_total")
-        .await
-        .unwrap_or_default();
+    let writes_before = hubs_metric(bench, writes).await;
+    let reports_before = hubs_metric(bench, "ferry_hub_status_reports_total").await;
     let (_, cpu_before) = hub_usage(bench)?;
     let sent_before = bench.fleet.snapshot();
     let own_before = cpu_seconds(std::process::id(), bench.ticks_per_second).unwrap_or_default();
@@ -448,14 +453,13 @@ pub async fn p9_status(
     let (rss, cpu) = hub_usage(bench)?;
     let own =
         cpu_seconds(std::process::id(), bench.ticks_per_second).unwrap_or_default() - own_before;
-    let writes_after = hub_metric(bench.hub.probes(), writes)
-        .await
-        .unwrap_or_default();
-    let reports_after = hub_metric(bench.hub.probes(), "ferry_hub_status_reports_total")
-        .await
-        .unwrap_or_default();
-    let metrics_after = scrape(bench.hub.probes()).await.unwrap_or_default();
-    let pending = sum_of(&metrics_after, "ferry_hub_status_reports_pending");
+    let writes_after = hubs_metric(bench, writes).await;
+    let reports_after = hubs_metric(bench, "ferry_hub_status_reports_total").await;
+    let mut pending = 0.0;
+    for hub in bench.hubs.iter() {
+        let metrics = scrape(hub.probes()).await.unwrap_or_default();
+        pending += sum_of(&metrics, "ferry_hub_status_reports_pending");
+    }
     let api_after = apiserver_metrics(&bench.admin).await;
     let secs = wall.as_secs_f64();
     let sent = bench.fleet.snapshot().since(&sent_before).statuses_sent as f64 / secs;
