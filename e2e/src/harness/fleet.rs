@@ -163,6 +163,10 @@ pub struct FleetOptions {
     /// How often the hub reviews a live session's token again (and how long
     /// it trusts a review).
     pub token_review_interval: Duration,
+    /// Token reviews one peer address may cause per minute: every
+    /// simulated agent dials from 127.0.0.1, so tests simulating hundreds
+    /// raise it.
+    pub peer_token_reviews_per_minute: std::num::NonZeroU32,
     /// Agents refuse works that name no executor (`--require-executor`).
     pub require_executor: bool,
     /// Agents run restricted (`--restricted`): CRDs and ferry's own kinds are refused.
@@ -205,6 +209,8 @@ impl FleetOptions {
             hub_rules: None,
             token_review_interval: ferry_hub::grpc::identity::AuthOptions::default()
                 .review_interval,
+            peer_token_reviews_per_minute: ferry_hub::grpc::identity::AuthOptions::default()
+                .peer_reviews_per_minute,
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
@@ -651,6 +657,7 @@ impl Fleet {
             max_session_age: options.max_session_age,
             auth: ferry_hub::grpc::identity::AuthOptions {
                 review_interval: options.token_review_interval,
+                peer_reviews_per_minute: options.peer_token_reviews_per_minute,
                 ..Default::default()
             },
             transport: options.transport.clone(),

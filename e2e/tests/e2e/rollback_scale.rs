@@ -94,7 +94,7 @@ impl WorkWatch {
     }
 
     /// Waits until `done` holds for the works; returns how long it took.
-    async fn wait(&mut self, what: &str, done: impl Fn(&WorkStates) -> bool) -> Duration {
+    async fn wait(&mut self, what: &str, mut done: impl FnMut(&WorkStates) -> bool) -> Duration {
         let started = Instant::now();
         loop {
             if done(&states(&self.store.state())) {
@@ -129,9 +129,11 @@ fn reason(rs: &ManifestWorkReplicaSet) -> Option<(String, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: prints figures; run with --ignored"]
 async fn rollback_all_across_1000_simulated_clusters() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
-        .await
-        .expect("fleet starts");
+    let mut options = FleetOptions::with_spokes(&[]);
+    // Every simulated agent dials from 127.0.0.1: the per-peer review
+    // budget, meant for one agent per address, would admit 60 a minute.
+    options.peer_token_reviews_per_minute = std::num::NonZeroU32::MAX;
+    let fleet = Fleet::start(options).await.expect("fleet starts");
     let hub = fleet.hub_client.clone();
     let joined = Instant::now();
     let joined_clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
@@ -175,6 +177,16 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .create(&PostParams::default(), &placement)
         .await
         .expect("placement");
+    // Every cluster chosen before the replica set exists, so revision 1
+    // goes everywhere in its first rollout.
+    wait_until(&placements, "scale", "every cluster chosen", TIMEOUT, |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.number_of_selected_clusters as usize == clusters())
+    })
+    .await
+    .expect("the placement chooses every cluster");
+    let mut work_watch = WorkWatch::start(&hub);
     let template = |v: &str| json!({"workload": {"manifests": [config_map("default", "scale", json!({"version": v}))]}});
     let strategy =
         json!({"type": "All", "all": {"maxFailures": 0, "failureStrategy": "rollbackAll"}});
@@ -203,13 +215,18 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .status
         .and_then(|s| s.rollout?.stable_revision)
         .expect("stable revision");
+    let hash = stable.hash.clone();
+    work_watch
+        .wait("revision 1 applied everywhere", |w| {
+            w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
+        })
+        .await;
     eprintln!(
-        "revision 1 complete on {} clusters in {:?}",
+        "revision 1 applied on {} clusters {:?} after the replica set was created",
         clusters(),
         created.elapsed()
     );
 
-    let mut work_watch = WorkWatch::start(&hub);
     let changed = Instant::now();
     let generation = sets
         .patch(
@@ -225,52 +242,50 @@ async fn rollback_all_across_1000_simulated_clusters() {
         .metadata
         .generation
         .unwrap_or(0);
-    // Halted: the status records the rollback (the works may be on their
-    // way back already).
-    let halted = wait_status(&sets, "the rollback recorded", |rs| {
-        reason(rs).is_some_and(|(r, g)| r == "RolledBack" && g == generation)
-    })
-    .await;
-    let halt = Instant::now();
-    let failed = halted
-        .status
-        .and_then(|s| s.rollout?.rollback)
-        .expect("rollback");
-    eprintln!(
-        "bad revision {} -> rollback to {} recorded {:?} after the template change",
-        failed.from.number,
-        failed.to.number,
-        halt - changed
-    );
-    let hash = stable.hash.clone();
-    let back = work_watch
-        .wait("every work on the stable revision", |w| {
-            w.len() == clusters() && w.values().all(|(r, _)| *r == hash)
+    // The works as the watch sees them from the change on: how far the bad
+    // revision got and when, then every work back on the stable one.
+    let mut peak = (0usize, Duration::ZERO);
+    work_watch
+        .wait("every work back on the stable revision", |w| {
+            let bad = w.values().filter(|(r, _)| *r != hash).count();
+            if bad > peak.0 {
+                peak = (bad, changed.elapsed());
+            }
+            peak.0 > 0 && w.len() == clusters() && bad == 0
         })
         .await;
-    let applied = work_watch
+    let back = changed.elapsed();
+    work_watch
         .wait("every work applied on the stable revision", |w| {
             w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
         })
         .await;
-    let done = wait_status(&sets, "the rollback counted", |rs| {
-        rs.status
-            .as_ref()
-            .and_then(|s| s.rollout.as_ref())
-            .and_then(|r| r.rollback.as_ref())
-            .is_some_and(|r| r.clusters as usize == clusters() - 1)
+    let applied = changed.elapsed();
+    let done = wait_status(&sets, "the rollback recorded and counted", |rs| {
+        reason(rs).is_some_and(|(r, g)| r == "RolledBack" && g == generation)
+            && rs
+                .status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .and_then(|r| r.rollback.as_ref())
+                .is_some_and(|r| r.clusters as usize == clusters() - 1)
     })
     .await;
-    let written = done
+    let rollback = done
         .status
         .and_then(|s| s.rollout?.rollback)
-        .map(|r| r.clusters)
-        .unwrap_or_default();
+        .expect("rollback");
     eprintln!(
-        "rollback across {} clusters: halt -> every work on stable revision {}: {back:?}; -> every work Applied there: {:?}; {written} works written back (one per cluster that got the bad revision)",
+        "rollback across {} clusters, from the template change: bad revision {} on {} works at its peak after {:?}; \
+         every work back on stable revision {} after {back:?} (rollback {:?} after the peak); every work Applied there after {applied:?}; \
+         {} works written back (one per cluster that got the bad revision)",
         clusters(),
-        stable.number,
-        back + applied
+        rollback.from.number,
+        peak.0,
+        peak.1,
+        rollback.to.number,
+        back.saturating_sub(peak.1),
+        rollback.clusters
     );
     agents.stop().await;
     fleet.stop().await;
