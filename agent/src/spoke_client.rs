@@ -100,3 +100,28 @@ pub fn spoke_client(config: Config) -> Result<Client, SpokeClientError> {
         .service(http_client);
     Ok(ClientBuilder::new(service, config.default_namespace).build())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> Config {
+        Config::new(url.parse().expect("a URL"))
+    }
+
+    #[tokio::test]
+    async fn spoke_client_builds_for_an_https_or_http_api_server() {
+        spoke_client(config("https://127.0.0.1:6443")).expect("an https client");
+        spoke_client(config("http://127.0.0.1:8080")).expect("a plain http client");
+    }
+
+    #[tokio::test]
+    async fn spoke_client_refuses_a_tls_server_name_that_is_no_name() {
+        let mut config = config("https://127.0.0.1:6443");
+        config.tls_server_name = Some("not a name!".into());
+        match spoke_client(config) {
+            Err(SpokeClientError::ServerName(name)) => assert_eq!(name, "not a name!"),
+            other => panic!("expected a ServerName error, got {:?}", other.err()),
+        }
+    }
+}

@@ -9,6 +9,7 @@ mod admission;
 mod agent_metrics;
 mod agent_port_limits;
 mod agent_readiness;
+mod agent_spoke_connections;
 mod agent_sigterm;
 mod applied_manifest_work;
 mod available_means_exists;
