@@ -92,7 +92,9 @@ async fn agent_applies_works_created_together_over_one_http2_connection_to_the_s
 
     // Every apply has answered; the pool holds what the burst opened.
     let connections = established_to(pid, port);
-    println!("{WORKS} works applied together: the agent holds {connections} connection(s) to the spoke's API server");
+    println!(
+        "{WORKS} works applied together: the agent holds {connections} connection(s) to the spoke's API server"
+    );
     assert!(
         (1..=2).contains(&connections),
         "the agent should share one HTTP/2 connection to the spoke (its watches and every \
