@@ -37,6 +37,10 @@ pub enum SpokeClientError {
     /// The TLS settings (CA, client certificate, server name) are invalid.
     #[error("TLS settings of the spoke connection: {0}")]
     Tls(#[source] kube::Error),
+    /// The kubeconfig names a proxy (`proxy-url`); the agent connects to the
+    /// API server directly only.
+    #[error("the spoke connection names proxy {0}; the agent supports no proxy")]
+    Proxy(String),
     /// The TLS server name to verify is not a valid DNS name or IP address.
     #[error("invalid TLS server name {0:?} for the spoke connection")]
     ServerName(String),
@@ -52,6 +56,10 @@ pub enum SpokeClientError {
 /// when the server negotiates it (ALPN), HTTP/1.1 otherwise. Fails when the
 /// TLS, authentication or header settings are invalid.
 pub fn spoke_client(config: Config) -> Result<Client, SpokeClientError> {
+    // kube's client without its proxy features refuses these too.
+    if let Some(proxy) = &config.proxy_url {
+        return Err(SpokeClientError::Proxy(proxy.to_string()));
+    }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let tls = config
@@ -113,6 +121,16 @@ mod tests {
     async fn spoke_client_builds_for_an_https_or_http_api_server() {
         spoke_client(config("https://127.0.0.1:6443")).expect("an https client");
         spoke_client(config("http://127.0.0.1:8080")).expect("a plain http client");
+    }
+
+    #[tokio::test]
+    async fn spoke_client_refuses_a_proxy_it_would_not_use() {
+        let mut config = config("https://127.0.0.1:6443");
+        config.proxy_url = Some("http://proxy:3128".parse().expect("a URL"));
+        assert!(matches!(
+            spoke_client(config),
+            Err(SpokeClientError::Proxy(_))
+        ));
     }
 
     #[tokio::test]
