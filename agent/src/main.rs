@@ -131,6 +131,8 @@ fn main() -> anyhow::Result<()> {
         .block_on(run(cli))
 }
 
+/// The `crds` subcommand, or the agent until it is told to stop, on the
+/// runtime `main` built.
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Crds { out }) = &cli.command {
         for (file, crd) in ferry_agent::applied_works::spoke_crds() {

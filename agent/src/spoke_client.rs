@@ -54,7 +54,8 @@ pub enum SpokeClientError {
 
 /// A client for the spoke's API server described by `config`, over HTTP/2
 /// when the server negotiates it (ALPN), HTTP/1.1 otherwise. Fails when the
-/// TLS, authentication or header settings are invalid.
+/// configuration names a proxy, or its TLS, authentication or header
+/// settings are invalid.
 pub fn spoke_client(config: Config) -> Result<Client, SpokeClientError> {
     // kube's client without its proxy features refuses these too.
     if let Some(proxy) = &config.proxy_url {
