@@ -20,6 +20,7 @@ pub mod reconcile;
 pub mod release;
 pub mod rule_conditions;
 pub mod session;
+pub mod spoke_client;
 pub mod status_board;
 pub mod telemetry;
 pub mod work_workers;

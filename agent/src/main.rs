@@ -95,7 +95,19 @@ struct Cli {
     /// work must name an executor (implies --require-executor).
     #[arg(long, env = "FERRY_WRITE_AS_EXECUTOR")]
     write_as_executor: bool,
+    /// Threads running the agent's tasks. Its work is mostly waiting on the
+    /// hub and the spoke, and each thread costs memory (its stack, and the
+    /// allocator keeps memory per thread), so the default does not follow
+    /// the node's CPU count.
+    #[arg(long, env = "FERRY_WORKER_THREADS", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    worker_threads: u16,
 }
+
+/// Threads for blocking calls at most (name resolution, file reads, CEL
+/// rules); tokio's default of 512 would let a burst leave idle threads and
+/// their memory behind.
+const MAX_BLOCKING_THREADS: usize = 8;
 
 #[derive(clap::Subcommand)]
 enum Command {
@@ -108,9 +120,20 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.worker_threads))
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?
+        .block_on(run(cli))
+}
+
+/// The `crds` subcommand, or the agent until it is told to stop, on the
+/// runtime `main` built.
+async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Crds { out }) = &cli.command {
         for (file, crd) in ferry_agent::applied_works::spoke_crds() {
             let path = out.join(file);
@@ -149,8 +172,10 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
-    let client = kube::Client::try_default()
+    let spoke = kube::Config::infer()
         .await
+        .context("reading the spoke connection (in-cluster or KUBECONFIG)")?;
+    let client = ferry_agent::spoke_client::spoke_client(spoke.clone())
         .context("building a Kubernetes client for the spoke")?;
     let probes = tokio::net::TcpListener::bind(cli.probe_addr)
         .await
@@ -177,15 +202,7 @@ async fn main() -> anyhow::Result<()> {
         require_executor: cli.require_executor,
         restricted: cli.restricted,
         adopt_ocm_objects: cli.adopt_ocm_objects,
-        write_as_executor: if cli.write_as_executor {
-            Some(
-                kube::Config::infer()
-                    .await
-                    .context("reading the spoke connection to impersonate executors through")?,
-            )
-        } else {
-            None
-        },
+        write_as_executor: cli.write_as_executor.then_some(spoke),
     };
     run_agent(client, config, options, shutdown_signal()).await;
     Ok(())

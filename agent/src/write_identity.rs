@@ -14,6 +14,8 @@ use ferry_proto::v1;
 use kube::Client;
 use moka::future::Cache;
 
+use crate::spoke_client::spoke_client;
+
 /// Executors whose clients are kept at once; a cache over this drops the
 /// least used (a client is cheap to make again).
 const MAX_EXECUTOR_CLIENTS: u64 = 256;
@@ -117,7 +119,7 @@ impl WriteIdentity {
                         let mut config = (**config).clone();
                         config.auth_info.impersonate = Some(user.clone());
                         config.auth_info.impersonate_groups = None;
-                        Client::try_from(config).map_err(|e| WriteIdentityError::Client {
+                        spoke_client(config).map_err(|e| WriteIdentityError::Client {
                             user: user.clone(),
                             message: e.to_string(),
                         })

@@ -10,6 +10,7 @@ mod agent_metrics;
 mod agent_port_limits;
 mod agent_readiness;
 mod agent_sigterm;
+mod agent_spoke_connections;
 mod applied_manifest_work;
 mod available_means_exists;
 mod bad_input;

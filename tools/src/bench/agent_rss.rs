@@ -1,6 +1,8 @@
 //! `ferry-bench --agent-rss N`: the real `ferry-agent` binary with N works
 //! applied and settled, and where its resident memory is: anonymous (heap,
-//! stacks) versus file-backed (the binary's pages), and its threads.
+//! stacks) versus file-backed (the binary's pages), and its threads. The
+//! binary is `FERRY_AGENT_BIN`, else the one next to `ferry-bench`; the
+//! shipped build is `target/dist/ferry-agent` (`cargo build --profile dist`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -45,6 +47,11 @@ pub async fn agent_rss(
         .await
         .context("starting ferry-agent")?;
     let pid = agent.pid().context("ferry-agent has no pid")?;
+    // Which build is measured matters most (the mapped binary is half the
+    // total): FERRY_AGENT_BIN names it, e.g. target/dist/ferry-agent.
+    let binary = ferry_e2e::harness::agent_process::agent_binary();
+    let size = std::fs::metadata(&binary).map(|m| m.len()).unwrap_or(0);
+    println!("agent binary: {} ({size} bytes)", binary.display());
     println!("agent started: {}", memory_breakdown(pid));
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "work.ferry.dev",
