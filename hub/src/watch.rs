@@ -62,7 +62,11 @@ pub fn resync_every(period: Duration) -> impl Stream<Item = ()> + Send {
 }
 
 /// A watch of `api` for a controller: no backoff of its own, since
-/// [`run_controller`] backs off the controller's watches together.
+/// [`run_controller`] backs off the controller's watches together. Objects
+/// come without `metadata.managedFields`, which no controller reads: in the
+/// caches built on these watches they were the largest part of each
+/// ManagedCluster and work (a heap profile of an idle hub at 1,000 clusters
+/// found 28 MiB in the stores, most of it field ownership).
 pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -70,7 +74,7 @@ pub fn watch<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    watcher(api, config)
+    watcher(api, config).modify(|object| object.meta_mut().managed_fields = None)
 }
 
 /// A watch of `api` read directly (not by a controller): it waits

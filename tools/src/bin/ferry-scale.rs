@@ -108,6 +108,8 @@ async fn main() -> anyhow::Result<()> {
         // budget (meant for one peer per agent) would throttle it.
         "--peer-token-reviews-per-minute=1000000".to_string(),
         format!("--max-connections={}", n + 1000),
+        // ...and the per-peer connection cap, for the same reason.
+        format!("--max-connections-per-peer={}", n + 1000),
     ];
     let replicas = args.hub_replicas.max(1);
     if replicas > 1 {
