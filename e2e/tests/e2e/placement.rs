@@ -428,8 +428,22 @@ fn record_flaps(
     (task, seen)
 }
 
-fn connected(c: &ManagedCluster) -> bool {
-    c.status.as_ref().is_some_and(|s| s.connected)
+/// Waits until `cluster` is recorded as connected (or not, as `wanted`).
+async fn wait_connected(
+    clusters: &Api<ManagedCluster>,
+    cluster: &str,
+    wanted: bool,
+) -> ManagedCluster {
+    let what = if wanted {
+        "connected"
+    } else {
+        "marked disconnected"
+    };
+    wait_until(clusters, cluster, what, APPLY_TIMEOUT, |c| {
+        c.status.as_ref().is_some_and(|s| s.connected) == wanted
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{cluster} {what}: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,25 +471,9 @@ async fn an_agent_back_within_the_grace_moves_nothing_and_one_away_longer_is_tai
     let (recorder, flaps) = record_flaps(hub.clone(), "spoke-a", "strict");
     let stopped = std::time::Instant::now();
     fleet.stop_agent("spoke-a").await;
-    wait_until(
-        &clusters,
-        "spoke-a",
-        "marked disconnected",
-        APPLY_TIMEOUT,
-        |c| !connected(c),
-    )
-    .await
-    .expect("the ended session is recorded");
+    wait_connected(&clusters, "spoke-a", false).await;
     fleet.start_agent("spoke-a");
-    wait_until(
-        &clusters,
-        "spoke-a",
-        "connected again",
-        APPLY_TIMEOUT,
-        connected,
-    )
-    .await
-    .expect("the agent reconnects");
+    wait_connected(&clusters, "spoke-a", true).await;
     let away = stopped.elapsed();
     println!("agent away for {away:?} (grace {GRACE:?})");
     assert!(
@@ -491,15 +489,7 @@ async fn an_agent_back_within_the_grace_moves_nothing_and_one_away_longer_is_tai
 
     // Away for longer than the grace: tainted then, not before.
     fleet.stop_agent("spoke-a").await;
-    let gone = wait_until(
-        &clusters,
-        "spoke-a",
-        "marked disconnected",
-        APPLY_TIMEOUT,
-        |c| !connected(c),
-    )
-    .await
-    .expect("the ended session is recorded");
+    let gone = wait_connected(&clusters, "spoke-a", false).await;
     let tainted = wait_until(
         &clusters,
         "spoke-a",

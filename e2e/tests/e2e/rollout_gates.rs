@@ -295,13 +295,13 @@ fn stderr_of(output: &Output, what: &str) -> String {
     stderr
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_approve_names_it() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
-        .await
-        .expect("fleet");
+/// Three simulated clusters, sim-00000 the canary, placement `staged`
+/// choosing them (tolerating no taint), and replica set `app` with an
+/// approval gate after the canary: the agents, and the replica set once
+/// the gate awaits approval.
+async fn gated_rollout(fleet: &Fleet) -> (SimFleet, ManifestWorkReplicaSet) {
     let hub = fleet.hub_client.clone();
-    let agents = sim_agents(&fleet, 0, 3).await;
+    let agents = sim_agents(fleet, 0, 3).await;
     label(&hub, &name(0), json!({"ring": "canary"})).await;
     create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
     wait_selected(&hub, "staged", 3).await;
@@ -311,11 +311,20 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
         json!([{"afterGroup": "canary", "approval": true}]),
     )
     .await;
-
     let held = wait_rs(&hub, "app", "the gate awaits approval", |rs| {
         gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
     })
     .await;
+    (agents, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_approve_names_it() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet");
+    let hub = fleet.hub_client.clone();
+    let (agents, held) = gated_rollout(&fleet).await;
     // The status is written after the works of the same reconcile: the
     // canary holds the template, the next group nothing.
     assert!(work(&hub, &name(0), "app").await.is_some());
@@ -661,22 +670,9 @@ async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_
         .await
         .expect("fleet");
     let hub = fleet.hub_client.clone();
-    let agents = sim_agents(&fleet, 0, 3).await;
-    label(&hub, &name(0), json!({"ring": "canary"})).await;
-    // No toleration: were the restart to make the clusters unreachable,
-    // they would leave the placement (the grace keeps them).
-    create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
-    wait_selected(&hub, "staged", 3).await;
-    create_replica_set(
-        &hub,
-        "app",
-        json!([{"afterGroup": "canary", "approval": true}]),
-    )
-    .await;
-    wait_rs(&hub, "app", "the gate awaits approval", |rs| {
-        gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
-    })
-    .await;
+    // The placement tolerates no taint: were the restart to make the
+    // clusters unreachable, they would leave it (the grace keeps them).
+    let (agents, _) = gated_rollout(&fleet).await;
 
     // The hub restarts with nothing in memory: the gate's state comes back
     // from the status. A cluster joining after the restart proves the new
@@ -685,16 +681,14 @@ async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_
     fleet.start_hub().await.expect("the hub restarts");
     let joined = sim_agents(&fleet, 3, 4).await;
     wait_selected(&hub, "staged", 4).await;
-    let held = wait_rs(&hub, "app", "a late joiner while the gate holds", |rs| {
+    // (Once, on a loaded machine, the first status after the restart that
+    // counted the late joiner did not yet show the gate as awaiting
+    // approval; what holds is checked below from the works themselves.)
+    wait_rs(&hub, "app", "a late joiner while the gate holds", |rs| {
         placement_rollout(rs).is_some_and(|p| p.late_joiners == 1)
+            && gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
     })
     .await;
-    assert_eq!(
-        gate(&held).map(|g| g.state.as_str()),
-        Some("AwaitingApproval"),
-        "{:?}",
-        placement_rollout(&held)
-    );
     for later in [name(1), name(2), name(3)] {
         assert!(
             work(&hub, &later, "app").await.is_none(),
