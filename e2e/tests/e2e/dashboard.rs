@@ -437,14 +437,17 @@ async fn click_confirmed(browser: &Browser, selector: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refused() {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
-        .await
-        .expect("fleet starts");
-    let admin = fleet.hub_client.clone();
-    // A real gate: cluster-a is the canary group, the approval gate after
-    // it holds cluster-b.
+/// A rollout held at a real approval gate: cluster-a labelled the canary,
+/// placement `placement` with the canary as its first decision group
+/// (waited for until it chose both clusters), and replica set `name`
+/// (template value `value`) gated after the canary; returns the replica set
+/// once the hub holds it at the gate.
+async fn gated_replica_set(
+    admin: &kube::Client,
+    placement: &str,
+    name: &str,
+    value: &str,
+) -> ManifestWorkReplicaSet {
     let clusters: Api<ManagedCluster> = Api::all(admin.clone());
     clusters
         .patch(
@@ -455,19 +458,20 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .await
         .expect("label the canary");
     placement_helpers::create_placement(
-        &admin,
+        admin,
         "default",
-        "all",
+        placement,
         json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
             {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
         ]}}}),
     )
     .await;
+    // The placement has chosen both clusters (and so its groups) first.
     let placements: Api<ferry_api::placement::Placement> =
         Api::namespaced(admin.clone(), "default");
     wait_until(
         &placements,
-        "all",
+        placement,
         "both clusters chosen",
         APPLY_TIMEOUT,
         |p| {
@@ -480,11 +484,11 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     .expect("the placement chooses both clusters");
     let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
         "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
-        "metadata": {"name": "web", "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "manifestWorkTemplate": {"workload": {"manifests": [
-                config_map("default", "web", json!({"v": "2"}))]}},
-            "placementRefs": [{"name": "all", "rolloutStrategy": {
+                config_map("default", name, json!({"v": value}))]}},
+            "placementRefs": [{"name": placement, "rolloutStrategy": {
                 "type": "ProgressivePerGroup",
                 "progressivePerGroup": {"minSuccessTime": "1s",
                                         "gates": [{"afterGroup": "canary", "approval": true}]}}}]
@@ -495,23 +499,35 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     replica_sets
         .create(&PostParams::default(), &rs)
         .await
-        .expect("create web");
-    let awaiting = wait_until(
+        .expect("create the gated replica set");
+    wait_until(
         &replica_sets,
-        "web",
+        name,
         "the gate awaits approval",
         APPLY_TIMEOUT,
         |rs| {
             rs.status
                 .as_ref()
                 .and_then(|s| s.rollout.as_ref())
-                .and_then(|r| r.placements.iter().find(|p| p.name == "all"))
+                .and_then(|r| r.placements.iter().find(|p| p.name == placement))
                 .and_then(|p| p.gates.iter().find(|g| g.after_group == "canary"))
                 .is_some_and(|g| g.state == "AwaitingApproval")
         },
     )
     .await
-    .expect("the hub holds the rollout at the gate");
+    .expect("the hub holds the rollout at the gate")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refused() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
+        .await
+        .expect("fleet starts");
+    let admin = fleet.hub_client.clone();
+    // A real gate: cluster-a is the canary group, the approval gate after
+    // it holds cluster-b.
+    let awaiting = gated_replica_set(&admin, "all", "web", "2").await;
+    let replica_sets: Api<ManifestWorkReplicaSet> = Api::namespaced(admin.clone(), "default");
     let hash = awaiting
         .status
         .as_ref()
@@ -918,58 +934,8 @@ async fn dashboard_approval_clicked_lets_the_gated_rollout_continue() {
         .await
         .expect("fleet starts");
     let admin = fleet.hub_client.clone();
-    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
-    clusters
-        .patch(
-            "cluster-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"ring": "canary"}}})),
-        )
-        .await
-        .expect("label the canary");
-    placement_helpers::create_placement(
-        &admin,
-        "default",
-        "staged",
-        json!({"decisionStrategy": {"groupStrategy": {"decisionGroups": [
-            {"groupName": "canary", "groupClusterSelector": {"labelSelector": {"matchLabels": {"ring": "canary"}}}}
-        ]}}}),
-    )
-    .await;
-    // The placement has chosen both clusters (and so its groups) first.
-    let placements: Api<ferry_api::placement::Placement> =
-        Api::namespaced(admin.clone(), "default");
-    wait_until(
-        &placements,
-        "staged",
-        "both clusters chosen",
-        APPLY_TIMEOUT,
-        |p| {
-            p.status
-                .as_ref()
-                .is_some_and(|s| s.number_of_selected_clusters == 2)
-        },
-    )
-    .await
-    .expect("the placement chooses both clusters");
-    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
-        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
-        "metadata": {"name": "gated", "namespace": "default"},
-        "spec": {
-            "manifestWorkTemplate": {"workload": {"manifests": [
-                config_map("default", "gated", json!({"v": "1"}))]}},
-            "placementRefs": [{"name": "staged", "rolloutStrategy": {
-                "type": "ProgressivePerGroup",
-                "progressivePerGroup": {"minSuccessTime": "1s",
-                                        "gates": [{"afterGroup": "canary", "approval": true}]}}}]
-        }
-    }))
-    .expect("replica set");
+    gated_replica_set(&admin, "staged", "gated", "1").await;
     let replica_sets: Api<ManifestWorkReplicaSet> = Api::namespaced(admin.clone(), "default");
-    replica_sets
-        .create(&PostParams::default(), &rs)
-        .await
-        .expect("create gated");
     let gate_state = |rs: &ManifestWorkReplicaSet| {
         rs.status
             .as_ref()
@@ -978,15 +944,6 @@ async fn dashboard_approval_clicked_lets_the_gated_rollout_continue() {
             .and_then(|p| p.gates.iter().find(|g| g.after_group == "canary"))
             .map(|g| g.state.clone())
     };
-    wait_until(
-        &replica_sets,
-        "gated",
-        "the gate awaits approval",
-        APPLY_TIMEOUT,
-        |rs| gate_state(rs).as_deref() == Some("AwaitingApproval"),
-    )
-    .await
-    .expect("the hub holds the rollout at the gate");
     let works_b: Api<ferry_api::manifest_work::ManifestWork> =
         Api::namespaced(admin.clone(), "cluster-b");
     assert!(

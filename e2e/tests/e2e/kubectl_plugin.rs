@@ -5,15 +5,14 @@
 //! for a missing work, a refused request and a cluster that is not a hub
 //! (issue 10, item 6).
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{
     FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath, UpdateStrategyType,
 };
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::harness::local_pod::workspace_binary;
+use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, wait_applied,
@@ -25,35 +24,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-
-/// The kubectl-ferry binary: `KUBECTL_FERRY_BIN`, or the one `cargo test
-/// --workspace` built next to this test (kubectl-ferry has CLI tests, so
-/// cargo builds its binary).
-fn kubectl_ferry_binary() -> PathBuf {
-    workspace_binary("kubectl-ferry", "KUBECTL_FERRY_BIN")
-}
-
-/// Runs the plugin with `kubeconfig` and `args`, as `kubectl ferry` would.
-async fn kubectl_ferry(binary: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(binary)
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("kubectl-ferry runs")
-}
-
-/// Its stdout, after checking that it succeeded.
-fn success(output: &Output, what: &str) -> String {
-    assert!(
-        output.status.success(),
-        "{what} exits 0, got {}; stderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).expect("utf-8 output")
-}
 
 /// Its stderr, after checking that it failed and printed nothing else.
 fn failure(output: &Output, what: &str) -> String {
@@ -80,7 +50,6 @@ fn row<'a>(table: &'a str, keys: &[&str]) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_real_fleet() {
-    let binary = kubectl_ferry_binary();
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
@@ -187,8 +156,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
         .expect("create the event");
 
     // get clusters: connected, with the agent's version, 2 works, 1 failing.
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "clusters"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "clusters"]).await,
         "get clusters",
     );
     let agent_version = env!("CARGO_PKG_VERSION");
@@ -219,8 +188,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
         .await
         .expect("the hub counts cluster-a in the well-known sets");
     }
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "clustersets"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "clustersets"]).await,
         "get clustersets",
     );
     let header = row(&out, &["NAME"]);
@@ -239,8 +208,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     );
 
     // get works -A: both works and their states.
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "works", "-A"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "works", "-A"]).await,
         "get works -A",
     );
     assert!(out.starts_with("NAMESPACE   NAME"), "{out}");
@@ -253,25 +222,20 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     assert_eq!(broken_row[2..4], ["2", "False"], "{out}");
     assert_eq!(broken_row[5], "1 (UnknownKind)", "{out}");
     // The same with -n, and an empty namespace says so.
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "works", "-n", "cluster-a"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "works", "-n", "cluster-a"]).await,
         "get works -n",
     );
     row(&out, &["cluster-a", "broken"]);
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "works", "-n", "default"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "works", "-n", "default"]).await,
         "get works -n default",
     );
     assert_eq!(out, "No works found in namespace default.\n");
 
     // describe: the failing manifest's reason and message, and the Event.
-    let out = success(
-        &kubectl_ferry(
-            &binary,
-            &kubeconfig,
-            &["describe", "work", "cluster-a/broken"],
-        )
-        .await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["describe", "work", "cluster-a/broken"]).await,
         "describe broken",
     );
     let gadget = manifest_condition(&broken, 1, "Applied").expect("gadget condition");
@@ -293,9 +257,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
         );
     }
     // describe of the healthy work shows its feedback value.
-    let out = success(
+    let out = succeeded(
         &kubectl_ferry(
-            &binary,
             &kubeconfig,
             &["describe", "work", "served", "-n", "cluster-a"],
         )
@@ -309,8 +272,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     assert!(out.contains("\nEvents:\n"), "{out}");
 
     // -o json holds the works as stored; -o yaml the cluster records.
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "works", "-A", "-o", "json"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "works", "-A", "-o", "json"]).await,
         "get works -o json",
     );
     let list: Value = serde_json::from_str(&out).expect("JSON");
@@ -333,8 +296,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
         from_json.metadata.managed_fields.is_none(),
         "managedFields are hidden as kubectl hides them"
     );
-    let out = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "clusters", "-o", "yaml"]).await,
+    let out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "clusters", "-o", "yaml"]).await,
         "get clusters -o yaml",
     );
     let records: Value = serde_yaml::from_str(&out).expect("YAML");
@@ -345,9 +308,8 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
         (Some(2), Some(1))
     );
     assert_eq!(record["managedCluster"]["kind"], "ManagedCluster");
-    let out = success(
+    let out = succeeded(
         &kubectl_ferry(
-            &binary,
             &kubeconfig,
             &["describe", "work", "cluster-a/broken", "-o", "json"],
         )
@@ -365,12 +327,7 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
 
     // A missing work: non-zero exit and a message naming it.
     let stderr = failure(
-        &kubectl_ferry(
-            &binary,
-            &kubeconfig,
-            &["describe", "work", "cluster-a/missing"],
-        )
-        .await,
+        &kubectl_ferry(&kubeconfig, &["describe", "work", "cluster-a/missing"]).await,
         "describe missing",
     );
     assert_eq!(
@@ -392,7 +349,7 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     )
     .expect("write kubeconfig");
     let stderr = failure(
-        &kubectl_ferry(&binary, &refused, &["get", "clusters"]).await,
+        &kubectl_ferry(&refused, &["get", "clusters"]).await,
         "get clusters with a bad token",
     );
     assert!(
@@ -404,7 +361,7 @@ async fn kubectl_ferry_shows_clusters_works_failures_feedback_and_events_of_a_re
     // A cluster that is not a hub: the spoke serves no ferry hub resources.
     let spoke_kubeconfig = &fleet.spoke("cluster-a").control_plane.info.kubeconfig;
     let stderr = failure(
-        &kubectl_ferry(&binary, spoke_kubeconfig, &["get", "works", "-A"]).await,
+        &kubectl_ferry(spoke_kubeconfig, &["get", "works", "-A"]).await,
         "get works on a spoke",
     );
     assert!(
@@ -432,7 +389,6 @@ async fn kubectl_ferry_lists_replica_sets_and_placements_with_their_state() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet");
-    let binary = kubectl_ferry_binary();
     let kubeconfig = fleet.hub.info.kubeconfig.clone();
     ferry_e2e::helpers::placement_helpers::create_placement(
         &fleet.hub_client,
@@ -467,13 +423,8 @@ async fn kubectl_ferry_lists_replica_sets_and_placements_with_their_state() {
     .await
     .expect("the work reaches cluster-a");
 
-    let table = success(
-        &kubectl_ferry(
-            &binary,
-            &kubeconfig,
-            &["get", "replicasets", "-n", "default"],
-        )
-        .await,
+    let table = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "replicasets", "-n", "default"]).await,
         "get replicasets",
     );
     println!("{table}");
@@ -483,32 +434,22 @@ async fn kubectl_ferry_lists_replica_sets_and_placements_with_their_state() {
         ["everywhere", "1", "1", "1", "1", "0", "Complete"],
         "{table}"
     );
-    let table = success(
-        &kubectl_ferry(&binary, &kubeconfig, &["get", "placements", "-A"]).await,
+    let table = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "placements", "-A"]).await,
         "get placements -A",
     );
     println!("{table}");
     let cells = row(&table, &["default", "everywhere"]);
     assert_eq!(&cells[2..4], ["1", "1"], "{table}");
     assert!(cells[4].starts_with("True"), "{table}");
-    let json_out = success(
-        &kubectl_ferry(
-            &binary,
-            &kubeconfig,
-            &["get", "mwrs", "-n", "default", "-o", "json"],
-        )
-        .await,
+    let json_out = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "mwrs", "-n", "default", "-o", "json"]).await,
         "get mwrs -o json",
     );
     let list: Value = serde_json::from_str(&json_out).expect("json");
     assert_eq!(list["items"][0]["metadata"]["name"], "listed");
-    let empty = success(
-        &kubectl_ferry(
-            &binary,
-            &kubeconfig,
-            &["get", "placements", "-n", "nowhere"],
-        )
-        .await,
+    let empty = succeeded(
+        &kubectl_ferry(&kubeconfig, &["get", "placements", "-n", "nowhere"]).await,
         "get placements in an empty namespace",
     );
     assert_eq!(empty, "No placements found in namespace nowhere.\n");

@@ -8,16 +8,13 @@
 //! revision 1 back as the newest revision, `rollout history` shows it; the
 //! history is pruned to `revisionHistoryLimit`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::harness::local_pod::workspace_binary;
+use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
@@ -218,30 +215,6 @@ async fn wait_spoke_version(fleet: &Fleet, spoke: &str, name: &str, version: &'s
     .unwrap_or_else(|e| panic!("{spoke}/{name} at {version}: {e}"));
 }
 
-fn kubectl_ferry_binary() -> PathBuf {
-    workspace_binary("kubectl-ferry", "KUBECTL_FERRY_BIN")
-}
-
-async fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(kubectl_ferry_binary())
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("kubectl-ferry runs")
-}
-
-fn stdout_of(output: &Output, what: &str) -> String {
-    assert!(
-        output.status.success(),
-        "{what} exits 0, got {}; stderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).to_string()
-}
-
 /// Rolls revision 1 out everywhere, then revision 2 (the ConfigMap moved
 /// to a namespace spoke-b lacks) with `failure_strategy`; returns the
 /// replica set once the rollout of revision 2 halted and the revision 1
@@ -345,7 +318,7 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
         stderr.contains("revision 9 not found: the replica set has revisions 1, 2"),
         "{stderr}"
     );
-    let undone = stdout_of(
+    let undone = succeeded(
         &kubectl_ferry(
             &kubeconfig,
             &["rollout", "undo", "default/app", "--to-revision", "1"],
@@ -377,7 +350,7 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
             (3, format!("app-{}", first.hash))
         ]
     );
-    let history = stdout_of(
+    let history = succeeded(
         &kubectl_ferry(&kubeconfig, &["rollout", "history", "default/app"]).await,
         "rollout history",
     );
