@@ -437,10 +437,12 @@ fn classify(what: &str, error: kube::Error) -> ApplyError {
         }
         // A CRD being deleted answers writes with 405 until it is gone;
         // retrying turns this into UnknownKind rather than a permanent refusal.
-        kube::Error::Api(status) if status.code == 405 => ApplyError::KindTerminating {
-            what: what.to_string(),
-            message: status.message.clone(),
-        },
+        kube::Error::Api(status) if status.code == 405 || creates_on_terminating_crd(&status) => {
+            ApplyError::KindTerminating {
+                what: what.to_string(),
+                message: status.message.clone(),
+            }
+        }
         kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429 => {
             ApplyError::Rejected {
                 what: what.to_string(),
@@ -452,6 +454,18 @@ fn classify(what: &str, error: kube::Error) -> ApplyError {
             source,
         },
     }
+}
+
+/// The API server's words when a server-side apply would create a custom
+/// resource whose CRD is being deleted: a POST gets 405, but a PATCH that
+/// creates passes the CRD handler and is refused by its admission wrapper with
+/// 403 Forbidden (apiextensions-apiserver `forbidCreateAdmission`). The reason
+/// alone cannot tell this from RBAC, so the message is matched.
+const CREATE_ON_TERMINATING_CRD: &str =
+    "create not allowed while custom resource definition is terminating";
+
+fn creates_on_terminating_crd(status: &kube::core::Status) -> bool {
+    status.code == 403 && status.message.ends_with(CREATE_ON_TERMINATING_CRD)
 }
 
 fn outcome(applied: Applied, object: Option<Value>, notes: Vec<String>) -> ApplyOutcome {
@@ -495,5 +509,81 @@ async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyError>
         _ => Err(ApplyError::CrdNotEstablished {
             name: name.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status::failure(message, reason).with_code(code)))
+    }
+
+    #[test]
+    fn an_apply_that_would_create_under_a_terminating_crd_is_retried_not_refused() {
+        let error = api_error(
+            403,
+            "Forbidden",
+            "tools.spoke.example \"hammer\" is forbidden: create not allowed while custom resource definition is terminating",
+        );
+        let classified = classify_apply("Tool hammer", error);
+        assert_eq!(classified.reason(), "CRDTerminating");
+        assert!(classified.is_transient());
+    }
+
+    #[test]
+    fn a_post_under_a_terminating_crd_is_retried_not_refused() {
+        let classified = classify(
+            "Tool hammer",
+            api_error(
+                405,
+                "MethodNotAllowed",
+                "create not allowed while custom resource definition is terminating",
+            ),
+        );
+        assert_eq!(classified.reason(), "CRDTerminating");
+        assert!(classified.is_transient());
+    }
+
+    #[test]
+    fn an_rbac_refusal_stays_a_permanent_rejection() {
+        let classified = classify(
+            "Secret db",
+            api_error(
+                403,
+                "Forbidden",
+                "secrets \"db\" is forbidden: User \"x\" cannot patch resource",
+            ),
+        );
+        assert_eq!(classified.reason(), "ApplyRejected");
+        assert!(!classified.is_transient());
+    }
+
+    #[test]
+    fn a_missing_resource_type_is_an_unknown_kind_and_a_vanished_object_is_stale() {
+        let no_type = classify(
+            "Tool hammer",
+            api_error(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        );
+        assert_eq!(no_type.reason(), "UnknownKind");
+        let vanished = kube::Error::Api(Box::new(
+            Status::failure("tools \"hammer\" not found", "NotFound")
+                .with_code(404)
+                .with_details(kube::core::response::StatusDetails {
+                    name: "hammer".into(),
+                    group: "spoke.example".into(),
+                    kind: "tools".into(),
+                    uid: String::new(),
+                    causes: Vec::new(),
+                    retry_after_seconds: 0,
+                }),
+        ));
+        assert_eq!(classify("Tool hammer", vanished).reason(), "ObjectChanged");
     }
 }
