@@ -644,7 +644,42 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open defect (issue 23): with other tests running beside it, a later cluster got the template before the approval after the hub restart; run with --ignored to reproduce"]
+async fn a_gated_group_that_empties_and_fills_again_never_lets_a_later_cluster_through() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet");
+    let hub = fleet.hub_client.clone();
+    let (agents, _) = gated_rollout(&fleet).await;
+
+    // The canary leaves its group: the group is empty, and the placement
+    // numbers the remaining clusters' group 0. Its return relabels that
+    // decision object as the canary group before its clusters are
+    // rewritten (two writes): a reader in between sees the later clusters
+    // in the canary group, the one the gate comes after.
+    label(&hub, &name(0), json!({"ring": null})).await;
+    wait_rs(&hub, "app", "the gate's group is empty", |rs| {
+        gate(rs).is_some_and(|g| g.message.contains("no chosen cluster"))
+    })
+    .await;
+    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    wait_rs(
+        &hub,
+        "app",
+        "the canary is back and the gate awaits approval",
+        |rs| gate(rs).is_some_and(|g| g.state == "AwaitingApproval"),
+    )
+    .await;
+    for later in [name(1), name(2)] {
+        assert!(
+            work(&hub, &later, "app").await.is_none(),
+            "{later} got the template before the approval, when the canary group filled again"
+        );
+    }
+    agents.stop().await;
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_and_a_late_joiner()
 {
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&[]))
@@ -662,9 +697,6 @@ async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_
     fleet.start_hub().await.expect("the hub restarts");
     let joined = sim_agents(&fleet, 3, 4).await;
     wait_selected(&hub, "staged", 4).await;
-    // (Once, on a loaded machine, the first status after the restart that
-    // counted the late joiner did not yet show the gate as awaiting
-    // approval; what holds is checked below from the works themselves.)
     wait_rs(&hub, "app", "a late joiner while the gate holds", |rs| {
         placement_rollout(rs).is_some_and(|p| p.late_joiners == 1)
             && gate(rs).is_some_and(|g| g.state == "AwaitingApproval")

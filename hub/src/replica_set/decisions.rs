@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kube::{Resource, ResourceExt};
 
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
-use ferry_api::placement::{Placement, PlacementDecision};
+use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 /// The clusters chosen for a replica set.
@@ -28,10 +28,11 @@ pub struct Chosen {
     /// Each placement that has no PlacementDecisions, and why: reported
     /// in `PlacementVerified`.
     pub problems: Vec<String>,
-    /// Each placement with a decision object its status names but the
-    /// cache lacks (being rewritten): its clusters may be missing from
-    /// `wanted` for a moment.
-    pub unsettled: Vec<String>,
+    /// Each placement whose decision objects are being rewritten (by name,
+    /// with why): its clusters may be missing from `wanted` or stand in the
+    /// wrong group for a moment, so none of its works is written or
+    /// deleted until the objects agree with its status again.
+    pub unsettled: BTreeMap<String, String>,
 }
 
 impl Chosen {
@@ -73,54 +74,43 @@ pub fn chosen_by_decisions(
                     && d.labels().get(PLACEMENT_LABEL) == Some(&reference.name)
             })
             .collect();
-        // The placement's status names the decision objects it wrote: one
-        // the cache lacks is being written or was just replaced.
-        let present: BTreeSet<String> = own.iter().map(|d| d.name_any()).collect();
-        let absent: Vec<&String> = placement
+        let groups = placement
             .and_then(|p| p.status.as_ref())
-            .into_iter()
-            .flat_map(|s| s.decision_groups.iter())
-            .flat_map(|g| g.decisions.iter())
-            .filter(|name| !present.contains(*name))
-            .collect();
+            .map(|s| s.decision_groups.as_slice())
+            .unwrap_or_default();
         // The placement controller writes the placement's status after
         // every decision object: before that (a placement made again), the
         // objects may not hold their clusters yet.
-        let scheduled = placement
-            .and_then(|p| p.status.as_ref())
-            .is_some_and(|s| !s.decision_groups.is_empty());
-        if !scheduled {
-            chosen.unsettled.push(format!(
-                "placement {} has not been scheduled yet",
-                reference.name
-            ));
+        if groups.is_empty() {
+            let why = format!("placement {} has not been scheduled yet", reference.name);
+            chosen.unsettled.insert(reference.name.clone(), why);
         } else if own.is_empty() {
             chosen.problems.push(format!(
                 "placement {} has no PlacementDecisions",
                 reference.name
             ));
-        } else if let Some(first) = absent.first() {
-            chosen.unsettled.push(format!(
-                "placement {}: PlacementDecision {first} is not seen yet",
-                reference.name
-            ));
+        } else if let Some(why) = unsettled_because(&reference.name, groups, &own) {
+            chosen.unsettled.insert(reference.name.clone(), why);
         }
         for decision in own {
-            let index = decision
-                .labels()
-                .get(DECISION_GROUP_INDEX_LABEL)
-                .and_then(|i| i.parse().ok())
-                .unwrap_or(0);
-            let name = decision
-                .labels()
-                .get(DECISION_GROUP_NAME_LABEL)
-                .cloned()
-                .unwrap_or_default();
+            let (index, name) = group_label(decision);
             for d in decision.status.iter().flat_map(|s| s.decisions.iter()) {
-                if !chosen.wanted.contains_key(&d.cluster_name) {
-                    chosen
-                        .wanted
-                        .insert(d.cluster_name.clone(), reference.name.clone());
+                // The first placement (in spec order) choosing a cluster
+                // is its placement. Mid-rewrite a cluster may sit in two
+                // groups' objects of it: the later group is the one that
+                // holds it back more.
+                let placed = chosen
+                    .wanted
+                    .entry(d.cluster_name.clone())
+                    .or_insert_with(|| reference.name.clone());
+                if *placed != reference.name {
+                    continue;
+                }
+                let later = chosen
+                    .group_of
+                    .get(&d.cluster_name)
+                    .is_none_or(|(seen, _)| *seen < index);
+                if later {
                     chosen
                         .group_of
                         .insert(d.cluster_name.clone(), (index, name.clone()));
@@ -129,6 +119,89 @@ pub fn chosen_by_decisions(
         }
     }
     chosen
+}
+
+/// A decision object's group, from its labels (index 0, no name when
+/// unlabelled, as OCM reads them).
+fn group_label(decision: &PlacementDecision) -> (usize, String) {
+    let index = decision
+        .labels()
+        .get(DECISION_GROUP_INDEX_LABEL)
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(0);
+    let name = decision
+        .labels()
+        .get(DECISION_GROUP_NAME_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    (index, name)
+}
+
+/// Why the decision objects `own` of placement `placement` cannot be read
+/// as one consistent choice yet, judged against the `groups` its status
+/// lists (written after every object). The placement controller rewrites
+/// an object's group labels and its clusters in two writes, and first adds
+/// moving clusters before removing them: in between, a cluster of a later
+/// group can sit in an object labelled as an earlier group, which a gate
+/// after that group would let through. So an object the status does not
+/// list under the group its labels name, an object the status lists but
+/// the cache lacks, or a group whose objects hold another number of
+/// clusters than the status counts, means "being rewritten". `groups` is
+/// not empty (an unscheduled placement is unsettled already).
+fn unsettled_because(
+    placement: &str,
+    groups: &[DecisionGroupStatus],
+    own: &[&Arc<PlacementDecision>],
+) -> Option<String> {
+    let listed: BTreeMap<&str, (usize, &str)> = groups
+        .iter()
+        .flat_map(|g| {
+            let index = usize::try_from(g.decision_group_index).unwrap_or(usize::MAX);
+            g.decisions
+                .iter()
+                .map(move |d| (d.as_str(), (index, g.decision_group_name.as_str())))
+        })
+        .collect();
+    let present: BTreeSet<String> = own.iter().map(|d| d.name_any()).collect();
+    if let Some(absent) = listed.keys().find(|name| !present.contains(**name)) {
+        return Some(format!(
+            "placement {placement}: PlacementDecision {absent} is not seen yet"
+        ));
+    }
+    for decision in own {
+        let object = decision.name_any();
+        let (index, name) = group_label(decision);
+        match listed.get(object.as_str()) {
+            None => {
+                return Some(format!(
+                    "placement {placement}: PlacementDecision {object} is not in the placement's status yet"
+                ));
+            }
+            Some((i, n)) if (*i, *n) != (index, name.as_str()) => {
+                return Some(format!(
+                    "placement {placement}: PlacementDecision {object} is moving to decision group {i}"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for group in groups {
+        let held: BTreeSet<&str> = own
+            .iter()
+            .filter(|d| group.decisions.contains(&d.name_any()))
+            .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
+            .map(|d| d.cluster_name.as_str())
+            .collect();
+        if i32::try_from(held.len()).ok() != Some(group.clusters_count) {
+            return Some(format!(
+                "placement {placement}: decision group {} holds {} clusters, its status counts {}",
+                group.decision_group_index,
+                held.len(),
+                group.clusters_count
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -146,21 +219,35 @@ mod tests {
         .expect("replica set")
     }
 
-    fn placement(decisions: &[&str]) -> Arc<Placement> {
+    /// A placement whose status lists `groups`: (index, name, objects,
+    /// clusters count).
+    fn placement(groups: &[(i32, &str, &[&str], i32)]) -> Arc<Placement> {
+        let groups: Vec<_> = groups
+            .iter()
+            .map(|(index, name, objects, count)| {
+                json!({"decisionGroupIndex": index, "decisionGroupName": name,
+                    "decisions": objects, "clustersCount": count})
+            })
+            .collect();
         Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "cluster.ferry.dev/v1alpha1",
                 "kind": "Placement",
                 "metadata": {"name": "p", "namespace": "ns"},
                 "spec": {},
-                "status": {"decisionGroups": [{"decisionGroupIndex": 0, "decisionGroupName": "",
-                    "decisions": decisions, "clustersCount": 1}]},
+                "status": {"decisionGroups": groups},
             }))
             .expect("placement"),
         )
     }
 
-    fn decision(name: &str, clusters: &[&str]) -> Arc<PlacementDecision> {
+    /// Decision object `name` labelled as group (`index`, `group`).
+    fn decision(
+        name: &str,
+        index: usize,
+        group: &str,
+        clusters: &[&str],
+    ) -> Arc<PlacementDecision> {
         let decisions: Vec<_> = clusters
             .iter()
             .map(|c| json!({"clusterName": c, "reason": ""}))
@@ -169,7 +256,10 @@ mod tests {
             serde_json::from_value(json!({
                 "apiVersion": "cluster.ferry.dev/v1alpha1",
                 "kind": "PlacementDecision",
-                "metadata": {"name": name, "namespace": "ns", "labels": {PLACEMENT_LABEL: "p"}},
+                "metadata": {"name": name, "namespace": "ns", "labels": {
+                    PLACEMENT_LABEL: "p",
+                    DECISION_GROUP_INDEX_LABEL: index.to_string(),
+                    DECISION_GROUP_NAME_LABEL: group}},
                 "spec": {},
                 "status": {"decisions": decisions},
             }))
@@ -177,37 +267,139 @@ mod tests {
         )
     }
 
+    /// The canary group (one cluster) and the rest (two), settled.
+    fn canary_and_rest() -> Arc<Placement> {
+        placement(&[
+            (0, "canary", &["p-decision-1"], 1),
+            (1, "", &["p-decision-2"], 2),
+        ])
+    }
+
     #[test]
     fn a_missing_placement_allows_no_deletion() {
-        let chosen = chosen_by_decisions(&rs(), &[], &[decision("p-decision-1", &["a"])]);
+        let chosen = chosen_by_decisions(&rs(), &[], &[decision("p-decision-1", 0, "", &["a"])]);
         assert_eq!(chosen.missing, vec!["p".to_string()]);
         assert!(!chosen.may_delete());
     }
 
     #[test]
     fn a_decision_the_status_names_but_the_cache_lacks_holds_deletions() {
-        let placement = placement(&["p-decision-1", "p-decision-2"]);
+        let placement = placement(&[(0, "", &["p-decision-1", "p-decision-2"], 2)]);
         let chosen = chosen_by_decisions(
             &rs(),
             std::slice::from_ref(&placement),
-            &[decision("p-decision-1", &["a"])],
+            &[decision("p-decision-1", 0, "", &["a"])],
         );
         assert!(!chosen.may_delete(), "{:?}", chosen.unsettled);
         let chosen = chosen_by_decisions(
             &rs(),
             std::slice::from_ref(&placement),
             &[
-                decision("p-decision-1", &["a"]),
-                decision("p-decision-2", &["b"]),
+                decision("p-decision-1", 0, "", &["a"]),
+                decision("p-decision-2", 0, "", &["b"]),
             ],
         );
-        assert!(chosen.may_delete());
+        assert!(chosen.may_delete(), "{:?}", chosen.unsettled);
         let unscheduled = Arc::new(Placement {
             status: None,
             ..(*placement).clone()
         });
-        let chosen2 = chosen_by_decisions(&rs(), &[unscheduled], &[decision("p-decision-1", &[])]);
+        let chosen2 = chosen_by_decisions(
+            &rs(),
+            &[unscheduled],
+            &[decision("p-decision-1", 0, "", &[])],
+        );
         assert!(!chosen2.may_delete(), "a placement made again");
         assert_eq!(chosen.wanted.keys().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn settled_decisions_put_each_cluster_in_its_group() {
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[canary_and_rest()],
+            &[
+                decision("p-decision-1", 0, "canary", &["c0"]),
+                decision("p-decision-2", 1, "", &["c1", "c2"]),
+            ],
+        );
+        assert!(chosen.unsettled.is_empty(), "{:?}", chosen.unsettled);
+        assert_eq!(chosen.group_of["c0"], (0, "canary".to_string()));
+        assert_eq!(chosen.group_of["c1"], (1, String::new()));
+    }
+
+    #[test]
+    fn an_object_relabelled_to_an_earlier_group_before_its_clusters_change_is_unsettled() {
+        // The canary group was empty: the rest stood in object 1 as group
+        // 0. The canary returns: object 1's labels say canary while it
+        // still holds the rest (the two are separate writes).
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[placement(&[(0, "", &["p-decision-1"], 2)])],
+            &[decision("p-decision-1", 0, "canary", &["c1", "c2"])],
+        );
+        assert!(
+            chosen.unsettled["p"].contains("moving"),
+            "{:?}",
+            chosen.unsettled
+        );
+        assert!(!chosen.may_delete());
+        // The new status already, the object's clusters not yet rewritten.
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[canary_and_rest()],
+            &[
+                decision("p-decision-1", 0, "canary", &["c1", "c2"]),
+                decision("p-decision-2", 1, "", &["c1", "c2"]),
+            ],
+        );
+        assert!(
+            chosen.unsettled["p"].contains("counts 1"),
+            "{:?}",
+            chosen.unsettled
+        );
+    }
+
+    #[test]
+    fn a_bridge_write_is_unsettled_and_its_cluster_stands_in_the_later_group() {
+        // c1 moves into the canary group: it is added there before it is
+        // removed from the rest.
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[canary_and_rest()],
+            &[
+                decision("p-decision-1", 0, "canary", &["c0", "c1"]),
+                decision("p-decision-2", 1, "", &["c1", "c2"]),
+            ],
+        );
+        assert!(chosen.unsettled.contains_key("p"));
+        assert_eq!(chosen.group_of["c1"], (1, String::new()));
+        // The same whichever object is read first.
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[canary_and_rest()],
+            &[
+                decision("p-decision-2", 1, "", &["c1", "c2"]),
+                decision("p-decision-1", 0, "canary", &["c0", "c1"]),
+            ],
+        );
+        assert_eq!(chosen.group_of["c1"], (1, String::new()));
+    }
+
+    #[test]
+    fn an_object_the_status_does_not_list_is_unsettled_until_it_is_deleted() {
+        let chosen = chosen_by_decisions(
+            &rs(),
+            &[placement(&[(0, "", &["p-decision-1"], 1)])],
+            &[
+                decision("p-decision-1", 0, "", &["c0"]),
+                decision("p-decision-2", 1, "", &["c1"]),
+            ],
+        );
+        assert!(
+            chosen.unsettled["p"].contains("not in the placement's status"),
+            "{:?}",
+            chosen.unsettled
+        );
     }
 }

@@ -107,7 +107,18 @@ pub fn plan_rollout(
         if let Some(again) = gated.look_again {
             look_again = Some(look_again.map_or(again, |l| l.min(again)));
         }
-        placements.push(gated.status);
+        // Mid-rewrite the groups may hold the wrong clusters: the gates'
+        // memory (a pass is kept for good) is not rewritten from them.
+        let settled = !chosen.unsettled.contains_key(&reference.name);
+        let remembered = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.placements.iter().find(|p| p.name == reference.name));
+        match remembered {
+            Some(previous) if !settled => placements.push(previous.clone()),
+            _ => placements.push(gated.status),
+        }
         let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
         if step.halted {
@@ -137,6 +148,13 @@ pub fn plan_rollout(
                 groups.into_iter().collect::<Vec<_>>().join(", "),
                 step.held_by.join(", ")
             ));
+        }
+        // Mid-rewrite a cluster may stand in a group it is not in: nothing
+        // of this placement starts until its decisions agree again (the
+        // decision and placement watches bring the replica set back).
+        if !settled {
+            all_complete = false;
+            continue;
         }
         start.extend(step.start.into_iter().map(|c| (c, reference.name.clone())));
     }
@@ -227,6 +245,33 @@ mod tests {
             "{:?}",
             plan.halted
         );
+    }
+
+    #[test]
+    fn a_placement_whose_decisions_are_being_rewritten_starts_nothing() {
+        let all = rs(json!({"type": "All"}));
+        let plan_with = |chosen: &Chosen| {
+            plan_rollout(
+                &all,
+                chosen,
+                &rendered(),
+                &BTreeMap::new(),
+                &Refused::new(),
+                &GateInputs::default(),
+                Timestamp::now(),
+            )
+        };
+        assert_eq!(plan_with(&chosen()).start.len(), 2);
+        let mut rewriting = chosen();
+        rewriting.unsettled.insert(
+            "p".into(),
+            "PlacementDecision p-decision-1 is moving".into(),
+        );
+        let plan = plan_with(&rewriting);
+        assert!(plan.start.is_empty(), "{:?}", plan.start);
+        assert!(!plan.all_complete);
+        // Its rollout status is still reported.
+        assert_eq!(plan.placements.len(), 1);
     }
 
     #[test]
