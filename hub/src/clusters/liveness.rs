@@ -77,6 +77,18 @@ pub type NotAccepted = Arc<BTreeSet<String>>;
 /// A session this replica recorded as connected: its id and agent version.
 type HeldSession = (String, String);
 
+/// When a session's connected write has landed (or failed).
+#[derive(Clone)]
+pub struct ConnectRecorded(watch::Receiver<bool>);
+
+impl ConnectRecorded {
+    /// Waits until the write has been made; returns at once if it has, or
+    /// if its writer is gone.
+    pub async fn landed(mut self) {
+        let _ = self.0.wait_for(|landed| *landed).await;
+    }
+}
+
 /// Writes ManagedCluster liveness.
 #[derive(Clone)]
 pub struct ClusterLiveness {
@@ -89,6 +101,10 @@ pub struct ClusterLiveness {
     /// the sweep may have marked them disconnected meanwhile. One entry per
     /// authenticated cluster with a session here.
     held: Arc<Mutex<HashMap<String, HeldSession>>>,
+    /// The connected write in flight per cluster (its session and when it
+    /// lands): a later session's write waits for it. One entry per
+    /// authenticated cluster connecting now.
+    connecting: Arc<Mutex<HashMap<String, (String, watch::Receiver<bool>)>>>,
     /// Filled by each sweep, which lists every ManagedCluster anyway: live
     /// sessions of a cluster that turns up here have their token reviewed
     /// at once instead of at the next review interval.
@@ -104,6 +120,7 @@ impl ClusterLiveness {
             leases: Api::namespaced(client, &replica.namespace),
             identity: replica.identity.clone(),
             held: Arc::default(),
+            connecting: Arc::default(),
             not_accepted: watch::Sender::new(NotAccepted::default()),
         }
     }
@@ -140,9 +157,52 @@ impl ClusterLiveness {
         }
     }
 
+    /// Records session `session` of `cluster`'s agent, at `agent_version`,
+    /// opened on this replica, without making the session wait for the
+    /// write: an agent is served as soon as it is authenticated, so a fleet
+    /// connecting at once is not held to the API server's write rate. The
+    /// write is made in the background, after any earlier session's of the
+    /// same cluster (so the latest session's lands last); a failed write
+    /// is logged, and the next session or sweep writes again. The returned
+    /// handle says when it has landed: a session's end waits for it, so
+    /// its disconnect is never overwritten by its own connect.
+    pub async fn connecting(
+        &self,
+        cluster: &str,
+        session: &str,
+        agent_version: &str,
+    ) -> ConnectRecorded {
+        let (landed, recorded) = watch::channel(false);
+        let earlier = self
+            .connecting
+            .lock()
+            .await
+            .insert(cluster.to_string(), (session.to_string(), recorded.clone()));
+        let this = self.clone();
+        let (cluster, session, agent_version) = (
+            cluster.to_string(),
+            session.to_string(),
+            agent_version.to_string(),
+        );
+        tokio::spawn(async move {
+            if let Some((_, earlier)) = earlier {
+                ConnectRecorded(earlier).landed().await;
+            }
+            if let Err(error) = this.connected(&cluster, &session, &agent_version).await {
+                warn!(%cluster, %error, "cannot record the agent as connected");
+            }
+            landed.send_replace(true);
+            let mut in_flight = this.connecting.lock().await;
+            if in_flight.get(&cluster).is_some_and(|(s, _)| *s == session) {
+                in_flight.remove(&cluster);
+            }
+        });
+        ConnectRecorded(recorded)
+    }
+
     /// A session `session` of `cluster`'s agent, at `agent_version`, opened
     /// on this replica.
-    pub async fn connected(
+    async fn connected(
         &self,
         cluster: &str,
         session: &str,

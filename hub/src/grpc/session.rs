@@ -20,7 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
+use crate::clusters::liveness::{ClusterLiveness, ConnectRecorded, NotAccepted};
 use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
@@ -92,13 +92,10 @@ impl WorkDistributor for Distributor {
         .await?;
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
-        if let Err(error) = self
+        let recorded = self
             .liveness
-            .connected(&cluster, &session_id, &hello.agent_version)
-            .await
-        {
-            warn!(%cluster, %error, "cannot record the agent as connected");
-        }
+            .connecting(&cluster, &session_id, &hello.agent_version)
+            .await;
 
         let (outbound, outbound_rx) = mpsc::channel::<Queued>(OUTBOUND_QUEUE);
         let (inbound_done, inbound_done_rx) = oneshot::channel();
@@ -130,7 +127,9 @@ impl WorkDistributor for Distributor {
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
             max_report_bytes: self.config.transport.message_caps.report,
+            recorded: recorded.clone(),
         };
+        let lifetime_recorded = recorded;
         let lifetime = Lifetime {
             auth: self.auth.clone(),
             token,
@@ -154,6 +153,7 @@ impl WorkDistributor for Distributor {
                     // more is delivered or written for this session.
                     drop(reading);
                     drop(inbound_done);
+                    lifetime_recorded.landed().await;
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
@@ -427,6 +427,8 @@ struct Reader {
     heartbeat: Duration,
     /// Largest message after the Hello.
     max_report_bytes: usize,
+    /// When the session's connected write lands: its disconnect comes after.
+    recorded: ConnectRecorded,
 }
 
 impl Reader {
@@ -498,6 +500,7 @@ impl Reader {
             }
         };
         info!(%cluster, %reason, "agent disconnected");
+        self.recorded.clone().landed().await;
         if let Err(error) = self
             .liveness
             .disconnected(&cluster, &self.session_id, &reason, last_heard)
