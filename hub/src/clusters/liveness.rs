@@ -77,6 +77,9 @@ pub type NotAccepted = Arc<BTreeSet<String>>;
 /// A session this replica recorded as connected: its id and agent version.
 type HeldSession = (String, String);
 
+/// A connected write in flight: its session id and when it lands.
+type ConnectInFlight = (String, watch::Receiver<bool>);
+
 /// When a session's connected write has landed (or failed).
 #[derive(Clone)]
 pub struct ConnectRecorded(watch::Receiver<bool>);
@@ -104,7 +107,7 @@ pub struct ClusterLiveness {
     /// The connected write in flight per cluster (its session and when it
     /// lands): a later session's write waits for it. One entry per
     /// authenticated cluster connecting now.
-    connecting: Arc<Mutex<HashMap<String, (String, watch::Receiver<bool>)>>>,
+    connecting: Arc<Mutex<HashMap<String, ConnectInFlight>>>,
     /// Filled by each sweep, which lists every ManagedCluster anyway: live
     /// sessions of a cluster that turns up here have their token reviewed
     /// at once instead of at the next review interval.
