@@ -155,10 +155,15 @@ pub async fn generated_works(
         .collect())
 }
 
-/// Sets `spec.paused` of the replica set.
-pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Result<(), CliError> {
+/// Merge-patches `spec.paused` of replica set `rs` with `client`'s
+/// credentials; fails with the API server's answer (the CLI and the
+/// dashboard each say it their way).
+pub async fn patch_paused(
+    client: &Client,
+    rs: &ReplicaSetRef,
+    paused: bool,
+) -> Result<(), kube::Error> {
     let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), &rs.namespace);
-    let verb = if paused { "pause" } else { "resume" };
     api.patch(
         &rs.name,
         &PatchParams::default(),
@@ -166,7 +171,12 @@ pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Re
     )
     .await
     .map(|_| ())
-    .map_err(|e| match e {
+}
+
+/// Sets `spec.paused` of the replica set.
+pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Result<(), CliError> {
+    let verb = if paused { "pause" } else { "resume" };
+    patch_paused(client, rs, paused).await.map_err(|e| match e {
         kube::Error::Api(s)
             if s.code == 404 && s.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
         {
@@ -298,15 +308,17 @@ pub fn approval_name(name: &str, choice: &GateChoice) -> String {
     clean.trim_matches(|c| c == '-' || c == '.').to_string()
 }
 
-/// Creates the approval of `choice` by `user` with `comment`; returns its
-/// name, and whether it existed already.
-pub async fn approve(
+/// Creates the approval of `choice` by `user` with `comment`, named by
+/// [`approval_name`] so approving twice finds the first approval; returns
+/// its name, and whether it existed already. Fails with the API server's
+/// answer (the CLI and the dashboard each say it their way).
+pub async fn create_approval(
     client: &Client,
     rs: &ReplicaSetRef,
     choice: &GateChoice,
     user: &str,
     comment: &str,
-) -> Result<(String, bool), CliError> {
+) -> Result<(String, bool), kube::Error> {
     let name = approval_name(&rs.name, choice);
     let mut approval = RolloutApproval::new(
         &name,
@@ -324,16 +336,32 @@ pub async fn approve(
     match api.create(&PostParams::default(), &approval).await {
         Ok(_) => Ok((name, false)),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok((name, true)),
-        Err(kube::Error::Api(s)) if s.code == 403 => Err(CliError::ApproveForbidden {
-            namespace: rs.namespace.clone(),
-            message: s.message,
-        }),
-        Err(e) => Err(CliError::from_kube(
-            &format!("create rolloutapprovals in namespace {}", rs.namespace),
-            "rolloutapprovals.work.ferry.dev",
-            e,
-        )),
+        Err(e) => Err(e),
     }
+}
+
+/// Creates the approval of `choice` by `user` with `comment`; returns its
+/// name, and whether it existed already.
+pub async fn approve(
+    client: &Client,
+    rs: &ReplicaSetRef,
+    choice: &GateChoice,
+    user: &str,
+    comment: &str,
+) -> Result<(String, bool), CliError> {
+    create_approval(client, rs, choice, user, comment)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 403 => CliError::ApproveForbidden {
+                namespace: rs.namespace.clone(),
+                message: s.message,
+            },
+            e => CliError::from_kube(
+                &format!("create rolloutapprovals in namespace {}", rs.namespace),
+                "rolloutapprovals.work.ferry.dev",
+                e,
+            ),
+        })
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
-//! What the page's buttons do, with the user's own credentials: approve a
-//! gate (create a RolloutApproval signed with the caller's user name, read
-//! from a SelfSubjectReview), pause and resume a rollout (merge-patch
-//! `spec.paused`). A refusal says which verb on which resource was refused.
+//! What the page's buttons do, with the user's own credentials and the same
+//! writes as `kubectl ferry rollout`: approve a gate (create the
+//! RolloutApproval named for the gate and revision, signed with the
+//! caller's user name from a SelfSubjectReview; approving twice finds the
+//! first), pause and resume a rollout (merge-patch `spec.paused`). A refusal says which verb on which resource was refused.
 
 use ferry_api::replica_set::ManifestWorkReplicaSet;
-use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
-use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use ferry_api::rollout_approval::RolloutApproval;
+use kube::api::ApiResource;
 use kube::{Client, Resource};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::rollout::{GateChoice, ReplicaSetRef, create_approval, patch_paused};
 
 use super::rollouts_page::{AWAITING_APPROVAL, approvable_revision};
 
@@ -216,25 +219,17 @@ pub async fn perform(client: &Client, action: &Action) -> Result<String, ActionE
             revision,
         } => {
             let user = who_am_i(client).await?;
-            let prefix: String = replica_set.chars().take(200).collect();
-            let approval = RolloutApproval {
-                metadata: ObjectMeta {
-                    generate_name: Some(format!("{prefix}-")),
-                    namespace: Some(namespace.clone()),
-                    ..Default::default()
-                },
-                spec: RolloutApprovalSpec {
-                    replica_set: replica_set.clone(),
-                    placement: placement.clone(),
-                    after_group: after_group.clone(),
-                    revision: revision.clone(),
-                    approved_by: user.clone(),
-                    comment: "approved in kubectl ferry dashboard".into(),
-                },
+            let rs = ReplicaSetRef {
+                namespace: namespace.clone(),
+                name: replica_set.clone(),
             };
-            let api: Api<RolloutApproval> = Api::namespaced(client.clone(), namespace);
-            let created = api
-                .create(&PostParams::default(), &approval)
+            let choice = GateChoice {
+                placement: placement.clone(),
+                after_group: after_group.clone(),
+                revision: revision.clone(),
+            };
+            let comment = "approved in kubectl ferry dashboard";
+            let (name, existed) = create_approval(client, &rs, &choice, &user, comment)
                 .await
                 .map_err(|e| {
                     ActionError::from_kube(
@@ -244,26 +239,26 @@ pub async fn perform(client: &Client, action: &Action) -> Result<String, ActionE
                         e,
                     )
                 })?;
-            Ok(format!(
-                "approved the gate after group {after_group} of {namespace}/{replica_set} as {user} (RolloutApproval {})",
-                created.metadata.name.unwrap_or_default()
-            ))
+            Ok(if existed {
+                format!(
+                    "the gate after group {after_group} of {namespace}/{replica_set} was approved already (RolloutApproval {name})"
+                )
+            } else {
+                format!(
+                    "approved the gate after group {after_group} of {namespace}/{replica_set} as {user} (RolloutApproval {name})"
+                )
+            })
         }
         Action::SetPaused {
             namespace,
             name,
             paused,
         } => {
-            let resource = ApiResource::erase::<ManifestWorkReplicaSet>(&());
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &resource);
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"paused": paused}})),
-            )
-            .await
-            .map_err(|e| {
+            let rs = ReplicaSetRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
+            patch_paused(client, &rs, *paused).await.map_err(|e| {
                 ActionError::from_kube(
                     "patch",
                     resource_name::<ManifestWorkReplicaSet>(),
@@ -282,6 +277,7 @@ pub async fn perform(client: &Client, action: &Action) -> Result<String, ActionE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::collections::HashMap;
 
     #[test]
