@@ -107,6 +107,13 @@ pub struct ServeArgs {
     /// RESOURCE_EXHAUSTED without a TokenReview.
     #[arg(long, env = "FERRY_PEER_TOKEN_REVIEWS_PER_MINUTE", default_value_t = AuthOptions::default().peer_reviews_per_minute)]
     pub peer_token_reviews_per_minute: NonZeroU32,
+    /// Live sessions' tokens reviewed again per second at most, across
+    /// every session of this replica: a fleet larger than this times
+    /// `--token-review-seconds` has its tokens reviewed less often instead
+    /// of loading the API server without end. Reviews a sweep asks for
+    /// (a cluster no longer accepted) are not held back.
+    #[arg(long, env = "FERRY_LIVE_TOKEN_REVIEWS_PER_SECOND", default_value_t = AuthOptions::default().live_reviews_per_second)]
+    pub live_token_reviews_per_second: NonZeroU32,
     /// Longest an agent session lives before the hub ends it and the agent
     /// reconnects (each ends at a random point in the last tenth).
     #[arg(long, env = "FERRY_MAX_SESSION_SECONDS", default_value_t = SessionConfig::default().max_session_age.as_secs())]
@@ -216,6 +223,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         agent_service_account,
         token_review_seconds,
         peer_token_reviews_per_minute,
+        live_token_reviews_per_second,
         max_session_seconds,
         max_streams_per_connection,
         tls_handshake_timeout_seconds,
@@ -325,6 +333,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             service_account: agent_service_account,
             review_interval: seconds(token_review_seconds),
             peer_reviews_per_minute: peer_token_reviews_per_minute,
+            live_reviews_per_second: live_token_reviews_per_second,
         },
         transport: TransportLimits {
             max_concurrent_streams: max_streams_per_connection.max(1),

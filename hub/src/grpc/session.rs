@@ -204,6 +204,13 @@ struct Lifetime {
 }
 
 impl Lifetime {
+    fn max_age_reached(&self) -> Status {
+        Status::unavailable(format!(
+            "the session reached its maximum age of {} s; reconnect",
+            self.max_age.as_secs()
+        ))
+    }
+
     /// Reviews the token every review interval, and at once when a sweep
     /// finds the cluster not accepted (a sweep's answer may be stale, so the
     /// review decides); returns the status the session ends with.
@@ -215,30 +222,37 @@ impl Lifetime {
         review.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sweeps = true;
         loop {
-            let due = tokio::select! {
-                () = &mut expired => {
-                    return Status::unavailable(format!(
-                        "the session reached its maximum age of {} s; reconnect",
-                        self.max_age.as_secs()
-                    ));
-                }
-                _ = review.tick() => true,
+            // (due, urgent): a sweep's review is not paced.
+            let (due, urgent) = tokio::select! {
+                () = &mut expired => return self.max_age_reached(),
+                _ = review.tick() => (true, false),
                 // Each sweep wakes this; a cluster it lists has its session
                 // reviewed now (once more than needed if the sweep listed
                 // just before the cluster was accepted).
                 changed = self.not_accepted.changed(), if sweeps => match changed {
-                    Ok(()) => self.not_accepted.borrow_and_update().contains(&self.cluster),
+                    Ok(()) => (self.not_accepted.borrow_and_update().contains(&self.cluster), true),
                     // The hub is stopping: the reviews go on alone.
                     Err(_) => {
                         sweeps = false;
-                        false
+                        (false, true)
                     }
                 },
             };
             if !due {
                 continue;
             }
-            match self.auth.review_again(&self.token).await {
+            let answer = if urgent {
+                self.auth.review_again(&self.token).await
+            } else {
+                // Paced across every session: at most
+                // `--live-token-reviews-per-second`, or the session's
+                // maximum age ends it first.
+                tokio::select! {
+                    () = &mut expired => return self.max_age_reached(),
+                    answer = self.auth.review_live(&self.token) => answer,
+                }
+            };
+            match answer {
                 Ok(cluster) if cluster == self.cluster => {}
                 Ok(other) => {
                     return Status::unauthenticated(format!(
@@ -516,6 +530,7 @@ impl Reader {
 mod tests {
     use super::*;
     use crate::grpc::identity::AuthOptions;
+    use std::num::NonZeroU32;
 
     /// A lifetime whose reviews all fail, as when the hub's API server is
     /// away: `AuthError::Review` every time.
@@ -555,6 +570,35 @@ mod tests {
             .await;
         assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
         assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    #[tokio::test]
+    async fn periodic_reviews_of_all_sessions_together_keep_to_their_pace() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let auth = Arc::new(AgentAuthenticator::new(
+            client,
+            AuthOptions {
+                live_reviews_per_second: NonZeroU32::new(2).expect("non-zero"),
+                ..AuthOptions::default()
+            },
+        ));
+        // Four sessions due at once, two reviews a second: the first two
+        // go at once, the last waits a full second (the review itself
+        // fails at once: nothing listens on the address).
+        let started = std::time::Instant::now();
+        let reviews: Vec<_> = (0..4)
+            .map(|_| {
+                let auth = auth.clone();
+                tokio::spawn(async move { auth.review_live("token").await })
+            })
+            .collect();
+        for review in reviews {
+            assert!(review.await.expect("joins").is_err());
+        }
+        let took = started.elapsed();
+        println!("4 paced reviews at 2/s took {took:?}");
+        assert!(took >= Duration::from_millis(900), "{took:?}");
     }
 
     #[test]
