@@ -18,7 +18,6 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ferry_proto::CLUSTER_METADATA;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -258,8 +257,6 @@ pub struct AgentAuthenticator {
     /// Token hash to why it was refused.
     refused: Cache<[u8; 32], AuthError>,
     budget: PeerBudget,
-    /// Paces the periodic reviews of live sessions.
-    live_reviews: DefaultDirectRateLimiter,
     /// Seconds each TokenReview takes.
     review_seconds: Histogram,
 }
@@ -279,7 +276,6 @@ impl AgentAuthenticator {
                 .time_to_live(options.review_interval)
                 .build(),
             budget: PeerBudget::per_minute(options.peer_reviews_per_minute),
-            live_reviews: RateLimiter::direct(Quota::per_second(options.live_reviews_per_second)),
             options,
             review_seconds: crate::metrics::latency_histogram(),
         }
@@ -291,9 +287,15 @@ impl AgentAuthenticator {
         self
     }
 
-    /// How often a live session's token is reviewed again.
-    pub fn review_interval(&self) -> Duration {
-        self.options.review_interval
+    /// How often a live session's token is reviewed again when this
+    /// replica holds `sessions` sessions: the review interval, stretched so
+    /// that all sessions together stay within the live reviews a second.
+    pub fn review_interval(&self, sessions: u64) -> Duration {
+        live_review_interval(
+            self.options.review_interval,
+            sessions,
+            self.options.live_reviews_per_second,
+        )
     }
 
     /// The cluster whose agent sent the request with `metadata` from `peer`:
@@ -334,13 +336,6 @@ impl AgentAuthenticator {
     pub async fn review_again(&self, token: &str) -> Result<String, AuthError> {
         let key = token_key(token);
         self.review_and_remember(token, key).await
-    }
-
-    /// The periodic review of a live session's `token`: as
-    /// [`Self::review_again`], once the pace of live reviews allows it.
-    pub async fn review_live(&self, token: &str) -> Result<String, AuthError> {
-        self.live_reviews.until_ready().await;
-        self.review_again(token).await
     }
 
     async fn review_and_remember(&self, token: &str, key: [u8; 32]) -> Result<String, AuthError> {
@@ -395,6 +390,16 @@ impl AgentAuthenticator {
     }
 }
 
+/// `base`, or longer when `sessions` reviewed every `base` would exceed
+/// `per_second` reviews a second: then `sessions / per_second` seconds.
+/// Each session sleeps its own interval, so the pace needs no shared queue
+/// (thousands of sessions waiting on one rate limiter would all wake at
+/// each permit).
+pub fn live_review_interval(base: Duration, sessions: u64, per_second: NonZeroU32) -> Duration {
+    let stretched = Duration::from_secs_f64(sessions as f64 / f64::from(per_second.get()));
+    base.max(stretched)
+}
+
 fn token_key(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
@@ -402,6 +407,23 @@ fn token_key(token: &str) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_review_interval_stretches_only_past_the_pace() {
+        let base = Duration::from_secs(30);
+        let pace = NonZeroU32::new(100).expect("non-zero");
+        assert_eq!(live_review_interval(base, 0, pace), base);
+        assert_eq!(live_review_interval(base, 3_000, pace), base);
+        assert_eq!(
+            live_review_interval(base, 10_000, pace),
+            Duration::from_secs(100)
+        );
+        // Whatever the fleet, the reviews a second stay within the pace.
+        for sessions in [1u64, 10, 2_999, 3_001, 50_000, 1_000_000] {
+            let every = live_review_interval(base, sessions, pace).as_secs_f64();
+            assert!(sessions as f64 / every <= 100.0 + 1e-9, "{sessions}");
+        }
+    }
 
     #[test]
     fn every_auth_refusal_has_its_reason() {
