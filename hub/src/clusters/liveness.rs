@@ -80,18 +80,6 @@ type HeldSession = (String, String);
 /// A connected write in flight: its session id and when it lands.
 type ConnectInFlight = (String, watch::Receiver<bool>);
 
-/// When a session's connected write has landed (or failed).
-#[derive(Clone)]
-pub struct ConnectRecorded(watch::Receiver<bool>);
-
-impl ConnectRecorded {
-    /// Waits until the write has been made; returns at once if it has, or
-    /// if its writer is gone.
-    pub async fn landed(mut self) {
-        let _ = self.0.wait_for(|landed| *landed).await;
-    }
-}
-
 /// Writes ManagedCluster liveness.
 #[derive(Clone)]
 pub struct ClusterLiveness {
@@ -166,15 +154,10 @@ impl ClusterLiveness {
     /// connecting at once is not held to the API server's write rate. The
     /// write is made in the background, after any earlier session's of the
     /// same cluster (so the latest session's lands last); a failed write
-    /// is logged, and the next session or sweep writes again. The returned
-    /// handle says when it has landed: a session's end waits for it, so
-    /// its disconnect is never overwritten by its own connect.
-    pub async fn connecting(
-        &self,
-        cluster: &str,
-        session: &str,
-        agent_version: &str,
-    ) -> ConnectRecorded {
+    /// is logged, and the next session or sweep writes again.
+    /// [`Self::disconnected`] of the session waits for it, so a session's
+    /// end is never overwritten by its own start.
+    pub async fn connecting(&self, cluster: &str, session: &str, agent_version: &str) {
         let (landed, recorded) = watch::channel(false);
         let earlier = self
             .connecting
@@ -188,8 +171,8 @@ impl ClusterLiveness {
             agent_version.to_string(),
         );
         tokio::spawn(async move {
-            if let Some((_, earlier)) = earlier {
-                ConnectRecorded(earlier).landed().await;
+            if let Some((_, mut earlier)) = earlier {
+                let _ = earlier.wait_for(|landed| *landed).await;
             }
             if let Err(error) = this.connected(&cluster, &session, &agent_version).await {
                 warn!(%cluster, %error, "cannot record the agent as connected");
@@ -200,7 +183,6 @@ impl ClusterLiveness {
                 in_flight.remove(&cluster);
             }
         });
-        ConnectRecorded(recorded)
     }
 
     /// A session `session` of `cluster`'s agent, at `agent_version`, opened
@@ -268,7 +250,8 @@ impl ClusterLiveness {
     /// Session `session` of `cluster` ended for `reason`; the agent was
     /// last heard at `last_heard`. Written only when the status still
     /// describes that session: the agent may already hold a newer one, here
-    /// or on another replica, whose status must stand.
+    /// or on another replica, whose status must stand. Made after the
+    /// session's own connected write ([`Self::connecting`]) has landed.
     pub async fn disconnected(
         &self,
         cluster: &str,
@@ -276,6 +259,17 @@ impl ClusterLiveness {
         reason: &str,
         last_heard: Timestamp,
     ) -> Result<(), LivenessError> {
+        // This session's connected write, if still in flight, lands first.
+        let in_flight = self
+            .connecting
+            .lock()
+            .await
+            .get(cluster)
+            .filter(|(s, _)| s == session)
+            .map(|(_, landed)| landed.clone());
+        if let Some(mut landed) = in_flight {
+            let _ = landed.wait_for(|landed| *landed).await;
+        }
         {
             let mut held = self.held.lock().await;
             if held.get(cluster).is_some_and(|(s, _)| s == session) {

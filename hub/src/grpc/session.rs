@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use crate::clusters::liveness::{ClusterLiveness, ConnectRecorded, NotAccepted};
+use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
 use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
@@ -93,8 +93,7 @@ impl WorkDistributor for Distributor {
         .await?;
         info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
         let session_id = format!("{:016x}", rand::random::<u64>());
-        let recorded = self
-            .liveness
+        self.liveness
             .connecting(&cluster, &session_id, &hello.agent_version)
             .await;
 
@@ -128,9 +127,7 @@ impl WorkDistributor for Distributor {
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
             max_report_bytes: self.config.transport.message_caps.report,
-            recorded: recorded.clone(),
         };
-        let lifetime_recorded = recorded;
         let lifetime = Lifetime {
             auth: self.auth.clone(),
             token,
@@ -155,7 +152,6 @@ impl WorkDistributor for Distributor {
                     // more is delivered or written for this session.
                     drop(reading);
                     drop(inbound_done);
-                    lifetime_recorded.landed().await;
                     if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
                         warn!(%cluster, %error, "cannot record the agent as disconnected");
                     }
@@ -255,8 +251,7 @@ impl Lifetime {
             if !due {
                 continue;
             }
-            let answer = self.auth.review_again(&self.token).await;
-            match answer {
+            match self.auth.review_again(&self.token).await {
                 Ok(cluster) if cluster == self.cluster => {}
                 Ok(other) => {
                     return Status::unauthenticated(format!(
@@ -445,8 +440,6 @@ struct Reader {
     heartbeat: Duration,
     /// Largest message after the Hello.
     max_report_bytes: usize,
-    /// When the session's connected write lands: its disconnect comes after.
-    recorded: ConnectRecorded,
 }
 
 impl Reader {
@@ -518,7 +511,6 @@ impl Reader {
             }
         };
         info!(%cluster, %reason, "agent disconnected");
-        self.recorded.clone().landed().await;
         if let Err(error) = self
             .liveness
             .disconnected(&cluster, &self.session_id, &reason, last_heard)
