@@ -272,6 +272,32 @@ pub struct DecisionGroupStatus {
 )]
 pub struct PlacementDecisionSpec {}
 
+impl PlacementDecision {
+    /// The decision group this object holds, from its labels: index and
+    /// name (index 0 and no name when a label is missing or unreadable, as
+    /// OCM reads them).
+    pub fn decision_group(&self) -> (usize, String) {
+        let labels = self.metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key));
+        let index = label(crate::contract::DECISION_GROUP_INDEX_LABEL)
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(0);
+        let name = label(crate::contract::DECISION_GROUP_NAME_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        (index, name)
+    }
+
+    /// The names of the clusters this object holds (none before its status
+    /// is written).
+    pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        self.status
+            .iter()
+            .flat_map(|s| s.decisions.iter())
+            .map(|d| d.cluster_name.as_str())
+    }
+}
+
 /// The decisions.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PlacementDecisionStatus {
@@ -289,4 +315,32 @@ pub struct ClusterDecision {
     /// Why it was chosen (empty: it passed the predicates).
     #[serde(default)]
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_decision_names_its_group_and_clusters_and_unlabelled_means_group_0() {
+        let labelled: PlacementDecision = serde_json::from_value(json!({
+            "metadata": {"name": "p-decision-2", "labels": {
+                crate::contract::DECISION_GROUP_INDEX_LABEL: "1",
+                crate::contract::DECISION_GROUP_NAME_LABEL: "canary"}},
+            "spec": {},
+            "status": {"decisions": [{"clusterName": "a"}, {"clusterName": "b"}]},
+        }))
+        .expect("decision");
+        assert_eq!(labelled.decision_group(), (1, "canary".to_string()));
+        assert_eq!(labelled.cluster_names().collect::<Vec<_>>(), ["a", "b"]);
+        let bare: PlacementDecision = serde_json::from_value(json!({
+            "metadata": {"name": "p-decision-1", "labels": {
+                crate::contract::DECISION_GROUP_INDEX_LABEL: "not a number"}},
+            "spec": {},
+        }))
+        .expect("decision");
+        assert_eq!(bare.decision_group(), (0, String::new()));
+        assert_eq!(bare.cluster_names().count(), 0);
+    }
 }

@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ferry_api::contract::{
-    DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL, REPLICA_SET_LABEL,
-};
+use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_LABEL};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::PlacementDecision;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
@@ -104,27 +102,14 @@ pub async fn waves(
             })?;
         let mut groups: BTreeMap<usize, Wave> = BTreeMap::new();
         for decision in decisions.items {
-            let index = decision
-                .labels()
-                .get(DECISION_GROUP_INDEX_LABEL)
-                .and_then(|i| i.parse().ok())
-                .unwrap_or(0);
+            let (index, name) = decision.decision_group();
             let wave = groups.entry(index).or_insert_with(|| Wave {
                 index,
-                name: decision
-                    .labels()
-                    .get(DECISION_GROUP_NAME_LABEL)
-                    .cloned()
-                    .unwrap_or_default(),
+                name,
                 clusters: Vec::new(),
             });
-            wave.clusters.extend(
-                decision
-                    .status
-                    .iter()
-                    .flat_map(|s| &s.decisions)
-                    .map(|d| d.cluster_name.clone()),
-            );
+            wave.clusters
+                .extend(decision.cluster_names().map(str::to_string));
         }
         out.insert(reference.name.clone(), groups.into_values().collect());
     }

@@ -116,14 +116,6 @@ fn decisions_of<'a>(
     })
 }
 
-fn clusters_in(decision: &PlacementDecision) -> impl Iterator<Item = &str> {
-    decision
-        .status
-        .iter()
-        .flat_map(|s| s.decisions.iter())
-        .map(|d| d.cluster_name.as_str())
-}
-
 /// The condition list `wanted` keeps each condition's transition time when
 /// its status did not change.
 pub(crate) fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
@@ -254,17 +246,8 @@ impl Context {
         for decision in decisions.iter() {
             let own = decision.namespace().as_deref() == Some(namespace.as_str())
                 && decision.labels().get(PLACEMENT_LABEL) == Some(&name);
-            let group_name = decision
-                .labels()
-                .get(DECISION_GROUP_NAME_LABEL)
-                .cloned()
-                .unwrap_or_default();
-            let group_index = decision
-                .labels()
-                .get(DECISION_GROUP_INDEX_LABEL)
-                .and_then(|i| i.parse().ok())
-                .unwrap_or(0);
-            for cluster in clusters_in(decision) {
+            let (group_index, group_name) = decision.decision_group();
+            for cluster in decision.cluster_names() {
                 if own {
                     input
                         .previous
@@ -396,7 +379,7 @@ impl Context {
                 let clusters = d
                     .status
                     .as_ref()
-                    .map(|_| clusters_in(d).map(str::to_string).collect());
+                    .map(|_| d.cluster_names().map(str::to_string).collect());
                 (object.clone(), clusters)
             })
             .collect();
@@ -636,7 +619,7 @@ fn affected(
     let mut out: BTreeSet<(String, String)> = decisions
         .state()
         .iter()
-        .filter(|d| clusters_in(d).any(|c| c == name))
+        .filter(|d| d.cluster_names().any(|c| c == name))
         .filter_map(|d| Some((d.namespace()?, d.labels().get(PLACEMENT_LABEL)?.clone())))
         .collect();
     for placement in placements.state() {

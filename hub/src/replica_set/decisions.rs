@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kube::{Resource, ResourceExt};
 
-use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
+use ferry_api::contract::PLACEMENT_LABEL;
 use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
@@ -93,48 +93,32 @@ pub fn chosen_by_decisions(
             chosen.unsettled.insert(reference.name.clone(), why);
         }
         for decision in own {
-            let (index, name) = group_label(decision);
-            for d in decision.status.iter().flat_map(|s| s.decisions.iter()) {
+            let (index, name) = decision.decision_group();
+            for cluster in decision.cluster_names() {
                 // The first placement (in spec order) choosing a cluster
                 // is its placement. Mid-rewrite a cluster may sit in two
                 // groups' objects of it: the later group is the one that
                 // holds it back more.
                 let placed = chosen
                     .wanted
-                    .entry(d.cluster_name.clone())
+                    .entry(cluster.to_string())
                     .or_insert_with(|| reference.name.clone());
                 if *placed != reference.name {
                     continue;
                 }
                 let later = chosen
                     .group_of
-                    .get(&d.cluster_name)
+                    .get(cluster)
                     .is_none_or(|(seen, _)| *seen < index);
                 if later {
                     chosen
                         .group_of
-                        .insert(d.cluster_name.clone(), (index, name.clone()));
+                        .insert(cluster.to_string(), (index, name.clone()));
                 }
             }
         }
     }
     chosen
-}
-
-/// A decision object's group, from its labels (index 0, no name when
-/// unlabelled, as OCM reads them).
-fn group_label(decision: &PlacementDecision) -> (usize, String) {
-    let index = decision
-        .labels()
-        .get(DECISION_GROUP_INDEX_LABEL)
-        .and_then(|i| i.parse().ok())
-        .unwrap_or(0);
-    let name = decision
-        .labels()
-        .get(DECISION_GROUP_NAME_LABEL)
-        .cloned()
-        .unwrap_or_default();
-    (index, name)
 }
 
 /// Why the decision objects `own` of placement `placement` cannot be read
@@ -170,7 +154,7 @@ fn unsettled_because(
     }
     for decision in own {
         let object = decision.name_any();
-        let (index, name) = group_label(decision);
+        let (index, name) = decision.decision_group();
         match listed.get(object.as_str()) {
             None => {
                 return Some(format!(
@@ -189,8 +173,7 @@ fn unsettled_because(
         let held: BTreeSet<&str> = own
             .iter()
             .filter(|d| group.decisions.contains(&d.name_any()))
-            .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
-            .map(|d| d.cluster_name.as_str())
+            .flat_map(|d| d.cluster_names())
             .collect();
         if i32::try_from(held.len()).ok() != Some(group.clusters_count) {
             return Some(format!(
@@ -207,6 +190,7 @@ fn unsettled_because(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL};
     use serde_json::json;
 
     fn rs() -> ManifestWorkReplicaSet {
