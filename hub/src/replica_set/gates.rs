@@ -185,6 +185,18 @@ fn cluster_facts(name: &str, work: Option<&ManifestWork>) -> ClusterFacts {
     facts
 }
 
+/// The rollout of `placement` as the status of `rs` last recorded it (of
+/// whatever revision): the gates' memory.
+pub fn recorded_rollout<'a>(
+    rs: &'a ManifestWorkReplicaSet,
+    placement: &str,
+) -> Option<&'a PlacementRollout> {
+    rs.status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.placements.iter().find(|p| p.name == placement))
+}
+
 /// The outcome of one placement's gates and cohort.
 pub struct PlacementGates {
     /// What holds clusters back in the rollout step.
@@ -210,12 +222,7 @@ pub fn placement_gates(
     now: Timestamp,
 ) -> PlacementGates {
     let now_ms = now.as_millisecond();
-    let previous = rs
-        .status
-        .as_ref()
-        .and_then(|s| s.rollout.as_ref())
-        .and_then(|r| r.placements.iter().find(|p| p.name == reference.name))
-        .filter(|p| p.revision == revision);
+    let previous = recorded_rollout(rs, &reference.name).filter(|p| p.revision == revision);
     // A new revision (or a first look) starts the rollout here now.
     // Whole seconds, as the status keeps it.
     let started_ms = previous

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
-use super::gates::{GateInputs, gate_specs, placement_gates};
+use super::gates::{GateInputs, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
 use super::revisions::spec_revision_hash;
 use super::rollout::{cluster_state, resolve};
@@ -110,12 +110,7 @@ pub fn plan_rollout(
         // Mid-rewrite the groups may hold the wrong clusters: the gates'
         // memory (a pass is kept for good) is not rewritten from them.
         let settled = !chosen.unsettled.contains_key(&reference.name);
-        let remembered = rs
-            .status
-            .as_ref()
-            .and_then(|s| s.rollout.as_ref())
-            .and_then(|r| r.placements.iter().find(|p| p.name == reference.name));
-        match remembered {
+        match recorded_rollout(rs, &reference.name) {
             Some(previous) if !settled => placements.push(previous.clone()),
             _ => placements.push(gated.status),
         }
