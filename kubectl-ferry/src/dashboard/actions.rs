@@ -2,7 +2,8 @@
 //! writes as `kubectl ferry rollout`: approve a gate (create the
 //! RolloutApproval named for the gate and revision, signed with the
 //! caller's user name from a SelfSubjectReview; approving twice finds the
-//! first), pause and resume a rollout (merge-patch `spec.paused`). A refusal says which verb on which resource was refused.
+//! first), pause and resume a rollout (merge-patch `spec.paused`). A
+//! refusal says which verb on which resource was refused.
 
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_api::rollout_approval::RolloutApproval;

@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Parser;
 
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
@@ -17,8 +16,9 @@ use ferry_tools::loadgen::agent::Behaviour;
 use ferry_tools::loadgen::clusters::join_clusters;
 use ferry_tools::loadgen::report::{Row, table};
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
-use ferry_tools::loadgen::scenarios::{Bench, p2_fan_out, p3_idle, p6_restart, p9_status};
-use ferry_tools::proc_stats::{cpu_seconds, rss_kib};
+use ferry_tools::loadgen::scenarios::{
+    Bench, hubs_usage, p2_fan_out, p3_idle, p6_restart, p9_status,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure the ferry hub with many simulated agents")]
@@ -143,16 +143,8 @@ async fn main() -> anyhow::Result<()> {
     }
     // The hubs have listed the (empty) fleet; their RSS now is the baseline.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (mut baseline, mut cpu_start) = (0, 0.0);
-    for hub in &hubs {
-        let pid = hub.pid().context("a hub replica exited")?;
-        baseline += rss_kib(pid)?;
-        cpu_start += cpu_seconds(pid, ticks)?;
-        eprintln!(
-            "hub replica pid {pid}, RSS {} KiB with no agents",
-            rss_kib(pid)?
-        );
-    }
+    let (baseline, cpu_start) = hubs_usage(&hubs, ticks)?;
+    eprintln!("{replicas} hub replica(s), RSS {baseline} KiB with no agents");
 
     let join_start = Instant::now();
     let clusters = join_clusters(&admin, 0, n, args.join_concurrency, 24 * 3600).await?;

@@ -57,18 +57,24 @@ pub struct Bench<'a> {
     pub timeout: Duration,
 }
 
-/// The hub replicas' RSS (KiB) and CPU seconds now, summed.
-fn hub_usage(bench: &Bench<'_>) -> Result<(u64, f64), ScenarioError> {
+/// The RSS (KiB) and CPU seconds of the hub replicas `hubs` now, summed
+/// (`ticks_per_second` from the kernel); fails when one is not running or
+/// its `/proc` entry cannot be read.
+pub fn hubs_usage(hubs: &[HubProcess], ticks_per_second: f64) -> Result<(u64, f64), ScenarioError> {
     let mut total = (0, 0.0);
-    for hub in bench.hubs.iter() {
+    for hub in hubs {
         let pid = hub
             .pid()
             .ok_or_else(|| ScenarioError::Hub("a hub replica is not running".into()))?;
         total.0 += rss_kib(pid).map_err(|e| ScenarioError::Hub(e.to_string()))?;
-        total.1 += cpu_seconds(pid, bench.ticks_per_second)
-            .map_err(|e| ScenarioError::Hub(e.to_string()))?;
+        total.1 +=
+            cpu_seconds(pid, ticks_per_second).map_err(|e| ScenarioError::Hub(e.to_string()))?;
     }
     Ok(total)
+}
+
+fn hub_usage(bench: &Bench<'_>) -> Result<(u64, f64), ScenarioError> {
+    hubs_usage(bench.hubs, bench.ticks_per_second)
 }
 
 /// A counter or gauge of the hub, summed over its replicas (0 where a
