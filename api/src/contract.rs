@@ -53,7 +53,7 @@ pub const PLACEMENT_NAME_LABEL: &str = "work.ferry.dev/placement";
 pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applied-at";
 /// Annotation on a generated work: the revision it holds, as the revision
 /// hash of the template and overrides it was rendered from
-/// (`ferry_semantics::revision::revision_hash`).
+/// (`ferry_fleet_semantics::revision::revision_hash`).
 pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
 /// Finalizer on a replica set: its works are removed before it goes.
 pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";

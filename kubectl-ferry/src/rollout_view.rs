@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, PlacementRollout};
-use ferry_semantics::revision::revision_hash;
+use ferry_fleet_semantics::revision::revision_hash;
 use kube::{Resource, ResourceExt};
 
 use crate::table::{indent, render};

@@ -294,7 +294,7 @@ fn has_conditions(status: CelValue) -> bool {
 
 /// The JSON object as a CEL value: integers that fit `i64` are `int` (as
 /// Kubernetes' CEL sees JSON integers), other numbers `double`.
-pub(crate) fn to_cel(value: &Value) -> CelValue {
+pub fn to_cel(value: &Value) -> CelValue {
     match value {
         Value::Null => CelValue::Null,
         Value::Bool(b) => CelValue::Bool(*b),

@@ -254,10 +254,7 @@ pub fn bounded_json(value: &Value) -> String {
         return text;
     }
     // Room for the mark and "(123456 more bytes)".
-    let mut end = MAX_DRIFT_VALUE_BYTES - 32;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::prefix_within(&text, MAX_DRIFT_VALUE_BYTES - 32).len();
     format!(
         "{}{CUT_MARK}({} more bytes)",
         &text[..end],

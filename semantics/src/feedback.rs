@@ -38,6 +38,8 @@ use std::collections::HashSet;
 use ferry_proto::v1::{FeedbackRule, FeedbackValue};
 use serde_json::Value;
 
+pub use super::feedback_values::{TYPE_BOOLEAN, TYPE_INTEGER, TYPE_JSON_RAW, TYPE_STRING};
+use super::feedback_values::{boolean, integer, string};
 use super::paths::{IgnorePath, PathError, get, locate};
 use super::well_known_status::{read_well_known, well_known_fields};
 
@@ -49,15 +51,6 @@ pub const MAX_RAW_FEEDBACK_BYTES: usize = 1024;
 pub const RULE_WELL_KNOWN_STATUS: &str = "WellKnownStatus";
 /// Rule type that reports values found by user-named JSONPaths.
 pub const RULE_JSON_PATHS: &str = "JSONPaths";
-
-/// `FeedbackValue.type` of an integer value.
-pub const TYPE_INTEGER: &str = "Integer";
-/// `FeedbackValue.type` of a string value.
-pub const TYPE_STRING: &str = "String";
-/// `FeedbackValue.type` of a boolean value.
-pub const TYPE_BOOLEAN: &str = "Boolean";
-/// `FeedbackValue.type` of a value reported as compact JSON text.
-pub const TYPE_JSON_RAW: &str = "JsonRaw";
 
 /// What the feedback rules of one manifest produced.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -327,33 +320,6 @@ fn raw_value(name: &str, value: &Value, limit: usize) -> Result<FeedbackValue, u
         json_raw: text,
         ..Default::default()
     })
-}
-
-pub(crate) fn integer(name: &str, value: i64) -> FeedbackValue {
-    FeedbackValue {
-        name: name.to_string(),
-        r#type: TYPE_INTEGER.to_string(),
-        integer: value,
-        ..Default::default()
-    }
-}
-
-pub(crate) fn string(name: &str, value: String) -> FeedbackValue {
-    FeedbackValue {
-        name: name.to_string(),
-        r#type: TYPE_STRING.to_string(),
-        string: value,
-        ..Default::default()
-    }
-}
-
-pub(crate) fn boolean(name: &str, value: bool) -> FeedbackValue {
-    FeedbackValue {
-        name: name.to_string(),
-        r#type: TYPE_BOOLEAN.to_string(),
-        boolean: value,
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use jaq_core::{Compiler, Ctx, Vars, data};
 use jaq_json::Val;
 use serde_json::Value;
 
-use super::paths::{Pointer, Segment, get};
+use super::pointer::{Pointer, Segment, get};
 
 /// Longest jq expression accepted.
 pub const MAX_JQ_LENGTH: usize = 1024;

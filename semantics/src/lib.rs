@@ -5,16 +5,14 @@
 
 pub mod apply_outcome;
 pub mod availability;
-pub mod cluster_sets;
-pub mod cohort;
 pub mod compare;
 pub mod condition_rules;
 pub mod config_match;
 pub mod contract;
-pub mod decision_rewrite;
 pub mod drift_report;
 pub mod equality;
 pub mod feedback;
+mod feedback_values;
 pub mod hash;
 pub mod identity;
 pub mod ignore;
@@ -22,17 +20,14 @@ pub mod jq;
 pub mod list_items;
 pub mod managed_fields;
 pub mod merge;
-pub mod overrides;
 pub mod ownership;
 pub mod paths;
-pub mod placement;
+pub mod pointer;
 pub mod release;
 pub mod restricted;
-pub mod revision;
-pub mod rollout;
-pub mod rollout_gates;
 mod status_fields;
 pub mod strategy;
+pub mod text;
 mod well_known_status;
 
 pub use availability::{Health, health};

@@ -5,7 +5,7 @@
 use ferry_proto::v1::FeedbackValue;
 use serde_json::Value;
 
-use super::feedback::{integer, string};
+use super::feedback_values::{integer, string};
 use super::status_fields::condition;
 
 /// How a well-known value is read from the live object.

@@ -1,11 +1,13 @@
-//! ManagedClusterSets compiled for [`ferry_semantics::cluster_sets`]: each
+//! ManagedClusterSets compiled for [`ferry_fleet_semantics::cluster_sets`]: each
 //! set's rule turned into a label matcher, and the clusters a Placement may
 //! choose from given the bindings of its namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use ferry_semantics::cluster_sets::{ClusterSet, Eligible, Labels, SetRule, eligible_clusters};
+use ferry_fleet_semantics::cluster_sets::{
+    ClusterSet, Eligible, Labels, SetRule, eligible_clusters,
+};
 use kube::{Resource, ResourceExt};
 
 use crate::placement::compile::{CompiledSelector, compile_selector};
@@ -114,7 +116,11 @@ pub fn count_members(set: &CompiledSet, clusters: &[Arc<ManagedCluster>]) -> usi
             .iter()
             .filter(|c| c.meta().deletion_timestamp.is_none())
             .filter(|c| {
-                ferry_semantics::cluster_sets::belongs(&sets[0], CLUSTER_SET_LABEL, c.labels())
+                ferry_fleet_semantics::cluster_sets::belongs(
+                    &sets[0],
+                    CLUSTER_SET_LABEL,
+                    c.labels(),
+                )
             })
             .count()
     })

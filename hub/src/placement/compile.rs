@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ferry_semantics::placement::{
+use ferry_fleet_semantics::placement::{
     IntOrPercent, IntOrPercentError, PlacementInput, Prioritizer, parse_int_or_percent,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -258,7 +258,7 @@ pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
     let tolerations = spec
         .tolerations
         .iter()
-        .map(|t| ferry_semantics::placement::Toleration {
+        .map(|t| ferry_fleet_semantics::placement::Toleration {
             key: t.key.clone(),
             operator: t.operator.clone(),
             value: t.value.clone(),

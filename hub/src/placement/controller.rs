@@ -13,13 +13,13 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_semantics::cluster_sets::Eligible;
+use ferry_fleet_semantics::cluster_sets::Eligible;
+use ferry_fleet_semantics::decision_rewrite::decision_writes;
+use ferry_fleet_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
 use ferry_semantics::contract::{
     ALL_MANAGED_CLUSTER_SETS_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_FIELD_MANAGER,
     PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
 };
-use ferry_semantics::decision_rewrite::decision_writes;
-use ferry_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -310,16 +310,17 @@ impl Context {
                 .map(|d| (d.name_any(), d))
                 .collect();
         // An empty placement still has one (empty) decision object, as in OCM.
-        let empty = ferry_semantics::placement::DecisionGroup {
+        let empty = ferry_fleet_semantics::placement::DecisionGroup {
             index: 0,
             name: String::new(),
             clusters: Vec::new(),
         };
-        let groups: Vec<&ferry_semantics::placement::DecisionGroup> = if outcome.groups.is_empty() {
-            vec![&empty]
-        } else {
-            outcome.groups.iter().collect()
-        };
+        let groups: Vec<&ferry_fleet_semantics::placement::DecisionGroup> =
+            if outcome.groups.is_empty() {
+                vec![&empty]
+            } else {
+                outcome.groups.iter().collect()
+            };
         let mut wanted = BTreeSet::new();
         let mut statuses = Vec::new();
         // Each object's clusters, in write order.

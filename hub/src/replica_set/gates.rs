@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferry_semantics::cohort::{Membership, in_cohort, joined_late};
-use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
-use ferry_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
-use ferry_semantics::rollout_gates::{
+use ferry_fleet_semantics::cohort::{Membership, in_cohort, joined_late};
+use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
+use ferry_fleet_semantics::rollout_gates::{
     Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate, held_after,
 };
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;

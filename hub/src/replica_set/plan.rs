@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferry_semantics::rollout::{ClusterState, RolloutCluster, next_step_with};
+use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, next_step_with};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use ferry_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
+use ferry_fleet_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
 
 use crate::placement::compile::compile_selector;
 use ferry_api::managed_cluster::ManagedCluster;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ferry_fleet_semantics::rollout::ClusterState;
 use ferry_semantics::contract::{DEGRADED, PLACEMENT_ROLLED_OUT, ROLLED_BACK};
-use ferry_semantics::rollout::ClusterState;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};

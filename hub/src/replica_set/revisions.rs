@@ -22,7 +22,7 @@ use super::error::{ReplicaSetError, failed};
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
-use ferry_semantics::revision::revision_hash;
+use ferry_fleet_semantics::revision::revision_hash;
 
 /// Old revisions kept when `revisionHistoryLimit` is not set (OCM's and
 /// Deployments' default).

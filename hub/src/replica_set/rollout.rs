@@ -1,9 +1,9 @@
 //! A replica set's rollout strategy turned into the semantics' limits, and
 //! each cluster's rollout state read from its generated work.
 
+use ferry_fleet_semantics::placement::{IntOrPercent, parse_int_or_percent};
+use ferry_fleet_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, PROGRESSING};
-use ferry_semantics::placement::{IntOrPercent, parse_int_or_percent};
-use ferry_semantics::rollout::{ClusterState, RolloutLimits, RolloutType};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Resource;
 
@@ -27,7 +27,7 @@ pub enum RolloutError {
     },
     /// An unusable count or percentage.
     #[error("{0}")]
-    Count(#[from] ferry_semantics::placement::IntOrPercentError),
+    Count(#[from] ferry_fleet_semantics::placement::IntOrPercentError),
 }
 
 /// A strategy ready to use.

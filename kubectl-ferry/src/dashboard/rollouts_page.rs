@@ -4,7 +4,7 @@
 //! resume, each a form the page's script confirms before posting.
 
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, RevisionRef};
-use ferry_semantics::revision::revision_hash;
+use ferry_fleet_semantics::revision::revision_hash;
 use serde_json::Value;
 
 use super::escape::escape;

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::hash::canonical_json;
+use ferry_semantics::hash::canonical_json;
 
 /// Hex digits of a revision hash: 40 bits, so two revisions of one replica
 /// set collide only after about a million revisions.

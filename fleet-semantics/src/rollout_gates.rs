@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use cel::{Context, Program, Value as CelValue};
 use serde_json::{Value, json};
 
-use crate::condition_rules::{MAX_CEL_EXPRESSION_LENGTH, to_cel};
+use ferry_semantics::condition_rules::{MAX_CEL_EXPRESSION_LENGTH, to_cel};
 
 /// One gate of a rollout strategy, durations resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
