@@ -7,7 +7,7 @@
 //! in one object, and refuses a CRD whose rules could cost more than
 //! 10,000,000 units each (100,000,000 in all); so every list and string a
 //! rule reads is bounded here. Checks across manifests live in the admission
-//! policy instead (the hub's `admission::policy`), which has no static budget.
+//! policy instead (the hub's `admission::duplicates_policy`), which has no static budget.
 
 use schemars::{Schema, json_schema};
 

@@ -129,7 +129,7 @@ impl JsonSchema for Manifest {
 
 /// Schema of `spec.workload.manifests`: at most [`cel_rules::MAX_MANIFESTS`] manifests.
 /// That no two name the same object is checked by the admission policy
-/// (the hub's `admission::policy`): a CRD rule over pairs of manifests would not fit
+/// (the hub's `admission::duplicates_policy`): a CRD rule over pairs of manifests would not fit
 /// the CRD cost budget above about 100 manifests.
 pub fn manifests_schema(generator: &mut SchemaGenerator) -> Schema {
     let items = generator.subschema_for::<Manifest>();

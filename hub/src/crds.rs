@@ -6,10 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use ferry_api::crds::hub_crds;
 
-use crate::admission::approval_policy::{approval_binding, approval_policy};
-use crate::admission::cluster_set_policy::{cluster_set_binding, cluster_set_policy};
-use crate::admission::executor_policy::{executor_binding, executor_policy};
-use crate::admission::policy::{binding, install_policy, policy};
+use crate::admission::policies::{all_policies, install_policies};
 
 /// Renders one CRD as the YAML document that is checked in.
 ///
@@ -36,15 +33,16 @@ pub fn render_policy_yaml() -> Result<String, serde_yaml::Error> {
          # Checks across the manifests of a work, who may name an executor and who may bind a\n\
          # cluster set, and who a rollout approval names as approver, run by the API server\n\
          # itself (needs Kubernetes 1.35+).\n\
-         {}---\n{}---\n{}---\n{}---\n{}---\n{}---\n{}---\n{}",
-        serde_yaml::to_string(&policy())?,
-        serde_yaml::to_string(&binding())?,
-        serde_yaml::to_string(&executor_policy())?,
-        serde_yaml::to_string(&executor_binding())?,
-        serde_yaml::to_string(&cluster_set_policy())?,
-        serde_yaml::to_string(&cluster_set_binding())?,
-        serde_yaml::to_string(&approval_policy())?,
-        serde_yaml::to_string(&approval_binding())?
+         {}",
+        all_policies()
+            .iter()
+            .map(|def| Ok(format!(
+                "{}---\n{}",
+                serde_yaml::to_string(&def.policy())?,
+                serde_yaml::to_string(&def.binding())?
+            )))
+            .collect::<Result<Vec<_>, serde_yaml::Error>>()?
+            .join("---\n")
     ))
 }
 
@@ -103,12 +101,9 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError>
             _ => return Err(InstallCrdsError::NotEstablished { name, seconds }),
         }
     }
-    install_policy(client)
+    install_policies(client)
         .await
-        .map_err(|source| InstallCrdsError::Policy {
-            name: crate::admission::policy::POLICY_NAME,
-            source,
-        })
+        .map_err(|(name, source)| InstallCrdsError::Policy { name, source })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use ferry_agent::session::{ClientTls, TokenSource};
 use ferry_agent::{AgentOptions, run_agent};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
-use ferry_hub::admission::policy::wait_until_policy_enforced;
+use ferry_hub::admission::duplicates_policy::wait_until_policy_enforced;
 use ferry_hub::admission::target::WebhookTarget;
 use ferry_hub::admission::webhook::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,

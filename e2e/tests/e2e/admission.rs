@@ -17,7 +17,7 @@ use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, install_crds_without_rules};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, manifest_condition, wait_applied};
-use ferry_hub::admission::policy::{POLICY_NAME, wait_until_policy_enforced};
+use ferry_hub::admission::duplicates_policy::{POLICY_NAME, wait_until_policy_enforced};
 use ferry_hub::admission::webhook::{
     DEFAULT_MAX_WORK_BYTES, FailurePolicy, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME,
 };

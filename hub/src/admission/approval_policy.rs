@@ -5,12 +5,9 @@
 //! the spec from changing afterwards. Held by the API server itself, with
 //! no hub process running.
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec, Validation,
-};
-use kube::api::ObjectMeta;
+use k8s_openapi::api::admissionregistration::v1::Validation;
 
+use super::policy_builder::PolicyDef;
 use ferry_api::contract::WORK_GROUP;
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
@@ -24,41 +21,22 @@ const MESSAGE: &str = "'approvedBy must be your own user name: ' + request.userI
      ' may not create an approval recorded as approved by ' + object.spec.approvedBy";
 
 /// The policy: CREATE of `rolloutapprovals`, refused when `approvedBy` is
-/// not the creator. Fails closed.
-pub fn approval_policy() -> ValidatingAdmissionPolicy {
-    ValidatingAdmissionPolicy {
-        metadata: ObjectMeta {
-            name: Some(APPROVAL_POLICY_NAME.into()),
-            ..Default::default()
-        },
-        spec: Some(ValidatingAdmissionPolicySpec {
-            failure_policy: Some("Fail".into()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec![WORK_GROUP.into()]),
-                    api_versions: Some(vec!["v1alpha1".into()]),
-                    operations: Some(vec!["CREATE".into()]),
-                    resources: Some(vec!["rolloutapprovals".into()]),
-                    scope: Some("Namespaced".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            validations: Some(vec![Validation {
-                expression: RULE.into(),
-                message: Some("approvedBy must be the creator's own user name".into()),
-                message_expression: Some(MESSAGE.into()),
-                reason: Some("Forbidden".into()),
-            }]),
-            ..Default::default()
-        }),
-        status: None,
+/// not the creator.
+pub fn approval_policy() -> PolicyDef {
+    PolicyDef {
+        name: APPROVAL_POLICY_NAME,
+        group: WORK_GROUP,
+        resources: &["rolloutapprovals"],
+        operations: &["CREATE"],
+        match_conditions: Vec::new(),
+        variables: Vec::new(),
+        validations: vec![Validation {
+            expression: RULE.into(),
+            message: Some("approvedBy must be the creator's own user name".into()),
+            message_expression: Some(MESSAGE.into()),
+            reason: Some("Forbidden".into()),
+        }],
     }
-}
-
-/// The binding that puts [`approval_policy`] in force everywhere, denying.
-pub fn approval_binding() -> ValidatingAdmissionPolicyBinding {
-    super::policy::deny_binding(APPROVAL_POLICY_NAME)
 }
 
 #[cfg(test)]
@@ -67,7 +45,7 @@ mod tests {
 
     #[test]
     fn the_policy_makes_approved_by_the_creator_on_create() {
-        let spec = approval_policy().spec.expect("spec");
+        let spec = approval_policy().policy().spec.expect("spec");
         assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
         let rules = spec
             .match_constraints
@@ -86,7 +64,7 @@ mod tests {
             validation.expression,
             "object.spec.approvedBy == request.userInfo.username"
         );
-        let binding = approval_binding().spec.expect("binding");
+        let binding = approval_policy().binding().spec.expect("binding");
         assert_eq!(binding.policy_name.as_deref(), Some(APPROVAL_POLICY_NAME));
     }
 }

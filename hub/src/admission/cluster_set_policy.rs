@@ -6,12 +6,9 @@
 //! about the requester (CEL's `authorizer`), so the rule holds while no hub
 //! process runs. Status writes (the `status` subresource) are not matched.
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec, Validation,
-};
-use kube::api::ObjectMeta;
+use k8s_openapi::api::admissionregistration::v1::Validation;
 
+use super::policy_builder::PolicyDef;
 use ferry_api::contract::{BIND_SUBRESOURCE, CLUSTER_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
@@ -37,44 +34,25 @@ fn message() -> String {
 }
 
 /// The policy: CREATE and UPDATE of `managedclustersetbindings`, refused
-/// when the requester may not bind the set named. Fails closed.
-pub fn cluster_set_policy() -> ValidatingAdmissionPolicy {
-    ValidatingAdmissionPolicy {
-        metadata: ObjectMeta {
-            name: Some(CLUSTER_SET_POLICY_NAME.into()),
-            ..Default::default()
-        },
-        spec: Some(ValidatingAdmissionPolicySpec {
-            failure_policy: Some("Fail".into()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![NamedRuleWithOperations {
-                    api_groups: Some(vec![CLUSTER_GROUP.into()]),
-                    api_versions: Some(vec!["v1alpha1".into()]),
-                    operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-                    resources: Some(vec!["managedclustersetbindings".into()]),
-                    scope: Some("Namespaced".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            validations: Some(vec![Validation {
-                expression: rule(),
-                message: Some(format!(
-                    "binding this ManagedClusterSet needs create on \
-                     {CLUSTER_GROUP}/managedclustersets/{BIND_SUBRESOURCE} for the set"
-                )),
-                message_expression: Some(message()),
-                reason: Some("Forbidden".into()),
-            }]),
-            ..Default::default()
-        }),
-        status: None,
+/// when the requester may not bind the set named.
+pub fn cluster_set_policy() -> PolicyDef {
+    PolicyDef {
+        name: CLUSTER_SET_POLICY_NAME,
+        group: CLUSTER_GROUP,
+        resources: &["managedclustersetbindings"],
+        operations: &["CREATE", "UPDATE"],
+        match_conditions: Vec::new(),
+        variables: Vec::new(),
+        validations: vec![Validation {
+            expression: rule(),
+            message: Some(format!(
+                "binding this ManagedClusterSet needs create on \
+                 {CLUSTER_GROUP}/managedclustersets/{BIND_SUBRESOURCE} for the set"
+            )),
+            message_expression: Some(message()),
+            reason: Some("Forbidden".into()),
+        }],
     }
-}
-
-/// The binding that puts [`cluster_set_policy`] in force everywhere, denying.
-pub fn cluster_set_binding() -> ValidatingAdmissionPolicyBinding {
-    super::policy::deny_binding(CLUSTER_SET_POLICY_NAME)
 }
 
 #[cfg(test)]
@@ -83,7 +61,7 @@ mod tests {
 
     #[test]
     fn the_policy_asks_the_authorizer_for_create_on_managedclustersets_bind() {
-        let spec = cluster_set_policy().spec.expect("spec");
+        let spec = cluster_set_policy().policy().spec.expect("spec");
         assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
         let rules = spec
             .match_constraints
@@ -101,7 +79,7 @@ mod tests {
         assert!(validation.expression.contains(
             ".resource('managedclustersets').subresource('bind').name(object.spec.clusterSet).check('create').allowed()"
         ));
-        let binding = cluster_set_binding().spec.expect("binding");
+        let binding = cluster_set_policy().binding().spec.expect("binding");
         assert_eq!(
             binding.policy_name.as_deref(),
             Some(CLUSTER_SET_POLICY_NAME)

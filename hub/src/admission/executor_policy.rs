@@ -8,12 +8,9 @@
 //! changes. As in OCM, an update that leaves the executor as it was is not
 //! checked again.
 
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
-    Validation,
-};
-use kube::api::ObjectMeta;
+use k8s_openapi::api::admissionregistration::v1::Validation;
 
+use super::policy_builder::PolicyDef;
 use ferry_api::contract::{EXECUTE_AS_VERB, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
@@ -71,46 +68,31 @@ fn message(executor: &str) -> String {
 }
 
 /// The policy: CREATE and UPDATE of works and replica sets, refused when
-/// they name an executor the requester may not act as. Fails closed.
-pub fn executor_policy() -> ValidatingAdmissionPolicy {
-    ValidatingAdmissionPolicy {
-        metadata: ObjectMeta {
-            name: Some(EXECUTOR_POLICY_NAME.into()),
-            ..Default::default()
-        },
-        spec: Some(ValidatingAdmissionPolicySpec {
-            failure_policy: Some("Fail".into()),
-            match_constraints: Some(super::policy::writes_of(&[
-                "manifestworks",
-                "manifestworkreplicasets",
-            ])),
-            validations: Some(vec![
-                Validation {
-                    expression: work_rule(),
-                    message: Some(format!(
-                        "naming this executor needs {EXECUTE_AS_VERB} on {WORK_GROUP}/manifestworks"
-                    )),
-                    message_expression: Some(message("object.spec.executor")),
-                    reason: Some("Forbidden".into()),
-                },
-                Validation {
-                    expression: replica_set_rule(),
-                    message: Some(format!(
-                        "naming this executor needs {EXECUTE_AS_VERB} on {WORK_GROUP}/manifestworks"
-                    )),
-                    message_expression: Some(message("object.spec.manifestWorkTemplate.executor")),
-                    reason: Some("Forbidden".into()),
-                },
-            ]),
-            ..Default::default()
-        }),
-        status: None,
+/// they name an executor the requester may not act as.
+pub fn executor_policy() -> PolicyDef {
+    let validation = |expression: String, executor: &str| Validation {
+        expression,
+        message: Some(format!(
+            "naming this executor needs {EXECUTE_AS_VERB} on {WORK_GROUP}/manifestworks"
+        )),
+        message_expression: Some(message(executor)),
+        reason: Some("Forbidden".into()),
+    };
+    PolicyDef {
+        name: EXECUTOR_POLICY_NAME,
+        group: WORK_GROUP,
+        resources: &["manifestworks", "manifestworkreplicasets"],
+        operations: &["CREATE", "UPDATE"],
+        match_conditions: Vec::new(),
+        variables: Vec::new(),
+        validations: vec![
+            validation(work_rule(), "object.spec.executor"),
+            validation(
+                replica_set_rule(),
+                "object.spec.manifestWorkTemplate.executor",
+            ),
+        ],
     }
-}
-
-/// The binding that puts [`executor_policy`] in force everywhere, denying.
-pub fn executor_binding() -> ValidatingAdmissionPolicyBinding {
-    super::policy::deny_binding(EXECUTOR_POLICY_NAME)
 }
 
 #[cfg(test)]
@@ -119,7 +101,7 @@ mod tests {
 
     #[test]
     fn the_policy_asks_the_authorizer_for_execute_as_on_works_and_replica_sets() {
-        let spec = executor_policy().spec.expect("spec");
+        let spec = executor_policy().policy().spec.expect("spec");
         assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
         let resources = spec
             .match_constraints
@@ -135,7 +117,7 @@ mod tests {
                 "an unchanged executor passes"
             );
         }
-        let binding = executor_binding().spec.expect("binding");
+        let binding = executor_policy().binding().spec.expect("binding");
         assert_eq!(binding.policy_name.as_deref(), Some(EXECUTOR_POLICY_NAME));
     }
 }

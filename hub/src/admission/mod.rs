@@ -4,7 +4,7 @@
 //! Everything CEL can express runs in the hub API server itself and holds
 //! with no hub process running: the CRD's `x-kubernetes-validations`
 //! (`ferry_api::cel_rules`, `ferry_api::manifest_work`) and a
-//! `ValidatingAdmissionPolicy` ([`policy`]) installed with the CRDs. The
+//! `ValidatingAdmissionPolicy` ([`duplicates_policy`]) installed with the CRDs. The
 //! hub's validating webhook, served over HTTPS and registered with the API
 //! server, adds what CEL cannot: the JSONPath grammar of ignore and feedback
 //! paths, feedback names, and the size in bytes. It fails open by default
@@ -14,7 +14,9 @@
 //! - [`validate`]: the pure checks (the webhook re-runs every check, so its
 //!   message lists all problems at once when it is up).
 //! - [`review`]: the decision for one `AdmissionReview` and its route.
-//! - [`policy`]: the admission policy (duplicate manifests).
+//! - [`policy_builder`]: one shape every policy below is data for.
+//! - [`policies`]: the list of them, and installing it.
+//! - [`duplicates_policy`]: two manifests of a work naming one object.
 //! - [`executor_policy`]: who may name an executor (`execute-as`, asked of
 //!   the API server's authorizer).
 //! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
@@ -26,10 +28,14 @@
 pub mod approval_policy;
 /// Who may bind a cluster set: a policy asking the API server's authorizer.
 pub mod cluster_set_policy;
+/// The admission policy against duplicate manifests in a work.
+pub mod duplicates_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.
 pub mod executor_policy;
-/// The admission policy the API server runs itself (duplicate manifests).
-pub mod policy;
+/// Every policy the hub installs, and installing them.
+pub mod policies;
+/// The one shape of a ferry admission policy and its binding.
+pub mod policy_builder;
 /// The decision for one `AdmissionReview`, and its route.
 pub mod review;
 /// Where the API server reaches the webhook: a URL or a Service.
