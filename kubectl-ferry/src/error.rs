@@ -74,7 +74,7 @@ pub enum CliError {
     },
     /// The dashboard could not listen or stopped serving.
     #[error(transparent)]
-    Dashboard(#[from] crate::dashboard::server::ServeError),
+    Dashboard(#[from] crate::dashboard::serve_error::ServeError),
     /// `NS/NAME` does not name a replica set.
     #[error(
         "'{0}' is not NAMESPACE/NAME of a ManifestWorkReplicaSet (lower-case letters, digits, '-' and '.'), or its namespace differs from -n"

@@ -7,7 +7,8 @@
 //!
 //! One job per file: [`live`] watches, [`server`] serves, the `*_page`
 //! modules render (pure, unit-tested), [`actions`] acts, [`escape`] and
-//! [`selector`] are the small pure helpers.
+//! [`selector`] are the small pure helpers; [`serve_error`] says why serving
+//! stopped.
 
 pub mod actions;
 pub mod cluster_page;
@@ -17,6 +18,7 @@ pub mod layout;
 pub mod live;
 pub mod rollouts_page;
 pub mod selector;
+pub mod serve_error;
 pub mod server;
 pub mod tile;
 
@@ -26,7 +28,8 @@ use std::sync::Arc;
 use rand::RngCore;
 
 use crate::client::Connection;
-use server::{App, ServeError, bind, serve};
+use serve_error::ServeError;
+use server::{App, bind, serve};
 
 /// Starts the dashboard on 127.0.0.1:`port` (0: a free port), prints its
 /// URL on stdout, opens it in the browser with `open`, and serves until the

@@ -27,6 +27,7 @@ use super::fleet_page::{FleetFilter, fleet_body};
 use super::layout::{main_content, page};
 use super::live::{Live, Watched, raw_objects};
 use super::rollouts_page::rollouts_body;
+use super::serve_error::ServeError;
 use crate::age::now;
 use crate::events::recent;
 use crate::work_rows::WorkEntry;
@@ -60,23 +61,6 @@ pub struct App {
 
 /// Browser tabs that may follow the hub at once.
 pub const MAX_STREAMS: usize = 32;
-
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The port could not be bound.
-    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
-    Bind {
-        /// The port asked for.
-        port: u16,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Serving stopped with an error.
-    #[error("the dashboard server stopped: {0}")]
-    Serve(#[source] std::io::Error),
-}
 
 /// Binds 127.0.0.1:`port` (0: any free port) and returns the listener and
 /// the address bound.
