@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use ferry_semantics::rollout::ClusterState;
+use ferry_fleet_semantics::rollout::ClusterState;
+use ferry_semantics::text::prefix_within;
 
 use ferry_api::replica_set::{
     FailingCluster, FeedbackSummary, FeedbackValueCount, MAX_SUMMARY_ENTRIES, RevisionRef,
@@ -58,11 +59,7 @@ fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
+    format!("{}...", prefix_within(text, max.saturating_sub(3)))
 }
 
 /// Summarises `reports` against the `current` revision; `numbers` gives

@@ -16,6 +16,7 @@ use ferry_api::manifest_work::{
 };
 use ferry_api::manifest_work::{DriftedField, ManifestDrift};
 use ferry_semantics::drift_report::{MAX_DRIFT_FIELDS, MAX_DRIFT_VALUE_BYTES};
+use ferry_semantics::text::prefix_within;
 
 /// Longest condition message kept, in bytes (the API allows 32 KiB; a
 /// readable status needs far less).
@@ -148,7 +149,7 @@ pub fn bounded_message(text: &str, max: usize) -> String {
         None => (text, 0),
     };
     let room = max.saturating_sub(CUT_NOTE_ROOM);
-    let cut = floor_char_boundary(text, room);
+    let cut = prefix_within(text, room).len();
     let kept = &text[..cut];
     if let Some(end) = kept.rfind(ITEM_SEPARATOR) {
         let left_out = text[end + ITEM_SEPARATOR.len()..]
@@ -163,17 +164,8 @@ pub fn bounded_message(text: &str, max: usize) -> String {
     format!("{kept}… ({} more bytes)", text.len() - cut)
 }
 
-/// The largest char boundary of `text` at or below `max`.
-fn floor_char_boundary(text: &str, max: usize) -> usize {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
-}
-
 fn truncated(text: &str, max: usize) -> String {
-    text[..floor_char_boundary(text, max)].to_string()
+    prefix_within(text, max).to_string()
 }
 
 fn conditions(

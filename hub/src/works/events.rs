@@ -227,11 +227,7 @@ fn count(metrics: &HubMetrics, outcome: &'static str) {
 /// A condition reason made fit for an Event reason: at most 128 bytes
 /// (condition reasons are already ASCII letters, digits, `_`, `,`, `:`).
 fn event_reason(reason: &str) -> String {
-    let mut end = reason.len().min(MAX_REASON);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    reason[..end].to_string()
+    ferry_semantics::text::prefix_within(reason, MAX_REASON).to_string()
 }
 
 fn applied(conditions: &[Condition]) -> Option<&Condition> {
