@@ -83,6 +83,16 @@ pub enum ApplyError {
         /// The API server's message.
         message: String,
     },
+    /// The write named an object that does not exist on the spoke other
+    /// than the manifest's own (its namespace, most often): the API
+    /// server's message says which. Transient: it may be created later.
+    #[error("{what}: {message}")]
+    Missing {
+        /// The manifest.
+        what: String,
+        /// The API server's message, e.g. `namespaces "x" not found`.
+        message: String,
+    },
     /// The object changed between read and write; try again.
     #[error("{what} changed while it was being updated; retrying")]
     Stale {
@@ -101,6 +111,7 @@ impl ApplyError {
             ApplyError::CrdNotEstablished { .. } => "CRDNotEstablished",
             ApplyError::KindNotServed { .. } => "UnknownKind",
             ApplyError::KindTerminating { .. } => "CRDTerminating",
+            ApplyError::Missing { .. } => "NotFound",
             ApplyError::Stale { .. } => "ObjectChanged",
         }
     }
@@ -180,7 +191,7 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
         .api
         .get_opt(&write.identity.name)
         .await
-        .map_err(|e| classify(&what, e))?;
+        .map_err(|e| classify(&what, write.identity, e))?;
     let live_json = live.as_ref().map(to_json);
 
     if live.is_none() && write.when_deleted == WhenDeleted::Leave && write.known_uid.is_some() {
@@ -274,7 +285,7 @@ async fn ssa_unless_unchanged(
                     what: what.to_string(),
                 }
             }
-            other => classify_apply(what, other),
+            other => classify_apply(what, write.identity, other),
         })?;
     let applied = if live.is_some() {
         Applied::Updated
@@ -355,7 +366,7 @@ async fn update(
             kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
                 what: what.to_string(),
             },
-            other => classify(what, other),
+            other => classify(what, write.identity, other),
         })?;
     Ok(outcome(Applied::Updated, Some(to_json(&written)), vec![]))
 }
@@ -389,7 +400,7 @@ async fn create(
             kube::Error::Api(status) if status.code == 409 => ApplyError::Stale {
                 what: what.to_string(),
             },
-            other => classify(what, other),
+            other => classify(what, write.identity, other),
         })
 }
 
@@ -409,32 +420,50 @@ fn is_stale(status: &kube::core::Status) -> bool {
     status.message.contains("the object has been modified")
 }
 
-fn classify_apply(what: &str, error: kube::Error) -> ApplyError {
+fn classify_apply(what: &str, identity: &ManifestIdentity, error: kube::Error) -> ApplyError {
     match error {
         kube::Error::Api(status) if status.code == 409 => ApplyError::Conflict(format!(
             "{what}: {} (set serverSideApply.force: true to take ownership)",
             status.message
         )),
-        other => classify(what, other),
+        other => classify(what, identity, other),
     }
 }
 
-fn classify(what: &str, error: kube::Error) -> ApplyError {
+/// Whether a 404's details name the manifest's own object rather than
+/// another one (its namespace, most often): a missing namespace answers
+/// `namespaces "x" not found`, which is not the object vanishing.
+fn names_the_object(
+    details: &kube::core::response::StatusDetails,
+    identity: &ManifestIdentity,
+) -> bool {
+    let is_namespace = identity.group.is_empty() && identity.kind == "Namespace";
+    details.name == identity.name && (details.kind == "namespaces") == is_namespace
+}
+
+fn classify(what: &str, identity: &ManifestIdentity, error: kube::Error) -> ApplyError {
     match error {
         // A 404 naming no object is about the URL: the resource type is gone.
-        // One naming an object means it vanished between read and write.
-        kube::Error::Api(status) if status.code == 404 => {
-            let names_object = status.details.as_ref().is_some_and(|d| !d.name.is_empty());
-            if names_object {
-                ApplyError::Stale {
-                    what: what.to_string(),
-                }
-            } else {
-                ApplyError::KindNotServed {
-                    what: what.to_string(),
+        // One naming this object means it vanished between read and write;
+        // one naming another object (its namespace) is reported in the API
+        // server's own words.
+        kube::Error::Api(status) if status.code == 404 => match status.details.as_ref() {
+            Some(details) if !details.name.is_empty() => {
+                if names_the_object(details, identity) {
+                    ApplyError::Stale {
+                        what: what.to_string(),
+                    }
+                } else {
+                    ApplyError::Missing {
+                        what: what.to_string(),
+                        message: status.message.clone(),
+                    }
                 }
             }
-        }
+            _ => ApplyError::KindNotServed {
+                what: what.to_string(),
+            },
+        },
         // A CRD being deleted answers writes with 405 until it is gone;
         // retrying turns this into UnknownKind rather than a permanent refusal.
         kube::Error::Api(status) if status.code == 405 || creates_on_terminating_crd(&status) => {
@@ -517,6 +546,31 @@ mod tests {
     use super::*;
     use kube::core::Status;
 
+    fn hammer() -> ManifestIdentity {
+        ManifestIdentity {
+            group: "spoke.example".into(),
+            version: "v1".into(),
+            kind: "Tool".into(),
+            name: "hammer".into(),
+            namespace: Some("shed".into()),
+        }
+    }
+
+    fn not_found(kind: &str, name: &str) -> kube::Error {
+        kube::Error::Api(Box::new(
+            Status::failure(&format!("{kind} \"{name}\" not found"), "NotFound")
+                .with_code(404)
+                .with_details(kube::core::response::StatusDetails {
+                    name: name.into(),
+                    group: String::new(),
+                    kind: kind.into(),
+                    uid: String::new(),
+                    causes: Vec::new(),
+                    retry_after_seconds: 0,
+                }),
+        ))
+    }
+
     fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
         kube::Error::Api(Box::new(Status::failure(message, reason).with_code(code)))
     }
@@ -528,7 +582,7 @@ mod tests {
             "Forbidden",
             "tools.spoke.example \"hammer\" is forbidden: create not allowed while custom resource definition is terminating",
         );
-        let classified = classify_apply("Tool hammer", error);
+        let classified = classify_apply("Tool hammer", &hammer(), error);
         assert_eq!(classified.reason(), "CRDTerminating");
         assert!(classified.is_transient());
     }
@@ -537,6 +591,7 @@ mod tests {
     fn a_post_under_a_terminating_crd_is_retried_not_refused() {
         let classified = classify(
             "Tool hammer",
+            &hammer(),
             api_error(
                 405,
                 "MethodNotAllowed",
@@ -551,6 +606,7 @@ mod tests {
     fn an_rbac_refusal_stays_a_permanent_rejection() {
         let classified = classify(
             "Secret db",
+            &hammer(),
             api_error(
                 403,
                 "Forbidden",
@@ -565,6 +621,7 @@ mod tests {
     fn a_missing_resource_type_is_an_unknown_kind_and_a_vanished_object_is_stale() {
         let no_type = classify(
             "Tool hammer",
+            &hammer(),
             api_error(
                 404,
                 "NotFound",
@@ -584,6 +641,45 @@ mod tests {
                     retry_after_seconds: 0,
                 }),
         ));
-        assert_eq!(classify("Tool hammer", vanished).reason(), "ObjectChanged");
+        assert_eq!(
+            classify("Tool hammer", &hammer(), vanished).reason(),
+            "ObjectChanged"
+        );
+    }
+
+    #[test]
+    fn a_missing_namespace_is_reported_in_the_api_servers_words_not_as_a_change() {
+        let classified = classify(
+            "Tool shed/hammer",
+            &hammer(),
+            not_found("namespaces", "shed"),
+        );
+        assert_eq!(classified.reason(), "NotFound");
+        assert!(classified.is_transient());
+        assert_eq!(
+            classified.to_string(),
+            "Tool shed/hammer: namespaces \"shed\" not found"
+        );
+        // Named like the object, but a namespace: still not the object.
+        let same_name = classify(
+            "Tool shed/hammer",
+            &hammer(),
+            not_found("namespaces", "hammer"),
+        );
+        assert_eq!(same_name.reason(), "NotFound");
+        // A Namespace manifest whose own object vanished is a change.
+        let namespace = ManifestIdentity {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Namespace".into(),
+            name: "shed".into(),
+            namespace: None,
+        };
+        let gone = classify(
+            "Namespace shed",
+            &namespace,
+            not_found("namespaces", "shed"),
+        );
+        assert_eq!(gone.reason(), "ObjectChanged");
     }
 }

@@ -73,6 +73,7 @@ pub fn apply_failure(error: &ApplyError) -> &'static str {
         ApplyError::CrdNotEstablished { .. } => "crd_not_established",
         ApplyError::KindNotServed { .. } => "kind_not_served",
         ApplyError::KindTerminating { .. } => "kind_terminating",
+        ApplyError::Missing { .. } => "not_found",
         ApplyError::Stale { .. } => "object_changed",
     }
 }
