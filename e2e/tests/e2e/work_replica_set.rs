@@ -414,7 +414,9 @@ async fn a_replica_set_never_changes_a_work_it_did_not_write_and_names_it() {
         rs.status.as_ref().is_some_and(|s| {
             s.conditions
                 .iter()
-                .any(|c| c.message.contains("ManifestWork spoke-a/shared-name exists and was not written by this replica set"))
+                .any(|c| c.message.contains(
+                    "cluster spoke-a: ferry did not write its work: ManifestWork spoke-a/shared-name exists and was not written by this replica set",
+                ))
         })
     };
     wait_until(

@@ -30,6 +30,7 @@ use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
+use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
@@ -458,7 +459,7 @@ pub async fn run_replica_set_controller(
         watcher::Config::default(),
     )
     .reflect(rs_writer)
-    .applied_objects();
+    .applied_settled();
     // A placement going or coming back, or its status naming new
     // decision objects, changes what may be deleted.
     let placement_stream = watch(
@@ -466,19 +467,19 @@ pub async fn run_replica_set_controller(
         watcher::Config::default(),
     )
     .reflect(placement_writer)
-    .touched_objects();
+    .touched_settled();
     let decision_stream = watch(
         Api::<PlacementDecision>::all(client.clone()),
         watcher::Config::default(),
     )
     .reflect(decision_writer)
-    .touched_objects();
+    .touched_settled();
     let work_stream = watch(
         Api::<ManifestWork>::all(client.clone()),
         watcher::Config::default().labels(REPLICA_SET_LABEL),
     )
     .reflect(work_writer)
-    .touched_objects();
+    .touched_settled();
     // Cluster labels feed overrides and `${CLUSTER_LABEL:key}`: only a
     // label change triggers, not the status heartbeats.
     let cluster_stream = watch(
@@ -486,7 +487,7 @@ pub async fn run_replica_set_controller(
         watcher::Config::default(),
     )
     .reflect(cluster_writer)
-    .touched_objects()
+    .touched_settled()
     .predicate_filter(labels_and_reachability, Default::default());
     // A revision deleted or renumbered by hand is put right at once.
     let revision_stream = watch(
@@ -494,14 +495,14 @@ pub async fn run_replica_set_controller(
         watcher::Config::default().labels(REPLICA_SET_LABEL),
     )
     .reflect(revision_writer)
-    .touched_objects();
+    .touched_settled();
     // An approval lets its replica set's gate through.
     let approval_stream = watch(
         Api::<RolloutApproval>::all(client.clone()),
         watcher::Config::default(),
     )
     .reflect(approval_writer)
-    .touched_objects();
+    .touched_settled();
     let context = Arc::new(Context {
         client,
         placements,

@@ -36,12 +36,38 @@ pub fn owner_label(rs: &ManifestWorkReplicaSet) -> String {
 pub struct Refusal {
     /// [`spec_hash`] of the rendering refused.
     pub spec_hash: u64,
+    /// Who refused it: the hub API server, or ferry's own check.
+    pub by: RefusedBy,
     /// The API server's answer.
     pub message: String,
     /// When it was refused: the write is tried again [`REFUSAL_RETRY`]
     /// later, for an answer that can change (a namespace made, a policy
     /// changed).
     pub at: Timestamp,
+}
+
+/// Who kept a work from being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedBy {
+    /// The hub API server refused to store it (invalid, denied by
+    /// admission, too large, its namespace missing).
+    HubApiServer,
+    /// ferry did not write it: a work of that name belongs to another owner.
+    NameClash,
+}
+
+impl Refusal {
+    /// The refusal in words that say who refused, for status messages:
+    /// `the hub API server refused its work: …` or `ferry did not write its
+    /// work: …`.
+    pub fn describe(&self) -> String {
+        match self.by {
+            RefusedBy::HubApiServer => {
+                format!("the hub API server refused its work: {}", self.message)
+            }
+            RefusedBy::NameClash => format!("ferry did not write its work: {}", self.message),
+        }
+    }
 }
 
 /// How long a refused work counts its cluster failed before it is written
@@ -161,6 +187,7 @@ pub async fn deploy(
                         cluster,
                         Refusal {
                             spec_hash,
+                            by: RefusedBy::NameClash,
                             message,
                             at: now,
                         },
@@ -172,6 +199,7 @@ pub async fn deploy(
                         cluster,
                         Refusal {
                             spec_hash,
+                            by: RefusedBy::HubApiServer,
                             message: error.to_string(),
                             at: now,
                         },

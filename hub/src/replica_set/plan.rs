@@ -168,7 +168,7 @@ pub fn plan_rollout(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replica_set::deploy::{Refusal, spec_hash};
+    use crate::replica_set::deploy::{Refusal, RefusedBy, spec_hash};
     use ferry_api::manifest_work::ManifestWorkSpec;
     use serde_json::json;
 
@@ -207,6 +207,7 @@ mod tests {
             "a".to_string(),
             Refusal {
                 spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                by: RefusedBy::HubApiServer,
                 message: "422".into(),
                 at: Timestamp::now(),
             },
@@ -275,6 +276,7 @@ mod tests {
             "a".to_string(),
             Refusal {
                 spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                by: RefusedBy::HubApiServer,
                 message: "422".into(),
                 at: Timestamp::now(),
             },

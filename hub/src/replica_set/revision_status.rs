@@ -167,13 +167,7 @@ pub fn fill_revision_status(
                 revision = Some(inputs.current.hash.clone());
             }
             let (state, failure) = match (inputs.refused.get(cluster), rendering, work) {
-                (Some(refusal), _, _) => (
-                    ClusterState::Failed,
-                    Some(format!(
-                        "the hub API server refused its work: {}",
-                        refusal.message
-                    )),
-                ),
+                (Some(refusal), _, _) => (ClusterState::Failed, Some(refusal.describe())),
                 (_, Some(Err(error)), _) => (ClusterState::Failed, Some(error.to_string())),
                 (_, _, Some(work)) => match strategies.get(placement.as_str()) {
                     Some(strategy) => {

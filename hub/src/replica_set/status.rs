@@ -137,12 +137,7 @@ pub fn replica_set_status(
     // Each refused work, named with its cluster and the API server's word.
     let refusals = refused
         .iter()
-        .map(|(cluster, r)| {
-            format!(
-                "cluster {cluster}: the hub API server refused its work: {}",
-                r.message
-            )
-        })
+        .map(|(cluster, r)| format!("cluster {cluster}: {}", r.describe()))
         .collect::<Vec<_>>();
     let with_refusals = |message: String| {
         if refusals.is_empty() {
