@@ -48,17 +48,72 @@ pub fn watch_backoff() -> impl Backoff {
     )
 }
 
-/// Ticks every `period`, for a controller's `reconcile_all_on`: the net
-/// under a kube `Controller` race. When a watch is re-listed (410 "too old
-/// resource version", seen minutes after a hub starts), kube passes each
-/// listed object on as a trigger before the reflector's store holds it (the
-/// store is swapped in only when the list is done), so the controller finds
-/// an object created during the re-list missing, drops its reconcile, and
-/// nothing triggers it again: a placement or set is then never reconciled.
-/// Reconciling every object in the store this often bounds that to one
-/// period; reconciles write only what changed.
+/// Ticks every `period`, for a controller's `reconcile_all_on`: a slow
+/// sweep that reconciles every object in the store, so a reconcile lost for
+/// any other reason (a transient error the error policy did not requeue) is
+/// redone within one period; reconciles write only what changed. The
+/// re-list race it once covered is fixed at its root by [`SettledObjects`].
 pub fn resync_every(period: Duration) -> impl Stream<Item = ()> + Send {
     tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(period)).map(|_| ())
+}
+
+/// The objects a reflected watch touched, handed on only once the reflector's
+/// store holds them. kube's `touched_objects` and `applied_objects` pass each
+/// object of a (re-)list on as it arrives, but the reflector swaps the listed
+/// objects into its store only when the list is done: a controller triggered
+/// by one finds it missing, drops the reconcile, and nothing triggers it
+/// again (an object created while a watch re-lists after a 410 was then not
+/// reconciled until the next sweep). Here the objects of a list are held
+/// until `InitDone` has passed the reflector, then handed on together. Put
+/// it after `.reflect(writer)`. A list that restarts drops what it held.
+pub trait SettledObjects<K>:
+    Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized + Send
+where
+    K: Send,
+{
+    /// Applied (and listed) objects, listed ones after their list is done.
+    fn applied_settled(self) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
+        settled(self, false)
+    }
+
+    /// Applied, listed and deleted objects, listed ones after their list is
+    /// done.
+    fn touched_settled(self) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
+        settled(self, true)
+    }
+}
+
+impl<K: Send, S> SettledObjects<K> for S where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized + Send
+{
+}
+
+fn settled<K: Send>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    with_deletes: bool,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
+    events
+        .scan(Vec::new(), move |listed: &mut Vec<K>, event| {
+            let out: Vec<Result<K, watcher::Error>> = match event {
+                Ok(watcher::Event::Apply(object)) => vec![Ok(object)],
+                Ok(watcher::Event::Delete(object)) if with_deletes => vec![Ok(object)],
+                Ok(watcher::Event::Delete(_)) => Vec::new(),
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    listed.push(object);
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    std::mem::take(listed).into_iter().map(Ok).collect()
+                }
+                Err(error) => vec![Err(error)],
+            };
+            std::future::ready(Some(futures::stream::iter(out)))
+        })
+        .flatten()
 }
 
 /// A watch of `api` for a controller: no backoff of its own, since
@@ -156,6 +211,65 @@ pub async fn run_controller<K, ReconcilerFut, Ctx>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector::{self, ObjectRef};
+
+    fn config_map(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("team".into());
+        cm
+    }
+
+    // The re-list race at its root: every object handed on must already be
+    // in the reflector's store when the controller looks it up.
+    #[tokio::test]
+    async fn listed_objects_are_handed_on_only_once_the_store_holds_them() {
+        let (reader, writer) = reflector::store::<ConfigMap>();
+        let events = futures::stream::iter(vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(config_map("a"))),
+            Ok(watcher::Event::InitApply(config_map("b"))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(config_map("c"))),
+            Ok(watcher::Event::Delete(config_map("a"))),
+            // A re-list that restarts drops what the first attempt held.
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(config_map("d"))),
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(config_map("e"))),
+            Ok(watcher::Event::InitDone),
+        ]);
+        let mut touched = std::pin::pin!(reflector::reflector(writer, events).touched_settled());
+        let mut seen = Vec::new();
+        while let Some(object) = touched.next().await {
+            let object = object.expect("no error");
+            let name = object.metadata.name.clone().expect("named");
+            let deleted = name == "a" && seen.contains(&"a".to_string());
+            assert_eq!(
+                reader.get(&ObjectRef::from_obj(&object)).is_some(),
+                !deleted,
+                "{name} handed on before the store had it"
+            );
+            seen.push(name);
+        }
+        assert_eq!(seen, ["a", "b", "c", "a", "e"]);
+    }
+
+    #[tokio::test]
+    async fn applied_settled_leaves_deletes_out() {
+        let events = futures::stream::iter(vec![
+            Ok(watcher::Event::Apply(config_map("a"))),
+            Ok(watcher::Event::Delete(config_map("a"))),
+        ]);
+        let names: Vec<String> = events
+            .applied_settled()
+            .map(|o| o.expect("no error").metadata.name.expect("named"))
+            .collect()
+            .await;
+        assert_eq!(names, ["a"]);
+    }
 
     #[test]
     fn watch_retries_start_at_half_a_second_and_never_wait_over_five() {

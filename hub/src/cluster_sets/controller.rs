@@ -24,6 +24,7 @@ use tracing::warn;
 
 use super::membership::{compile_set, count_members};
 use crate::placement::controller::{condition, conditions, same_conditions};
+use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch, watch_backoff};
 use ferry_api::cluster_set::{
     ManagedClusterSelector, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetSpec,
@@ -331,14 +332,14 @@ pub async fn run_cluster_set_controller(
         watcher::Config::default(),
     )
     .reflect(set_writer)
-    .touched_objects()
+    .touched_settled()
     .boxed();
     let binding_stream = watch(
         Api::<ManagedClusterSetBinding>::all(client.clone()),
         watcher::Config::default(),
     )
     .reflect(binding_writer)
-    .touched_objects();
+    .touched_settled();
     let context = Arc::new(Context {
         client: client.clone(),
         clusters: clusters.clone(),
@@ -359,7 +360,7 @@ pub async fn run_cluster_set_controller(
         Api::<ManagedClusterSet>::all(client.clone()),
         watcher::Config::default(),
     )
-    .touched_objects();
+    .touched_settled();
     let binding_controller = Controller::for_stream(binding_stream, bindings.clone())
         .watches_stream(set_changes, move |set: ManagedClusterSet| {
             let name = set.name_any();

@@ -20,6 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
+use crate::watch::SettledObjects;
 use crate::watch::{run_controller, watch};
 use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
@@ -214,7 +215,7 @@ pub async fn run_taint_controller(
         watcher::Config::default(),
     )
     .reflect(writer)
-    .applied_objects()
+    .applied_settled()
     .predicate_filter(connection_and_taints, PredicateConfig::default());
     run_controller(
         "taint",

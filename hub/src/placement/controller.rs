@@ -34,6 +34,7 @@ use tracing::warn;
 use super::compile::{CompiledPlacement, compile};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::clusters::taints::taints_for_placement;
+use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
@@ -664,7 +665,7 @@ pub async fn run_placement_controller(
         watcher::Config::default(),
     )
     .reflect(placement_writer)
-    .applied_objects();
+    .applied_settled();
     // Only changes placements look at pass, and every deletion.
     let cluster_stream = watch(
         Api::<ManagedCluster>::all(client.clone()),
@@ -692,7 +693,7 @@ pub async fn run_placement_controller(
         watcher::Config::default(),
     )
     .reflect(decision_writer)
-    .touched_objects();
+    .touched_settled();
     let (sets, set_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store::<ManagedClusterSetBinding>();
     let set_stream = watch(
@@ -700,13 +701,13 @@ pub async fn run_placement_controller(
         watcher::Config::default(),
     )
     .reflect(set_writer)
-    .touched_objects();
+    .touched_settled();
     let binding_stream = watch(
         Api::<ManagedClusterSetBinding>::all(client.clone()),
         watcher::Config::default(),
     )
     .reflect(binding_writer)
-    .touched_objects();
+    .touched_settled();
     let context = Arc::new(Context {
         client,
         clusters,

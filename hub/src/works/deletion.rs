@@ -25,6 +25,7 @@ use tracing::warn;
 use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
 
 use crate::metrics::{HubMetrics, WatchLabel};
+use crate::watch::SettledObjects;
 use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
 use crate::works::events::WorkEvents;
 use ferry_api::contract::CLEANUP_FINALIZER;
@@ -347,7 +348,7 @@ pub async fn run_deletion_controller(
     let trigger = watch(works, watcher::Config::default())
         .modify(keep_what_deletion_reads)
         .reflect(writer)
-        .applied_objects();
+        .applied_settled();
     let deletion = Arc::new(deletion);
     let errors = WatchErrors {
         metrics,

@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 use ferry_semantics::contract::COMPLETE;
 
 use crate::metrics::{HubMetrics, WatchLabel};
+use crate::watch::SettledObjects;
 use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
 use ferry_api::contract::REPLICA_SET_LABEL;
 use ferry_api::manifest_work::ManifestWork;
@@ -159,7 +160,7 @@ pub async fn run_ttl_controller(
     let trigger = watch(works, watcher::Config::default())
         .modify(keep_what_ttl_reads)
         .reflect(writer)
-        .applied_objects();
+        .applied_settled();
     let errors = WatchErrors {
         metrics,
         label: WatchLabel {
