@@ -134,6 +134,45 @@ impl HubProcess {
         let _ = self.child.kill().await;
     }
 
+    /// Sends SIGTERM, as the kubelet does to stop a pod. Fails when `kill`
+    /// cannot be run or the process is gone.
+    pub async fn terminate(&self) -> Result<(), HubProcessError> {
+        let pid = self.pid().ok_or_else(|| HubProcessError::Io {
+            action: "sending SIGTERM".into(),
+            source: std::io::Error::other("the hub has exited"),
+        })?;
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .map_err(|source| HubProcessError::Io {
+                action: "running kill -TERM".into(),
+                source,
+            })?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(HubProcessError::Io {
+                action: "sending SIGTERM".into(),
+                source: std::io::Error::other(format!("kill -TERM {pid}: {status}")),
+            })
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit; its status, or None
+    /// when it still runs.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// What the hub wrote to its log so far (empty when unreadable).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("hub.log")).unwrap_or_default()
+    }
+
     /// Starts the hub again with the same certificate, ports and flags;
     /// returns once its process is spawned (not yet serving).
     pub fn restart(&mut self) -> Result<(), HubProcessError> {

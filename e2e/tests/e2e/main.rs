@@ -37,6 +37,7 @@ mod hostile_input;
 mod hub_api_outage;
 mod hub_edits;
 mod hub_replicas;
+mod hub_stops_when_told;
 mod identity;
 mod ignore_fields_jq;
 mod ignore_fields_pointers;

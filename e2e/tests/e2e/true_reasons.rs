@@ -27,9 +27,8 @@ async fn a_manifest_whose_namespace_is_missing_reports_the_api_servers_message()
         .create_work(&work)
         .await
         .expect("the hub accepts the work");
-    let reported = |w: &ManifestWork| {
-        manifest_condition(w, 0, "Applied").is_some_and(|c| c.status == "False")
-    };
+    let reported =
+        |w: &ManifestWork| manifest_condition(w, 0, "Applied").is_some_and(|c| c.status == "False");
     let work = wait_until(
         &works,
         "missing-namespace",
@@ -42,7 +41,9 @@ async fn a_manifest_whose_namespace_is_missing_reports_the_api_servers_message()
     let applied = manifest_condition(&work, 0, "Applied").expect("condition");
     assert_eq!(applied.reason, "NotFound", "{applied:?}");
     assert!(
-        applied.message.contains("namespaces \"not-there-yet\" not found"),
+        applied
+            .message
+            .contains("namespaces \"not-there-yet\" not found"),
         "the API server's own words: {}",
         applied.message
     );

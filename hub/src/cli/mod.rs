@@ -13,6 +13,8 @@ pub mod kubeconfig;
 pub mod render;
 /// `ferry-hub serve`: run one hub replica.
 pub mod serve;
+/// How `serve` stops: signals on a thread of their own, a bounded grace.
+pub mod shutdown;
 
 use clap::{Parser, Subcommand};
 

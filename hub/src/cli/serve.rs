@@ -186,6 +186,12 @@ pub struct ServeArgs {
     /// agent never connected is tainted at once.
     #[arg(long, env = "FERRY_UNREACHABLE_GRACE_SECONDS", default_value_t = 60)]
     pub unreachable_grace_seconds: u64,
+    /// Seconds the hub has to stop after SIGTERM or Ctrl-C (releasing its
+    /// Leases, closing agent streams); past them it exits whatever it is
+    /// doing. Keep it below the pod's terminationGracePeriodSeconds (30 by
+    /// default), so the hub ends itself before the kubelet kills it.
+    #[arg(long, env = "FERRY_SHUTDOWN_GRACE_SECONDS", default_value_t = 25)]
+    pub shutdown_grace_seconds: u64,
 }
 
 /// This replica's name in the leader Lease: the pod name (`POD_NAME` from
@@ -240,7 +246,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         replica_lease_namespace,
         replica_lease_seconds,
         unreachable_grace_seconds,
+        shutdown_grace_seconds,
     } = args;
+    // Installed before anything waits on the API server, so a stop during
+    // start-up is bounded too.
+    let stop = super::shutdown::shutdown_signal(Duration::from_secs(shutdown_grace_seconds))
+        .context("installing the signal handlers")?;
     let replica_lease = ReplicaLease {
         namespace: replica_lease_namespace
             .or_else(|| leader_election_namespace.clone())
@@ -349,7 +360,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ..TransportLimits::default()
         },
     };
-    run_hub(client, listeners, session, shutdown_signal()).await?;
+    run_hub(client, listeners, session, stop).await?;
     Ok(())
 }
 
@@ -401,28 +412,6 @@ fn url_host(url: &str) -> anyhow::Result<String> {
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string())
-}
-
-/// Completes on SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 #[cfg(test)]
