@@ -17,6 +17,7 @@ use super::revisions::spec_revision_hash;
 use super::rollout::{cluster_state, resolve};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
+use ferry_semantics::text::first_few;
 
 /// What the rollout does now.
 pub struct RolloutPlan {
@@ -123,12 +124,10 @@ pub fn plan_rollout(
                 .filter(|c| c.state == ClusterState::Failed)
                 .map(|c| c.name.as_str())
                 .collect::<Vec<_>>();
-            halted.push(format!(
-                "placement {}: {} clusters failed ({}), more than maxFailures {}",
-                reference.name,
-                failed.len(),
-                failed.join(", "),
-                strategy.limits.max_failures
+            halted.push(halted_message(
+                &reference.name,
+                &failed,
+                strategy.limits.max_failures,
             ));
         }
         if !step.held_by.is_empty() {
@@ -140,8 +139,8 @@ pub fn plan_rollout(
             held.push(format!(
                 "placement {}: held by failed mandatory decision group {} (cluster {}): mandatory groups tolerate no failure",
                 reference.name,
-                groups.into_iter().collect::<Vec<_>>().join(", "),
-                step.held_by.join(", ")
+                first_few(&groups.into_iter().collect::<Vec<_>>(), ", "),
+                first_few(&step.held_by, ", ")
             ));
         }
         // Mid-rewrite a cluster may stand in a group it is not in: nothing
@@ -163,6 +162,16 @@ pub fn plan_rollout(
         problems,
         placements,
     }
+}
+
+/// Why a placement's rollout halted: its failed clusters, the first few
+/// named, bounded whatever the fleet's size.
+pub fn halted_message(placement: &str, failed: &[&str], max_failures: usize) -> String {
+    format!(
+        "placement {placement}: {} clusters failed ({}), more than maxFailures {max_failures}",
+        failed.len(),
+        first_few(failed, ", "),
+    )
 }
 
 #[cfg(test)]

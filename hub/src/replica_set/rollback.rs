@@ -14,11 +14,13 @@ use kube::Resource;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::revisions::Revision;
+use super::status::MAX_CONDITION_MESSAGE;
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{
     ManifestWorkReplicaSet, RevisionRef, RollbackStatus, RolloutConfig, RolloutStrategy,
 };
+use ferry_semantics::text::{clipped, first_few};
 
 /// `failureStrategy` value that rolls a failed rollout back.
 pub const ROLLBACK_ALL: &str = "rollbackAll";
@@ -115,7 +117,7 @@ pub fn failure_outcome<'a>(
             status: RollbackStatus {
                 from: current.clone(),
                 to: to.reference.clone(),
-                reason: reasons.join("; "),
+                reason: clipped(first_few(reasons, "; "), MAX_CONDITION_MESSAGE),
                 at: now
                     .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
                     .to_string(),

@@ -10,6 +10,7 @@ use ferry_semantics::contract::{
     APPLIED, AVAILABLE, DEGRADED, MANDATORY_GROUP_FAILED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED,
     PLACEMENT_DECISION_NOT_FOUND, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED, PROGRESSING,
 };
+use ferry_semantics::text::{clipped, first_few};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -64,8 +65,13 @@ pub fn summarize<'a>(
     s
 }
 
+/// Bytes of a replica-set condition's message at most: lists in it name
+/// their first ten items, and whatever still runs over is cut.
+pub const MAX_CONDITION_MESSAGE: usize = 2048;
+
 /// A condition of `type_` for `generation`, keeping the transition time of
-/// the `current` one when its status is unchanged.
+/// the `current` one when its status is unchanged; its message is cut to
+/// [`MAX_CONDITION_MESSAGE`].
 pub fn condition(
     type_: &str,
     status: bool,
@@ -88,7 +94,8 @@ pub fn condition(
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
-        message,
+        // Bounded by construction, whatever was put together above.
+        message: clipped(message, MAX_CONDITION_MESSAGE),
         observed_generation: generation,
         last_transition_time,
     }
@@ -117,7 +124,7 @@ pub fn replica_set_status(
             PLACEMENT_DECISION_NOT_FOUND,
             format!(
                 "placement {} not found: no work is written or deleted until it is back",
-                chosen.missing.join(", ")
+                first_few(&chosen.missing, ", ")
             ),
             generation,
             &current,
@@ -143,7 +150,7 @@ pub fn replica_set_status(
         if refusals.is_empty() {
             message
         } else {
-            format!("{message}; {}", refusals.join("; "))
+            format!("{message}; {}", first_few(&refusals, "; "))
         }
     };
     let render_failures: Vec<String> = rendered
@@ -192,7 +199,7 @@ pub fn replica_set_status(
             PLACEMENT_VERIFIED,
             false,
             PLACEMENT_DECISION_NOT_FOUND,
-            problems.join("; "),
+            first_few(&problems, "; "),
             generation,
             &current,
         )
@@ -202,7 +209,7 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            with_refusals(halted.join("; ")),
+            with_refusals(first_few(halted, "; ")),
             generation,
             &current,
         )
@@ -211,7 +218,7 @@ pub fn replica_set_status(
             PLACEMENT_ROLLED_OUT,
             false,
             MANDATORY_GROUP_FAILED,
-            with_refusals(plan.held.join("; ")),
+            with_refusals(first_few(&plan.held, "; ")),
             generation,
             &current,
         )
@@ -288,7 +295,7 @@ pub fn replica_set_status(
             OVERRIDES_RENDERED,
             false,
             "OverrideFailed",
-            render_failures.join("; "),
+            first_few(&render_failures, "; "),
             generation,
             &current,
         ));
@@ -458,5 +465,102 @@ mod missing_placement_tests {
         let before = rs.status.expect("status");
         assert_eq!(status.conditions[1], before.conditions[1]);
         assert_eq!(status.summary, before.summary);
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use crate::replica_set::deploy::{Refusal, RefusedBy};
+    use crate::replica_set::plan::halted_message;
+    use crate::replica_set::render::RenderFailure;
+    use serde_json::json;
+
+    /// The status etcd must store for a fleet of 10,000 clusters where every
+    /// cluster failed in its own words: built by the real status function,
+    /// not by hand, so a list that grows with the fleet is caught.
+    #[test]
+    fn the_status_of_ten_thousand_distinctly_failing_clusters_stays_small() {
+        let long = "x".repeat(40);
+        let clusters: Vec<String> = (0..10_000)
+            .map(|i| format!("cluster-{i:05}-{long}"))
+            .collect();
+        let placements: Vec<String> = (0..4).map(|p| format!("placement-{p}-{long}")).collect();
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "generation": 2},
+            "spec": {"manifestWorkTemplate": {},
+                     "placementRefs": placements.iter().map(|p| json!({"name": p})).collect::<Vec<_>>()},
+        }))
+        .expect("replica set");
+        let chosen = Chosen {
+            wanted: clusters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.clone(), placements[i % 4].clone()))
+                .collect(),
+            problems: clusters
+                .iter()
+                .map(|c| format!("placement of {c} has no decisions: {long}"))
+                .collect(),
+            ..Chosen::default()
+        };
+        let refused: Refused = clusters
+            .iter()
+            .map(|c| {
+                (
+                    c.clone(),
+                    Refusal {
+                        spec_hash: 1,
+                        by: RefusedBy::HubApiServer,
+                        message: format!("admission webhook denied {c}: {long}"),
+                        at: Timestamp::now(),
+                    },
+                )
+            })
+            .collect();
+        let rendered: Rendered = clusters
+            .iter()
+            .map(|c| {
+                (
+                    c.clone(),
+                    Err(RenderFailure::Selector {
+                        name: format!("override-for-{c}"),
+                        reason: format!("no label on {c}: {long}"),
+                    }),
+                )
+            })
+            .collect();
+        let failed: Vec<&str> = clusters.iter().map(String::as_str).collect();
+        let plan = RolloutPlan {
+            start: vec![],
+            look_again: None,
+            halted: placements
+                .iter()
+                .map(|p| halted_message(p, &failed, 0))
+                .collect(),
+            halted_placements: placements.clone(),
+            held: placements
+                .iter()
+                .map(|p| format!("placement {p}: held by {}", first_few(&failed, ", ")))
+                .collect(),
+            all_complete: false,
+            problems: vec![],
+            placements: vec![],
+        };
+        let status = replica_set_status(&rs, &chosen, &BTreeMap::new(), &rendered, &refused, &plan);
+        let size = serde_json::to_vec(&status).expect("serialises").len();
+        println!(
+            "replica-set status with 10000 distinctly failing clusters: {size} bytes ({:.1} KiB)",
+            size as f64 / 1024.0
+        );
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.message.len() <= MAX_CONDITION_MESSAGE)
+        );
+        assert!(size <= 64 * 1024, "{size} bytes");
     }
 }
