@@ -185,7 +185,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         telemetry.readiness.clone(),
         std::sync::Arc::new(telemetry.registry()),
     );
-    tokio::spawn(async move { axum::serve(probes, router).await });
+    tokio::spawn(async move {
+        axum::serve(ferry_agent::probes::nodelay_listener(probes), router).await
+    });
     let config = SessionConfig {
         hub_url,
         cluster_name,

@@ -290,6 +290,9 @@ async fn connect_once(
         .map_err(|_| SessionError::BadToken)?;
     let channel = endpoint
         .connect_timeout(Duration::from_secs(5))
+        // Nagle off (tonic's default, stated so it never changes under us):
+        // a status report must not wait for the hub's delayed ACK.
+        .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(20))
         .keep_alive_while_idle(true)
         .connect()

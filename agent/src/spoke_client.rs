@@ -52,6 +52,20 @@ pub enum SpokeClientError {
     Headers(#[source] kube::Error),
 }
 
+/// The TCP connector under the spoke client: any scheme (TLS is layered on
+/// top), Nagle off.
+pub fn tcp_connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    // Nagle off (hyper's connector leaves it on). Over HTTP/2 a request is
+    // a HEADERS frame then a small DATA frame: with Nagle the DATA frame
+    // waits for the ACK of the HEADERS, which the API server delays (up to
+    // 40 ms on Linux), so every write paid that wait: create → Applied went
+    // from 15 ms to 190 ms at p50 when this client moved to HTTP/2 (issue 32).
+    http.set_nodelay(true);
+    http
+}
+
 /// A client for the spoke's API server described by `config`, over HTTP/2
 /// when the server negotiates it (ALPN), HTTP/1.1 otherwise. Fails when the
 /// configuration names a proxy, or its TLS, authentication or header
@@ -61,8 +75,7 @@ pub fn spoke_client(config: Config) -> Result<Client, SpokeClientError> {
     if let Some(proxy) = &config.proxy_url {
         return Err(SpokeClientError::Proxy(proxy.to_string()));
     }
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
+    let http = tcp_connector();
     let tls = config
         .rustls_client_config()
         .map_err(SpokeClientError::Tls)?;
@@ -116,6 +129,23 @@ mod tests {
 
     fn config(url: &str) -> Config {
         Config::new(url.parse().expect("a URL"))
+    }
+
+    #[tokio::test]
+    async fn spoke_connections_have_nagle_off() {
+        use tower::Service;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let uri: http::Uri = format!("http://{addr}").parse().expect("a URI");
+        let mut connector = tcp_connector();
+        let (connected, _accepted) = tokio::join!(connector.call(uri), listener.accept());
+        let stream = connected.expect("connects").into_inner();
+        assert!(
+            stream.nodelay().expect("TCP_NODELAY readable"),
+            "the agent's spoke connections must have Nagle off"
+        );
     }
 
     #[tokio::test]

@@ -231,7 +231,7 @@ pub async fn run_hub(
     let probes = async {
         match listeners.probes {
             Some(listener) => axum::serve(
-                listener,
+                probes::nodelay_listener(listener),
                 probes::router(index.clone(), registry, leading.clone()),
             )
             .with_graceful_shutdown(stopped(stop_rx.clone()))

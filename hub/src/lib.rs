@@ -5,6 +5,7 @@
 
 /// The ManifestWork admission webhook and policy.
 pub mod admission;
+pub mod api_client;
 /// Serving certificates that follow their files.
 pub mod certs;
 /// Cluster sets and bindings: which clusters a namespace's placements reach.

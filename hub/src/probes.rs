@@ -12,6 +12,19 @@ use tokio::sync::watch;
 
 use crate::works::index::WorkIndex;
 
+/// `listener`, with Nagle's algorithm off on every connection it accepts.
+/// axum's `serve` leaves it on, so a response written in two pieces (the
+/// headers, then the body) waits for the client's delayed ACK of the first
+/// (up to 40 ms on Linux) before the body leaves.
+pub fn nodelay_listener(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        // Fails only on a socket already closed, which serves nothing.
+        let _ = tcp.set_nodelay(true);
+    })
+}
+
 #[derive(Clone)]
 struct ProbeState {
     index: Arc<WorkIndex>,
@@ -55,5 +68,24 @@ async fn metrics(State(state): State<ProbeState>) -> (StatusCode, String) {
     match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
         Ok(()) => (StatusCode::OK, body),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connections_to_the_probe_port_have_nagle_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let mut listener = nodelay_listener(listener);
+        let (_client, (accepted, _)) = tokio::join!(
+            async { tokio::net::TcpStream::connect(addr).await.expect("connect") },
+            axum::serve::Listener::accept(&mut listener)
+        );
+        assert!(accepted.nodelay().expect("TCP_NODELAY readable"));
     }
 }

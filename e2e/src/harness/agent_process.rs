@@ -69,6 +69,20 @@ impl AgentProcess {
         token: Option<&str>,
         extra_args: &[&str],
     ) -> Result<Self, AgentProcessError> {
+        let hub = (fleet.hub_url.as_str(), fleet.hub_ca_pem.as_str());
+        Self::start_with_hub(fleet, cluster, hub, token, extra_args).await
+    }
+
+    /// Runs the agent of spoke `cluster` of `fleet` against another hub:
+    /// `hub` is its URL and the PEM CA of its certificate (e.g. a
+    /// `ferry-hub` process's); otherwise as [`AgentProcess::start`].
+    pub async fn start_with_hub(
+        fleet: &Fleet,
+        cluster: &str,
+        (hub_url, hub_ca_pem): (&str, &str),
+        token: Option<&str>,
+        extra_args: &[&str],
+    ) -> Result<Self, AgentProcessError> {
         let spoke = fleet.spoke(cluster);
         let token = match token {
             Some(token) => token,
@@ -80,11 +94,11 @@ impl AgentProcess {
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, token)?;
         let ca = dir.path().join("hub-ca.crt");
-        std::fs::write(&ca, &fleet.hub_ca_pem)?;
+        std::fs::write(&ca, hub_ca_pem)?;
         let log = std::fs::File::create(dir.path().join("agent.log"))?;
         let probe_addr = free_loopback_port()?;
         let child = tokio::process::Command::new(agent_binary())
-            .args(["--hub-url", &fleet.hub_url, "--cluster-name", cluster])
+            .args(["--hub-url", hub_url, "--cluster-name", cluster])
             .arg("--token-file")
             .arg(&token_file)
             .arg("--hub-ca")

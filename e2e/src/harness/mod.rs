@@ -16,3 +16,4 @@ pub mod image;
 pub mod joined_agent;
 pub mod link;
 pub mod local_pod;
+pub mod sockets;

@@ -54,6 +54,7 @@ mod liveness;
 mod manifest_config_matching;
 mod mixed_kinds;
 mod motivating_cases;
+mod no_nagle;
 mod object_hash;
 mod ocm_compat;
 mod ocm_migration;

@@ -178,6 +178,9 @@ impl TlsListener {
                         }
                     },
                 };
+                // Nagle off: a review's answer must not wait for the API
+                // server's delayed ACK of the segment before it.
+                let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {

@@ -379,13 +379,8 @@ async fn api_client(concurrency: usize) -> anyhow::Result<kube::Client> {
     let config = kube::Config::infer()
         .await
         .context("building a Kubernetes client")?;
-    let builder =
-        kube::client::ClientBuilder::try_from(config).context("building a Kubernetes client")?;
-    Ok(builder
-        .with_layer(&tower::limit::ConcurrencyLimitLayer::new(
-            concurrency.max(1),
-        ))
-        .build())
+    ferry_hub::api_client::api_client(config, Some(concurrency))
+        .context("building a Kubernetes client")
 }
 
 /// The webhook's target from --webhook-url or --webhook-service (clap lets

@@ -11,6 +11,7 @@ use ferry_e2e::helpers::wait::wait_until;
 use anyhow::Context;
 use clap::Parser;
 use ferry_api::manifest_work::ManifestWork;
+use ferry_e2e::harness::agent_process::{AgentProcess, agent_binary};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::work_helpers::{
@@ -28,7 +29,7 @@ struct Cli {
     /// Works to create one after another for the apply-latency figure.
     #[arg(long, default_value_t = 50)]
     works: usize,
-    /// Spoke edits to time for the drift-correction figure.
+    /// Spoke edits to time for the drift-correction figure (0: none).
     #[arg(long, default_value_t = 20)]
     drift_samples: usize,
     /// Instead of the latency figures, apply this many ConfigMaps spread
@@ -74,6 +75,12 @@ struct Cli {
     /// `--agent-rss`: an extra argument for `ferry-agent` (repeatable).
     #[arg(long, allow_hyphen_values = true)]
     agent_arg: Vec<String>,
+    /// Time the real `ferry-agent` binary (as production runs it: its own
+    /// process, its own spoke client) instead of the agent in this process,
+    /// for the latency and drift figures. `FERRY_AGENT_BIN` names it, else
+    /// the one next to `ferry-bench`.
+    #[arg(long)]
+    agent_binary: bool,
 }
 
 #[tokio::main]
@@ -112,9 +119,24 @@ async fn main() -> anyhow::Result<()> {
         )
         .await;
     }
-    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .context("starting the fleet")?;
+    let agent = if cli.agent_binary {
+        fleet.stop_agent("cluster-a").await;
+        let agent = AgentProcess::start(&fleet, "cluster-a", None, &[])
+            .await
+            .context("starting ferry-agent")?;
+        // Ready: it holds a hub session and its spoke answers.
+        agent
+            .wait_for_answer("/readyz", 200, "", Duration::from_secs(60))
+            .await
+            .context("ferry-agent did not become ready")?;
+        println!("agent: the ferry-agent binary {}", agent_binary().display());
+        Some(agent)
+    } else {
+        None
+    };
     for plane in std::iter::once(&fleet.hub).chain(fleet.spokes.iter().map(|s| &s.control_plane)) {
         println!(
             "control plane {:<10} ready in {:>5.2} s, RSS {:>4} MiB",
@@ -144,6 +166,9 @@ async fn main() -> anyhow::Result<()> {
 
     if cli.scale_objects > 0 {
         scale(&fleet, &cli).await?;
+        if let Some(agent) = agent {
+            agent.kill().await;
+        }
         fleet.stop().await;
         return Ok(());
     }
@@ -192,6 +217,13 @@ async fn main() -> anyhow::Result<()> {
         pct(1.0)
     );
 
+    if cli.drift_samples == 0 {
+        if let Some(agent) = agent {
+            agent.kill().await;
+        }
+        fleet.stop().await;
+        return Ok(());
+    }
     // Drift: edit a managed object on the spoke, time until ferry has put it back.
     let spoke = fleet.spokes[0].api("v1", "ConfigMap", Some("default"));
     let mut spoke_changes = watcher(
@@ -231,6 +263,9 @@ async fn main() -> anyhow::Result<()> {
         quantile_ms(&drift, 0.99),
         quantile_ms(&drift, 1.0)
     );
+    if let Some(agent) = agent {
+        agent.kill().await;
+    }
     fleet.stop().await;
     Ok(())
 }
