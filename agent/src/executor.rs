@@ -588,6 +588,24 @@ mod tests {
                 .contains("ServiceAccount team/deployer may not create, delete"),
             "{not_allowed}"
         );
+        let target = Target {
+            group: "",
+            version: "v1",
+            resource: "secrets",
+            namespace: "vault",
+            name: "token",
+            manifest: &serde_json::Value::Null,
+        };
+        let cannot_read = ExecutorError::cannot_read("team/deployer".into(), &target);
+        assert_eq!(cannot_read.reason(), "ExecutorCannotRead");
+        assert!(cannot_read.is_transient());
+        assert!(
+            cannot_read
+                .to_string()
+                .starts_with("executor team/deployer may not get secrets in namespace vault:"),
+            "{cannot_read}"
+        );
+        assert!(!ExecutorError::ReadRequiresExecutor.is_transient());
         assert!(!ExecutorError::Required.is_transient());
         assert!(!ExecutorError::MissingServiceAccount.is_transient());
         assert_eq!(

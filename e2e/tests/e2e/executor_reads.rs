@@ -21,8 +21,9 @@ use ferry_e2e::helpers::work_helpers::{
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "cluster-a";
@@ -188,6 +189,18 @@ async fn assert_no_leak(work: ManifestWork) {
         .await
         .expect("fleet starts");
     prepare_spoke(&fleet.spoke(CLUSTER).client).await;
+    assert_refused_without_leak(&fleet, work, refused_read).await;
+    fleet.stop().await;
+}
+
+/// Creates `work`, waits until `refused` holds for it (the positive signal
+/// that the agent decided not to read), and asserts the Secret's value is
+/// nowhere in its status and the Secret is unchanged.
+async fn assert_refused_without_leak(
+    fleet: &Fleet,
+    work: ManifestWork,
+    refused: fn(&ManifestWork) -> bool,
+) {
     let name = work.metadata.name.clone().expect("work name");
     let works = fleet.create_work(&work).await.expect("create work");
     let reported = wait_until(
@@ -195,7 +208,7 @@ async fn assert_no_leak(work: ManifestWork) {
         &name,
         "the read refused, naming the executor and the verb",
         APPLY_TIMEOUT,
-        refused_read,
+        refused,
     )
     .await
     .expect("the read is refused");
@@ -215,7 +228,6 @@ async fn assert_no_leak(work: ManifestWork) {
     let live = secret.get(SECRET).await.expect("read the Secret");
     let live = serde_json::to_value(live).expect("json");
     assert_eq!(live["data"]["token"], CANARY_BASE64);
-    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,5 +279,38 @@ async fn an_executor_granted_get_on_the_secret_sees_its_feedback() {
     .expect("the executor's read is reported");
     let available = manifest_condition(&reported, 0, "Available").expect("Available");
     assert_eq!(available.status, "True", "{available:?}");
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_only_agent_reads_as_the_executor_and_nothing_for_a_work_without_one() {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    prepare_spoke(&fleet.spoke(CLUSTER).client).await;
+    // The agent keeps the admin's rights (it may read every Secret): what
+    // it reports must still be only what the executor may read.
+    let kubeconfig = Kubeconfig::read_from(&fleet.spoke(CLUSTER).control_plane.info.kubeconfig)
+        .expect("kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("agent config");
+    fleet.stop_agent(CLUSTER).await;
+    fleet.set_agent_options(CLUSTER, |o| o.write_as_executor = Some(config));
+    fleet.start_agent(CLUSTER);
+
+    let mut config = secret_config(UpdateStrategyType::ReadOnly);
+    config.feedback_rules = vec![token_feedback()];
+    let as_executor = work("impersonated", secret_manifest(None), config.clone());
+    assert_refused_without_leak(&fleet, as_executor, refused_read).await;
+
+    let mut bare = work("no-executor", secret_manifest(None), config);
+    bare.spec.executor = None;
+    assert_refused_without_leak(&fleet, bare, |w| {
+        manifest_condition(w, 0, "Available").is_some_and(|c| {
+            c.reason == "ExecutorRequired" && c.message.contains("reads objects only as")
+        })
+    })
+    .await;
     fleet.stop().await;
 }
