@@ -871,9 +871,10 @@ impl Reconciler {
                     }
                     Ok(client) => Api::namespaced_with(client, &target.namespace, &target.resource),
                     Err(error) => {
+                        let failure = ManifestFailure::from(error);
                         return Lookup::Unknown(
-                            ManifestFailure::from(error).reason(),
-                            "cannot read the object as the executor".to_string(),
+                            failure.reason(),
+                            format!("cannot read the object as the executor: {failure}"),
                         );
                     }
                 }
