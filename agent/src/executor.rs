@@ -13,6 +13,12 @@
 //! dry-run create impersonating the executor (OCM's check), so the spoke's
 //! API server runs RBAC's `escalate` and `bind` rules against the executor:
 //! forbidden means the executor may not grant what the object grants.
+//!
+//! Reads are bounded the same way: what the agent reports about a manifest's
+//! object (feedback, condition-rule messages, `Available`, the look-up after
+//! a failed apply) is read only if the executor may `get` it
+//! ([`ExecutorCheck::may_read`], one cached review), so a tenant cannot use
+//! the agent's own read rights to copy a Secret into the hub.
 
 use std::time::Duration;
 
@@ -35,6 +41,8 @@ pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
 const APPLY_VERBS: [&str; 4] = ["get", "create", "update", "patch"];
 /// Checked as well when the work will delete the object.
 const DELETE_VERB: &str = "delete";
+/// The verb a read for a work's status needs.
+pub const READ_VERB: &str = "get";
 
 /// Why a manifest may not be applied under the work's executor.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -91,6 +99,28 @@ pub enum ExecutorError {
         /// What the API server said.
         message: String,
     },
+    /// The executor may not read the object, so nothing of it is reported.
+    #[error(
+        "executor {account} may not {verb} {resource} in {scope}: nothing of {object} is read or reported; grant it {verb} on the cluster"
+    )]
+    CannotRead {
+        /// `namespace/name` of the ServiceAccount.
+        account: String,
+        /// The verb refused (`get`).
+        verb: &'static str,
+        /// `resource.group`, e.g. `secrets` or `deployments.apps`.
+        resource: String,
+        /// `namespace x`, or `the cluster scope`.
+        scope: String,
+        /// `namespace/name`, or `name` for cluster-scoped objects.
+        object: String,
+    },
+    /// A work without an executor on an agent that requires one: the agent
+    /// reads nothing for it (its own read rights are not the tenant's).
+    #[error(
+        "this agent reads objects only as a work's executor (--require-executor): nothing is read or reported for a work that names none"
+    )]
+    ReadRequiresExecutor,
     /// The SubjectAccessReview itself failed (the spoke is unreachable, or
     /// the agent may not create reviews).
     #[error("cannot ask the cluster whether the executor may apply {object}: {message}")]
@@ -117,6 +147,8 @@ impl ExecutorError {
                 "InvalidExecutor"
             }
             ExecutorError::Review { .. } => "ExecutorCheckFailed",
+            ExecutorError::CannotRead { .. } => "ExecutorCannotRead",
+            ExecutorError::ReadRequiresExecutor => "ExecutorRequired",
         }
     }
 
@@ -128,7 +160,24 @@ impl ExecutorError {
             ExecutorError::NotAllowed { .. }
                 | ExecutorError::Escalation { .. }
                 | ExecutorError::Review { .. }
+                | ExecutorError::CannotRead { .. }
         )
+    }
+
+    /// The refusal of a read of `target` by `account` (`namespace/name`):
+    /// what a look-up reports when the executor may not `get` the object.
+    pub fn cannot_read(account: String, target: &Target<'_>) -> Self {
+        ExecutorError::CannotRead {
+            account,
+            verb: READ_VERB,
+            resource: describe_resource(target),
+            scope: if target.namespace.is_empty() {
+                "the cluster scope".to_string()
+            } else {
+                format!("namespace {}", target.namespace)
+            },
+            object: describe_object(target),
+        }
     }
 }
 
@@ -289,6 +338,83 @@ impl ExecutorCheck {
             self.check_escalation(executor, &target, account).await?;
         }
         Ok(())
+    }
+
+    /// Whether the agent may read `target` for the status of a work whose
+    /// executor is `executor` (None when it names none), and as whom.
+    /// `Ok(None)`: read as the agent (no executor, and the agent does not
+    /// require one). `Ok(Some(account))`: the executor is `account`; when the
+    /// agent writes as executors the caller reads through the impersonating
+    /// client (the API server judges the read), otherwise the executor's
+    /// `get` was allowed by a (cached) SubjectAccessReview. Fails with
+    /// [`ExecutorError::CannotRead`] when the review says no,
+    /// [`ExecutorError::ReadRequiresExecutor`] for a work without an
+    /// executor on an agent that requires one, and the executor's or the
+    /// review's own errors otherwise: the caller then reads nothing.
+    pub async fn may_read(
+        &self,
+        executor: Option<&v1::Executor>,
+        target: Target<'_>,
+    ) -> Result<Option<String>, ExecutorError> {
+        if self.restricted
+            && ferry_semantics::restricted::refused_when_restricted(target.group, target.resource)
+        {
+            return Err(ExecutorError::Restricted {
+                resource: format!("{}.{}", target.resource, target.group),
+            });
+        }
+        let Some(executor) = executor else {
+            return if self.require {
+                Err(ExecutorError::ReadRequiresExecutor)
+            } else {
+                Ok(None)
+            };
+        };
+        if executor.subject_type != SERVICE_ACCOUNT {
+            return Err(ExecutorError::UnsupportedSubject(
+                executor.subject_type.clone(),
+            ));
+        }
+        if executor.service_account_namespace.is_empty() || executor.service_account_name.is_empty()
+        {
+            return Err(ExecutorError::MissingServiceAccount);
+        }
+        let account = format!(
+            "{}/{}",
+            executor.service_account_namespace, executor.service_account_name
+        );
+        if self.judged_by_api_server {
+            return Ok(Some(account));
+        }
+        let question = Question {
+            account_namespace: executor.service_account_namespace.clone(),
+            account_name: executor.service_account_name.clone(),
+            group: target.group.to_string(),
+            version: target.version.to_string(),
+            resource: target.resource.to_string(),
+            namespace: target.namespace.to_string(),
+            name: target.name.to_string(),
+            verb: READ_VERB,
+        };
+        let allowed = match self.answers.get(&question).await {
+            Some(allowed) => allowed,
+            None => {
+                let allowed = self
+                    .ask(&question)
+                    .await
+                    .map_err(|e| ExecutorError::Review {
+                        object: describe_object(&target),
+                        message: e.to_string(),
+                    })?;
+                self.answers.insert(question, allowed).await;
+                allowed
+            }
+        };
+        if allowed {
+            Ok(Some(account))
+        } else {
+            Err(ExecutorError::cannot_read(account, &target))
+        }
     }
 
     /// A dry-run create of the RBAC object impersonating the executor: the
@@ -462,6 +588,24 @@ mod tests {
                 .contains("ServiceAccount team/deployer may not create, delete"),
             "{not_allowed}"
         );
+        let target = Target {
+            group: "",
+            version: "v1",
+            resource: "secrets",
+            namespace: "vault",
+            name: "token",
+            manifest: &serde_json::Value::Null,
+        };
+        let cannot_read = ExecutorError::cannot_read("team/deployer".into(), &target);
+        assert_eq!(cannot_read.reason(), "ExecutorCannotRead");
+        assert!(cannot_read.is_transient());
+        assert!(
+            cannot_read
+                .to_string()
+                .starts_with("executor team/deployer may not get secrets in namespace vault:"),
+            "{cannot_read}"
+        );
+        assert!(!ExecutorError::ReadRequiresExecutor.is_transient());
         assert!(!ExecutorError::Required.is_transient());
         assert!(!ExecutorError::MissingServiceAccount.is_transient());
         assert_eq!(

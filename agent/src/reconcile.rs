@@ -435,7 +435,10 @@ impl Reconciler {
                         generation,
                     ));
                     let lookup = match identified {
-                        Some(identity) => self.look_up(identity, &spec.manifest_configs).await,
+                        Some(identity) => {
+                            self.look_up(identity, &spec.manifest_configs, spec.executor.as_ref())
+                                .await
+                        }
                         None => Lookup::Unknown(
                             REASON_INCOMPLETE_META,
                             "the manifest does not name a resource".to_string(),
@@ -825,14 +828,75 @@ impl Reconciler {
     }
 
     /// Looks up the object of a manifest whose apply failed, for its
-    /// `Available` condition and feedback. Never fails: what went wrong is
-    /// the `Unknown` answer.
-    async fn look_up(&self, identity: &ManifestIdentity, configs: &[v1::ManifestConfig]) -> Lookup {
+    /// `Available` condition and feedback. The read is the executor's
+    /// (`executor`, the work's): through the impersonating client when the
+    /// agent writes as executors, after a SubjectAccessReview for `get`
+    /// otherwise; a work without one is read as the agent only when the
+    /// agent does not require executors. A failed or refused write never
+    /// falls back to the agent's own read rights. Never fails: what went
+    /// wrong, or why the object may not be read, is the `Unknown` answer.
+    async fn look_up(
+        &self,
+        identity: &ManifestIdentity,
+        configs: &[v1::ManifestConfig],
+        executor: Option<&v1::Executor>,
+    ) -> Lookup {
         let target = match self.target(identity).await {
             Ok(target) => target,
             Err(error) => return Lookup::Unknown(REASON_INCOMPLETE_META, error.to_string()),
         };
-        match target.api.get_opt(&identity.name).await {
+        let none = Value::Null;
+        let read_target = ExecutorTarget {
+            group: &identity.group,
+            version: &identity.version,
+            resource: &target.resource.plural,
+            namespace: &target.namespace,
+            name: &identity.name,
+            manifest: &none,
+        };
+        let reader = match self.executor.may_read(executor, read_target).await {
+            Err(refused) => return Lookup::Unknown(refused.reason(), refused.to_string()),
+            Ok(None) => None,
+            Ok(Some(account)) => Some(account),
+        };
+        let api = match &reader {
+            Some(_) if self.writers.is_executor() => {
+                match self
+                    .writers
+                    .client_for(ExecutorAccount::of(executor).as_ref())
+                    .await
+                {
+                    Ok(client) if target.namespace.is_empty() => {
+                        Api::all_with(client, &target.resource)
+                    }
+                    Ok(client) => Api::namespaced_with(client, &target.namespace, &target.resource),
+                    Err(error) => {
+                        let failure = ManifestFailure::from(error);
+                        return Lookup::Unknown(
+                            failure.reason(),
+                            format!("cannot read the object as the executor: {failure}"),
+                        );
+                    }
+                }
+            }
+            _ => target.api.clone(),
+        };
+        let fetched = match api.get_opt(&identity.name).await {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let refused = match reader {
+                    Some(account) => ExecutorError::cannot_read(account, &read_target),
+                    None => {
+                        return Lookup::Unknown(
+                            REASON_FETCH_FAILED,
+                            format!("Failed to fetch resource: {}", status.message),
+                        );
+                    }
+                };
+                return Lookup::Unknown(refused.reason(), refused.to_string());
+            }
+            other => other,
+        };
+        match fetched {
             Ok(Some(object)) => {
                 let rules = feedback_rules_for(
                     configs,

@@ -28,6 +28,7 @@ mod eviction;
 mod executor;
 mod executor_authorization;
 mod executor_only_agent;
+mod executor_reads;
 mod field_managers;
 mod fleet_admission;
 mod fleet_scale;
