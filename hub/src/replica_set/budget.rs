@@ -110,21 +110,18 @@ pub async fn record_window(
 }
 
 /// Puts the budget into `status`: the window (the one recorded now, else
-/// the one in the status while it lasts or deletions wait) and, when
+/// the last one in the status) and, when
 /// deletions wait, the `DeletionsWaiting` condition naming them.
 pub fn fill_budget_status(
     rs: &ManifestWorkReplicaSet,
     status: &mut ManifestWorkReplicaSetStatus,
     verdict: &Verdict,
-    now: Timestamp,
 ) {
     let budget = Budget::default();
-    let window = verdict.window.or_else(|| {
-        recorded_window(rs).filter(|w| {
-            !verdict.waiting.is_empty()
-                || now.as_second() < w.start.saturating_add(budget.window_seconds)
-        })
-    });
+    // The last window stays recorded once it ends (it is only read back as
+    // ended): dropping it would rewrite the status on every reconcile, as
+    // the write that recorded it keeps a share of its fields.
+    let window = verdict.window.or_else(|| recorded_window(rs));
     status.deletion_budget = window.map(|w| window_status(w, &verdict.waiting));
     status.conditions.retain(|c| c.type_ != DELETIONS_WAITING);
     if !verdict.waiting.is_empty() {
@@ -149,5 +146,101 @@ pub fn fill_budget_status(
             waiting.last_transition_time = old.last_transition_time.clone();
         }
         status.conditions.push(waiting);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_api::manifest_work::ManifestWorkSpec;
+
+    fn rs(annotations: serde_json::Value) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "annotations": annotations},
+            "spec": {"manifestWorkTemplate": {}},
+        }))
+        .expect("replica set")
+    }
+
+    fn works(n: usize) -> BTreeMap<String, Arc<ManifestWork>> {
+        (0..n)
+            .map(|i| {
+                let name = format!("c{i}");
+                (
+                    name.clone(),
+                    Arc::new(ManifestWork::new("app", ManifestWorkSpec::default())),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fleet_wide_loss_waits_and_the_status_names_it() {
+        let rs = rs(json!({}));
+        let now = Timestamp::from_second(1_000_000).expect("time");
+        let verdict = budget_verdict(&rs, &works(8), &BTreeMap::new(), true, now);
+        assert_eq!(verdict.delete, vec!["c0".to_string(), "c1".to_string()]);
+        assert_eq!(verdict.waiting.len(), 6);
+        let mut status = ManifestWorkReplicaSetStatus::default();
+        fill_budget_status(&rs, &mut status, &verdict);
+        let budget = status.deletion_budget.expect("budget");
+        assert_eq!((budget.base, budget.deleted, budget.waiting), (8, 2, 6));
+        let waiting = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == DELETIONS_WAITING)
+            .expect("condition");
+        assert!(
+            waiting
+                .message
+                .starts_with("6 deletions wait, first 6: c2, c3")
+        );
+    }
+
+    #[test]
+    fn nothing_is_deleted_while_the_view_is_unsettled() {
+        let verdict = budget_verdict(
+            &rs(json!({})),
+            &works(8),
+            &BTreeMap::new(),
+            false,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(verdict.delete.is_empty() && verdict.waiting.is_empty());
+    }
+
+    #[test]
+    fn the_release_annotation_lets_all_go() {
+        let rs = rs(json!({RELEASE_DELETIONS_ANNOTATION: "true"}));
+        let verdict = budget_verdict(
+            &rs,
+            &works(8),
+            &BTreeMap::new(),
+            true,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(verdict.delete.len(), 8);
+    }
+
+    #[test]
+    fn the_recorded_window_is_read_back() {
+        let mut rs = rs(json!({}));
+        rs.status = Some(ManifestWorkReplicaSetStatus {
+            deletion_budget: Some(DeletionBudgetStatus {
+                window_start: "2026-11-28T04:00:00Z".into(),
+                base: 8,
+                deleted: 2,
+                ..DeletionBudgetStatus::default()
+            }),
+            ..ManifestWorkReplicaSetStatus::default()
+        });
+        let window = recorded_window(&rs).expect("window");
+        assert_eq!((window.base, window.deleted), (8, 2));
+        let now: Timestamp = "2026-11-28T04:05:00Z".parse().expect("time");
+        let verdict = budget_verdict(&rs, &works(6), &BTreeMap::new(), true, now);
+        assert!(verdict.delete.is_empty(), "the window is spent");
+        assert_eq!(verdict.waiting.len(), 6);
     }
 }

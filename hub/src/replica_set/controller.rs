@@ -248,7 +248,7 @@ impl Context {
                 },
             );
         }
-        fill_budget_status(&rs, &mut status, &verdict, now);
+        fill_budget_status(&rs, &mut status, &verdict);
         if let Some(version) = write_status(&self.client, &rs, status).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
