@@ -34,6 +34,13 @@ pub const DEFAULT_CLUSTER_SET: &str = "default";
 /// resource name checked is the set's name (OCM's rule, in ferry's group).
 pub const BIND_SUBRESOURCE: &str = "bind";
 
+/// Annotation on a Placement: with value `true`, the user confirms that an
+/// empty decision may replace the last decisions. Without it, a placement
+/// whose every chosen cluster is lost at once (a ManagedClusterSetBinding
+/// deleted, every bound set emptied, a selector that stops matching every
+/// cluster) keeps its last decisions, so no work is deleted, and says so in
+/// its `PlacementDecisionsHeld` condition (docs/fleet-distribution.md).
+pub const CONFIRM_EMPTY_DECISIONS_ANNOTATION: &str = "cluster.ferry.dev/confirm-empty-decisions";
 /// Label on a PlacementDecision naming its Placement.
 pub const PLACEMENT_LABEL: &str = "cluster.ferry.dev/placement";
 /// Label on a PlacementDecision holding its decision group's index.
@@ -55,6 +62,11 @@ pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applie
 /// hash of the template and overrides it was rendered from
 /// (`ferry_fleet_semantics::revision::revision_hash`).
 pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
+/// Annotation on a ManifestWorkReplicaSet: with value `true`, deletions of
+/// its works waiting for the deletion budget all go now (they are still
+/// recorded in the window). Remove it afterwards: while it is set, the
+/// budget does not hold (docs/rollback.md).
+pub const RELEASE_DELETIONS_ANNOTATION: &str = "work.ferry.dev/release-deletions";
 /// Finalizer on a replica set: its works are removed before it goes.
 pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
 /// The finalizer that keeps a deleted work until its objects are released.

@@ -435,6 +435,30 @@ pub struct ManifestWorkReplicaSetStatus {
     /// summary (ferry addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// The deletion budget's current window and what waits for it (ferry
+    /// addition): recorded before the deletions it allows are carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_budget: Option<DeletionBudgetStatus>,
+}
+
+/// The deletion budget's window: the hub deletes at most a share of the
+/// replica set's works per window, and records each deletion here before
+/// it is made, so a new leader continues the same window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionBudgetStatus {
+    /// When the window opened (RFC 3339).
+    pub window_start: String,
+    /// The number of works when it opened: the base of the share.
+    pub base: i32,
+    /// The deletions recorded in the window.
+    pub deleted: i32,
+    /// How many deletions wait for the next window or a release.
+    #[serde(default)]
+    pub waiting: i32,
+    /// The first waiting clusters (at most [`MAX_SUMMARY_ENTRIES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_clusters: Vec<String>,
 }
 
 /// A revision: its number (increasing per replica set) and hash.

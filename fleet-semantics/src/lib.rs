@@ -9,6 +9,8 @@
 pub mod cluster_sets;
 pub mod cohort;
 pub mod decision_rewrite;
+pub mod deletion_budget;
+pub mod lost_grant;
 pub mod overrides;
 pub mod placement;
 pub mod revision;

@@ -44,6 +44,17 @@ pub const NO_MANAGED_CLUSTER_SET_BINDINGS: &str = "NoManagedClusterSetBindings";
 /// Reason of `PlacementSatisfied=False` (OCM's): every set the placement
 /// may choose from holds no cluster.
 pub const ALL_MANAGED_CLUSTER_SETS_EMPTY: &str = "AllManagedClusterSetsEmpty";
+/// Placement condition type (ferry's): True while the placement keeps its
+/// last decisions because every cluster it chose was lost at once (a
+/// binding deleted, every bound set emptied, a selector matching nothing);
+/// the reason names the cause (`NoManagedClusterSetBindings`,
+/// `AllManagedClusterSetsEmpty`, `NoManagedClusterMatched`). Absent when
+/// nothing is held.
+pub const PLACEMENT_DECISIONS_HELD: &str = "PlacementDecisionsHeld";
+/// ManifestWorkReplicaSet condition type (ferry's): True while deletions of
+/// generated works wait for the deletion budget; the message names how many
+/// and the first few clusters. Absent when none wait.
+pub const DELETIONS_WAITING: &str = "DeletionsWaiting";
 /// ManagedClusterSet condition type (OCM's): True when no cluster belongs
 /// to the set.
 pub const CLUSTER_SET_EMPTY: &str = "ClusterSetEmpty";

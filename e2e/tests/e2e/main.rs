@@ -52,6 +52,7 @@ mod kubectl_plugin;
 mod leader_chaos;
 mod leader_election;
 mod liveness;
+mod lost_grant;
 mod manifest_config_matching;
 mod mixed_kinds;
 mod motivating_cases;

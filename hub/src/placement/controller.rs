@@ -15,15 +15,17 @@ use std::time::Duration;
 
 use ferry_fleet_semantics::cluster_sets::Eligible;
 use ferry_fleet_semantics::decision_rewrite::decision_writes;
+use ferry_fleet_semantics::lost_grant::{EmptyCause, GrantOutcome, grant_outcome, hold_message};
 use ferry_fleet_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
 use ferry_semantics::contract::{
-    ALL_MANAGED_CLUSTER_SETS_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_FIELD_MANAGER,
-    PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
+    ALL_MANAGED_CLUSTER_SETS_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_DECISIONS_HELD,
+    PLACEMENT_FIELD_MANAGER, PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
 };
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -37,7 +39,10 @@ use crate::clusters::taints::taints_for_placement;
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
-use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
+use ferry_api::contract::{
+    CONFIRM_EMPTY_DECISIONS_ANNOTATION, DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL,
+    PLACEMENT_LABEL,
+};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::Condition;
 use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, PlacementStatus};
@@ -89,6 +94,8 @@ struct Context {
     sets: Store<ManagedClusterSet>,
     /// The bindings of sets to namespaces.
     bindings: Store<ManagedClusterSetBinding>,
+    /// Publishes the Event of a held grant.
+    recorder: Recorder,
 }
 
 /// The claims of a cluster as a map, for claim selectors.
@@ -476,6 +483,30 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         &ctx.clusters.state(),
     );
     let outcome = ctx.schedule(&placement, &compiled, written.as_ref(), &eligible);
+    // Every chosen cluster lost at once holds the last decisions until the
+    // grant comes back or the user confirms (issue 31).
+    let previous = match &written {
+        Some(written) => written.len(),
+        None => decisions_of(&ctx.decisions.state(), &namespace, &placement.name_any())
+            .flat_map(|d| d.cluster_names().map(str::to_string).collect::<Vec<_>>())
+            .collect::<BTreeSet<_>>()
+            .len(),
+    };
+    let cause = match &eligible {
+        Eligible::NoBindings => Some(EmptyCause::NoBindings),
+        Eligible::AllSetsEmpty(_) => Some(EmptyCause::AllSetsEmpty),
+        Eligible::Clusters(_) if outcome.selected == 0 => Some(EmptyCause::NothingMatched),
+        Eligible::Clusters(_) => None,
+    };
+    let confirmed = placement
+        .annotations()
+        .get(CONFIRM_EMPTY_DECISIONS_ANNOTATION)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if let GrantOutcome::Hold { cause, previous } =
+        grant_outcome(previous, outcome.selected, cause, confirmed)
+    {
+        return hold(&ctx, &placement, cause, previous, generation).await;
+    }
     let groups = match ctx.write_decisions(&placement, &outcome).await {
         Ok(groups) => groups,
         Err(error) => {
@@ -569,6 +600,70 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         None => RESYNC,
     };
     Ok(Action::requeue(next))
+}
+
+/// Keeps the decisions of `placement` as they are (every one of its
+/// `previous` clusters was lost at once for `cause`) and says so: the
+/// `PlacementDecisionsHeld` condition and, when the hold begins, a Warning
+/// Event. Fails when the status cannot be written.
+async fn hold(
+    ctx: &Context,
+    placement: &Placement,
+    cause: EmptyCause,
+    previous: usize,
+    generation: i64,
+) -> Result<Action, PlacementError> {
+    let message = hold_message(cause, previous, CONFIRM_EMPTY_DECISIONS_ANNOTATION);
+    let current = placement.status.clone().unwrap_or_default();
+    let already = current
+        .conditions
+        .iter()
+        .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True");
+    let status = PlacementStatus {
+        conditions: vec![
+            condition(
+                PLACEMENT_MISCONFIGURED,
+                false,
+                "Succeedconfigured",
+                "the spec is valid".into(),
+                generation,
+            ),
+            condition(
+                PLACEMENT_SATISFIED,
+                false,
+                cause.reason(),
+                message.clone(),
+                generation,
+            ),
+            condition(
+                PLACEMENT_DECISIONS_HELD,
+                true,
+                cause.reason(),
+                message.clone(),
+                generation,
+            ),
+        ],
+        ..current
+    };
+    ctx.write_status(placement, status).await?;
+    if !already {
+        warn!(placement = %placement.name_any(), %message, "every chosen cluster lost at once; decisions held");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "DecisionsHeld".into(),
+            note: Some(message),
+            action: "HoldDecisions".into(),
+            secondary: None,
+        };
+        if let Err(error) = ctx
+            .recorder
+            .publish(&event, &placement.object_ref(&()))
+            .await
+        {
+            warn!(placement = %placement.name_any(), %error, "the Event of a held grant was not published");
+        }
+    }
+    Ok(Action::requeue(RESYNC))
 }
 
 /// Why a placement in `namespace` with `spec.clusterSets` = `wanted` may
@@ -708,7 +803,15 @@ pub async fn run_placement_controller(
     )
     .reflect(binding_writer)
     .touched_settled();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: crate::works::events::REPORTING_CONTROLLER.into(),
+            instance: None,
+        },
+    );
     let context = Arc::new(Context {
+        recorder,
         client,
         clusters,
         decisions: decisions.clone(),

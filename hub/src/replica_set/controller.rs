@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
@@ -20,6 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 use tracing::warn;
 
+use super::budget::{budget_verdict, fill_budget_status, record_window};
 use super::decisions::chosen_by_decisions;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
@@ -190,6 +191,18 @@ impl Context {
         // in the decisions, and deleting their works would take the
         // application off them.
         let mut newly_refused = false;
+        // The deletion budget: the window is recorded before its deletions
+        // are made, so a new leader continues it.
+        let verdict = budget_verdict(
+            &rs,
+            &existing,
+            &chosen.wanted,
+            chosen.missing.is_empty() && chosen.may_delete(),
+            now,
+        );
+        if let Some(version) = record_window(&self.client, &rs, &verdict).await? {
+            self.written.lock().await.insert(owner.clone(), version);
+        }
         if chosen.missing.is_empty() {
             let new = deploy(
                 &self.client,
@@ -199,7 +212,7 @@ impl Context {
                 write_revision,
                 &existing,
                 &chosen.wanted,
-                chosen.may_delete(),
+                &verdict.delete,
                 now,
             )
             .await?;
@@ -236,6 +249,7 @@ impl Context {
                 },
             );
         }
+        fill_budget_status(&rs, &mut status, &verdict);
         if let Some(version) = write_status(&self.client, &rs, status).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
@@ -254,6 +268,13 @@ impl Context {
             .values()
             .map(|r| REFUSAL_RETRY - now.duration_since(r.at))
             .min();
+        let retry = match (retry, verdict.retry_at) {
+            (a, Some(at)) => {
+                let at = SignedDuration::from_secs((at - now.as_second()).max(1));
+                Some(a.map_or(at, |a| a.min(at)))
+            }
+            (a, None) => a,
+        };
         let look_again = match (plan.look_again, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

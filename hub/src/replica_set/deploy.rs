@@ -105,8 +105,8 @@ pub fn work_labels(rs: &ManifestWorkReplicaSet, placement: &str) -> BTreeMap<Str
 
 /// Writes the works of the clusters in `start` (cluster, placement) unless
 /// `rs` is paused, each annotated as holding `revision` (a revision hash),
-/// then, when `may_delete`, deletes the `existing` works of
-/// clusters no longer `wanted`. A work the API server refuses for what it
+/// then deletes the `existing` works of the clusters in `delete` (those the
+/// deletion budget lets go) that are no longer `wanted`. A work the API server refuses for what it
 /// is fails only its cluster: the refusals are returned and the other
 /// writes go on. Fails on any other refused write or deletion, after the
 /// other writes.
@@ -119,7 +119,7 @@ pub async fn deploy(
     revision: &str,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     wanted: &BTreeMap<String, String>,
-    may_delete: bool,
+    delete: &[String],
     now: Timestamp,
 ) -> Result<Refused, ReplicaSetError> {
     let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
@@ -256,11 +256,12 @@ pub async fn deploy(
             }
         }
     }
-    if may_delete {
-        for (cluster, work) in existing {
-            if !wanted.contains_key(cluster) && work.meta().deletion_timestamp.is_none() {
-                delete_work(client, rs, cluster).await?;
-            }
+    for cluster in delete {
+        if let Some(work) = existing.get(cluster)
+            && !wanted.contains_key(cluster)
+            && work.meta().deletion_timestamp.is_none()
+        {
+            delete_work(client, rs, cluster).await?;
         }
     }
     Ok(refusals)

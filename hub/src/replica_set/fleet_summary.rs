@@ -372,6 +372,16 @@ mod tests {
                 failing_clusters: summary.failing_clusters,
                 feedback: summary.feedback,
             }),
+            // The deletion budget names at most ten waiting clusters.
+            deletion_budget: Some(ferry_api::replica_set::DeletionBudgetStatus {
+                window_start: "2026-11-27T10:00:00Z".into(),
+                base: 10_000,
+                deleted: 2_500,
+                waiting: 7_500,
+                waiting_clusters: (0..ferry_api::replica_set::MAX_SUMMARY_ENTRIES)
+                    .map(|i| format!("cluster-{i}-{long}"))
+                    .collect(),
+            }),
         };
         let size = serde_json::to_vec(&status).expect("serialises").len();
         println!(

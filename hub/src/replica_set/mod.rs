@@ -3,6 +3,8 @@
 //! reconciles in phases, one file each: decisions, render, plan, deploy,
 //! status.
 
+/// Phase 4 too: the deletion budget.
+pub mod budget;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
 /// Phase 1: the clusters the placements chose.

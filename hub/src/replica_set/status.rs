@@ -314,6 +314,7 @@ pub fn replica_set_status(
         summary,
         placement_summary,
         rollout: None,
+        deletion_budget: None,
     };
     // The gates' memory: read back by the next reconcile.
     if !plan.placements.is_empty() {
