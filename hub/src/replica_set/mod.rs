@@ -3,6 +3,8 @@
 //! reconciles in phases, one file each: decisions, render, plan, deploy,
 //! status.
 
+/// Phase 1b: decided clusters outside the namespace's bound sets refused.
+pub mod bound;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
 /// Phase 1: the clusters the placements chose.
