@@ -123,6 +123,7 @@ fn decision(name: &str, placement: &str, clusters: &[&str]) -> PlacementDecision
         "apiVersion": "cluster.ferry.dev/v1alpha1",
         "kind": "PlacementDecision",
         "metadata": {"name": name, "namespace": TENANT, "labels": {PLACEMENT_LABEL: placement}},
+        "spec": {},
         "status": {"decisions": clusters.iter().map(|c| json!({"clusterName": c, "reason": ""})).collect::<Vec<_>>()},
     }))
     .expect("decision")

@@ -106,7 +106,7 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
             )),
             message_expression: Some(format!(
                 "request.userInfo.username + ' may not write ' + request.resource.resource + \
-                 (request.subResource != '' ? '/' + request.subResource : '') + \
+                 (has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + \
                  ': only the ferry hub writes what the hub decides (policy {HUB_WRITES_POLICY_NAME})'"
             )),
             reason: Some("Forbidden".into()),
