@@ -23,7 +23,7 @@ pub fn render_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml:
 pub const POLICY_FILE: &str = "manifestworks-policy.yaml";
 
 /// Renders the admission policies (duplicate manifests, executors, cluster
-/// set binds, rollout approvals) and their bindings as the eight-document
+/// set binds, rollout approvals, hub-owned writes) and their bindings as the ten-document
 /// YAML file checked in next to the CRDs.
 ///
 /// Fails only if serde_yaml cannot represent them, which would be a bug.
@@ -31,8 +31,9 @@ pub fn render_policy_yaml() -> Result<String, serde_yaml::Error> {
     Ok(format!(
         "# Generated from the Rust types by `ferry-hub crds --out deploy/crds`; do not edit.\n\
          # Checks across the manifests of a work, who may name an executor and who may bind a\n\
-         # cluster set, and who a rollout approval names as approver, run by the API server\n\
-         # itself (needs Kubernetes 1.35+).\n\
+         # cluster set, who a rollout approval names as approver, and that only the hub writes\n\
+         # what it decides, run by the API server itself (needs Kubernetes 1.35+). The hub\n\
+         # applies the last one naming its own identity; this file names the chart's default.\n\
          {}",
         all_policies()
             .iter()
@@ -78,9 +79,32 @@ pub enum InstallCrdsError {
 }
 
 /// Server-side applies every hub CRD, waits until the API server serves
-/// them, then applies the admission policy and its binding (the API server
-/// starts enforcing those asynchronously, within a second or so).
+/// them, then applies the admission policies and their bindings (the API
+/// server starts enforcing those asynchronously, within a second or so).
+/// The hub-owned-writes policy names the caller (asked of the API server)
+/// as the hub; the chart's default ServiceAccount when the API server
+/// cannot say. Fails with the first CRD or policy refused.
 pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError> {
+    let writers = match crate::admission::policies::own_username(client).await {
+        Ok(name) => vec![name],
+        Err(error) => {
+            tracing::warn!(
+                %error,
+                "asking who the hub is; the hub-owned-writes policy names the chart's default ServiceAccount"
+            );
+            vec![crate::admission::hub_writes_policy::DEFAULT_HUB_USERNAME.to_string()]
+        }
+    };
+    install_crds_for(client, &writers).await
+}
+
+/// [`install_crds`] with the hub-owned-writes policy naming `hub_writers`
+/// (the usernames the hub runs as) rather than the caller. Fails as
+/// [`install_crds`] does.
+pub async fn install_crds_for(
+    client: &kube::Client,
+    hub_writers: &[String],
+) -> Result<(), InstallCrdsError> {
     use kube::api::{Api, Patch, PatchParams};
     use kube::runtime::wait::{await_condition, conditions};
 
@@ -101,7 +125,7 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), InstallCrdsError>
             _ => return Err(InstallCrdsError::NotEstablished { name, seconds }),
         }
     }
-    install_policies(client)
+    install_policies(client, hub_writers)
         .await
         .map_err(|(name, source)| InstallCrdsError::Policy { name, source })
 }

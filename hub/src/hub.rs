@@ -13,6 +13,9 @@ use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
+use crate::admission::hub_writes_policy::DEFAULT_HUB_USERNAME;
+use crate::admission::policies::own_username;
+use crate::admission::watchdog::{PolicyHealth, run_watchdog};
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::certs::reload::CertLoadError;
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
@@ -73,6 +76,10 @@ pub struct HubListeners {
     /// is tainted unreachable (and placements that do not tolerate it drop
     /// it): restarts and failovers shorter than this move nothing.
     pub unreachable_grace: Duration,
+    /// Whether the leader checks the admission policies stay installed
+    /// and enforced, fails `/readyz` naming any that is not, and
+    /// re-applies it (`crate::admission::watchdog`).
+    pub watch_policies: bool,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -134,6 +141,19 @@ pub async fn run_hub(
         });
     }
     let deletion = WorkDeletion::new(client.clone(), events.clone());
+    let policy_health = PolicyHealth::default();
+    // The hub-owned-writes policy names the identity the hub runs as.
+    let hub_writers = if listeners.watch_policies {
+        match own_username(&client).await {
+            Ok(name) => vec![name],
+            Err(error) => {
+                warn!(%error, "asking who the hub is; the admission policy check expects the chart's default ServiceAccount");
+                vec![DEFAULT_HUB_USERNAME.to_string()]
+            }
+        }
+    } else {
+        Vec::new()
+    };
     // Sessions name this replica as their server only once its Lease
     // vouches for them; the leader's sweep would otherwise mark them
     // disconnected at once.
@@ -232,7 +252,12 @@ pub async fn run_hub(
         match listeners.probes {
             Some(listener) => axum::serve(
                 probes::nodelay_listener(listener),
-                probes::router(index.clone(), registry, leading.clone()),
+                probes::router(
+                    index.clone(),
+                    registry,
+                    leading.clone(),
+                    listeners.watch_policies.then(|| policy_health.clone()),
+                ),
             )
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .await
@@ -242,11 +267,13 @@ pub async fn run_hub(
     };
     let admission_client = client.clone();
     let review_seconds = metrics.webhook_review_seconds.clone();
+    let webhook_health = listeners.watch_policies.then(|| policy_health.clone());
     let admission = async {
         match listeners.admission {
             Some(options) => webhook::serve(
                 admission_client,
                 options,
+                webhook_health,
                 metrics.certificate_reloads.clone(),
                 review_seconds,
                 stopped(stop_rx.clone()),
@@ -283,6 +310,25 @@ pub async fn run_hub(
         while_leading(leading.clone(), stop_rx.clone(), "replica sets", |stop| {
             crate::replica_set::run_replica_set_controller(client.clone(), stop)
         });
+    let watch_policies = listeners.watch_policies;
+    let policy_watchdog = while_leading(
+        leading.clone(),
+        stop_rx.clone(),
+        "admission policies",
+        |stop| {
+            let (client, writers, health, metrics) = (
+                client.clone(),
+                hub_writers.clone(),
+                policy_health.clone(),
+                metrics.clone(),
+            );
+            async move {
+                if watch_policies {
+                    run_watchdog(client, writers, health, metrics, stop).await;
+                }
+            }
+        },
+    );
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
     let watch = async {
@@ -300,7 +346,8 @@ pub async fn run_hub(
             placement_controller,
             cluster_set_controller,
             taint_controller,
-            replica_set_controller
+            replica_set_controller,
+            policy_watchdog
         );
         Ok(())
     };

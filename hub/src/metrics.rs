@@ -152,8 +152,20 @@ pub struct WorkLabel {
     pub name: String,
 }
 
+/// Label naming one admission policy the hub installs.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabel {
+    /// The policy's (and its binding's) name.
+    pub policy: String,
+}
+
 /// Counters, gauges and histograms the hub updates as it serves agents.
 pub struct HubMetrics {
+    /// 1 for each admission policy the leader found missing, not enforced
+    /// or altered at its last check, else 0.
+    pub admission_policy_missing: Family<PolicyLabel, Gauge>,
+    /// Re-applies of admission policies the leader found missing or altered.
+    pub admission_policy_repairs: Family<PolicyLabel, Counter>,
     /// Agent sessions currently open on this replica.
     pub sessions: Gauge,
     /// 1 while this replica holds the leader Lease (runs the controllers
@@ -215,6 +227,8 @@ impl Default for HubMetrics {
             status_reports_received: Counter::default(),
             watch_errors: Family::default(),
             undecodable_works: Family::default(),
+            admission_policy_missing: Family::default(),
+            admission_policy_repairs: Family::default(),
             status_writes: Counter::default(),
             status_reports_stale: Counter::default(),
             status_write_failures: Counter::default(),
@@ -277,6 +291,16 @@ impl HubMetrics {
             "watch_errors",
             "Errors of the hub's watches, each retried with backoff",
             self.watch_errors.clone(),
+        );
+        registry.register(
+            "admission_policy_missing",
+            "1 for each admission policy found missing, not enforced or altered at the last check",
+            self.admission_policy_missing.clone(),
+        );
+        registry.register(
+            "admission_policy_repairs",
+            "Re-applies of admission policies found missing or altered",
+            self.admission_policy_repairs.clone(),
         );
         registry.register(
             "undecodable_works",

@@ -10,6 +10,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use crate::admission::watchdog::PolicyHealth;
 use crate::works::index::WorkIndex;
 
 /// `listener`, with Nagle's algorithm off on every connection it accepts.
@@ -25,21 +26,28 @@ pub fn nodelay_listener(
     })
 }
 
+/// Most findings `/readyz` names.
+const MAX_NAMED: usize = 10;
+
 #[derive(Clone)]
 struct ProbeState {
     index: Arc<WorkIndex>,
     registry: Arc<Registry>,
     leading: Option<watch::Receiver<bool>>,
+    policies: Option<PolicyHealth>,
 }
 
 /// The probe and metrics router. Ready means the work index holds a full list,
 /// so a new replica takes no agents before it can serve them correctly; the
 /// body says whether this replica leads (`leading` is None without leader
-/// election).
+/// election). With `policies`, the leader is not ready while an admission
+/// policy it installs is missing or altered, and says which (at most
+/// [`MAX_NAMED`] findings).
 pub fn router(
     index: Arc<WorkIndex>,
     registry: Arc<Registry>,
     leading: Option<watch::Receiver<bool>>,
+    policies: Option<PolicyHealth>,
 ) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -49,17 +57,41 @@ pub fn router(
             index,
             registry,
             leading,
+            policies,
         })
 }
 
-async fn readyz(State(state): State<ProbeState>) -> (StatusCode, &'static str) {
+async fn readyz(State(state): State<ProbeState>) -> (StatusCode, String) {
     if !state.index.is_ready() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "work index not synced");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "work index not synced".into(),
+        );
+    }
+    let leads = state.leading.as_ref().is_none_or(|l| *l.borrow());
+    if let Some(health) = state.policies.as_ref().filter(|_| leads) {
+        let findings = health.findings();
+        if !findings.is_empty() {
+            let named: Vec<String> = findings
+                .iter()
+                .take(MAX_NAMED)
+                .map(ToString::to_string)
+                .collect();
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "admission policies not in force ({} findings, first {}): {}",
+                    findings.len(),
+                    named.len(),
+                    named.join("; ")
+                ),
+            );
+        }
     }
     match state.leading.as_ref().map(|l| *l.borrow()) {
-        None => (StatusCode::OK, "ok"),
-        Some(true) => (StatusCode::OK, "ok: leader"),
-        Some(false) => (StatusCode::OK, "ok: follower"),
+        None => (StatusCode::OK, "ok".into()),
+        Some(true) => (StatusCode::OK, "ok: leader".into()),
+        Some(false) => (StatusCode::OK, "ok: follower".into()),
     }
 }
 

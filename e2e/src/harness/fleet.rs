@@ -17,7 +17,7 @@ use ferry_hub::admission::webhook::{
 use ferry_hub::certs::reload::{CaSource, CertSource};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
-use ferry_hub::crds::{InstallCrdsError, install_crds};
+use ferry_hub::crds::{InstallCrdsError, install_crds, install_crds_for};
 use ferry_hub::grpc::config::GrpcTls;
 use ferry_hub::hub::{HubListeners, run_hub};
 use ferry_hub::join::hub_side::{JoinError, join_cluster};
@@ -185,6 +185,9 @@ pub struct FleetOptions {
     /// How long a cluster's agent may be disconnected before the hub
     /// taints it unreachable (`--unreachable-grace-seconds`).
     pub unreachable_grace: Duration,
+    /// Whether the leader checks and repairs the admission policies
+    /// (`HubListeners::watch_policies`).
+    pub watch_policies: bool,
 }
 
 /// The fleet's default `unreachable_grace`: longer than a replica Lease
@@ -218,6 +221,7 @@ impl FleetOptions {
             webhook_failure_policy: FailurePolicy::default(),
             elect_leader: false,
             unreachable_grace: UNREACHABLE_GRACE,
+            watch_policies: false,
         }
     }
 }
@@ -332,6 +336,7 @@ pub struct Fleet {
     /// Replica 0 elects a leader even when it is the only in-process one.
     elect_leader: bool,
     unreachable_grace: Duration,
+    watch_policies: bool,
 }
 
 /// Starts the hub's and every spoke's control plane, all at once.
@@ -359,7 +364,11 @@ async fn prepare_hub_api(
     options: &FleetOptions,
 ) -> Result<Client, FleetError> {
     if options.admission {
-        install_crds(hub_client).await?;
+        // The hub-owned-writes policy names the user the hub runs as.
+        match &options.hub_rules {
+            Some(_) => install_crds_for(hub_client, &[HUB_USER.to_string()]).await?,
+            None => install_crds(hub_client).await?,
+        }
         if !wait_until_policy_enforced(hub_client, "default", Duration::from_secs(30)).await {
             return Err(FleetError::Admission(
                 "the admission policy was not enforced within 30 s".into(),
@@ -481,6 +490,7 @@ async fn start_more_replicas(
             leader_election: leader_election(replicas, index, false),
             replica_lease: replica_lease(index, session.heartbeat_interval),
             unreachable_grace,
+            watch_policies: false,
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -670,6 +680,7 @@ impl Fleet {
             leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
             unreachable_grace: options.unreachable_grace,
+            watch_policies: options.watch_policies,
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -712,6 +723,7 @@ impl Fleet {
             replicas,
             elect_leader: options.elect_leader,
             unreachable_grace: options.unreachable_grace,
+            watch_policies: options.watch_policies,
             webhook,
         })
     }
@@ -909,6 +921,7 @@ impl Fleet {
                 leader_election: leader_election(self.replicas.len() + 1, 0, self.elect_leader),
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
                 unreachable_grace: self.unreachable_grace,
+                watch_policies: self.watch_policies,
             };
             self.hub_run = Some(
                 spawn_hub(

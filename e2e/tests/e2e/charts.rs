@@ -95,10 +95,17 @@ fn the_hub_chart_ships_exactly_the_crds_and_the_admission_policy_of_deploy_crds(
         source == chart,
         "deploy/charts/ferry-hub/crds differs from deploy/crds; copy them: cp deploy/crds/manifestworks.yaml deploy/crds/managedclusters.yaml deploy/charts/ferry-hub/crds/"
     );
+    // Except that the hub-owned-writes policy names the release's hub
+    // ServiceAccount rather than the default one.
+    let policy = policy.replace(
+        ferry_hub::admission::hub_writes_policy::DEFAULT_HUB_USERNAME,
+        "system:serviceaccount:{{ .Release.Namespace }}:{{ include \"ferry-hub.serviceAccountName\" . }}",
+    );
     let template = charts_dir().join("ferry-hub/templates").join(POLICY_FILE);
     assert!(
         std::fs::read_to_string(&template).ok().as_deref() == Some(policy.as_str()),
-        "{} differs from deploy/crds/{POLICY_FILE}; copy it",
+        "{} differs from deploy/crds/{POLICY_FILE}; copy it, naming the release's ServiceAccount: \
+         sed 's|system:serviceaccount:ferry:ferry-hub|system:serviceaccount:{{{{ .Release.Namespace }}}}:{{{{ include \"ferry-hub.serviceAccountName\" . }}}}|'",
         template.display()
     );
 }

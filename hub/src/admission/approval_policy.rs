@@ -28,6 +28,7 @@ pub fn approval_policy() -> PolicyDef {
         group: WORK_GROUP,
         resources: &["rolloutapprovals"],
         operations: &["CREATE"],
+        extra_rules: Vec::new(),
         match_conditions: Vec::new(),
         variables: Vec::new(),
         validations: vec![Validation {

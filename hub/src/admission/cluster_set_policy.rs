@@ -41,6 +41,7 @@ pub fn cluster_set_policy() -> PolicyDef {
         group: CLUSTER_GROUP,
         resources: &["managedclustersetbindings"],
         operations: &["CREATE", "UPDATE"],
+        extra_rules: Vec::new(),
         match_conditions: Vec::new(),
         variables: Vec::new(),
         validations: vec![Validation {

@@ -71,6 +71,7 @@ pub fn duplicates_policy() -> PolicyDef {
         group: WORK_GROUP,
         resources: &["manifestworks"],
         operations: &["CREATE", "UPDATE"],
+        extra_rules: Vec::new(),
         match_conditions: vec![MatchCondition {
             name: "spec-written".into(),
             expression: SPEC_WRITTEN.into(),

@@ -83,6 +83,7 @@ pub fn executor_policy() -> PolicyDef {
         group: WORK_GROUP,
         resources: &["manifestworks", "manifestworkreplicasets"],
         operations: &["CREATE", "UPDATE"],
+        extra_rules: Vec::new(),
         match_conditions: Vec::new(),
         variables: Vec::new(),
         validations: vec![

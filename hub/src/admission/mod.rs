@@ -22,6 +22,10 @@
 //! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
 //!   (`create` on `managedclustersets/bind`, asked of the authorizer).
 //! - [`approval_policy`]: a RolloutApproval's `approvedBy` is its creator.
+//! - [`hub_writes_policy`]: decisions and hub-owned status are written by
+//!   the hub (and cluster administrators) only.
+//! - [`watchdog`]: the leader checks the policies stay installed and
+//!   enforced, says so when not, and re-applies them.
 //! - [`webhook`]: the webhook's registration and server.
 
 /// Who an approval names as approver: a policy checking it is the creator.
@@ -32,6 +36,8 @@ pub mod cluster_set_policy;
 pub mod duplicates_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.
 pub mod executor_policy;
+/// Only the hub writes decisions and hub-owned status: a policy naming it.
+pub mod hub_writes_policy;
 /// Every policy the hub installs, and installing them.
 pub mod policies;
 /// The one shape of a ferry admission policy and its binding.
@@ -42,5 +48,8 @@ pub mod review;
 pub mod target;
 /// The pure checks of a work.
 pub mod validate;
+/// Whether the policies are installed as the hub installs them, and their
+/// repair: the leader's fail-closed check.
+pub mod watchdog;
 /// The webhook: registration, serving, and the wait until it is enforced.
 pub mod webhook;

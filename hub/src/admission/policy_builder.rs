@@ -24,6 +24,9 @@ pub struct PolicyDef {
     pub resources: &'static [&'static str],
     /// Operations matched (`CREATE`, `UPDATE`).
     pub operations: &'static [&'static str],
+    /// Further rules matched besides `resources` of `group` (other groups,
+    /// or cluster-scoped resources), as they are.
+    pub extra_rules: Vec<NamedRuleWithOperations>,
     /// `matchConditions`: requests for which any is false are not checked.
     pub match_conditions: Vec<MatchCondition>,
     /// `variables`, computed once per request when first used.
@@ -44,14 +47,20 @@ impl PolicyDef {
             spec: Some(ValidatingAdmissionPolicySpec {
                 failure_policy: Some("Fail".into()),
                 match_constraints: Some(MatchResources {
-                    resource_rules: Some(vec![NamedRuleWithOperations {
-                        api_groups: Some(vec![self.group.into()]),
-                        api_versions: Some(vec!["v1alpha1".into()]),
-                        operations: Some(self.operations.iter().map(|o| o.to_string()).collect()),
-                        resources: Some(self.resources.iter().map(|r| r.to_string()).collect()),
-                        scope: Some("Namespaced".into()),
-                        ..Default::default()
-                    }]),
+                    resource_rules: Some(
+                        std::iter::once(NamedRuleWithOperations {
+                            api_groups: Some(vec![self.group.into()]),
+                            api_versions: Some(vec!["v1alpha1".into()]),
+                            operations: Some(
+                                self.operations.iter().map(|o| o.to_string()).collect(),
+                            ),
+                            resources: Some(self.resources.iter().map(|r| r.to_string()).collect()),
+                            scope: Some("Namespaced".into()),
+                            ..Default::default()
+                        })
+                        .chain(self.extra_rules.iter().cloned())
+                        .collect(),
+                    ),
                     ..Default::default()
                 }),
                 match_conditions: (!self.match_conditions.is_empty())
@@ -92,6 +101,7 @@ mod tests {
             group: "example.dev",
             resources: &["things"],
             operations: &["CREATE"],
+            extra_rules: Vec::new(),
             match_conditions: Vec::new(),
             variables: Vec::new(),
             validations: vec![Validation {

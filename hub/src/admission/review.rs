@@ -7,6 +7,9 @@ use std::time::Instant;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
+
+use super::executor_policy::EXECUTOR_POLICY_NAME;
+use super::watchdog::PolicyHealth;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -29,23 +32,35 @@ const MAX_REVIEW_BYTES: usize = 16 * 1024 * 1024;
 struct ReviewState {
     max_work_bytes: usize,
     review_seconds: Histogram,
+    policies: Option<PolicyHealth>,
 }
 
 /// The router serving [`REVIEW_PATH`]; works over `max_work_bytes` bytes of
 /// JSON are refused, and each review's time is observed in `review_seconds`.
-pub fn router(max_work_bytes: usize, review_seconds: Histogram) -> Router {
+/// With `policies`, a work naming a new executor is refused while the
+/// executor policy is not in force (so the executor check fails closed).
+pub fn router(
+    max_work_bytes: usize,
+    review_seconds: Histogram,
+    policies: Option<PolicyHealth>,
+) -> Router {
     Router::new()
         .route(REVIEW_PATH, post(review))
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(Arc::new(ReviewState {
             max_work_bytes,
             review_seconds,
+            policies,
         }))
 }
 
 async fn review(State(state): State<Arc<ReviewState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let response = answer(&body, state.max_work_bytes);
+    let executor_unchecked = state
+        .policies
+        .as_ref()
+        .is_some_and(|p| p.missing(EXECUTOR_POLICY_NAME));
+    let response = answer(&body, state.max_work_bytes, executor_unchecked);
     state
         .review_seconds
         .observe(started.elapsed().as_secs_f64());
@@ -53,7 +68,7 @@ async fn review(State(state): State<Arc<ReviewState>>, body: Bytes) -> Response 
 }
 
 /// The HTTP answer to one review body.
-fn answer(body: &[u8], max_work_bytes: usize) -> Response {
+fn answer(body: &[u8], max_work_bytes: usize, executor_unchecked: bool) -> Response {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(review) => review,
         Err(e) => {
@@ -67,6 +82,14 @@ fn answer(body: &[u8], max_work_bytes: usize) -> Response {
     };
     let request: Result<AdmissionRequest<DynamicObject>, _> = review.try_into();
     let response = match request {
+        Ok(request) if executor_unchecked && names_new_executor(&request) => {
+            AdmissionResponse::from(&request).deny(format!(
+                "ManifestWork {}: the admission policy {EXECUTOR_POLICY_NAME} that checks who may \
+                 name an executor is not in force; works naming a new executor are refused until \
+                 the hub has re-applied it",
+                request.name
+            ))
+        }
         Ok(request) => decide(&request, max_work_bytes),
         Err(e) => AdmissionResponse::invalid(e),
     };
@@ -117,6 +140,24 @@ pub fn decide(
         if problems.len() == 1 { "" } else { "s" },
         listed.join("; ")
     ))
+}
+
+/// Whether `request` creates a work naming an executor, or changes the
+/// executor a work names: what the executor policy checks.
+pub fn names_new_executor(request: &AdmissionRequest<DynamicObject>) -> bool {
+    let executor = |o: &DynamicObject| {
+        o.data
+            .pointer("/spec/executor/subject/serviceAccount")
+            .cloned()
+    };
+    let Some(new) = request.object.as_ref().and_then(executor) else {
+        return false;
+    };
+    match request.operation {
+        Operation::Create => true,
+        Operation::Update => request.old_object.as_ref().and_then(executor) != Some(new),
+        _ => false,
+    }
 }
 
 /// Size first, then everything [`validate_work`] finds.

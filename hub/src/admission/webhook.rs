@@ -4,6 +4,7 @@
 
 use super::review;
 use super::target::WebhookTarget;
+use super::watchdog::PolicyHealth;
 use std::future::Future;
 use std::time::Duration;
 
@@ -175,11 +176,13 @@ pub async fn install_webhook(
 
 /// Serves reviews on `options.listener`, timing each in `review_seconds`,
 /// and installs the webhook configuration pointing at it, until `shutdown`
-/// completes. Fails when the certificate is unusable, the configuration is
-/// refused, or serving fails.
+/// completes; with `policies`, refuses new executors while the executor
+/// policy is not in force (see [`review::router`]). Fails when the
+/// certificate is unusable, the configuration is refused, or serving fails.
 pub async fn serve(
     client: kube::Client,
     options: AdmissionOptions,
+    policies: Option<PolicyHealth>,
     reloads: CertReloads,
     review_seconds: Histogram,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -199,7 +202,7 @@ pub async fn serve(
     .await?;
     axum::serve(
         listener,
-        review::router(options.max_work_bytes, review_seconds),
+        review::router(options.max_work_bytes, review_seconds, policies),
     )
     .with_graceful_shutdown(shutdown)
     .await

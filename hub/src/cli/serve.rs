@@ -38,6 +38,13 @@ pub struct ServeArgs {
     /// Apply the hub CRDs at start-up and wait until they are served.
     #[arg(long, env = "FERRY_INSTALL_CRDS")]
     pub install_crds: bool,
+    /// Let the leader check every few seconds that the admission policies
+    /// are installed and enforced as the hub installs them: while one is
+    /// not, /readyz fails naming it, the webhook refuses new executors,
+    /// and the leader re-applies it (needs list on the policies and
+    /// bindings, and patch to repair).
+    #[arg(long, env = "FERRY_WATCH_ADMISSION_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_admission_policies: bool,
     /// Serving certificate chain (PEM) of the agent port; TLS is on
     /// unless --insecure-plaintext is given. Re-read when it changes.
     #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
@@ -213,6 +220,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         probe_addr,
         heartbeat_seconds,
         install_crds: install,
+        watch_admission_policies,
         tls_cert,
         tls_key,
         client_ca,
@@ -299,6 +307,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         install_crds(&client).await?;
     }
     let listeners = HubListeners {
+        watch_policies: watch_admission_policies,
         leader_election,
         replica_lease,
         unreachable_grace: Duration::from_secs(unreachable_grace_seconds),

@@ -21,6 +21,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use super::budget::{budget_verdict, fill_budget_status, record_window};
+use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
 use super::decisions::chosen_by_decisions;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
@@ -32,7 +33,9 @@ use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
 use crate::watch::SettledObjects;
+use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::watch::{resync_every, run_controller, watch};
+use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
@@ -55,6 +58,10 @@ struct Context {
     /// label): read on every reconcile without a list call.
     revisions: Store<ControllerRevision>,
     approvals: Store<RolloutApproval>,
+    /// The cluster sets and their bindings: a decided cluster must be in a
+    /// set bound to the replica set's namespace ([`refuse_unbound`]).
+    sets: Store<ManagedClusterSet>,
+    bindings: Store<ManagedClusterSetBinding>,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
@@ -88,8 +95,26 @@ impl Context {
     /// plan, the works, the status.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         let rs = self.current(rs).await?;
-        let chosen = chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
+        let mut chosen =
+            chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
+        // Decisions are data a tenant could have written: a cluster outside
+        // the sets bound to the namespace is never written a work.
+        let namespace = rs.namespace().unwrap_or_default();
+        let eligible = eligible(
+            &compile_sets(&self.sets.state()),
+            &self.bindings.state(),
+            &namespace,
+            &[],
+            &self.clusters.state(),
+        );
+        let unbound = refuse_unbound(&mut chosen, &eligible);
         let existing = self.generated(&rs);
+        // Their works, if any, are neither rewritten nor deleted here.
+        let deployable: BTreeMap<String, Arc<ManifestWork>> = existing
+            .iter()
+            .filter(|(cluster, _)| !unbound.contains(cluster))
+            .map(|(c, w)| (c.clone(), w.clone()))
+            .collect();
         let rendered = render_chosen(&rs.spec, &chosen.wanted, &self.clusters);
         let now = Timestamp::now();
         let owner = owner_label(&rs);
@@ -195,7 +220,7 @@ impl Context {
         // are made, so a new leader continues it.
         let verdict = budget_verdict(
             &rs,
-            &existing,
+            &deployable,
             &chosen.wanted,
             chosen.missing.is_empty() && chosen.may_delete(),
             now,
@@ -210,7 +235,7 @@ impl Context {
                 &start,
                 to_write,
                 write_revision,
-                &existing,
+                &deployable,
                 &chosen.wanted,
                 &verdict.delete,
                 now,
@@ -231,6 +256,10 @@ impl Context {
         // back through the work watch and reconcile again.
         let works = self.generated(&rs);
         let mut status = replica_set_status(&rs, &chosen, &works, &rendered, &refused, &plan);
+        let generation = rs.meta().generation.unwrap_or(0);
+        let cluster_sets = refused_condition(&unbound, &namespace, generation, &status.conditions);
+        status.conditions.retain(|c| c.type_ != CLUSTERS_REFUSED);
+        status.conditions.push(cluster_sets);
         if chosen.missing.is_empty() {
             fill_revision_status(
                 &rs,
@@ -475,6 +504,8 @@ pub async fn run_replica_set_controller(
     let (clusters, cluster_writer) = reflector::store();
     let (revisions, revision_writer) = reflector::store();
     let (approvals, approval_writer) = reflector::store();
+    let (sets, set_writer) = reflector::store();
+    let (bindings, binding_writer) = reflector::store();
     let rs_stream = watch(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -524,7 +555,24 @@ pub async fn run_replica_set_controller(
     )
     .reflect(approval_writer)
     .touched_settled();
+    // A set or binding change can refuse or admit clusters: the replica
+    // sets of the binding's namespace are looked at again (a set's change
+    // at the next resync).
+    let set_stream = watch(
+        Api::<ManagedClusterSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(set_writer)
+    .touched_settled();
+    let binding_stream = watch(
+        Api::<ManagedClusterSetBinding>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(binding_writer)
+    .touched_settled();
     let context = Arc::new(Context {
+        sets,
+        bindings,
         client,
         placements,
         decisions,
@@ -539,6 +587,7 @@ pub async fn run_replica_set_controller(
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
     let placement_sets = replica_sets.clone();
+    let binding_sets = replica_sets.clone();
     let controller = Controller::for_stream(rs_stream, replica_sets)
         .watches_stream(decision_stream, move |decision: PlacementDecision| {
             match (decision.namespace(), decision.labels().get(PLACEMENT_LABEL)) {
@@ -555,6 +604,16 @@ pub async fn run_replica_set_controller(
                 None => Vec::new(),
             },
         )
+        .watches_stream(set_stream, |_: ManagedClusterSet| Vec::new())
+        .watches_stream(binding_stream, move |binding: ManagedClusterSetBinding| {
+            let namespace = binding.namespace();
+            binding_sets
+                .state()
+                .iter()
+                .filter(|rs| rs.namespace() == namespace)
+                .map(|rs| ObjectRef::from_obj(rs.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .watches_stream(cluster_stream, move |_: ManagedCluster| {
             using_labels(&label_sets)
         })

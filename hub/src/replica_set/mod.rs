@@ -5,6 +5,8 @@
 
 /// Phase 4 too: the deletion budget.
 pub mod budget;
+/// Phase 1b: decided clusters outside the namespace's bound sets refused.
+pub mod bound;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
 /// Phase 1: the clusters the placements chose.

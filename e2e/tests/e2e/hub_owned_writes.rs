@@ -1,0 +1,315 @@
+//! Only the hub writes what the hub decides (issue 30, item 3): a tenant
+//! with broad RBAC in its namespace still cannot write PlacementDecisions
+//! or a replica set's status (the API server refuses, quoting the
+//! hub-owned-writes policy), and a decision naming a cluster outside the
+//! namespace's bound sets (written as an administrator, as a routed-around
+//! write would be) gets no work and is named in the replica set's status.
+
+use std::time::Duration;
+
+use ferry_api::contract::{CLUSTER_SET_LABEL, PLACEMENT_LABEL, REPLICA_SET_LABEL};
+use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::ManifestWork;
+use ferry_api::placement::PlacementDecision;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
+use ferry_e2e::helpers::wait::wait_until;
+use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
+use ferry_hub::admission::hub_writes_policy::HUB_WRITES_POLICY_NAME;
+use ferry_hub::crds::install_crds;
+use ferry_hub::replica_set::bound::{CLUSTERS_REFUSED, NOT_IN_BOUND_SETS};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+const TENANT: &str = "team-a";
+const TEAM: &str = "mallory";
+
+async fn create_namespace(client: &Client, name: &str) {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create namespace");
+}
+
+/// Grants `TEAM` every verb on every ferry resource (and subresource) in
+/// `TENANT`: broader than the README's tenant role, so only the admission
+/// policy stands in the way.
+async fn grant_tenant_everything(admin: &Client) {
+    let rule = PolicyRule {
+        api_groups: Some(vec!["cluster.ferry.dev".into(), "work.ferry.dev".into()]),
+        resources: Some(vec!["*".into(), "*/status".into()]),
+        verbs: vec!["*".into()],
+        ..Default::default()
+    };
+    Api::<Role>::namespaced(admin.clone(), TENANT)
+        .create(
+            &PostParams::default(),
+            &Role {
+                metadata: ObjectMeta {
+                    name: Some("tenant".into()),
+                    namespace: Some(TENANT.into()),
+                    ..Default::default()
+                },
+                rules: Some(vec![rule]),
+            },
+        )
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(admin.clone(), TENANT)
+        .create(
+            &PostParams::default(),
+            &RoleBinding {
+                metadata: ObjectMeta {
+                    name: Some("tenant".into()),
+                    namespace: Some(TENANT.into()),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: "tenant".into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "User".into(),
+                    name: TEAM.into(),
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    ..Default::default()
+                }]),
+            },
+        )
+        .await
+        .expect("role binding");
+}
+
+/// Retries `attempt` until it is refused quoting the hub-owned-writes
+/// policy (the API server learns of policies and RBAC asynchronously);
+/// returns the last outcome.
+async fn until_refused<F, Fut>(what: &str, attempt: F) -> Result<(), String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let outcome = attempt().await.map_err(|e| match e {
+            kube::Error::Api(status) => status.message,
+            other => other.to_string(),
+        });
+        let refused = outcome
+            .as_ref()
+            .is_err_and(|m| m.contains(HUB_WRITES_POLICY_NAME));
+        if refused || tokio::time::Instant::now() >= deadline {
+            println!("{what}: {outcome:?}");
+            return outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn decision(name: &str, placement: &str, clusters: &[&str]) -> PlacementDecision {
+    serde_json::from_value(json!({
+        "apiVersion": "cluster.ferry.dev/v1alpha1",
+        "kind": "PlacementDecision",
+        "metadata": {"name": name, "namespace": TENANT, "labels": {PLACEMENT_LABEL: placement}},
+        "spec": {},
+        "status": {"decisions": clusters.iter().map(|c| json!({"clusterName": c, "reason": ""})).collect::<Vec<_>>()},
+    }))
+    .expect("decision")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_write_decisions_or_its_replica_sets_status() {
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane");
+    let admin = hub.client().await.expect("admin client");
+    install_crds(&admin).await.expect("CRDs and policies");
+    create_namespace(&admin, TENANT).await;
+    grant_tenant_everything(&admin).await;
+    // A replica set and a decision the tenant's writes will aim at, made
+    // by the administrator (allowed: system:masters).
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "app", "namespace": TENANT},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "app", json!({"a": "b"})),
+            ]}},
+            "placementRefs": [{"name": "p", "rolloutStrategy": {"type": "All"}}],
+        },
+    }))
+    .expect("replica set");
+    Api::<ManifestWorkReplicaSet>::namespaced(admin.clone(), TENANT)
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("an administrator creates a replica set");
+    Api::<PlacementDecision>::namespaced(admin.clone(), TENANT)
+        .create(&PostParams::default(), &decision("p-decision-1", "p", &[]))
+        .await
+        .expect("an administrator may write a decision");
+
+    let tenant = hub.client_as(TEAM).await.expect("tenant client");
+    let decisions: Api<PlacementDecision> = Api::namespaced(tenant.clone(), TENANT);
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(tenant.clone(), TENANT);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let create = until_refused("tenant creates a decision", || async {
+        decisions
+            .create(&dry, &decision("mine", "p", &["anywhere"]))
+            .await
+            .map(|_| ())
+    })
+    .await;
+    let message = create.expect_err("a tenant's PlacementDecision is refused");
+    assert!(
+        message.contains(TEAM),
+        "the refusal names the requester: {message}"
+    );
+
+    let patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let status = json!({"status": {"decisions": [{"clusterName": "anywhere", "reason": ""}]}});
+    until_refused("tenant patches a decision's status", || async {
+        decisions
+            .patch_status("p-decision-1", &patch, &Patch::Merge(&status))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's decision status patch is refused");
+    until_refused("tenant labels a decision", || async {
+        decisions
+            .patch(
+                "p-decision-1",
+                &patch,
+                &Patch::Merge(json!({"metadata": {"labels": {PLACEMENT_LABEL: "other"}}})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's decision patch is refused");
+    // A gate marked passed by the tenant.
+    let gate = json!({"status": {"rollout": {"placements": [{
+        "name": "p", "gates": [{"afterGroup": "canary", "state": "Passed"}]}]}}});
+    until_refused("tenant patches its replica set's status", || async {
+        sets.patch_status("app", &patch, &Patch::Merge(&gate))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's replica-set status patch is refused");
+    // The tenant's own spec writes still go through.
+    sets.patch(
+        "app",
+        &patch,
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .expect("a tenant may still edit its replica set");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decided_cluster_outside_the_bound_sets_gets_no_work_and_is_named() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["inside", "outside"]))
+        .await
+        .expect("fleet");
+    let hub = fleet.hub_client.clone();
+    create_namespace(&hub, TENANT).await;
+    // `inside` in the team's set, bound to the namespace; `outside` not.
+    Api::<ManagedCluster>::all(hub.clone())
+        .patch(
+            "inside",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {CLUSTER_SET_LABEL: TENANT}}})),
+        )
+        .await
+        .expect("label inside");
+    Api::<ferry_api::cluster_set::ManagedClusterSet>::all(hub.clone())
+        .create(
+            &PostParams::default(),
+            &ferry_api::cluster_set::ManagedClusterSet::new(TENANT, Default::default()),
+        )
+        .await
+        .expect("create set");
+    bind_cluster_set(&hub, TENANT, TENANT).await;
+    create_placement_unbound(&hub, TENANT, "p", json!({})).await;
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "app", "namespace": TENANT},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "app", json!({"a": "b"})),
+            ]}},
+            "placementRefs": [{"name": "p", "rolloutStrategy": {"type": "All"}}],
+        },
+    }))
+    .expect("replica set");
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), TENANT);
+    sets.create(&PostParams::default(), &rs)
+        .await
+        .expect("create replica set");
+    wait_applied(&Api::namespaced(hub.clone(), "inside"), "app")
+        .await
+        .expect("the bound cluster gets its work");
+
+    // The routed-around write: the decision now also names `outside`.
+    let decisions: Api<PlacementDecision> = Api::namespaced(hub.clone(), TENANT);
+    let name = decisions
+        .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}=p")))
+        .await
+        .expect("list decisions")
+        .items
+        .first()
+        .map(|d| d.name_any())
+        .expect("the placement's decision");
+    let routed = json!({"status": {"decisions": [
+        {"clusterName": "inside", "reason": ""},
+        {"clusterName": "outside", "reason": ""},
+    ]}});
+    decisions
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&routed))
+        .await
+        .expect("an administrator writes the decision");
+    let seen = wait_until(&sets, "app", CLUSTERS_REFUSED, APPLY_TIMEOUT, |rs| {
+        rs.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == CLUSTERS_REFUSED
+                    && c.status == "True"
+                    && c.reason == NOT_IN_BOUND_SETS
+                    && c.message.contains("outside")
+            })
+        })
+    })
+    .await
+    .expect("the replica set names the refused cluster");
+    println!("status: {:?}", seen.status.map(|s| s.conditions));
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "outside");
+    let written = works
+        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={TENANT}.app")))
+        .await
+        .expect("list works");
+    assert!(
+        written.items.is_empty(),
+        "a cluster outside the bound sets was written a work"
+    );
+    fleet.stop().await;
+}

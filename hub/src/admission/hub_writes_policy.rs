@@ -1,0 +1,156 @@
+//! Only the hub writes what the hub decides: a `ValidatingAdmissionPolicy`
+//! that refuses, from anyone but the hub's own identity and the cluster's
+//! administrators (group `system:masters`), the writes that route work:
+//! PlacementDecisions (the object and its status) and the status of
+//! Placements, ManifestWorkReplicaSets (gates, rollout) and
+//! ManagedClusterSets. A tenant able to write these could otherwise name
+//! clusters outside its bound sets or mark a gate passed.
+//!
+//! The hub's username is known only where it runs: the hub asks the API
+//! server who it is (`SelfSubjectReview`) at start and applies the policy
+//! naming itself ([`crate::admission::watchdog`] keeps it so); the
+//! checked-in rendering names the chart's default ServiceAccount
+//! [`DEFAULT_HUB_USERNAME`]. DELETE is not matched: the garbage collector
+//! removes a deleted Placement's decisions, and the placement controller
+//! writes a deleted decision back.
+
+use k8s_openapi::api::admissionregistration::v1::{NamedRuleWithOperations, Validation};
+
+use super::policy_builder::PolicyDef;
+use ferry_api::contract::{CLUSTER_GROUP, WORK_GROUP};
+
+/// Name of the policy and of its binding; the API server quotes it in denials.
+pub const HUB_WRITES_POLICY_NAME: &str = "hub-owned-writes.cluster.ferry.dev";
+
+/// The hub's username in the checked-in rendering: the chart's
+/// ServiceAccount `ferry-hub` in namespace `ferry`.
+pub const DEFAULT_HUB_USERNAME: &str = "system:serviceaccount:ferry:ferry-hub";
+
+/// The group besides the hub allowed these writes: the cluster's
+/// administrators, who could remove the policy anyway.
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// Most usernames the policy names (the hub's identities); more are
+/// ignored.
+pub const MAX_WRITERS: usize = 8;
+
+/// A CEL string literal of `s` (single-quoted, escaped).
+fn cel_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// CEL: the requester is one of `writers` or in [`ADMIN_GROUP`].
+fn rule(writers: &[String]) -> String {
+    let names: Vec<String> = writers
+        .iter()
+        .take(MAX_WRITERS)
+        .map(|w| cel_string(w))
+        .collect();
+    format!(
+        "request.userInfo.username in [{}] || \
+         (has(request.userInfo.groups) && '{ADMIN_GROUP}' in request.userInfo.groups)",
+        names.join(", ")
+    )
+}
+
+/// The policy for a hub running as `writers` (its usernames; at most
+/// [`MAX_WRITERS`] are named): CREATE and UPDATE of `placementdecisions`
+/// and `placementdecisions/status`, `placements/status`,
+/// `managedclustersets/status` (group `cluster.ferry.dev`) and
+/// `manifestworkreplicasets/status` (group `work.ferry.dev`), refused for
+/// anyone else. Never fails; with no writers only administrators may write.
+pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
+    let rule_for = |group: &str, resources: &[&str], scope: &str| NamedRuleWithOperations {
+        api_groups: Some(vec![group.into()]),
+        api_versions: Some(vec!["v1alpha1".into()]),
+        operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        scope: Some(scope.into()),
+        ..Default::default()
+    };
+    PolicyDef {
+        name: HUB_WRITES_POLICY_NAME,
+        group: CLUSTER_GROUP,
+        resources: &[
+            "placementdecisions",
+            "placementdecisions/status",
+            "placements/status",
+        ],
+        operations: &["CREATE", "UPDATE"],
+        extra_rules: vec![
+            rule_for(
+                WORK_GROUP,
+                &["manifestworkreplicasets/status"],
+                "Namespaced",
+            ),
+            rule_for(CLUSTER_GROUP, &["managedclustersets/status"], "Cluster"),
+        ],
+        match_conditions: Vec::new(),
+        variables: Vec::new(),
+        validations: vec![Validation {
+            expression: rule(writers),
+            message: Some(format!(
+                "only the ferry hub writes placement decisions and the status of placements, \
+                 replica sets and cluster sets (policy {HUB_WRITES_POLICY_NAME})"
+            )),
+            message_expression: Some(format!(
+                "request.userInfo.username + ' may not write ' + request.resource.resource + \
+                 (has(request.subResource) && request.subResource != '' ? '/' + request.subResource : '') + \
+                 ': only the ferry hub writes what the hub decides (policy {HUB_WRITES_POLICY_NAME})'"
+            )),
+            reason: Some("Forbidden".into()),
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_hub_and_administrators_may_write_decisions_and_hub_status() {
+        let spec = hub_writes_policy(&["system:serviceaccount:x:hub".into()])
+            .policy()
+            .spec
+            .expect("spec");
+        let rules = spec
+            .match_constraints
+            .and_then(|m| m.resource_rules)
+            .expect("rules");
+        let all: Vec<String> = rules
+            .iter()
+            .flat_map(|r| r.resources.clone().unwrap_or_default())
+            .collect();
+        for r in [
+            "placementdecisions",
+            "placementdecisions/status",
+            "placements/status",
+            "manifestworkreplicasets/status",
+            "managedclustersets/status",
+        ] {
+            assert!(all.iter().any(|a| a == r), "{r} matched");
+        }
+        assert_eq!(rules[2].scope.as_deref(), Some("Cluster"));
+        let expression = &spec.validations.expect("validations")[0].expression;
+        assert!(expression.contains("['system:serviceaccount:x:hub']"));
+        assert!(expression.contains("'system:masters' in request.userInfo.groups"));
+    }
+
+    #[test]
+    fn a_username_cannot_break_out_of_its_literal() {
+        assert_eq!(cel_string("a'b\\c\n"), "'a\\'b\\\\c'");
+        let many: Vec<String> = (0..20).map(|i| format!("u{i}")).collect();
+        assert_eq!(rule(&many).matches("'u").count(), MAX_WRITERS);
+    }
+}

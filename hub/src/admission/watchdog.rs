@@ -1,0 +1,424 @@
+//! Policies fail closed: the leader checks, every [`CHECK_INTERVAL`], that
+//! each policy and binding of [`all_policies_for`] exists, is bound to
+//! deny and matches what the hub installs (the spec fields it sets); when
+//! one is not, it says so (`ferry_hub_admission_policy_missing{policy}`,
+//! the leader's `/readyz`, a warning in the log) and re-applies it. The
+//! webhook asks [`PolicyHealth::missing`] to refuse what a missing policy
+//! would have checked. The decision is [`check`], pure; [`run_watchdog`]
+//! is the shell that lists, reports and repairs.
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    NamedRuleWithOperations, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicySpec,
+};
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::policies::{all_policies_for, install_policy};
+use super::policy_builder::PolicyDef;
+use crate::leader::StopSignal;
+use crate::metrics::{HubMetrics, PolicyLabel};
+
+/// How often the leader checks the policies.
+pub const CHECK_INTERVAL: Duration = Duration::from_secs(3);
+
+/// What is wrong with one policy the hub installs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// The policy does not exist.
+    PolicyMissing(&'static str),
+    /// The binding does not exist.
+    BindingMissing(&'static str),
+    /// The policy differs from what the hub installs, in the field named.
+    PolicyAltered(&'static str, &'static str),
+    /// The binding does not deny, names another policy, or narrows what it
+    /// matches (the field named).
+    BindingAltered(&'static str, &'static str),
+    /// The policies could not be read (the error); every one counts as
+    /// missing until they can.
+    Unreadable(&'static str, String),
+}
+
+impl Finding {
+    /// The name of the policy concerned.
+    pub fn policy(&self) -> &'static str {
+        match self {
+            Self::PolicyMissing(p)
+            | Self::BindingMissing(p)
+            | Self::PolicyAltered(p, _)
+            | Self::BindingAltered(p, _)
+            | Self::Unreadable(p, _) => p,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PolicyMissing(p) => write!(f, "admission policy {p} is missing"),
+            Self::BindingMissing(p) => write!(f, "admission policy binding {p} is missing"),
+            Self::PolicyAltered(p, what) => {
+                write!(f, "admission policy {p} was altered ({what})")
+            }
+            Self::BindingAltered(p, what) => {
+                write!(f, "admission policy binding {p} was altered ({what})")
+            }
+            Self::Unreadable(p, e) => {
+                write!(f, "admission policy {p} could not be checked: {e}")
+            }
+        }
+    }
+}
+
+/// A rule as compared: the fields the hub sets, sorted lists.
+fn rule_key(rule: &NamedRuleWithOperations) -> [Vec<String>; 5] {
+    let sorted = |v: &Option<Vec<String>>| {
+        let mut v = v.clone().unwrap_or_default();
+        v.sort();
+        v
+    };
+    [
+        sorted(&rule.api_groups),
+        sorted(&rule.api_versions),
+        sorted(&rule.operations),
+        sorted(&rule.resources),
+        vec![rule.scope.clone().unwrap_or_else(|| "*".into())],
+    ]
+}
+
+/// The first field of `live` that differs from `want`, of those the hub
+/// sets.
+fn policy_difference(
+    want: &ValidatingAdmissionPolicySpec,
+    live: &ValidatingAdmissionPolicySpec,
+) -> Option<&'static str> {
+    if live.failure_policy.as_deref().unwrap_or("Fail") != "Fail" {
+        return Some("failurePolicy");
+    }
+    let rules = |s: &ValidatingAdmissionPolicySpec| {
+        let mut r: Vec<_> = s
+            .match_constraints
+            .as_ref()
+            .and_then(|m| m.resource_rules.as_ref())
+            .map(|r| r.iter().map(rule_key).collect())
+            .unwrap_or_default();
+        r.sort();
+        r
+    };
+    if rules(want) != rules(live) {
+        return Some("matchConstraints.resourceRules");
+    }
+    let narrowed = live.match_constraints.as_ref().is_some_and(|m| {
+        m.exclude_resource_rules
+            .as_ref()
+            .is_some_and(|r| !r.is_empty())
+            || m.namespace_selector
+                .as_ref()
+                .is_some_and(|s| s.match_labels.is_some() || s.match_expressions.is_some())
+            || m.object_selector
+                .as_ref()
+                .is_some_and(|s| s.match_labels.is_some() || s.match_expressions.is_some())
+    });
+    if narrowed {
+        return Some("matchConstraints");
+    }
+    let conditions = |s: &ValidatingAdmissionPolicySpec| {
+        s.match_conditions
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.expression.clone()))
+            .collect::<Vec<_>>()
+    };
+    if conditions(want) != conditions(live) {
+        return Some("matchConditions");
+    }
+    let variables = |s: &ValidatingAdmissionPolicySpec| {
+        s.variables
+            .iter()
+            .flatten()
+            .map(|v| (v.name.clone(), v.expression.clone()))
+            .collect::<Vec<_>>()
+    };
+    if variables(want) != variables(live) {
+        return Some("variables");
+    }
+    let validations = |s: &ValidatingAdmissionPolicySpec| {
+        s.validations
+            .iter()
+            .flatten()
+            .map(|v| (v.expression.clone(), v.message_expression.clone()))
+            .collect::<Vec<_>>()
+    };
+    if validations(want) != validations(live) {
+        return Some("validations");
+    }
+    None
+}
+
+/// What is wrong with the observed `policies` and `bindings` (all of the
+/// cluster's; others than `expected` are ignored) against the `expected`
+/// ones: missing, not denying, or altered. Empty when all are as the hub
+/// installs them. Never fails.
+pub fn check(
+    expected: &[PolicyDef],
+    policies: &[ValidatingAdmissionPolicy],
+    bindings: &[ValidatingAdmissionPolicyBinding],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for def in expected {
+        let want = def.policy().spec.unwrap_or_default();
+        match policies.iter().find(|p| p.name_any() == def.name) {
+            None => findings.push(Finding::PolicyMissing(def.name)),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                findings.push(Finding::PolicyMissing(def.name))
+            }
+            Some(p) => {
+                if let Some(what) = policy_difference(&want, &p.spec.clone().unwrap_or_default()) {
+                    findings.push(Finding::PolicyAltered(def.name, what));
+                }
+            }
+        }
+        match bindings.iter().find(|b| b.name_any() == def.name) {
+            None => findings.push(Finding::BindingMissing(def.name)),
+            Some(b) if b.metadata.deletion_timestamp.is_some() => {
+                findings.push(Finding::BindingMissing(def.name))
+            }
+            Some(b) => {
+                let spec = b.spec.clone().unwrap_or_default();
+                let what = if spec.policy_name.as_deref() != Some(def.name) {
+                    Some("policyName")
+                } else if !spec
+                    .validation_actions
+                    .as_ref()
+                    .is_some_and(|a| a.iter().any(|a| a == "Deny"))
+                {
+                    Some("validationActions")
+                } else if spec.param_ref.is_some() {
+                    Some("paramRef")
+                } else if spec.match_resources.as_ref().is_some_and(|m| {
+                    m.resource_rules.as_ref().is_some_and(|r| !r.is_empty())
+                        || m.exclude_resource_rules
+                            .as_ref()
+                            .is_some_and(|r| !r.is_empty())
+                        || m.namespace_selector.as_ref().is_some_and(|s| {
+                            s.match_labels.is_some() || s.match_expressions.is_some()
+                        })
+                        || m.object_selector.as_ref().is_some_and(|s| {
+                            s.match_labels.is_some() || s.match_expressions.is_some()
+                        })
+                }) {
+                    Some("matchResources")
+                } else {
+                    None
+                };
+                if let Some(what) = what {
+                    findings.push(Finding::BindingAltered(def.name, what));
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// What the last check found, shared with `/readyz` and the webhook.
+#[derive(Clone)]
+pub struct PolicyHealth {
+    findings: watch::Sender<Vec<Finding>>,
+    checked: watch::Sender<bool>,
+}
+
+impl Default for PolicyHealth {
+    fn default() -> Self {
+        Self {
+            findings: watch::Sender::new(Vec::new()),
+            checked: watch::Sender::new(false),
+        }
+    }
+}
+
+impl PolicyHealth {
+    /// The findings of the last check (empty before the first).
+    pub fn findings(&self) -> Vec<Finding> {
+        self.findings.borrow().clone()
+    }
+
+    /// Whether the policy `name` was found missing or altered at the last
+    /// check (false before the first).
+    pub fn missing(&self, name: &str) -> bool {
+        self.findings.borrow().iter().any(|f| f.policy() == name)
+    }
+
+    /// Whether a check has run at all.
+    pub fn checked(&self) -> bool {
+        *self.checked.borrow()
+    }
+}
+
+/// Lists the cluster's policies and bindings; fails with the API error.
+async fn observe(
+    client: &Client,
+) -> Result<
+    (
+        Vec<ValidatingAdmissionPolicy>,
+        Vec<ValidatingAdmissionPolicyBinding>,
+    ),
+    kube::Error,
+> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let params = ListParams::default().limit(500);
+    Ok((
+        policies.list(&params).await?.items,
+        bindings.list(&params).await?.items,
+    ))
+}
+
+/// Runs the check every [`CHECK_INTERVAL`] until `stop` fires: publishes the
+/// findings to `health` and the metrics, and re-applies each policy found
+/// missing or altered (its policy and binding). The hub runs as
+/// `hub_writers`. Never fails: an unreadable list counts every policy as
+/// unchecked (a finding), a refused repair is logged and tried again at the
+/// next check.
+pub async fn run_watchdog(
+    client: Client,
+    hub_writers: Vec<String>,
+    health: PolicyHealth,
+    metrics: std::sync::Arc<HubMetrics>,
+    mut stop: StopSignal,
+) {
+    let expected = all_policies_for(&hub_writers);
+    let mut tick = tokio::time::interval(CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = &mut stop => break,
+        }
+        let findings = match observe(&client).await {
+            Ok((policies, bindings)) => check(&expected, &policies, &bindings),
+            Err(error) => expected
+                .iter()
+                .map(|d| Finding::Unreadable(d.name, error.to_string()))
+                .collect(),
+        };
+        for def in &expected {
+            let bad = findings.iter().any(|f| f.policy() == def.name);
+            metrics
+                .admission_policy_missing
+                .get_or_create(&PolicyLabel {
+                    policy: def.name.into(),
+                })
+                .set(i64::from(bad));
+        }
+        let previous = health.findings.send_replace(findings.clone());
+        health.checked.send_replace(true);
+        if previous.is_empty() && !findings.is_empty() {
+            for f in &findings {
+                warn!(finding = %f, "admission policy not in force; re-applying it");
+            }
+        }
+        for def in &expected {
+            let repairable = findings
+                .iter()
+                .any(|f| f.policy() == def.name && !matches!(f, Finding::Unreadable(..)));
+            if !repairable {
+                continue;
+            }
+            metrics
+                .admission_policy_repairs
+                .get_or_create(&PolicyLabel {
+                    policy: def.name.into(),
+                })
+                .inc();
+            match install_policy(&client, def).await {
+                Ok(()) => info!(policy = def.name, "admission policy re-applied"),
+                Err((name, error)) => {
+                    warn!(policy = name, %error, "re-applying the admission policy failed")
+                }
+            }
+        }
+    }
+    // A replica that stops leading no longer vouches for the policies.
+    health.findings.send_replace(Vec::new());
+    health.checked.send_replace(false);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::executor_policy::EXECUTOR_POLICY_NAME;
+
+    fn installed(
+        defs: &[PolicyDef],
+    ) -> (
+        Vec<ValidatingAdmissionPolicy>,
+        Vec<ValidatingAdmissionPolicyBinding>,
+    ) {
+        (
+            defs.iter().map(PolicyDef::policy).collect(),
+            defs.iter().map(PolicyDef::binding).collect(),
+        )
+    }
+
+    #[test]
+    fn policies_as_installed_are_in_force() {
+        let defs = all_policies_for(&["hub".into()]);
+        let (p, b) = installed(&defs);
+        assert_eq!(check(&defs, &p, &b), Vec::new());
+    }
+
+    #[test]
+    fn a_deleted_binding_is_named() {
+        let defs = all_policies_for(&["hub".into()]);
+        let (p, mut b) = installed(&defs);
+        b.retain(|b| b.name_any() != EXECUTOR_POLICY_NAME);
+        assert_eq!(
+            check(&defs, &p, &b),
+            vec![Finding::BindingMissing(EXECUTOR_POLICY_NAME)]
+        );
+    }
+
+    #[test]
+    fn a_binding_that_only_warns_or_a_loosened_policy_is_altered() {
+        let defs = all_policies_for(&["hub".into()]);
+        let (mut p, mut b) = installed(&defs);
+        if let Some(spec) = b[1].spec.as_mut() {
+            spec.validation_actions = Some(vec!["Warn".into()]);
+        }
+        if let Some(spec) = p[4].spec.as_mut() {
+            spec.validations = Some(Vec::new());
+        }
+        if let Some(spec) = p[0].spec.as_mut() {
+            spec.failure_policy = Some("Ignore".into());
+        }
+        let found = check(&defs, &p, &b);
+        assert!(found.contains(&Finding::BindingAltered(
+            EXECUTOR_POLICY_NAME,
+            "validationActions"
+        )));
+        assert!(found.contains(&Finding::PolicyAltered(defs[4].name, "validations")));
+        assert!(found.contains(&Finding::PolicyAltered(defs[0].name, "failurePolicy")));
+        assert_eq!(found.len(), 3);
+    }
+
+    #[test]
+    fn a_policy_naming_another_hub_is_altered() {
+        let defs = all_policies_for(&["hub".into()]);
+        let (p, b) = installed(&all_policies_for(&["someone-else".into()]));
+        assert_eq!(
+            check(&defs, &p, &b),
+            vec![Finding::PolicyAltered(defs[4].name, "validations")]
+        );
+    }
+
+    #[test]
+    fn policies_of_others_are_ignored_and_all_missing_is_named() {
+        let defs = all_policies_for(&["hub".into()]);
+        let found = check(&defs, &[], &[]);
+        assert_eq!(found.len(), 2 * defs.len());
+    }
+}
