@@ -481,6 +481,7 @@ async fn start_more_replicas(
             leader_election: leader_election(replicas, index, false),
             replica_lease: replica_lease(index, session.heartbeat_interval),
             unreachable_grace,
+            health_pool: Default::default(),
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -670,6 +671,7 @@ impl Fleet {
             leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
             unreachable_grace: options.unreachable_grace,
+            health_pool: Default::default(),
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -909,6 +911,7 @@ impl Fleet {
                 leader_election: leader_election(self.replicas.len() + 1, 0, self.elect_leader),
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
                 unreachable_grace: self.unreachable_grace,
+                health_pool: Default::default(),
             };
             self.hub_run = Some(
                 spawn_hub(

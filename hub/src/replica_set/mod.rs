@@ -17,6 +17,8 @@ pub mod error;
 pub mod fleet_summary;
 /// Phase 3 too: the gates and cohort holding clusters back.
 pub mod gates;
+/// Phase 3 too: gates' health expressions on a bounded blocking pool.
+pub mod health_pool;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

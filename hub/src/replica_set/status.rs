@@ -440,6 +440,7 @@ mod missing_placement_tests {
             all_complete: true,
             problems: vec![],
             placements: vec![],
+            health_requests: vec![],
         };
         let status = replica_set_status(
             &rs,
