@@ -134,6 +134,25 @@ impl HubProcess {
         let _ = self.child.kill().await;
     }
 
+    /// Sends SIGTERM (as Kubernetes does to stop a pod) and waits up to
+    /// `timeout` for the process to exit; its exit status, or `None` when
+    /// it is still running then (it is left running: dropping the handle
+    /// kills it).
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id()?;
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+        if !sent.is_ok_and(|s| s.success()) {
+            return None;
+        }
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
     /// Starts the hub again with the same certificate, ports and flags;
     /// returns once its process is spawned (not yet serving).
     pub fn restart(&mut self) -> Result<(), HubProcessError> {

@@ -76,6 +76,7 @@ mod session_age;
 mod simulated_agents;
 mod status_delivery;
 mod status_feedback;
+mod tenant_attacks;
 mod unknown_kind;
 mod update_strategy;
 mod update_strategy_default_type;
