@@ -112,8 +112,8 @@ pub fn decide(
 }
 
 /// The answer to one request about a ManifestWorkReplicaSet: allowed, or
-/// denied listing every gate health expression that does not compile or
-/// is over the static cost limit. Only CREATE and UPDATE of the spec are
+/// denied listing every gate health expression over the length or static
+/// cost limit. Only CREATE and UPDATE of the spec are
 /// checked, as for works.
 pub fn decide_replica_set(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     decide_with(request, "ManifestWorkReplicaSet", |object| {

@@ -16,7 +16,7 @@ use ferry_semantics::strategy::strategy_of;
 use crate::wire::to_wire::work_upsert;
 use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
-use ferry_fleet_semantics::rollout_gates::compile_health;
+use ferry_fleet_semantics::rollout_gates::{HealthError, compile_health};
 
 /// One reason a work is refused: what it is about and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,9 +75,9 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
 
 /// Every problem of `rs`'s spec the API server's own rules cannot find:
 /// each rollout gate's health expression (of every strategy type given,
-/// not only the one in use) must compile and be within the static cost
-/// limit (`ferry_fleet_semantics::cel_cost`). Empty means nothing more is
-/// wrong. Never fails: whatever is wrong is a [`Problem`].
+/// not only the one in use) must be within the length and static cost
+/// limits (`ferry_fleet_semantics::cel_cost`); one that does not compile
+/// is left to the gate's status. Empty means nothing more is wrong. Never fails: whatever is wrong is a [`Problem`].
 pub fn validate_replica_set(rs: &ManifestWorkReplicaSet) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (index, reference) in rs.spec.placement_refs.iter().enumerate() {
@@ -97,7 +97,11 @@ pub fn validate_replica_set(rs: &ManifestWorkReplicaSet) -> Vec<Problem> {
             let Some(config) = config else { continue };
             for (gate_index, gate) in config.gates.iter().enumerate() {
                 let Some(health) = &gate.health else { continue };
-                if let Err(error) = compile_health(&health.expression) {
+                // Only the bounds are refused here: an expression that does
+                // not compile is shown in the gate's status, as before.
+                if let Err(error @ (HealthError::TooCostly { .. } | HealthError::TooLong)) =
+                    compile_health(&health.expression)
+                {
                     problems.push(Problem::new(
                         format!(
                             "placementRefs[{index}] ({}) rolloutStrategy.{type_}.gates[{gate_index}] \
