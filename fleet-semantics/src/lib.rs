@@ -6,6 +6,7 @@
 //! only `ferry-semantics`.
 #![forbid(unsafe_code)]
 
+pub mod cel_cost;
 pub mod cluster_sets;
 pub mod cohort;
 pub mod decision_rewrite;

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 use ferry_semantics::condition_rules::{MAX_CEL_EXPRESSION_LENGTH, to_cel};
 
+use crate::cel_cost::{MAX_HEALTH_COST, estimate_cost};
+
 /// One gate of a rollout strategy, durations resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateSpec {
@@ -153,6 +155,32 @@ pub enum HealthError {
     /// It gave something other than a bool.
     #[error("health expression gave {0}, not a bool")]
     NotBool(String),
+    /// Its worst-case cost ([`crate::cel_cost::estimate_cost`]) is over the
+    /// limit: it is never run.
+    #[error(
+        "health expression exceeds the static cost limit: estimated worst-case cost {estimate} \
+         is over the limit of {limit} (nested comprehensions multiply; see docs/rollouts.md)"
+    )]
+    TooCostly {
+        /// The estimate.
+        estimate: u64,
+        /// The limit ([`MAX_HEALTH_COST`]).
+        limit: u64,
+    },
+    /// It ran past the hub's time limit for one evaluation (the hub's
+    /// bounded pool, not this crate, enforces it).
+    #[error("health expression exceeded the time limit of {limit_ms} ms per evaluation")]
+    TimedOut {
+        /// The limit in ms.
+        limit_ms: u64,
+    },
+    /// The hub's evaluation pool had no room for it in time (every permit
+    /// held, or an evaluation of the same namespace still running).
+    #[error("health expression was not evaluated: the evaluation pool is busy ({0})")]
+    PoolBusy(String),
+    /// The hub did not evaluate it (a verdict that was not supplied).
+    #[error("health expression was not evaluated")]
+    NotEvaluated,
 }
 
 /// Human text of a duration in ms (`90s`, `2m30s`).
@@ -195,9 +223,11 @@ fn variables(facts: &GroupFacts) -> (Value, Value) {
     (group, Value::Array(clusters))
 }
 
-/// Runs `expression` over the group's facts. Never panics on user input:
-/// an expression that does not compile, fails or gives no bool is an error.
-pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, HealthError> {
+/// Compiles `expression` and checks its length and worst-case cost, as
+/// admission does and as every evaluation does first. Fails with
+/// [`HealthError::TooLong`], [`HealthError::Parse`] or
+/// [`HealthError::TooCostly`]; never panics on user input.
+pub fn compile_health(expression: &str) -> Result<Program, HealthError> {
     if expression.len() > MAX_CEL_EXPRESSION_LENGTH {
         return Err(HealthError::TooLong);
     }
@@ -206,6 +236,23 @@ pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, Hea
     let compiled = std::panic::catch_unwind(|| Program::compile(expression))
         .map_err(|_| HealthError::Parse("the parser gave up".into()))?
         .map_err(|e| HealthError::Parse(e.to_string()))?;
+    let estimate = estimate_cost(compiled.expression());
+    if estimate > MAX_HEALTH_COST {
+        return Err(HealthError::TooCostly {
+            estimate,
+            limit: MAX_HEALTH_COST,
+        });
+    }
+    Ok(compiled)
+}
+
+/// Runs `expression` over the group's facts. Never panics on user input:
+/// an expression that is too long, does not compile, is over the static
+/// cost limit ([`compile_health`]), fails or gives no bool is an error.
+/// It runs on the calling thread with no time bound of its own (the cost
+/// limit bounds it): the hub calls it on its bounded blocking pool.
+pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, HealthError> {
+    let compiled = compile_health(expression)?;
     let (group, clusters) = variables(facts);
     let mut context = Context::default();
     context.add_variable_from_value("group", to_cel(&group));
@@ -217,8 +264,36 @@ pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, Hea
     }
 }
 
-/// Evaluates one gate at `now_ms` from its `memory`, the group's `facts`
-/// and the `approval` of the current revision, if one exists.
+/// Whether [`decide_gate`] reads a health verdict for `spec` from this
+/// `memory` and `facts`: the gate has a health check, has not passed, and
+/// its group succeeded. The hub evaluates the expression only then.
+pub fn needs_health(spec: &GateSpec, memory: &GateMemory, facts: &GroupFacts) -> bool {
+    spec.health.is_some() && !memory.passed && facts.all_succeeded()
+}
+
+/// [`decide_gate`] with the health expression evaluated inline on this
+/// thread ([`evaluate_health`]): for callers with no pool of their own.
+/// Never fails; what holds the gate is in the outcome.
+pub fn evaluate_gate(
+    spec: &GateSpec,
+    memory: &GateMemory,
+    facts: &GroupFacts,
+    approval: Option<&Approval>,
+    now_ms: i64,
+) -> GateOutcome {
+    let health = spec
+        .health
+        .as_ref()
+        .filter(|_| needs_health(spec, memory, facts))
+        .map(|h| evaluate_health(&h.expression, facts));
+    decide_gate(spec, memory, facts, approval, health, now_ms)
+}
+
+/// Decides one gate at `now_ms` from its `memory`, the group's `facts`,
+/// the `approval` of the current revision, if one exists, and the verdict
+/// of its health expression (`health`: evaluated by the caller when
+/// [`needs_health`]; `None` there counts as [`HealthError::NotEvaluated`]).
+/// Never fails; what holds the gate is in the outcome.
 ///
 /// Once passed a gate stays passed (a cluster joining its group later does
 /// not close it again). Before that: Pending until every counted cluster
@@ -226,11 +301,12 @@ pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, Hea
 /// check are all checked, and the state names the first that holds it.
 /// The health expression is evaluated from the moment the gate opens, so
 /// `holdFor` runs alongside the wait and the approval.
-pub fn evaluate_gate(
+pub fn decide_gate(
     spec: &GateSpec,
     memory: &GateMemory,
     facts: &GroupFacts,
     approval: Option<&Approval>,
+    health_verdict: Option<Result<bool, HealthError>>,
     now_ms: i64,
 ) -> GateOutcome {
     if memory.passed {
@@ -291,7 +367,7 @@ pub fn evaluate_gate(
     }
     let mut healthy_since = None;
     if let Some(health) = &spec.health {
-        match evaluate_health(&health.expression, facts) {
+        match health_verdict.unwrap_or(Err(HealthError::NotEvaluated)) {
             Ok(true) => {
                 let since = memory.healthy_since.unwrap_or(now_ms);
                 healthy_since = Some(since);
@@ -500,6 +576,73 @@ mod tests {
             assert_eq!(out.state, GateState::Unhealthy, "{expression}");
             assert!(out.message.contains(words), "{expression}: {}", out.message);
         }
+    }
+
+    #[test]
+    fn nine_nested_alls_are_refused_before_they_run_and_say_which_limit() {
+        let list = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+        let mut expression = "true".to_string();
+        for level in 0..9 {
+            expression = format!("{list}.all(x{level}, {expression})");
+        }
+        assert!(expression.len() < MAX_CEL_EXPRESSION_LENGTH);
+        let started = std::time::Instant::now();
+        let error = evaluate_health(&expression, &facts(2, 2)).expect_err("refused");
+        assert!(
+            matches!(
+                error,
+                HealthError::TooCostly {
+                    limit: MAX_HEALTH_COST,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("static cost limit"), "{error}");
+        // Refused without running: far less than the minutes it would take.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let spec = GateSpec {
+            health: Some(HealthSpec {
+                expression,
+                hold_for_ms: 0,
+            }),
+            ..gate()
+        };
+        let out = evaluate_gate(&spec, &GateMemory::default(), &facts(1, 1), None, 0);
+        assert_eq!(out.state, GateState::Unhealthy);
+        assert!(out.message.contains("static cost limit"), "{}", out.message);
+    }
+
+    #[test]
+    fn a_verdict_passed_in_decides_the_gate_and_a_missing_one_holds_it() {
+        let spec = GateSpec {
+            health: Some(HealthSpec {
+                expression: "true".into(),
+                hold_for_ms: 0,
+            }),
+            ..gate()
+        };
+        let f = facts(1, 1);
+        assert!(needs_health(&spec, &GateMemory::default(), &f));
+        let out = decide_gate(&spec, &GateMemory::default(), &f, None, Some(Ok(true)), 0);
+        assert_eq!(out.state, GateState::Passed);
+        let busy = decide_gate(
+            &spec,
+            &GateMemory::default(),
+            &f,
+            None,
+            Some(Err(HealthError::TimedOut { limit_ms: 500 })),
+            0,
+        );
+        assert_eq!(busy.state, GateState::Unhealthy);
+        assert!(
+            busy.message.contains("time limit of 500 ms"),
+            "{}",
+            busy.message
+        );
+        let missing = decide_gate(&spec, &GateMemory::default(), &f, None, None, 0);
+        assert_eq!(missing.state, GateState::Unhealthy);
+        assert!(!needs_health(&spec, &GateMemory::default(), &facts(2, 1)));
     }
 
     #[test]

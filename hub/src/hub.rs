@@ -28,6 +28,7 @@ use crate::grpc::tls::{server_config, tls_incoming};
 use crate::leader::{LeaderElection, LeaderError, elect, while_leading};
 use crate::metrics::HubMetrics;
 use crate::probes;
+pub use crate::replica_set::health_pool::HealthPoolConfig;
 use crate::status::writer::StatusWriter;
 use crate::works::deletion::{WorkDeletion, run_deletion_controller};
 use crate::works::events::WorkEvents;
@@ -80,6 +81,8 @@ pub struct HubListeners {
     /// and enforced, fails `/readyz` naming any that is not, and
     /// re-applies it (`crate::admission::watchdog`).
     pub watch_policies: bool,
+    /// The limits of the pool rollout gates' health expressions run on.
+    pub health_pool: HealthPoolConfig,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -159,6 +162,7 @@ pub async fn run_hub(
     // disconnected at once.
     // Kept for as long as the hub runs: dropping every receiver releases it.
     let unreachable_grace = listeners.unreachable_grace;
+    let health_pool = listeners.health_pool;
     let mut lease_held = keep_replica_lease(client.clone(), &listeners.replica_lease).await?;
     if lease_held.wait_for(|held| *held).await.is_err() {
         warn!("the replica Lease task ended before the Lease was held");
@@ -308,7 +312,7 @@ pub async fn run_hub(
     });
     let replica_set_controller =
         while_leading(leading.clone(), stop_rx.clone(), "replica sets", |stop| {
-            crate::replica_set::run_replica_set_controller(client.clone(), stop)
+            crate::replica_set::run_replica_set_controller(client.clone(), health_pool, stop)
         });
     let watch_policies = listeners.watch_policies;
     let policy_watchdog = while_leading(

@@ -491,6 +491,7 @@ async fn start_more_replicas(
             replica_lease: replica_lease(index, session.heartbeat_interval),
             unreachable_grace,
             watch_policies: false,
+            health_pool: Default::default(),
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -681,6 +682,7 @@ impl Fleet {
             replica_lease: replica_lease(0, session.heartbeat_interval),
             unreachable_grace: options.unreachable_grace,
             watch_policies: options.watch_policies,
+            health_pool: Default::default(),
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -922,6 +924,7 @@ impl Fleet {
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
                 unreachable_grace: self.unreachable_grace,
                 watch_policies: self.watch_policies,
+                health_pool: Default::default(),
             };
             self.hub_run = Some(
                 spawn_hub(

@@ -134,34 +134,19 @@ impl HubProcess {
         let _ = self.child.kill().await;
     }
 
-    /// Sends SIGTERM, as the kubelet does to stop a pod. Fails when `kill`
-    /// cannot be run or the process is gone.
-    pub async fn terminate(&self) -> Result<(), HubProcessError> {
-        let pid = self.pid().ok_or_else(|| HubProcessError::Io {
-            action: "sending SIGTERM".into(),
-            source: std::io::Error::other("the hub has exited"),
-        })?;
-        let status = Command::new("kill")
+    /// Sends SIGTERM (as Kubernetes does to stop a pod) and waits up to
+    /// `timeout` for the process to exit; its exit status, or `None` when
+    /// it is still running then (it is left running: dropping the handle
+    /// kills it).
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id()?;
+        let sent = Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status()
-            .await
-            .map_err(|source| HubProcessError::Io {
-                action: "running kill -TERM".into(),
-                source,
-            })?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(HubProcessError::Io {
-                action: "sending SIGTERM".into(),
-                source: std::io::Error::other(format!("kill -TERM {pid}: {status}")),
-            })
+            .await;
+        if !sent.is_ok_and(|s| s.success()) {
+            return None;
         }
-    }
-
-    /// Waits up to `timeout` for the process to exit; its status, or None
-    /// when it still runs.
-    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         tokio::time::timeout(timeout, self.child.wait())
             .await
             .ok()

@@ -215,6 +215,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
         replica_lease: replica_lease(0, Duration::from_secs(1)),
         unreachable_grace: ferry_e2e::harness::fleet::UNREACHABLE_GRACE,
         watch_policies: false,
+        health_pool: Default::default(),
     };
     let session = SessionConfig {
         heartbeat_interval: Duration::from_secs(1),

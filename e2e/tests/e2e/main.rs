@@ -82,6 +82,7 @@ mod session_age;
 mod simulated_agents;
 mod status_delivery;
 mod status_feedback;
+mod tenant_attacks;
 mod true_reasons;
 mod unknown_kind;
 mod update_strategy;

@@ -18,11 +18,15 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use prometheus_client::metrics::histogram::Histogram;
 use tracing::{info, warn};
 
-use super::validate::{Problem, check_size, validate_work};
+use super::validate::{Problem, check_size, validate_replica_set, validate_work};
 use ferry_api::manifest_work::ManifestWork;
+use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 /// Path the API server posts reviews to.
 pub const REVIEW_PATH: &str = "/validate/manifestworks";
+
+/// Path the API server posts reviews of ManifestWorkReplicaSets to.
+pub const REPLICA_SET_REVIEW_PATH: &str = "/validate/manifestworkreplicasets";
 
 /// Largest review body read. A review of an UPDATE carries the old and the new
 /// object, each up to the API server's 3 MiB request limit.
@@ -46,6 +50,7 @@ pub fn router(
 ) -> Router {
     Router::new()
         .route(REVIEW_PATH, post(review))
+        .route(REPLICA_SET_REVIEW_PATH, post(review_replica_set))
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(Arc::new(ReviewState {
             max_work_bytes,
@@ -67,8 +72,36 @@ async fn review(State(state): State<Arc<ReviewState>>, body: Bytes) -> Response 
     response
 }
 
+async fn review_replica_set(State(state): State<Arc<ReviewState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let response = respond(&body, decide_replica_set);
+    state
+        .review_seconds
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
 /// The HTTP answer to one review body.
 fn answer(body: &[u8], max_work_bytes: usize, executor_unchecked: bool) -> Response {
+    respond(body, |request| {
+        if executor_unchecked && names_new_executor(request) {
+            AdmissionResponse::from(request).deny(format!(
+                "ManifestWork {}: the admission policy {EXECUTOR_POLICY_NAME} that checks who may \
+                 name an executor is not in force; works naming a new executor are refused until \
+                 the hub has re-applied it",
+                request.name
+            ))
+        } else {
+            decide(request, max_work_bytes)
+        }
+    })
+}
+
+/// The HTTP answer to one review body, decided by `decide`.
+fn respond(
+    body: &[u8],
+    decide: impl Fn(&AdmissionRequest<DynamicObject>) -> AdmissionResponse,
+) -> Response {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(review) => review,
         Err(e) => {
@@ -82,15 +115,7 @@ fn answer(body: &[u8], max_work_bytes: usize, executor_unchecked: bool) -> Respo
     };
     let request: Result<AdmissionRequest<DynamicObject>, _> = review.try_into();
     let response = match request {
-        Ok(request) if executor_unchecked && names_new_executor(&request) => {
-            AdmissionResponse::from(&request).deny(format!(
-                "ManifestWork {}: the admission policy {EXECUTOR_POLICY_NAME} that checks who may \
-                 name an executor is not in force; works naming a new executor are refused until \
-                 the hub has re-applied it",
-                request.name
-            ))
-        }
-        Ok(request) => decide(&request, max_work_bytes),
+        Ok(request) => decide(&request),
         Err(e) => AdmissionResponse::invalid(e),
     };
     match serde_json::to_vec(&response.into_review()) {
@@ -106,6 +131,33 @@ fn answer(body: &[u8], max_work_bytes: usize, executor_unchecked: bool) -> Respo
 pub fn decide(
     request: &AdmissionRequest<DynamicObject>,
     max_work_bytes: usize,
+) -> AdmissionResponse {
+    decide_with(request, "ManifestWork", |object| {
+        problems_of(object, max_work_bytes)
+    })
+}
+
+/// The answer to one request about a ManifestWorkReplicaSet: allowed, or
+/// denied listing every gate health expression over the length or static
+/// cost limit. Only CREATE and UPDATE of the spec are
+/// checked, as for works.
+pub fn decide_replica_set(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    decide_with(request, "ManifestWorkReplicaSet", |object| {
+        match object.clone().try_parse::<ManifestWorkReplicaSet>() {
+            Ok(rs) => validate_replica_set(&rs),
+            Err(e) => vec![Problem {
+                subject: "spec".into(),
+                message: format!("does not match the ManifestWorkReplicaSet schema: {e}"),
+            }],
+        }
+    })
+}
+
+/// The decision shared by both kinds: `problems` of the written object.
+fn decide_with(
+    request: &AdmissionRequest<DynamicObject>,
+    kind: &str,
+    problems: impl Fn(&DynamicObject) -> Vec<Problem>,
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     let name = match &request.namespace {
@@ -128,14 +180,14 @@ pub fn decide(
         }
         _ => return response,
     }
-    let problems = problems_of(object, max_work_bytes);
+    let problems = problems(object);
     if problems.is_empty() {
         return response;
     }
-    info!(work = %name, problems = problems.len(), "refusing ManifestWork");
+    info!(object = %name, kind, problems = problems.len(), "refusing");
     let listed: Vec<String> = problems.iter().map(Problem::to_string).collect();
     response.deny(format!(
-        "ManifestWork {name} is invalid ({} problem{}): {}",
+        "{kind} {name} is invalid ({} problem{}): {}",
         problems.len(),
         if problems.len() == 1 { "" } else { "s" },
         listed.join("; ")
@@ -295,5 +347,32 @@ mod tests {
             "{}",
             response.result.message
         );
+    }
+
+    #[test]
+    fn a_replica_set_with_a_runaway_health_gate_is_denied_naming_the_limit() {
+        let list = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+        let mut expression = "true".to_string();
+        for level in 0..9 {
+            expression = format!("{list}.all(x{level}, {expression})");
+        }
+        let rs = |expression: &str| {
+            json!({
+                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+                "metadata": {"name": "rs", "namespace": "team-a"},
+                "spec": {"manifestWorkTemplate": {}, "placementRefs": [{"name": "p",
+                    "rolloutStrategy": {"type": "Progressive", "progressive": {
+                        "gates": [{"afterGroup": "canary",
+                                   "health": {"expression": expression}}]}}}]}
+            })
+        };
+        let response = decide_replica_set(&request("CREATE", rs(&expression), None));
+        assert!(!response.allowed);
+        let message = &response.result.message;
+        assert!(message.contains("ManifestWorkReplicaSet"), "{message}");
+        assert!(message.contains("static cost limit"), "{message}");
+        assert!(message.contains("10000000"), "{message}");
+        let fine = decide_replica_set(&request("CREATE", rs("clusters.all(c, c.available)"), None));
+        assert!(fine.allowed, "{:?}", fine.result);
     }
 }

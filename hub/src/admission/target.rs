@@ -126,18 +126,23 @@ impl WebhookTarget {
     /// The `url` and `service` fields of the webhook's `clientConfig`
     /// (exactly one is set), both ending in the review path.
     pub fn client_config_fields(&self) -> (Option<String>, Option<ServiceReference>) {
+        self.client_config_fields_for(REVIEW_PATH)
+    }
+
+    /// [`Self::client_config_fields`] ending in `path` instead.
+    pub fn client_config_fields_for(
+        &self,
+        path: &str,
+    ) -> (Option<String>, Option<ServiceReference>) {
         match self {
-            Self::Url(base) => (
-                Some(format!("{}{REVIEW_PATH}", base.trim_end_matches('/'))),
-                None,
-            ),
+            Self::Url(base) => (Some(format!("{}{path}", base.trim_end_matches('/'))), None),
             Self::Service(service) => (
                 None,
                 Some(ServiceReference {
                     namespace: service.namespace.clone(),
                     name: service.name.clone(),
                     port: Some(i32::from(service.port)),
-                    path: Some(REVIEW_PATH.into()),
+                    path: Some(path.into()),
                 }),
             ),
         }

@@ -15,6 +15,8 @@ use ferry_semantics::strategy::strategy_of;
 
 use crate::wire::to_wire::work_upsert;
 use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork};
+use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_fleet_semantics::rollout_gates::{HealthError, compile_health};
 
 /// One reason a work is refused: what it is about and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +69,50 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
         .enumerate()
     {
         check_config(index, config, wire, &mut problems);
+    }
+    problems
+}
+
+/// Every problem of `rs`'s spec the API server's own rules cannot find:
+/// each rollout gate's health expression (of every strategy type given,
+/// not only the one in use) must be within the length and static cost
+/// limits (`ferry_fleet_semantics::cel_cost`); one that does not compile
+/// is left to the gate's status. Empty means nothing more is wrong. Never fails: whatever is wrong is a [`Problem`].
+pub fn validate_replica_set(rs: &ManifestWorkReplicaSet) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (index, reference) in rs.spec.placement_refs.iter().enumerate() {
+        let strategy = &reference.rollout_strategy;
+        let configs = [
+            ("all", strategy.all.as_ref()),
+            (
+                "progressive",
+                strategy.progressive.as_ref().map(|p| &p.config),
+            ),
+            (
+                "progressivePerGroup",
+                strategy.progressive_per_group.as_ref().map(|p| &p.config),
+            ),
+        ];
+        for (type_, config) in configs {
+            let Some(config) = config else { continue };
+            for (gate_index, gate) in config.gates.iter().enumerate() {
+                let Some(health) = &gate.health else { continue };
+                // Only the bounds are refused here: an expression that does
+                // not compile is shown in the gate's status, as before.
+                if let Err(error @ (HealthError::TooCostly { .. } | HealthError::TooLong)) =
+                    compile_health(&health.expression)
+                {
+                    problems.push(Problem::new(
+                        format!(
+                            "placementRefs[{index}] ({}) rolloutStrategy.{type_}.gates[{gate_index}] \
+                             (afterGroup {}) health.expression",
+                            reference.name, gate.after_group
+                        ),
+                        error.to_string(),
+                    ));
+                }
+            }
+        }
     }
     problems
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ferry_semantics::contract::HUB_FIELD_MANAGER;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
+    MatchCondition, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use prometheus_client::metrics::histogram::Histogram;
@@ -38,6 +38,10 @@ pub const WEBHOOK_CONFIGURATION_NAME: &str = "ferry-hub";
 
 /// Name of the webhook inside it; the API server quotes it in denials.
 pub const WEBHOOK_NAME: &str = "manifestworks.work.ferry.dev";
+
+/// Name of the webhook reviewing ManifestWorkReplicaSets (their gates'
+/// health expressions against the static cost limit).
+pub const REPLICA_SET_WEBHOOK_NAME: &str = "manifestworkreplicasets.work.ferry.dev";
 
 /// How long the API server waits for a review before failing the write.
 const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
@@ -112,42 +116,69 @@ pub fn webhook_configuration(
     ca_pem: &str,
     failure_policy: FailurePolicy,
 ) -> ValidatingWebhookConfiguration {
-    let (url, service) = target.client_config_fields();
     ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(WEBHOOK_CONFIGURATION_NAME.into()),
             ..Default::default()
         },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: WEBHOOK_NAME.into(),
-            admission_review_versions: vec!["v1".into()],
-            client_config: WebhookClientConfig {
-                url,
-                ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
-                service,
-            },
-            rules: Some(vec![RuleWithOperations {
-                api_groups: Some(vec![WORK_GROUP.into()]),
-                api_versions: Some(vec!["v1alpha1".into()]),
-                operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
-                // Without "/status": the hub's own status writes are not reviewed.
-                resources: Some(vec!["manifestworks".into()]),
-                scope: Some("Namespaced".into()),
-            }]),
-            // The API server skips the call when an UPDATE leaves the spec
-            // alone (finalizers, labels, the hub's own metadata writes), so
-            // those succeed even while no hub is running.
-            match_conditions: Some(vec![MatchCondition {
-                name: "spec-written".into(),
-                expression: SPEC_WRITTEN.into(),
-            }]),
-            // Ignore (the default) keeps ManifestWork writes independent of
-            // the hub process: the API server's own rules still hold.
-            failure_policy: Some(failure_policy.as_str().into()),
-            side_effects: "None".into(),
-            timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
-            ..Default::default()
+        webhooks: Some(vec![
+            webhook(
+                WEBHOOK_NAME,
+                "manifestworks",
+                target.client_config_fields(),
+                ca_pem,
+                failure_policy,
+            ),
+            webhook(
+                REPLICA_SET_WEBHOOK_NAME,
+                "manifestworkreplicasets",
+                target.client_config_fields_for(review::REPLICA_SET_REVIEW_PATH),
+                ca_pem,
+                failure_policy,
+            ),
+        ]),
+    }
+}
+
+/// One webhook of the configuration: CREATE and UPDATE of `resource` (not
+/// its status) that write a spec, reviewed at `fields`.
+fn webhook(
+    name: &str,
+    resource: &str,
+    (url, service): (Option<String>, Option<ServiceReference>),
+    ca_pem: &str,
+    failure_policy: FailurePolicy,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: name.into(),
+        admission_review_versions: vec!["v1".into()],
+        client_config: WebhookClientConfig {
+            url,
+            ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+            service,
+        },
+        rules: Some(vec![RuleWithOperations {
+            api_groups: Some(vec![WORK_GROUP.into()]),
+            api_versions: Some(vec!["v1alpha1".into()]),
+            operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+            // Without "/status": the hub's own status writes are not reviewed.
+            resources: Some(vec![resource.into()]),
+            scope: Some("Namespaced".into()),
         }]),
+        // The API server skips the call when an UPDATE leaves the spec
+        // alone (finalizers, labels, the hub's own metadata writes), so
+        // those succeed even while no hub is running.
+        match_conditions: Some(vec![MatchCondition {
+            name: "spec-written".into(),
+            expression: SPEC_WRITTEN.into(),
+        }]),
+        // Ignore (the default) keeps writes independent of the hub
+        // process: the API server's own rules still hold, and the hub
+        // checks a gate's expression again where it evaluates it.
+        failure_policy: Some(failure_policy.as_str().into()),
+        side_effects: "None".into(),
+        timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
+        ..Default::default()
     }
 }
 
@@ -310,6 +341,18 @@ mod tests {
             "not the status subresource"
         );
         assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+        let replica_sets = &webhooks[1];
+        assert_eq!(replica_sets.name, REPLICA_SET_WEBHOOK_NAME);
+        assert_eq!(
+            replica_sets.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate/manifestworkreplicasets")
+        );
+        assert_eq!(
+            replica_sets.rules.as_ref().expect("rules")[0]
+                .resources
+                .as_deref(),
+            Some(&["manifestworkreplicasets".to_string()][..])
+        );
         let open = webhook_configuration(
             &WebhookTarget::Service("ferry/hook".parse().expect("parses")),
             "CA",

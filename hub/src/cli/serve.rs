@@ -18,7 +18,7 @@ use ferry_hub::crds::install_crds;
 use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
 use ferry_hub::grpc::identity::AuthOptions;
 use ferry_hub::grpc::message_caps::MessageCaps;
-use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::hub::{HealthPoolConfig, HubListeners, run_hub};
 use ferry_hub::leader::LeaderElection;
 use tokio::net::TcpListener;
 
@@ -199,6 +199,17 @@ pub struct ServeArgs {
     /// default), so the hub ends itself before the kubelet kills it.
     #[arg(long, env = "FERRY_SHUTDOWN_GRACE_SECONDS", default_value_t = 25)]
     pub shutdown_grace_seconds: u64,
+    /// How many rollout-gate health expressions (tenant CEL) may be
+    /// evaluated at once, each on a blocking thread of its own; an
+    /// evaluation past its deadline keeps its slot until it ends, so at
+    /// most this many threads ever burn. At most one per namespace runs.
+    #[arg(long, env = "FERRY_HEALTH_EVAL_PERMITS", default_value_t = 2)]
+    pub health_eval_permits: usize,
+    /// Milliseconds one health expression may take (waiting for a slot
+    /// included) before its gate is `Unhealthy` with a message naming
+    /// the time limit.
+    #[arg(long, env = "FERRY_HEALTH_EVAL_DEADLINE_MS", default_value_t = 500)]
+    pub health_eval_deadline_ms: u64,
 }
 
 /// This replica's name in the leader Lease: the pod name (`POD_NAME` from
@@ -255,6 +266,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         replica_lease_seconds,
         unreachable_grace_seconds,
         shutdown_grace_seconds,
+        health_eval_permits,
+        health_eval_deadline_ms,
     } = args;
     // Installed before anything waits on the API server, so a stop during
     // start-up is bounded too.
@@ -311,6 +324,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         leader_election,
         replica_lease,
         unreachable_grace: Duration::from_secs(unreachable_grace_seconds),
+        health_pool: HealthPoolConfig {
+            permits: health_eval_permits.max(1),
+            deadline: Duration::from_millis(health_eval_deadline_ms.max(1)),
+        },
         grpc: TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?,

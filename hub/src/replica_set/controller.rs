@@ -20,20 +20,21 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 use tracing::warn;
 
-use super::budget::{budget_verdict, fill_budget_status, record_window};
 use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
+use super::budget::{budget_verdict, fill_budget_status, record_window};
 use super::decisions::chosen_by_decisions;
 use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
 use super::error::{ReplicaSetError, failed};
 use super::gates::GateInputs;
+use super::health_pool::{HealthPool, HealthPoolConfig};
 use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
-use crate::watch::SettledObjects;
 use crate::cluster_sets::membership::{compile_sets, eligible};
+use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
@@ -76,6 +77,9 @@ struct Context {
     /// reconcile must not read it from a cache that has not seen that
     /// write yet. An entry goes with its replica set.
     written: Mutex<BTreeMap<String, String>>,
+    /// Where the gates' health expressions (tenant CEL) are evaluated:
+    /// bounded threads, a deadline, one evaluation per namespace.
+    health: HealthPool,
 }
 
 impl Context {
@@ -132,7 +136,7 @@ impl Context {
                     .get(cluster)
                     .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
         });
-        let inputs = GateInputs {
+        let mut inputs = GateInputs {
             clusters: self
                 .clusters
                 .state()
@@ -161,6 +165,7 @@ impl Context {
                     (p.name_any(), groups)
                 })
                 .collect(),
+            health: BTreeMap::new(),
         };
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
@@ -173,7 +178,23 @@ impl Context {
         let revisions =
             sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
         let current = current_revision(&rs.spec, &revisions);
-        let plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
+        let mut plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
+        // The plan decides which health expressions it needs; they run on
+        // the bounded pool (awaited, never on a runtime worker), and the
+        // plan is made again, the same in everything but their verdicts.
+        if !plan.health_requests.is_empty() {
+            let namespace = rs.namespace().unwrap_or_default();
+            for request in std::mem::take(&mut plan.health_requests) {
+                let verdict = self
+                    .health
+                    .evaluate(&namespace, &request.expression, &request.facts)
+                    .await;
+                inputs
+                    .health
+                    .insert((request.placement, request.after_group), verdict);
+            }
+            plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
+        }
         // Past maxFailures the failure strategy decides: abortAll leaves
         // every cluster where it is, rollbackAll writes the stable revision
         // to the clusters holding the failed one.
@@ -495,6 +516,7 @@ fn using_labels(
 /// are logged and retried with backoff.
 pub async fn run_replica_set_controller(
     client: Client,
+    health: HealthPoolConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (replica_sets, rs_writer) = reflector::store();
@@ -583,6 +605,7 @@ pub async fn run_replica_set_controller(
         refused: Mutex::new(BTreeMap::new()),
         rollbacks: Mutex::new(BTreeMap::new()),
         written: Mutex::new(BTreeMap::new()),
+        health: HealthPool::new(health),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use ferry_fleet_semantics::cohort::{Membership, in_cohort, joined_late};
 use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
 use ferry_fleet_semantics::rollout_gates::{
-    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthSpec, evaluate_gate, held_after,
+    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthError, HealthSpec, decide_gate,
+    held_after, needs_health,
 };
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -41,6 +42,25 @@ pub struct GateInputs {
     /// its spec defines, in order (where a gate's group stands when no
     /// chosen cluster is in it).
     pub defined_groups: BTreeMap<String, Vec<String>>,
+    /// The verdicts of the gates' health expressions, by placement and
+    /// gate (`afterGroup`), evaluated by the caller on its bounded pool
+    /// for the [`HealthRequest`]s a first plan asked for. A gate that
+    /// needs one and finds none here is held (`not evaluated`).
+    pub health: BTreeMap<(String, String), Result<bool, HealthError>>,
+}
+
+/// A health expression a gate needs evaluated: the plan asks, the caller
+/// evaluates it off the runtime and plans again with the verdict.
+#[derive(Debug, Clone)]
+pub struct HealthRequest {
+    /// The placement of the rollout.
+    pub placement: String,
+    /// The gate's `afterGroup`.
+    pub after_group: String,
+    /// The expression.
+    pub expression: String,
+    /// What it is evaluated over.
+    pub facts: GroupFacts,
 }
 
 /// The settings of the strategy's type (where its gates are).
@@ -205,6 +225,8 @@ pub struct PlacementGates {
     pub status: PlacementRollout,
     /// The soonest a wait or a hold ends.
     pub look_again: Option<SignedDuration>,
+    /// The health expressions the gates needed evaluated.
+    pub health_requests: Vec<HealthRequest>,
 }
 
 /// Evaluates the gates and cohort of `reference`'s rollout of `revision`
@@ -259,6 +281,7 @@ pub fn placement_gates(
     let mut statuses = Vec::new();
     let mut holds = Vec::new();
     let mut look_again: Option<SignedDuration> = None;
+    let mut health_requests = Vec::new();
     for gate in gates {
         let group: Vec<&RolloutCluster> = states
             .iter()
@@ -307,7 +330,23 @@ pub fn placement_gates(
         let memory = memory_of(
             previous.and_then(|p| p.gates.iter().find(|g| g.after_group == gate.after_group)),
         );
-        let outcome = evaluate_gate(gate, &memory, &facts, approval.as_ref(), now_ms);
+        let health = match &gate.health {
+            Some(h) if needs_health(gate, &memory, &facts) => {
+                let key = (reference.name.clone(), gate.after_group.clone());
+                let verdict = inputs.health.get(&key).cloned();
+                if verdict.is_none() {
+                    health_requests.push(HealthRequest {
+                        placement: reference.name.clone(),
+                        after_group: gate.after_group.clone(),
+                        expression: h.expression.clone(),
+                        facts: facts.clone(),
+                    });
+                }
+                verdict
+            }
+            _ => None,
+        };
+        let outcome = decide_gate(gate, &memory, &facts, approval.as_ref(), health, now_ms);
         if let Some(ms) = outcome.wake_after_ms {
             let after = SignedDuration::from_millis(ms);
             look_again = Some(look_again.map_or(after, |l| l.min(after)));
@@ -379,5 +418,6 @@ pub fn placement_gates(
         },
         context,
         look_again,
+        health_requests,
     }
 }

@@ -3,10 +3,10 @@
 //! reconciles in phases, one file each: decisions, render, plan, deploy,
 //! status.
 
-/// Phase 4 too: the deletion budget.
-pub mod budget;
 /// Phase 1b: decided clusters outside the namespace's bound sets refused.
 pub mod bound;
+/// Phase 4 too: the deletion budget.
+pub mod budget;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
 /// Phase 1: the clusters the placements chose.
@@ -21,6 +21,8 @@ pub mod error;
 pub mod fleet_summary;
 /// Phase 3 too: the gates and cohort holding clusters back.
 pub mod gates;
+/// Phase 3 too: gates' health expressions on a bounded blocking pool.
+pub mod health_pool;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
-use super::gates::{GateInputs, gate_specs, placement_gates, recorded_rollout};
+use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
 use super::revisions::spec_revision_hash;
 use super::rollout::{cluster_state, resolve};
@@ -39,6 +39,9 @@ pub struct RolloutPlan {
     pub problems: Vec<String>,
     /// Each placement's rollout: start, gates, late joiners, unreachable.
     pub placements: Vec<PlacementRollout>,
+    /// The gates' health expressions this plan needed and `inputs` had
+    /// no verdict for: evaluate them and plan again.
+    pub health_requests: Vec<HealthRequest>,
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
@@ -64,6 +67,7 @@ pub fn plan_rollout(
     let mut halted_placements = Vec::new();
     let mut held = Vec::new();
     let mut all_complete = true;
+    let mut health_requests = Vec::new();
     for reference in &rs.spec.placement_refs {
         let mut clusters: Vec<(&(usize, String), &String)> = wanted
             .iter()
@@ -108,6 +112,7 @@ pub fn plan_rollout(
         if let Some(again) = gated.look_again {
             look_again = Some(look_again.map_or(again, |l| l.min(again)));
         }
+        health_requests.extend(gated.health_requests);
         // Mid-rewrite the groups may hold the wrong clusters: the gates'
         // memory (a pass is kept for good) is not rewritten from them.
         let settled = !chosen.unsettled.contains_key(&reference.name);
@@ -161,6 +166,7 @@ pub fn plan_rollout(
         all_complete,
         problems,
         placements,
+        health_requests,
     }
 }
 

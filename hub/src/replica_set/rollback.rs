@@ -245,6 +245,7 @@ mod tests {
             all_complete: false,
             problems: vec![],
             placements: vec![],
+            health_requests: vec![],
         }
     }
 

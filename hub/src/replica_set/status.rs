@@ -443,6 +443,7 @@ mod missing_placement_tests {
             all_complete: true,
             problems: vec![],
             placements: vec![],
+            health_requests: vec![],
         };
         let status = replica_set_status(
             &rs,
@@ -549,6 +550,7 @@ mod size_tests {
             all_complete: false,
             problems: vec![],
             placements: vec![],
+            health_requests: vec![],
         };
         let status = replica_set_status(&rs, &chosen, &BTreeMap::new(), &rendered, &refused, &plan);
         let size = serde_json::to_vec(&status).expect("serialises").len();
