@@ -193,9 +193,9 @@ impl AgentProcess {
     }
 }
 
-/// A loopback address with a port free right now (the OS picks it; the
-/// agent binds it moments later).
-fn free_loopback_port() -> std::io::Result<SocketAddr> {
+/// A loopback address with a port free right now (the OS picks it), for a
+/// process the test starts next. Fails when no port can be bound.
+pub fn free_loopback_port() -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.local_addr()
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::agent_client::agent_client;
+use ferry_e2e::harness::agent_process::free_loopback_port;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
 use ferry_e2e::harness::link::LinkState;
@@ -223,11 +224,7 @@ async fn a_crashed_replicas_clusters_are_swept_to_disconnected_by_the_remaining_
     let fleet = Fleet::start(options)
         .await
         .expect("the remaining replica starts");
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-    };
+    let free = || free_loopback_port().expect("a free port");
     let mut crashing = HubProcess::start(
         &fleet.hub,
         HubProcessOptions {

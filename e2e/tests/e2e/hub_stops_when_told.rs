@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use ferry_e2e::harness::agent_process::free_loopback_port;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
@@ -21,11 +22,7 @@ async fn sigterm_ends_a_hub_whose_api_server_is_gone_within_its_grace() {
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
         .await
         .expect("fleet starts");
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-    };
+    let free = || free_loopback_port().expect("a free port");
     let mut hub = HubProcess::start(
         &fleet.hub,
         HubProcessOptions {

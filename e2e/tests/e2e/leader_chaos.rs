@@ -14,6 +14,7 @@ use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, REPLICA_SET_LABEL};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_e2e::harness::agent_process::free_loopback_port;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, LEADER_LEASE, LEADER_LEASE_DURATION};
 use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
 use ferry_e2e::helpers::placement_helpers::create_placement;
@@ -156,11 +157,7 @@ async fn a_killed_leader_mid_rollout_and_churn_is_replaced_within_a_lease_and_th
 
     // The real hub process joins the election, and leads once the fleet's
     // replica steps down; the fleet's replica then comes back as follower.
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-    };
+    let free = || free_loopback_port().expect("a free port");
     let lease_seconds = LEADER_LEASE_DURATION.as_secs().to_string();
     let mut leader = HubProcess::start(
         &fleet.hub,

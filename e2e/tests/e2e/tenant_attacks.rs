@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_e2e::harness::agent_process::free_loopback_port;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::hub_metrics::get;
 use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
@@ -227,11 +228,7 @@ async fn a_hostile_health_gate_neither_starves_the_hub_nor_other_teams() {
     ferry_hub::crds::install_crds(&admin)
         .await
         .expect("install CRDs");
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-    };
+    let free = || free_loopback_port().expect("a free port");
     // The hub as its own process, as deployed: two runtime workers, like
     // the 2-CPU pod of the attack report.
     let mut hub = HubProcess::start(
