@@ -34,6 +34,11 @@ pub const HUB_FIELD_MANAGER: &str = "ferry-hub";
 /// whole seconds, the only form the API server stores.
 pub const KUBE_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
+/// RFC 3339 in UTC with milliseconds, for times ferry compares to the
+/// millisecond (gate openings, when a template was applied): read back at
+/// whole seconds, a 10 s hold was released after as little as 9 s.
+pub const MILLI_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.3fZ";
+
 /// Placement condition type: the placement chose as many clusters as it asks for.
 pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";
 /// Placement condition type: the placement's spec cannot be used as written.

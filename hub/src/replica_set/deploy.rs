@@ -126,7 +126,7 @@ pub async fn deploy(
     let mut refusals = Refused::new();
     if !rs.spec.paused {
         let applied_at = now
-            .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
+            .strftime(ferry_semantics::contract::MILLI_TIME_FORMAT)
             .to_string();
         // Which revision each work holds (the stable one while rolling
         // back): the cohort and the fleet summary read it back.

@@ -14,7 +14,7 @@ use ferry_fleet_semantics::rollout_gates::{
     Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthError, HealthSpec, decide_gate,
     held_after, needs_health,
 };
-use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, KUBE_TIME_FORMAT};
+use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, MILLI_TIME_FORMAT};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
@@ -118,7 +118,7 @@ pub fn gate_specs(strategy: &RolloutStrategy) -> Result<Vec<GateSpec>, RolloutEr
 
 fn format_ms(ms: i64) -> String {
     Timestamp::from_millisecond(ms)
-        .map(|t| t.strftime(KUBE_TIME_FORMAT).to_string())
+        .map(|t| t.strftime(MILLI_TIME_FORMAT).to_string())
         .unwrap_or_default()
 }
 
@@ -419,5 +419,19 @@ pub fn placement_gates(
         context,
         look_again,
         health_requests,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_times_keep_their_milliseconds_through_the_status() {
+        let ms = 1_795_000_000_123;
+        assert_eq!(format_ms(ms), "2026-11-18T11:06:40.123Z");
+        assert_eq!(parse_ms(&format_ms(ms)), Some(ms));
+        // Times written at whole seconds by an older hub still read.
+        assert_eq!(parse_ms("2026-11-18T11:06:40Z"), Some(1_795_000_000_000));
     }
 }
