@@ -23,13 +23,21 @@ pub const MAX_NAMED: usize = 10;
 
 /// Removes from `chosen` every cluster `eligible` (the clusters of the sets
 /// bound to the replica set's namespace) does not allow; returns them,
-/// sorted. Never fails.
-pub fn refuse_unbound(chosen: &mut Chosen, eligible: &Eligible) -> Vec<String> {
+/// sorted. A cluster chosen by a placement in `held` (one holding its last
+/// decisions after its grant was lost, which only the hub can say) is kept:
+/// the hold is what keeps a lost binding from taking the application off
+/// the fleet, and refusing its clusters here would go around it. Never
+/// fails.
+pub fn refuse_unbound(
+    chosen: &mut Chosen,
+    eligible: &Eligible,
+    held: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
     let refused: Vec<String> = chosen
         .wanted
-        .keys()
-        .filter(|c| !eligible.allows(c))
-        .cloned()
+        .iter()
+        .filter(|(c, placement)| !eligible.allows(c) && !held.contains(*placement))
+        .map(|(c, _)| c.clone())
         .collect();
     for cluster in &refused {
         chosen.wanted.remove(cluster);
@@ -89,7 +97,7 @@ mod tests {
             chosen.group_of.insert(c.into(), (0, String::new()));
         }
         let eligible = Eligible::Clusters(BTreeSet::from(["a".to_string(), "b".to_string()]));
-        let refused = refuse_unbound(&mut chosen, &eligible);
+        let refused = refuse_unbound(&mut chosen, &eligible, &BTreeSet::new());
         assert_eq!(refused, ["outsider"]);
         assert_eq!(chosen.wanted.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert!(!chosen.group_of.contains_key("outsider"));
@@ -107,11 +115,22 @@ mod tests {
         for i in 0..25 {
             chosen.wanted.insert(format!("c{i:02}"), "p".into());
         }
-        let refused = refuse_unbound(&mut chosen, &Eligible::NoBindings);
+        let refused = refuse_unbound(&mut chosen, &Eligible::NoBindings, &BTreeSet::new());
         assert_eq!(refused.len(), 25);
         assert!(chosen.wanted.is_empty());
         let c = refused_condition(&refused, "ns", 1, &[]);
         assert!(c.message.starts_with("25 refused, first 10: c00, "));
         assert!(!c.message.contains("c10"));
+    }
+
+    #[test]
+    fn a_placement_holding_its_decisions_after_a_lost_grant_keeps_its_clusters() {
+        let mut chosen = Chosen::default();
+        chosen.wanted.insert("kept".into(), "held".into());
+        chosen.wanted.insert("other".into(), "p".into());
+        let held = BTreeSet::from(["held".to_string()]);
+        let refused = refuse_unbound(&mut chosen, &Eligible::NoBindings, &held);
+        assert_eq!(refused, ["other"]);
+        assert_eq!(chosen.wanted.keys().collect::<Vec<_>>(), ["kept"]);
     }
 }

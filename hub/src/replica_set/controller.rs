@@ -43,6 +43,7 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
 use ferry_api::rollout_approval::RolloutApproval;
+use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// How often every replica set is reconciled whatever its triggers
@@ -111,7 +112,24 @@ impl Context {
             &[],
             &self.clusters.state(),
         );
-        let unbound = refuse_unbound(&mut chosen, &eligible);
+        // A placement holding its decisions after its grant was lost (a
+        // condition only the hub writes) keeps its clusters: the hold is
+        // what keeps a lost binding from removing the application.
+        let held: std::collections::BTreeSet<String> = self
+            .placements
+            .state()
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+            .filter(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True")
+                })
+            })
+            .map(|p| p.name_any())
+            .collect();
+        let unbound = refuse_unbound(&mut chosen, &eligible, &held);
         let existing = self.generated(&rs);
         // Their works, if any, are neither rewritten nor deleted here.
         let deployable: BTreeMap<String, Arc<ManifestWork>> = existing
