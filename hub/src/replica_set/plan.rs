@@ -377,7 +377,7 @@ mod tests {
         assert!(held.start.is_empty(), "{:?}", held.start);
         let gate = &held.placements[0].gates[0];
         assert_eq!(gate.state, "AwaitingApproval");
-        assert_eq!(gate.opened_at, "2026-11-27T04:20:00Z");
+        assert_eq!(gate.opened_at, "2026-11-27T04:20:00.000Z");
         // A wrong revision does not let it through.
         let mut stale = (*approval(&rs, "alice")).clone();
         stale.spec.revision = "0000000000".into();
@@ -399,7 +399,7 @@ mod tests {
                 gate.approved_by.as_str(),
                 gate.approved_at.as_str()
             ),
-            ("Passed", "alice", "2026-11-27T04:10:00Z")
+            ("Passed", "alice", "2026-11-27T04:10:00.000Z")
         );
         // The status is the memory: with it, the gate stays passed even once
         // the approval is gone.
