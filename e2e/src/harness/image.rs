@@ -168,22 +168,33 @@ pub fn root_files(root: &Path) -> BTreeMap<String, u32> {
     out
 }
 
-/// Builds ferry-hub and ferry-agent with the cargo running the tests and
-/// returns their paths, [hub, agent], as cargo reports them. Blocking;
-/// fails when cargo fails or reports no such executable.
+/// The cargo arguments that build ferry's binaries exactly as
+/// `cargo test --workspace` does. Cargo unifies features over the packages
+/// and targets it is asked for, so `build -p ferry-hub -p ferry-agent` gives
+/// tokio, kube, ring and their dependents other features than the test run
+/// and rebuilds them all (minutes of both cores, in the middle of the e2e
+/// run, which starved the tests running beside it). The whole workspace's
+/// bins and tests unify to the same units as `cargo test --workspace`
+/// (compared with `cargo +nightly build --unit-graph`), so under it this is
+/// a no-op.
+const BUILD_ARGS: [&str; 6] = [
+    "build",
+    "--workspace",
+    "--bins",
+    "--tests",
+    "--locked",
+    "--message-format=json",
+];
+
+/// Builds ferry-hub and ferry-agent with the cargo running the tests (a
+/// no-op under `cargo test --workspace`, see [`BUILD_ARGS`]) and returns
+/// their paths, [hub, agent], as cargo reports them. Blocking; fails when
+/// cargo fails or reports no such executable.
 pub fn build_binaries() -> Result<[PathBuf; 2], ImageError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let step = format!("{cargo} build -p ferry-hub -p ferry-agent --bins");
+    let step = format!("{cargo} {}", BUILD_ARGS.join(" "));
     let output = Command::new(&cargo)
-        .args([
-            "build",
-            "-p",
-            "ferry-hub",
-            "-p",
-            "ferry-agent",
-            "--bins",
-            "--message-format=json",
-        ])
+        .args(BUILD_ARGS)
         .current_dir(workspace_dir())
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
@@ -205,6 +216,11 @@ pub fn build_binaries() -> Result<[PathBuf; 2], ImageError> {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
+        // `--tests` also reports each binary's unit-test harness under the
+        // binary's name; only the binary itself is wanted.
+        if message["profile"]["test"].as_bool() != Some(false) {
+            continue;
+        }
         let Some(executable) = message["executable"].as_str() else {
             continue;
         };

@@ -46,8 +46,8 @@ struct Unpacked {
 }
 
 /// The image named by `FERRY_IMAGE_OCI`, or else one written now by
-/// ferry-tools' image writer from `cargo build -p ferry-hub -p ferry-agent`
-/// (debug profile: the binaries `cargo test --workspace` builds anyway).
+/// ferry-tools' image writer from the debug binaries `cargo test
+/// --workspace` builds anyway (`build_binaries` only asks cargo for them).
 /// Blocking.
 fn image() -> Image {
     if let Some(image) = named_image() {
