@@ -33,6 +33,8 @@ pub mod probes;
 pub mod replica_set;
 /// Agents' status reports written to ManifestWork status, in session order.
 pub mod status;
+/// Readiness of reflector stores that many reconciles await at once.
+pub mod store_ready;
 /// The one way hub controllers watch, back off and log.
 pub mod watch;
 /// To and from the `ferry.v1` messages agents speak.

@@ -24,6 +24,7 @@ use tracing::warn;
 
 use super::membership::{compile_set, count_members};
 use crate::placement::controller::{condition, conditions, same_conditions};
+use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch, watch_backoff};
 use ferry_api::cluster_set::{
@@ -64,6 +65,10 @@ struct Context {
     client: Client,
     clusters: Store<ManagedCluster>,
     sets: Store<ManagedClusterSet>,
+    /// The clusters have listed (a set's count needs all of them).
+    clusters_ready: StoresReady,
+    /// The sets have listed (a binding's Bound needs its set).
+    sets_ready: StoresReady,
 }
 
 /// OCM's well-known sets: `global` selects every cluster, `default` holds
@@ -103,8 +108,8 @@ async fn reconcile_set(
     set: Arc<ManagedClusterSet>,
     ctx: Arc<Context>,
 ) -> Result<Action, ClusterSetError> {
-    ctx.clusters
-        .wait_until_ready()
+    ctx.clusters_ready
+        .wait()
         .await
         .map_err(|_| ClusterSetError::NotReady)?;
     if set.meta().deletion_timestamp.is_some() {
@@ -163,8 +168,8 @@ async fn reconcile_binding(
     binding: Arc<ManagedClusterSetBinding>,
     ctx: Arc<Context>,
 ) -> Result<Action, ClusterSetError> {
-    ctx.sets
-        .wait_until_ready()
+    ctx.sets_ready
+        .wait()
         .await
         .map_err(|_| ClusterSetError::NotReady)?;
     if binding.meta().deletion_timestamp.is_some() {
@@ -342,6 +347,8 @@ pub async fn run_cluster_set_controller(
     .touched_settled();
     let context = Arc::new(Context {
         client: client.clone(),
+        clusters_ready: StoresReady::all(vec![store_ready(&clusters)]),
+        sets_ready: StoresReady::all(vec![store_ready(&sets)]),
         clusters: clusters.clone(),
         sets: sets.clone(),
     });

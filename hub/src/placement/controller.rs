@@ -36,6 +36,7 @@ use tracing::warn;
 use super::compile::{CompiledPlacement, compile};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::clusters::taints::taints_for_placement;
+use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
@@ -96,6 +97,9 @@ struct Context {
     bindings: Store<ManagedClusterSetBinding>,
     /// Publishes the Event of a held grant.
     recorder: Recorder,
+    /// Every store above has listed: scheduling against a cache that has
+    /// not would drop decisions it simply has not seen yet.
+    ready: StoresReady,
 }
 
 /// The claims of a cluster as a map, for claim selectors.
@@ -425,20 +429,8 @@ impl Context {
 async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Action, PlacementError> {
     // Scheduling against a cache that has not listed every cluster would
     // drop decisions it simply has not seen yet.
-    ctx.clusters
-        .wait_until_ready()
-        .await
-        .map_err(|_| PlacementError::NotReady)?;
-    ctx.decisions
-        .wait_until_ready()
-        .await
-        .map_err(|_| PlacementError::NotReady)?;
-    ctx.sets
-        .wait_until_ready()
-        .await
-        .map_err(|_| PlacementError::NotReady)?;
-    ctx.bindings
-        .wait_until_ready()
+    ctx.ready
+        .wait()
         .await
         .map_err(|_| PlacementError::NotReady)?;
     let key = placement.uid().unwrap_or_default();
@@ -810,7 +802,15 @@ pub async fn run_placement_controller(
             instance: None,
         },
     );
+    let ready = StoresReady::all(vec![
+        store_ready(&clusters),
+        store_ready(&decisions),
+        store_ready(&sets),
+        store_ready(&bindings),
+        store_ready(&placements),
+    ]);
     let context = Arc::new(Context {
+        ready,
         recorder,
         client,
         clusters,

@@ -34,6 +34,7 @@ use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
 use super::status::{replica_set_status, write_status};
 use crate::cluster_sets::membership::{compile_sets, eligible};
+use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
@@ -64,6 +65,9 @@ struct Context {
     /// set bound to the replica set's namespace ([`refuse_unbound`]).
     sets: Store<ManagedClusterSet>,
     bindings: Store<ManagedClusterSetBinding>,
+    /// Every store above has listed: a reconcile reads none before (an
+    /// unlisted set or binding would refuse bound clusters).
+    ready: StoresReady,
     /// The works the API server refused, per replica set (owner label):
     /// their clusters count as failed until their rendering changes. An
     /// entry goes with its replica set; a hub restart tries them again.
@@ -418,34 +422,10 @@ async fn reconcile(
     rs: Arc<ManifestWorkReplicaSet>,
     ctx: Arc<Context>,
 ) -> Result<Action, kube::runtime::finalizer::Error<ReplicaSetError>> {
-    let wait = async {
-        ctx.placements
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)?;
-        ctx.decisions
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)?;
-        ctx.works
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)?;
-        ctx.clusters
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)?;
-        ctx.revisions
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)?;
-        ctx.approvals
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReplicaSetError::NotReady)
-    };
-    wait.await
-        .map_err(kube::runtime::finalizer::Error::ApplyFailed)?;
+    ctx.ready
+        .wait()
+        .await
+        .map_err(|_| kube::runtime::finalizer::Error::ApplyFailed(ReplicaSetError::NotReady))?;
     let api: Api<ManifestWorkReplicaSet> =
         Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
     finalizer(&api, REPLICA_SET_FINALIZER, rs, |event| async {
@@ -610,7 +590,18 @@ pub async fn run_replica_set_controller(
     )
     .reflect(binding_writer)
     .touched_settled();
+    let ready = StoresReady::all(vec![
+        store_ready(&placements),
+        store_ready(&decisions),
+        store_ready(&works),
+        store_ready(&clusters),
+        store_ready(&revisions),
+        store_ready(&approvals),
+        store_ready(&sets),
+        store_ready(&bindings),
+    ]);
     let context = Arc::new(Context {
+        ready,
         sets,
         bindings,
         client,
