@@ -259,10 +259,136 @@ async fn bad_revision_halts(
     (halted, first)
 }
 
+/// What the hub API server stored, in its order (resource versions of one
+/// etcd): each version of replica set `name` and of its works, from before
+/// the replica set exists.
+#[derive(Default)]
+struct WriteOrder {
+    /// A watch re-listed (its resource version had expired), so versions
+    /// in between may be missing and the order proves nothing.
+    gap: bool,
+    /// (resourceVersion, whether the status records a rollback).
+    replica_set: Vec<(u64, bool)>,
+    /// (resourceVersion, work namespace, the revision it holds).
+    works: Vec<(u64, String, String)>,
+}
+
+fn resource_version(meta: &kube::api::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion (one etcd)")
+}
+
+/// An event of one of the two watches of [`record_write_order`].
+enum Seen {
+    ReplicaSet(Box<kube::runtime::watcher::Event<ManifestWorkReplicaSet>>),
+    Work(Box<kube::runtime::watcher::Event<ManifestWork>>),
+}
+
+/// Records every stored version of replica set `name` and its works until
+/// the returned task is aborted.
+fn record_write_order(
+    hub: &Client,
+    name: &str,
+) -> (
+    tokio::task::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<WriteOrder>>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::{self, Event, watcher};
+    let order = std::sync::Arc::new(std::sync::Mutex::new(WriteOrder::default()));
+    let sets = watcher(
+        Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .map(|e| e.map(|e| Seen::ReplicaSet(Box::new(e))));
+    let works = watcher(
+        Api::<ManifestWork>::all(hub.clone()),
+        watcher::Config::default().labels(&format!("{REPLICA_SET_LABEL}={NAMESPACE}.{name}")),
+    )
+    .default_backoff()
+    .map(|e| e.map(|e| Seen::Work(Box::new(e))));
+    let recorded = order.clone();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(futures::stream::select(sets, works));
+        let mut lists = 0;
+        while let Some(event) = events.next().await {
+            // A failed watch call is retried by the watcher (a re-list
+            // shows as a second Init).
+            let Ok(event) = event else { continue };
+            let mut order = recorded.lock().expect("not poisoned");
+            // One list per watch; another means a watch lost its place.
+            let mut relisted = |order: &mut WriteOrder| {
+                lists += 1;
+                order.gap |= lists > 2;
+            };
+            match event {
+                Seen::ReplicaSet(event) => match *event {
+                    Event::Init => relisted(&mut order),
+                    Event::Apply(rs) | Event::InitApply(rs) => {
+                        let rollback = rs
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.rollout.as_ref())
+                            .is_some_and(|r| r.rollback.is_some());
+                        order
+                            .replica_set
+                            .push((resource_version(&rs.metadata), rollback));
+                    }
+                    _ => {}
+                },
+                Seen::Work(event) => match *event {
+                    Event::Init => relisted(&mut order),
+                    Event::Apply(work) | Event::InitApply(work) => order.works.push((
+                        resource_version(&work.metadata),
+                        work.namespace().unwrap_or_default(),
+                        work.annotations()
+                            .get(REVISION_ANNOTATION)
+                            .cloned()
+                            .unwrap_or_default(),
+                    )),
+                    _ => {}
+                },
+            }
+        }
+    });
+    (task, order)
+}
+
+/// The version at which the status first recorded the rollback, and the
+/// version of the first work written back from `failed` to `stable`.
+fn rollback_record_and_first_write(
+    order: &WriteOrder,
+    failed: &str,
+    stable: &str,
+) -> (Option<u64>, Option<u64>) {
+    let recorded = order
+        .replica_set
+        .iter()
+        .filter(|(_, rollback)| *rollback)
+        .map(|(rv, _)| *rv)
+        .min();
+    let mut works = order.works.clone();
+    works.sort();
+    let mut held: std::collections::BTreeMap<String, String> = Default::default();
+    let mut first_write = None;
+    for (rv, cluster, revision) in works {
+        let before = held.insert(cluster, revision.clone());
+        if first_write.is_none() && before.as_deref() == Some(failed) && revision == stable {
+            first_write = Some(rv);
+        }
+    }
+    (recorded, first_write)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_and_history_work() {
     let fleet = start_fleet().await;
     let hub = fleet.hub_client.clone();
+    let (recorder, order) = record_write_order(&hub, "app");
     let (halted, first) = bad_revision_halts(&fleet, "app", "rollbackAll", "RolledBack").await;
     let second = rollout_revision(&halted).expect("revision 2");
     assert_eq!(second.number, 2);
@@ -292,6 +418,26 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
         "{message}"
     );
     assert_eq!(rollout.stable_revision, Some(first.clone()));
+    // Decide, then act: the rollback was in the status before the first
+    // work went back, so a leader taking over in between continues it.
+    recorder.abort();
+    let order = std::mem::take(&mut *order.lock().expect("not poisoned"));
+    let (recorded, first_write) =
+        rollback_record_and_first_write(&order, &second.hash, &first.hash);
+    println!(
+        "rollback recorded at version {recorded:?}, first work written back at {first_write:?}"
+    );
+    if order.gap {
+        println!("a watch re-listed while recording: the write order is not checked this run");
+    }
+    let (recorded, first_write) = (
+        recorded.expect("the status recorded the rollback"),
+        first_write.expect("a work went back from revision 2 to 1"),
+    );
+    assert!(
+        order.gap || recorded < first_write,
+        "a work went back (version {first_write}) before the status recorded the rollback (version {recorded})"
+    );
     // Every work holds revision 1 again: spoke-a and spoke-b were put back,
     // spoke-c never left it; spoke-a's ConfigMap is at v1 in place again.
     assert_eq!(held(&hub, "app").await, every_spoke(&first.hash));

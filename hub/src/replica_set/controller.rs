@@ -31,7 +31,9 @@ use super::plan::plan_rollout;
 use super::render::render_chosen;
 use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{current_revision, protected_hashes, sync_revisions};
-use super::rollback::{FailureOutcome, failure_outcome, rollback_writes};
+use super::rollback::{
+    FailureOutcome, failure_outcome, record_rollback, rollback_to_record, rollback_writes,
+};
 use super::status::{replica_set_status, write_status};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::store_ready::{StoresReady, store_ready};
@@ -255,6 +257,15 @@ impl Context {
             ),
             _ => (plan.start.clone(), &rendered, current.hash.as_str()),
         };
+        // Decide, then act: a rollback is in the status before the first
+        // of its works is written, so a leader taking over in between
+        // continues it (failure_outcome reads it back) and never pushes
+        // the failed revision out again.
+        if let Some(rollback) = rollback_to_record(&rs, &outcome)
+            && let Some(version) = record_rollback(&self.client, &rs, rollback).await?
+        {
+            self.written.lock().await.insert(owner.clone(), version);
+        }
         // A missing placement stops everything (OCM): its clusters are not
         // in the decisions, and deleting their works would take the
         // application off them.

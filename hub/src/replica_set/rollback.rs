@@ -11,10 +11,11 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
+use super::error::ReplicaSetError;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::revisions::Revision;
-use super::status::MAX_CONDITION_MESSAGE;
+use super::status::{MAX_CONDITION_MESSAGE, write_status};
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{
@@ -129,6 +130,46 @@ pub fn failure_outcome<'a>(
     }
 }
 
+/// The rollback `outcome` starts that `rs`'s status does not record yet,
+/// to be written to the status before any of its works is: a leader that
+/// fails over between the two then reads the rollback from the status and
+/// goes on with it, instead of seeing a halted rollout with no rollback
+/// and (with the in-memory record gone) deciding afresh. None when there
+/// is no rollback or the status already names this one (same from and to).
+pub fn rollback_to_record<'a>(
+    rs: &ManifestWorkReplicaSet,
+    outcome: &'a FailureOutcome<'_>,
+) -> Option<&'a RollbackStatus> {
+    let FailureOutcome::RollBack { status, .. } = outcome else {
+        return None;
+    };
+    let recorded = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.rollback.as_ref());
+    match recorded {
+        Some(r) if r.from.hash == status.from.hash && r.to.hash == status.to.hash => None,
+        _ => Some(status),
+    }
+}
+
+/// Writes `rollback` into `rs`'s status and returns the resource version
+/// written. The status is the one `rs` holds with the rollback added,
+/// applied by the replica-set field manager like every status write: a
+/// merge patch would be owned by an Update entry that the next apply
+/// cannot clear, leaving half a rollback the schema refuses. Fails when the
+/// API server refuses or cannot be reached; the caller then writes no work.
+pub async fn record_rollback(
+    client: &kube::Client,
+    rs: &ManifestWorkReplicaSet,
+    rollback: &RollbackStatus,
+) -> Result<Option<String>, ReplicaSetError> {
+    let mut status = rs.status.clone().unwrap_or_default();
+    status.rollout.get_or_insert_with(Default::default).rollback = Some(rollback.clone());
+    write_status(client, rs, status).await
+}
+
 /// The revision hash `work` holds: its revision annotation, or for a work
 /// written before works were annotated, `current` when it holds the
 /// cluster's `current_rendering`.
@@ -206,7 +247,9 @@ pub fn rolled_back(existing: &BTreeMap<String, Arc<ManifestWork>>, to: &str, at:
 mod tests {
     use super::*;
     use ferry_api::manifest_work::ManifestWorkSpec;
-    use ferry_api::replica_set::{ManifestWorkReplicaSetSpec, RolloutStatus};
+    use ferry_api::replica_set::{
+        ManifestWorkReplicaSetSpec, ManifestWorkReplicaSetStatus, RolloutStatus,
+    };
     use serde_json::json;
 
     fn rs(failure_strategy: &str) -> ManifestWorkReplicaSet {
@@ -320,6 +363,63 @@ mod tests {
         assert_eq!(
             outcome(&rs(""), Some(&stable), &halted),
             FailureOutcome::Aborted { no_stable: false }
+        );
+    }
+
+    #[test]
+    fn a_rollback_is_recorded_first_and_a_new_leader_continues_it_at_every_step() {
+        let revisions = [revision(1, "s"), revision(2, "f")];
+        let now: Timestamp = "2026-11-27T10:00:00Z".parse().expect("time");
+        let current = reference(2, "f");
+        let stable = reference(1, "s");
+        let halted = plan(
+            &["p".to_string()],
+            &["placement p: 1 clusters failed (a)".into()],
+        );
+        // Half-way through its writes the rollback has put the failed
+        // clusters back, so a fresh view may show no halt at all.
+        let settled = plan(&[], &[]);
+        let decide = |rs: &ManifestWorkReplicaSet, plan: &RolloutPlan| {
+            failure_outcome(rs, None, &current, Some(&stable), &revisions, plan, now)
+        };
+        // Step 1, the leader decides: a rollback the status lacks is to be
+        // recorded before any write.
+        let before = rs(ROLLBACK_ALL);
+        let outcome = decide(&before, &halted);
+        let recorded = rollback_to_record(&before, &outcome)
+            .expect("a new rollback is recorded first")
+            .clone();
+        assert_eq!((&recorded.from, &recorded.to), (&current, &stable));
+        // It fails over before the record: the next leader, seeing the same
+        // halt, decides the same rollback (nothing was carried out yet).
+        assert_eq!(decide(&before, &halted), outcome);
+        // Step 2, recorded: whatever the next leader's view (still halted,
+        // or already settled by the writes made so far), it goes on with
+        // the recorded rollback, and records nothing again.
+        let mut after = rs(ROLLBACK_ALL);
+        after.status = Some(ManifestWorkReplicaSetStatus {
+            rollout: Some(RolloutStatus {
+                rollback: Some(recorded.clone()),
+                ..RolloutStatus::default()
+            }),
+            ..ManifestWorkReplicaSetStatus::default()
+        });
+        for view in [&halted, &settled] {
+            let next = decide(&after, view);
+            match &next {
+                FailureOutcome::RollBack { status, to } => {
+                    assert_eq!(to.reference, stable);
+                    assert_eq!(status.at, recorded.at, "the rollback keeps its start");
+                }
+                other => panic!("a new leader reversed the rollback: {other:?}"),
+            }
+            assert_eq!(rollback_to_record(&after, &next), None);
+        }
+        // No rollback, nothing recorded.
+        assert_eq!(rollback_to_record(&before, &FailureOutcome::Proceed), None);
+        assert_eq!(
+            rollback_to_record(&before, &FailureOutcome::Aborted { no_stable: false }),
+            None
         );
     }
 
