@@ -641,6 +641,7 @@ impl Fleet {
     /// Starts every control plane in parallel, installs the hub CRDs,
     /// registers each spoke on the hub, and runs the hub and one agent per spoke.
     pub async fn start(options: FleetOptions) -> Result<Self, FleetError> {
+        crate::harness::test_log::init();
         let (hub, spoke_planes) = start_control_planes(&options).await?;
         let hub_client = hub.client().await?;
         let hub_identity = prepare_hub_api(&hub, &hub_client, &options).await?;

@@ -17,3 +17,4 @@ pub mod joined_agent;
 pub mod link;
 pub mod local_pod;
 pub mod sockets;
+pub mod test_log;
