@@ -135,6 +135,10 @@ impl Context {
             })
             .map(|p| p.name_any())
             .collect();
+        // A decided cluster the cluster cache does not hold yet can be
+        // neither rendered nor judged: its placement waits (no start, no
+        // deletion, no halt) until the cache catches up.
+        chosen.unsettle_unknown(|cluster| self.clusters.get(&ObjectRef::new(cluster)).is_some());
         let unbound = refuse_unbound(&mut chosen, &eligible, &held);
         let existing = self.generated(&rs);
         // Their works, if any, are neither rewritten nor deleted here.

@@ -42,6 +42,25 @@ impl Chosen {
     }
 }
 
+impl Chosen {
+    /// Marks unsettled each placement that chose a cluster `known` does not
+    /// know (the hub's cluster cache has not seen it yet, or it is being
+    /// deleted): its work cannot be rendered from the cluster's labels, and
+    /// a failure read from that gap must neither halt nor roll back.
+    pub fn unsettle_unknown(&mut self, known: impl Fn(&str) -> bool) {
+        for (cluster, placement) in &self.wanted {
+            if !known(cluster) && !self.unsettled.contains_key(placement) {
+                self.unsettled.insert(
+                    placement.clone(),
+                    format!(
+                        "decided cluster {cluster} is not in the hub's ManagedCluster cache yet"
+                    ),
+                );
+            }
+        }
+    }
+}
+
 /// The clusters the placements of `rs` chose, by `decisions` (of every
 /// namespace; those of `rs`'s namespace count), checked against the
 /// `placements` (of every namespace).
@@ -385,5 +404,22 @@ mod tests {
             "{:?}",
             chosen.unsettled
         );
+    }
+
+    #[test]
+    fn a_decided_cluster_the_cache_lacks_unsettles_its_placement_only() {
+        let mut chosen = Chosen::default();
+        chosen.wanted.insert("known".into(), "p".into());
+        chosen.wanted.insert("new".into(), "q".into());
+        chosen.unsettle_unknown(|c| c == "known");
+        assert_eq!(chosen.unsettled.keys().collect::<Vec<_>>(), ["q"]);
+        assert!(chosen.unsettled["q"].contains("decided cluster new"));
+        assert!(!chosen.may_delete(), "nothing is deleted meanwhile");
+        // A reason already given stays.
+        let mut moving = Chosen::default();
+        moving.wanted.insert("new".into(), "q".into());
+        moving.unsettled.insert("q".into(), "moving".into());
+        moving.unsettle_unknown(|_| false);
+        assert_eq!(moving.unsettled["q"], "moving");
     }
 }

@@ -122,7 +122,10 @@ pub fn plan_rollout(
         }
         let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
-        if step.halted {
+        // A halt (and so a rollbackAll) needs a settled view: mid-rewrite
+        // or with a decided cluster the caches do not know yet, what reads
+        // as failures may be the gap itself (issue 31).
+        if step.halted && settled {
             halted_placements.push(reference.name.clone());
             let failed = states
                 .iter()
@@ -283,6 +286,39 @@ mod tests {
         assert!(!plan.all_complete);
         // Its rollout status is still reported.
         assert_eq!(plan.placements.len(), 1);
+    }
+
+    #[test]
+    fn an_unsettled_placement_never_halts_whatever_its_failures() {
+        let refused = Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                by: RefusedBy::HubApiServer,
+                message: "422".into(),
+                at: Timestamp::now(),
+            },
+        )]);
+        let strict = rs(json!({"type": "All"}));
+        let plan_with = |chosen: &Chosen| {
+            plan_rollout(
+                &strict,
+                chosen,
+                &rendered(),
+                &BTreeMap::new(),
+                &refused,
+                &GateInputs::default(),
+                Timestamp::now(),
+            )
+        };
+        assert_eq!(plan_with(&chosen()).halted_placements, ["p"]);
+        let mut gap = chosen();
+        gap.unsettled
+            .insert("p".into(), "cluster a is not in the cache yet".into());
+        let plan = plan_with(&gap);
+        assert!(plan.halted_placements.is_empty(), "{:?}", plan.halted);
+        assert!(plan.halted.is_empty());
+        assert!(plan.start.is_empty() && !plan.all_complete);
     }
 
     #[test]
