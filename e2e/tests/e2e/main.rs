@@ -80,6 +80,7 @@ mod rollout_rollback;
 mod server_side_apply;
 mod session_age;
 mod simulated_agents;
+mod stable_revision;
 mod status_delivery;
 mod status_feedback;
 mod tenant_attacks;

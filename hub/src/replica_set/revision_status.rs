@@ -23,6 +23,7 @@ use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, RevisionRef};
+use ferry_semantics::text::first_few;
 
 /// What the revision status is made from.
 pub struct RevisionInputs<'a> {
@@ -102,6 +103,25 @@ fn failure_of(work: &ManifestWork) -> String {
         )
 }
 
+/// `PlacementRolledOut` reason while every reachable cluster is done but
+/// some chosen cluster has not run and succeeded on the current revision.
+pub const WAITING_FOR_CLUSTERS: &str = "WaitingForClusters";
+
+/// The chosen clusters (of `reports`) that do not run revision `current`
+/// and succeeded there: unreachable ones, late joiners, any still going.
+fn unconfirmed<'a>(reports: &'a [ClusterReport], current: &str) -> Vec<&'a str> {
+    reports
+        .iter()
+        .filter(|r| {
+            r.unreachable
+                || r.waiting
+                || r.revision.as_deref() != Some(current)
+                || r.state != ClusterState::Succeeded
+        })
+        .map(|r| r.cluster.as_str())
+        .collect()
+}
+
 /// Fills `status.rollout` (revision, stableRevision, revisions, rollback,
 /// failingClusters, feedback) of `rs` from `inputs`, and says in
 /// `PlacementRolledOut` what the failure strategy did.
@@ -126,12 +146,6 @@ pub fn fill_revision_status(
         .conditions
         .iter()
         .find(|c| c.type_ == PLACEMENT_ROLLED_OUT);
-    let complete = !rolling_back && rolled_out.is_some_and(|c| c.status == "True");
-    let stable = if complete {
-        Some(inputs.current.clone())
-    } else {
-        inputs.stable.map(renumbered)
-    };
     // Per placement, its strategy resolved for its cluster count.
     let strategies: BTreeMap<&str, ResolvedStrategy> = rs
         .spec
@@ -195,6 +209,40 @@ pub fn fill_revision_status(
             }
         })
         .collect();
+    // Complete, and a new stable revision, only when every chosen cluster
+    // runs the current revision and succeeded there: the rollout itself
+    // counts an unreachable cluster as done (it must not hold the others),
+    // but one that never ran the revision must not make it stable.
+    let unconfirmed = unconfirmed(&reports, &inputs.current.hash);
+    let rolled_out_true = rolled_out.is_some_and(|c| c.status == "True");
+    let complete = !rolling_back && rolled_out_true && unconfirmed.is_empty();
+    let waiting_for_clusters = (!rolling_back && rolled_out_true && !unconfirmed.is_empty())
+        .then(|| {
+            let unreachable = reports
+                .iter()
+                .filter(|r| r.unreachable && unconfirmed.contains(&r.cluster.as_str()))
+                .count();
+            condition(
+                PLACEMENT_ROLLED_OUT,
+                false,
+                WAITING_FOR_CLUSTERS,
+                format!(
+                    "revision {} succeeded on {} of {} clusters; {} ({unreachable} of them unreachable) have not run it yet, so it is not the stable revision: {}",
+                    inputs.current.number,
+                    reports.len() - unconfirmed.len(),
+                    reports.len(),
+                    unconfirmed.len(),
+                    first_few(&unconfirmed, ", ")
+                ),
+                generation,
+                &previous,
+            )
+        });
+    let stable = if complete {
+        Some(inputs.current.clone())
+    } else {
+        inputs.stable.map(renumbered)
+    };
     let feedback_names = rs
         .spec
         .status_summary
@@ -242,7 +290,7 @@ pub fn fill_revision_status(
             generation,
             &previous,
         )),
-        _ => None,
+        _ => waiting_for_clusters,
     };
     if let Some(replaced) = replaced {
         for c in &mut status.conditions {
