@@ -9,16 +9,22 @@
 //! trusting the executor's rights, and refuses the work's manifests
 //! (`ExecutorNotAllowed`). Both agents run with exactly the chart's rendered
 //! roles and tokens of its ServiceAccount.
+//!
+//! And on the hub, a running work whose author loses `execute-as` keeps
+//! running as admitted until its next change, which is refused, or its
+//! deletion, which is not.
 
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::helpers::wait::wait_until;
+use std::time::Duration;
+
+use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work,
 };
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::Api;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use serde_json::json;
 
@@ -159,5 +165,154 @@ async fn an_agent_limited_to_listed_executors_does_not_trust_a_kube_system_accou
     let (reason, message) = attack_and_control(&fleet).await;
     assert_eq!(reason, "ExecutorNotAllowed", "{message}");
     assert!(message.contains("kube-system/deployer"), "{message}");
+    fleet.stop().await;
+}
+
+/// Retries `attempt` until it returns Ok, or returns its error once RBAC
+/// has had `PROPAGATION` to take effect: the signal that the API server
+/// enforces a grant.
+async fn until_ok<T, F, Fut>(mut attempt: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + PROPAGATION;
+    loop {
+        let outcome = attempt().await;
+        if outcome.is_ok() || tokio::time::Instant::now() >= deadline {
+            return outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How long the hub API server may take to enforce an RBAC change.
+const PROPAGATION: Duration = Duration::from_secs(60);
+/// The work author on the hub.
+const AUTHOR: &str = "alice";
+
+/// What happens to a running work whose author loses `execute-as`: it
+/// keeps running as admitted (the agent still corrects drift on its
+/// objects), its next spec change is refused, a label still goes through,
+/// and deleting it removes its objects from the spoke.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_whose_grant_is_revoked_keeps_running_as_admitted_until_it_changes_or_goes() {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    let config = prepare_spoke(&fleet, &["rbac.executors={apps/deployer}"]).await;
+    restart_agent_as_chart(&mut fleet, config, false).await;
+
+    // On the hub: alice writes works in the cluster's namespace and may
+    // name apps/deployer there.
+    let hub = fleet.hub_client.clone();
+    create(
+        &Api::<Role>::namespaced(hub.clone(), CLUSTER),
+        json!({"metadata": {"name": "author", "namespace": CLUSTER}, "rules": [
+            {"apiGroups": ["work.ferry.dev"], "resources": ["manifestworks"],
+             "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
+        ]}),
+    )
+    .await;
+    create(
+        &Api::<Role>::namespaced(hub.clone(), CLUSTER),
+        json!({"metadata": {"name": "run-as-deployer", "namespace": CLUSTER}, "rules": [
+            {"apiGroups": ["work.ferry.dev"], "resources": ["manifestworks"],
+             "resourceNames": ["system:serviceaccount:apps:deployer"], "verbs": ["execute-as"]},
+        ]}),
+    )
+    .await;
+    for role in ["author", "run-as-deployer"] {
+        create(
+            &Api::<RoleBinding>::namespaced(hub.clone(), CLUSTER),
+            json!({"metadata": {"name": role, "namespace": CLUSTER},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}]}),
+        )
+        .await;
+    }
+    let alice = fleet.hub.client_as(AUTHOR).await.expect("alice");
+    let as_alice: Api<ManifestWork> = Api::namespaced(alice, CLUSTER);
+    let work = work_as("running", APPS);
+    let params = PostParams::default();
+    until_ok(|| as_alice.create(&params, &work))
+        .await
+        .expect("alice creates a work naming apps/deployer");
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), CLUSTER);
+    wait_until(&works, "running", "applied", APPLY_TIMEOUT, |w| {
+        manifest_condition(w, 0, "Applied").is_some_and(|c| c.status == "True")
+    })
+    .await
+    .expect("applied as apps/deployer");
+
+    // Revoked; the signal that it holds is a dry-run change being refused.
+    Api::<RoleBinding>::namespaced(hub.clone(), CLUSTER)
+        .delete("run-as-deployer", &Default::default())
+        .await
+        .expect("revoke");
+    let change = Patch::Merge(json!({"spec": {"workload": {"manifests": [
+        config_map(APPS, "running", json!({"k": "changed"}))]}}}));
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let refused = async {
+        let deadline = tokio::time::Instant::now() + PROPAGATION;
+        loop {
+            match as_alice.patch("running", &dry_run, &change).await {
+                Err(kube::Error::Api(status)) if status.code == 403 => return Ok(status.message),
+                other if tokio::time::Instant::now() >= deadline => return Err(other),
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+    .await
+    .expect("revoked: a spec change is refused");
+    println!("refused: {refused}");
+    assert!(
+        refused.contains("manifestwork-executors.work.ferry.dev"),
+        "{refused}"
+    );
+    as_alice
+        .patch("running", &PatchParams::default(), &change)
+        .await
+        .expect_err("the change itself is refused");
+
+    // The running work keeps what it had: the agent still corrects drift.
+    let spoke_cms = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some(APPS));
+    spoke_cms
+        .patch(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "tampered"}})),
+        )
+        .await
+        .expect("tamper on the spoke");
+    wait_until(
+        &spoke_cms,
+        "running",
+        "drift corrected",
+        APPLY_TIMEOUT,
+        |cm| cm.data["data"]["k"] == "v",
+    )
+    .await
+    .expect("the running work still corrects drift as admitted");
+
+    // Metadata and the deletion are not checked.
+    as_alice
+        .patch(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"revoked": "true"}}})),
+        )
+        .await
+        .expect("a label still goes through");
+    as_alice
+        .delete("running", &Default::default())
+        .await
+        .expect("the author may delete it");
+    wait_deleted(&spoke_cms, "running", "the object removed", APPLY_TIMEOUT)
+        .await
+        .expect("its objects go with it");
     fleet.stop().await;
 }
