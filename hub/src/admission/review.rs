@@ -282,6 +282,49 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
     }
 
+    /// A work at `generation` naming executor `team/NAME` (None: no executor).
+    fn work_with_executor(generation: i64, executor: Option<&str>) -> serde_json::Value {
+        let mut work = work(json!([cm("a")]));
+        work["metadata"]["generation"] = json!(generation);
+        if let Some(name) = executor {
+            work["spec"]["executor"] = json!({"subject": {"type": "ServiceAccount",
+                "serviceAccount": {"namespace": "team", "name": name}}});
+        }
+        work
+    }
+
+    #[test]
+    fn every_write_the_executor_policy_checks_is_one_the_webhook_holds_while_it_is_missing() {
+        let named = |generation| work_with_executor(generation, Some("deployer"));
+        assert!(needs_executor_check(&request("CREATE", named(1), None)));
+        assert!(
+            needs_executor_check(&request("UPDATE", named(2), Some(named(1)))),
+            "a spec change keeping the executor"
+        );
+        assert!(
+            needs_executor_check(&request(
+                "UPDATE",
+                work_with_executor(2, Some("other")),
+                Some(named(1))
+            )),
+            "a new executor"
+        );
+        assert!(
+            !needs_executor_check(&request("UPDATE", named(1), Some(named(1)))),
+            "metadata only: the generation stays"
+        );
+        assert!(!needs_executor_check(&request(
+            "CREATE",
+            work_with_executor(1, None),
+            None
+        )));
+        assert!(!needs_executor_check(&request(
+            "UPDATE",
+            work_with_executor(2, None),
+            Some(named(1))
+        )));
+    }
+
     /// A work whose only problem is a feedback path that is not JSONPath.
     fn bad_path_work() -> serde_json::Value {
         let mut object = work(json!([cm("a")]));
