@@ -19,12 +19,22 @@
 //! a failed apply) is read only if the executor may `get` it
 //! ([`ExecutorCheck::may_read`], one cached review), so a tenant cannot use
 //! the agent's own read rights to copy a Secret into the hub.
+//!
+//! Which executors a work may name at all is the agent's own `impersonate`
+//! grant on ServiceAccounts (the agent chart's `rbac.executors`): before any
+//! other check the agent asks the spoke, with a SelfSubjectAccessReview,
+//! whether it may impersonate the executor ([`ExecutorError::NotListed`]
+//! when not), so an account the cluster's admins did not list, say one of
+//! `kube-system`, bounds nothing even when its own rights would pass every
+//! review. With `--write-as-executor` the API server refuses the
+//! impersonation itself.
 
 use std::time::Duration;
 
 use ferry_proto::v1;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -121,6 +131,15 @@ pub enum ExecutorError {
         "this agent reads objects only as a work's executor (--require-executor): nothing is read or reported for a work that names none"
     )]
     ReadRequiresExecutor,
+    /// The agent may not impersonate the executor: the cluster's admins did
+    /// not list it among the accounts the agent may act as.
+    #[error(
+        "this agent may not act as ServiceAccount {account}: the cluster does not let it impersonate that account (the agent chart's rbac.executors does not list it), so no work may name it here"
+    )]
+    NotListed {
+        /// `namespace/name` of the ServiceAccount.
+        account: String,
+    },
     /// The SubjectAccessReview itself failed (the spoke is unreachable, or
     /// the agent may not create reviews).
     #[error("cannot ask the cluster whether the executor may apply {object}: {message}")]
@@ -147,6 +166,7 @@ impl ExecutorError {
                 "InvalidExecutor"
             }
             ExecutorError::Review { .. } => "ExecutorCheckFailed",
+            ExecutorError::NotListed { .. } => "ExecutorNotAllowed",
             ExecutorError::CannotRead { .. } => "ExecutorCannotRead",
             ExecutorError::ReadRequiresExecutor => "ExecutorRequired",
         }
@@ -161,6 +181,7 @@ impl ExecutorError {
                 | ExecutorError::Escalation { .. }
                 | ExecutorError::Review { .. }
                 | ExecutorError::CannotRead { .. }
+                | ExecutorError::NotListed { .. }
         )
     }
 
@@ -200,6 +221,12 @@ pub struct Target<'a> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Account {
+    namespace: String,
+    name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Question {
     account_namespace: String,
     account_name: String,
@@ -216,6 +243,8 @@ struct Question {
 pub struct ExecutorCheck {
     client: Client,
     answers: Cache<Question, bool>,
+    /// Whether the agent may impersonate each executor.
+    impersonable: Cache<Account, bool>,
     require: bool,
     /// Refuse CRDs and ferry's own kinds (`--restricted`).
     restricted: bool,
@@ -233,6 +262,10 @@ impl ExecutorCheck {
         Self {
             client,
             answers: Cache::builder()
+                .max_capacity(MAX_ANSWERS)
+                .time_to_live(ANSWER_TTL)
+                .build(),
+            impersonable: Cache::builder()
                 .max_capacity(MAX_ANSWERS)
                 .time_to_live(ANSWER_TTL)
                 .build(),
@@ -288,6 +321,7 @@ impl ExecutorCheck {
         if self.judged_by_api_server {
             return Ok(());
         }
+        self.may_act_as(executor, &target).await?;
         let verbs = APPLY_VERBS
             .iter()
             .copied()
@@ -386,6 +420,7 @@ impl ExecutorCheck {
         if self.judged_by_api_server {
             return Ok(Some(account));
         }
+        self.may_act_as(executor, &target).await?;
         let question = Question {
             account_namespace: executor.service_account_namespace.clone(),
             account_name: executor.service_account_name.clone(),
@@ -473,6 +508,43 @@ impl ExecutorCheck {
         }
     }
 
+    /// Ok when the agent may impersonate `executor` (a cached
+    /// SelfSubjectAccessReview): the list of accounts the cluster lets works
+    /// name. `target` names the object in a failed review's message.
+    async fn may_act_as(
+        &self,
+        executor: &v1::Executor,
+        target: &Target<'_>,
+    ) -> Result<(), ExecutorError> {
+        let account = Account {
+            namespace: executor.service_account_namespace.clone(),
+            name: executor.service_account_name.clone(),
+        };
+        let allowed = match self.impersonable.get(&account).await {
+            Some(allowed) => allowed,
+            None => {
+                let reviews: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
+                let review = reviews
+                    .create(&PostParams::default(), &impersonation_review(&account))
+                    .await
+                    .map_err(|e| ExecutorError::Review {
+                        object: describe_object(target),
+                        message: e.to_string(),
+                    })?;
+                let allowed = review.status.is_some_and(|s| s.allowed);
+                self.impersonable.insert(account.clone(), allowed).await;
+                allowed
+            }
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(ExecutorError::NotListed {
+                account: format!("{}/{}", account.namespace, account.name),
+            })
+        }
+    }
+
     async fn ask(&self, question: &Question) -> Result<bool, kube::Error> {
         let reviews: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let review = reviews
@@ -504,6 +576,24 @@ fn review_of(question: &Question) -> SubjectAccessReview {
                 namespace: Some(question.namespace.clone()),
                 name: Some(question.name.clone()),
                 verb: Some(question.verb.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The review asking whether the agent itself may impersonate `account`.
+fn impersonation_review(account: &Account) -> SelfSubjectAccessReview {
+    SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(String::new()),
+                resource: Some("serviceaccounts".into()),
+                namespace: Some(account.namespace.clone()),
+                name: Some(account.name.clone()),
+                verb: Some("impersonate".into()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -570,6 +660,29 @@ mod tests {
         assert_eq!(attributes.verb.as_deref(), Some("patch"));
         assert_eq!(attributes.resource.as_deref(), Some("deployments"));
         assert_eq!(attributes.name.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn the_agent_asks_whether_it_may_impersonate_the_executor_in_its_namespace() {
+        let review = impersonation_review(&Account {
+            namespace: "kube-system".into(),
+            name: "deployer".into(),
+        });
+        let attributes = review.spec.resource_attributes.expect("attributes");
+        assert_eq!(attributes.verb.as_deref(), Some("impersonate"));
+        assert_eq!(attributes.resource.as_deref(), Some("serviceaccounts"));
+        assert_eq!(attributes.group.as_deref(), Some(""));
+        assert_eq!(attributes.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(attributes.name.as_deref(), Some("deployer"));
+        let not_listed = ExecutorError::NotListed {
+            account: "kube-system/deployer".into(),
+        };
+        assert_eq!(not_listed.reason(), "ExecutorNotAllowed");
+        assert!(not_listed.is_transient(), "an admin may list it later");
+        assert!(
+            not_listed.to_string().contains("kube-system/deployer"),
+            "{not_listed}"
+        );
     }
 
     #[test]

@@ -194,6 +194,20 @@ pub fn render(name: &str, namespace: &str) -> Result<String, HelmError> {
     ))
 }
 
+/// `helm template` of chart `name` (release `name`) in `namespace` with the
+/// values `sets` (each `KEY=VALUE`, as `--set` takes it), CRDs left out:
+/// for tests that install what the chart renders with other values than
+/// the defaults. Blocking.
+pub fn render_with(name: &str, namespace: &str, sets: &[&str]) -> Result<String, HelmError> {
+    let chart = charts_dir().join(name);
+    let chart = chart.to_string_lossy();
+    let mut args = vec!["template", name, &chart, "--namespace", namespace];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    helm(&args)
+}
+
 /// `deploy/manifests/{name}.yaml`.
 pub fn manifest_path(name: &str) -> PathBuf {
     manifests_dir().join(format!("{name}.yaml"))

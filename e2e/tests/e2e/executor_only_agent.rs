@@ -12,7 +12,7 @@ use ferry_api::manifest_work::{
     ManifestWorkSubjectServiceAccount,
 };
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::harness::helm::{charts_dir, helm};
+use ferry_e2e::harness::helm::render_with;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work,
@@ -29,13 +29,13 @@ use kube::{Client, Config};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
-const CLUSTER: &str = "cluster-a";
-const AGENT_NAMESPACE: &str = "ferry-agent";
-const AGENT: &str = "executor-only-agent";
-const APPS: &str = "apps";
-const EXECUTOR: &str = "deployer";
+pub(crate) const CLUSTER: &str = "cluster-a";
+pub(crate) const AGENT_NAMESPACE: &str = "ferry-agent";
+pub(crate) const AGENT: &str = "executor-only-agent";
+pub(crate) const APPS: &str = "apps";
+pub(crate) const EXECUTOR: &str = "deployer";
 
-fn executor() -> ManifestWorkExecutor {
+pub(crate) fn executor() -> ManifestWorkExecutor {
     ManifestWorkExecutor {
         subject: ManifestWorkExecutorSubject {
             type_: ExecutorSubjectType::ServiceAccount,
@@ -47,7 +47,7 @@ fn executor() -> ManifestWorkExecutor {
     }
 }
 
-async fn create<K>(api: &Api<K>, object: Value)
+pub(crate) async fn create<K>(api: &Api<K>, object: Value)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
@@ -57,35 +57,30 @@ where
         .expect("create");
 }
 
-/// The rules of the agent chart's ClusterRole rendered with
-/// `rbac.executorOnly: true` (Helm is fetched like the chart tests do): the
-/// test runs the agent with exactly what the chart grants.
-async fn executor_only_rules() -> Value {
-    let rendered = tokio::task::spawn_blocking(|| {
-        helm(&[
-            "template",
-            "ferry-agent",
-            &charts_dir().join("ferry-agent").to_string_lossy(),
-            "--namespace",
-            AGENT_NAMESPACE,
-            "--set",
-            "rbac.executorOnly=true",
-        ])
+/// The agent chart rendered with `sets`, for the test's agent
+/// ServiceAccount (Helm is fetched like the chart tests do): the test runs
+/// the agent with exactly what the chart grants.
+async fn agent_chart(sets: &'static [&'static str]) -> Vec<Value> {
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut values = vec![format!("serviceAccount.name={AGENT}")];
+        values.extend(sets.iter().map(|s| s.to_string()));
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        render_with("ferry-agent", AGENT_NAMESPACE, &values)
     })
     .await
     .expect("blocking task")
     .expect("render the agent chart");
     serde_yaml::Deserializer::from_str(&rendered)
         .map(|doc| Value::deserialize(doc).expect("rendered YAML parses"))
-        .find(|doc| doc["kind"] == "ClusterRole")
-        .map(|role| role["rules"].clone())
-        .expect("the chart renders a ClusterRole")
+        .filter(|doc| !doc.is_null())
+        .collect()
 }
 
-/// The agent's ServiceAccount bound to the executor-only role, and the
-/// executor allowed to manage ConfigMaps and Roles (without `escalate`) in
-/// `apps`; returns the spoke connection of the agent's ServiceAccount.
-async fn prepare_spoke(fleet: &Fleet) -> Config {
+/// The agent's ServiceAccount bound to the chart's roles rendered with
+/// `sets`, and the executor allowed to manage ConfigMaps and Roles (without
+/// `escalate`) in `apps`; returns the spoke connection of the agent's
+/// ServiceAccount.
+pub(crate) async fn prepare_spoke(fleet: &Fleet, sets: &'static [&'static str]) -> Config {
     let admin = fleet.spoke(CLUSTER).client.clone();
     let namespaces: Api<Namespace> = Api::all(admin.clone());
     for namespace in [AGENT_NAMESPACE, APPS] {
@@ -95,11 +90,34 @@ async fn prepare_spoke(fleet: &Fleet) -> Config {
     create(&agent_accounts, json!({"metadata": {"name": AGENT}})).await;
     let apps_accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), APPS);
     create(&apps_accounts, json!({"metadata": {"name": EXECUTOR}})).await;
+    let chart = agent_chart(sets).await;
+    let rules = chart
+        .iter()
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .map(|role| role["rules"].clone())
+        .expect("the chart renders a ClusterRole");
     create(
         &Api::<ClusterRole>::all(admin.clone()),
-        json!({"metadata": {"name": AGENT}, "rules": executor_only_rules().await}),
+        json!({"metadata": {"name": AGENT}, "rules": rules}),
     )
     .await;
+    // The namespaced impersonation grants of `rbac.executors`, as rendered.
+    for doc in &chart {
+        let namespace = doc["metadata"]["namespace"].as_str().unwrap_or_default();
+        if doc["kind"] == "Role" {
+            create(
+                &Api::<Role>::namespaced(admin.clone(), namespace),
+                doc.clone(),
+            )
+            .await;
+        } else if doc["kind"] == "RoleBinding" {
+            create(
+                &Api::<RoleBinding>::namespaced(admin.clone(), namespace),
+                doc.clone(),
+            )
+            .await;
+        }
+    }
     create(
         &Api::<ClusterRoleBinding>::all(admin.clone()),
         json!({"metadata": {"name": AGENT},
@@ -193,7 +211,7 @@ async fn every_write_goes_as_the_executor_and_the_api_server_judges_it() {
     let mut fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
         .await
         .expect("fleet starts");
-    let config = prepare_spoke(&fleet).await;
+    let config = prepare_spoke(&fleet, &["rbac.executorOnly=true"]).await;
     let admin = fleet.spoke(CLUSTER).client.clone();
     // The test cannot pass by the agent's own rights: the chart's role
     // gives it none to write workloads with.

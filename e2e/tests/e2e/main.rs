@@ -29,6 +29,7 @@ mod executor;
 mod executor_authorization;
 mod executor_only_agent;
 mod executor_reads;
+mod executor_scope;
 mod field_managers;
 mod fleet_admission;
 mod fleet_scale;

@@ -5,8 +5,18 @@
 //! `system:serviceaccount:<namespace>:<name>` of that executor. The API
 //! server asks its own authorizer about the requester (CEL's `authorizer`),
 //! so the rule holds while no hub process runs and follows RBAC as it
-//! changes. As in OCM, an update that leaves the executor as it was is not
-//! checked again.
+//! changes. The resource's namespace is the work's, i.e. its cluster's: a
+//! RoleBinding in one cluster namespace grants an executor for that cluster
+//! only, a ClusterRoleBinding for every cluster.
+//!
+//! Unlike OCM, keeping the executor is no pass: every CREATE, and every
+//! UPDATE that changes the spec (the API server has moved
+//! `metadata.generation` on by the time the policy runs), is checked against
+//! the grant as it is then, so a revoked grant stops the next change of a
+//! work. An update of metadata only (finalizers, labels, annotations) leaves
+//! what the agent does as it was and is not checked again, so a work whose
+//! grant was revoked can still be finalized and deleted. What was admitted
+//! keeps running until its next change or its deletion.
 
 use k8s_openapi::api::admissionregistration::v1::Validation;
 
@@ -28,29 +38,34 @@ fn may_execute_as(executor: &str) -> String {
     )
 }
 
-/// CEL for a ManifestWork: no executor, an unchanged one, or one the
-/// requester may act as.
+/// CEL: an UPDATE that leaves the spec as it was. The generation moves with
+/// every spec change before validating admission runs, and comparing it is
+/// cheap whatever the size of the work.
+const METADATA_ONLY_UPDATE: &str = "(request.operation == 'UPDATE' && \
+     oldObject.metadata.generation == object.metadata.generation)";
+
+/// CEL for a ManifestWork: no executor, a metadata-only update, or an
+/// executor the requester may act as now.
 fn work_rule() -> String {
     format!(
         "request.resource.resource != 'manifestworks' || \
          !has(object.spec.executor) || !has(object.spec.executor.subject.serviceAccount) || \
-         (request.operation == 'UPDATE' && has(oldObject.spec.executor) && \
-          oldObject.spec.executor == object.spec.executor) || \
+         {METADATA_ONLY_UPDATE} || \
          {}",
         may_execute_as("object.spec.executor")
     )
 }
 
-/// CEL for a ManifestWorkReplicaSet: the same, for its template's executor.
+/// CEL for a ManifestWorkReplicaSet: the same, for its template's executor
+/// (checked in the replica set's namespace; the works it generates are
+/// written by the hub, under the hub's own grant).
 fn replica_set_rule() -> String {
     format!(
         "request.resource.resource != 'manifestworkreplicasets' || \
          !has(object.spec.manifestWorkTemplate) || \
          !has(object.spec.manifestWorkTemplate.executor) || \
          !has(object.spec.manifestWorkTemplate.executor.subject.serviceAccount) || \
-         (request.operation == 'UPDATE' && has(oldObject.spec.manifestWorkTemplate) && \
-          has(oldObject.spec.manifestWorkTemplate.executor) && \
-          oldObject.spec.manifestWorkTemplate.executor == object.spec.manifestWorkTemplate.executor) || \
+         {METADATA_ONLY_UPDATE} || \
          {}",
         may_execute_as("object.spec.manifestWorkTemplate.executor")
     )
@@ -114,8 +129,19 @@ mod tests {
         for v in &validations {
             assert!(v.expression.contains(".check('execute-as').allowed()"));
             assert!(
-                v.expression.contains("oldObject"),
-                "an unchanged executor passes"
+                v.expression
+                    .contains(".namespace(object.metadata.namespace)"),
+                "asked in the work's (cluster's) namespace"
+            );
+            assert!(
+                !v.expression.contains("oldObject.spec"),
+                "keeping the executor is no pass: {}",
+                v.expression
+            );
+            assert!(
+                v.expression
+                    .contains("oldObject.metadata.generation == object.metadata.generation"),
+                "only a metadata-only update passes unchecked"
             );
         }
         let binding = executor_policy().binding().spec.expect("binding");

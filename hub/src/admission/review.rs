@@ -41,7 +41,7 @@ struct ReviewState {
 
 /// The router serving [`REVIEW_PATH`]; works over `max_work_bytes` bytes of
 /// JSON are refused, and each review's time is observed in `review_seconds`.
-/// With `policies`, a work naming a new executor is refused while the
+/// With `policies`, a write the executor policy would check is refused while the
 /// executor policy is not in force (so the executor check fails closed).
 pub fn router(
     max_work_bytes: usize,
@@ -84,11 +84,11 @@ async fn review_replica_set(State(state): State<Arc<ReviewState>>, body: Bytes) 
 /// The HTTP answer to one review body.
 fn answer(body: &[u8], max_work_bytes: usize, executor_unchecked: bool) -> Response {
     respond(body, |request| {
-        if executor_unchecked && names_new_executor(request) {
+        if executor_unchecked && needs_executor_check(request) {
             AdmissionResponse::from(request).deny(format!(
                 "ManifestWork {}: the admission policy {EXECUTOR_POLICY_NAME} that checks who may \
-                 name an executor is not in force; works naming a new executor are refused until \
-                 the hub has re-applied it",
+                 name an executor is not in force; works naming an executor are neither created \
+                 nor changed until the hub has re-applied it",
                 request.name
             ))
         } else {
@@ -194,9 +194,10 @@ fn decide_with(
     ))
 }
 
-/// Whether `request` creates a work naming an executor, or changes the
-/// executor a work names: what the executor policy checks.
-pub fn names_new_executor(request: &AdmissionRequest<DynamicObject>) -> bool {
+/// Whether `request` is one the executor policy checks: it creates a work
+/// naming an executor, or updates the spec (the generation moved) or the
+/// executor of a work naming one. Metadata-only updates are not checked.
+pub fn needs_executor_check(request: &AdmissionRequest<DynamicObject>) -> bool {
     let executor = |o: &DynamicObject| {
         o.data
             .pointer("/spec/executor/subject/serviceAccount")
@@ -207,7 +208,12 @@ pub fn names_new_executor(request: &AdmissionRequest<DynamicObject>) -> bool {
     };
     match request.operation {
         Operation::Create => true,
-        Operation::Update => request.old_object.as_ref().and_then(executor) != Some(new),
+        Operation::Update => {
+            let old = request.old_object.as_ref();
+            old.and_then(executor) != Some(new)
+                || old.and_then(|o| o.metadata.generation)
+                    != request.object.as_ref().and_then(|o| o.metadata.generation)
+        }
         _ => false,
     }
 }
@@ -274,6 +280,49 @@ mod tests {
 
     fn cm(name: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
+    }
+
+    /// A work at `generation` naming executor `team/NAME` (None: no executor).
+    fn work_with_executor(generation: i64, executor: Option<&str>) -> serde_json::Value {
+        let mut work = work(json!([cm("a")]));
+        work["metadata"]["generation"] = json!(generation);
+        if let Some(name) = executor {
+            work["spec"]["executor"] = json!({"subject": {"type": "ServiceAccount",
+                "serviceAccount": {"namespace": "team", "name": name}}});
+        }
+        work
+    }
+
+    #[test]
+    fn every_write_the_executor_policy_checks_is_one_the_webhook_holds_while_it_is_missing() {
+        let named = |generation| work_with_executor(generation, Some("deployer"));
+        assert!(needs_executor_check(&request("CREATE", named(1), None)));
+        assert!(
+            needs_executor_check(&request("UPDATE", named(2), Some(named(1)))),
+            "a spec change keeping the executor"
+        );
+        assert!(
+            needs_executor_check(&request(
+                "UPDATE",
+                work_with_executor(2, Some("other")),
+                Some(named(1))
+            )),
+            "a new executor"
+        );
+        assert!(
+            !needs_executor_check(&request("UPDATE", named(1), Some(named(1)))),
+            "metadata only: the generation stays"
+        );
+        assert!(!needs_executor_check(&request(
+            "CREATE",
+            work_with_executor(1, None),
+            None
+        )));
+        assert!(!needs_executor_check(&request(
+            "UPDATE",
+            work_with_executor(2, None),
+            Some(named(1))
+        )));
     }
 
     /// A work whose only problem is a feedback path that is not JSONPath.

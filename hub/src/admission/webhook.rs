@@ -207,7 +207,7 @@ pub async fn install_webhook(
 
 /// Serves reviews on `options.listener`, timing each in `review_seconds`,
 /// and installs the webhook configuration pointing at it, until `shutdown`
-/// completes; with `policies`, refuses new executors while the executor
+/// completes; with `policies`, refuses the writes the executor policy checks while that
 /// policy is not in force (see [`review::router`]). Fails when the
 /// certificate is unusable, the configuration is refused, or serving fails.
 pub async fn serve(

@@ -40,7 +40,7 @@ pub struct ServeArgs {
     pub install_crds: bool,
     /// Let the leader check every few seconds that the admission policies
     /// are installed and enforced as the hub installs them: while one is
-    /// not, /readyz fails naming it, the webhook refuses new executors,
+    /// not, /readyz fails naming it, the webhook refuses executor changes,
     /// and the leader re-applies it (needs list on the policies and
     /// bindings, and patch to repair).
     #[arg(long, env = "FERRY_WATCH_ADMISSION_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]

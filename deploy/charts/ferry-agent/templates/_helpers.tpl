@@ -43,3 +43,30 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+
+{{/* rbac.executors entries without a namespace, as a JSON list: the
+ClusterRole's resourceNames, valid in every namespace. */}}
+{{- define "ferry-agent.executorNames" -}}
+{{- $names := list }}
+{{- range .Values.rbac.executors }}
+{{- if not (contains "/" .) }}
+{{- $names = append $names . }}
+{{- end }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* rbac.executors entries NAMESPACE/NAME grouped by namespace, as a JSON
+object of lists: one Role per namespace names them. */}}
+{{- define "ferry-agent.executorsByNamespace" -}}
+{{- $byNamespace := dict }}
+{{- range .Values.rbac.executors }}
+{{- if contains "/" . }}
+{{- $parts := splitList "/" . }}
+{{- $namespace := index $parts 0 }}
+{{- $names := get $byNamespace $namespace | default list }}
+{{- $_ := set $byNamespace $namespace (append $names (index $parts 1)) }}
+{{- end }}
+{{- end }}
+{{- toJson $byNamespace }}
+{{- end }}
