@@ -13,6 +13,7 @@ pub mod executor;
 mod garbage_collection;
 pub mod list_schema;
 pub mod metrics;
+pub mod orphan_records;
 pub mod ownership;
 pub mod probes;
 pub mod readiness;

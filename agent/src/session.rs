@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use crate::Telemetry;
 use crate::metrics::ReasonLabel;
+use crate::orphan_records::OrphanSweep;
 use crate::status_board::StatusBoard;
 use crate::work_workers::WorkManager;
 
@@ -229,9 +230,11 @@ pub async fn run_session(
         .with_jitter()
         .without_max_times();
     let mut delays = reconnect.build();
+    let orphans = OrphanSweep::new(works.clone(), works.resync());
     loop {
         let mut welcomed = false;
-        let ended = connect_once(&config, &works, &board, telemetry, &mut welcomed).await;
+        orphans.session_started();
+        let ended = connect_once(&config, &works, &orphans, &board, telemetry, &mut welcomed).await;
         let error = ended.err().unwrap_or(SessionError::Closed);
         warn!(hub = %config.hub_url, %error, "hub session ended");
         let label = ReasonLabel {
@@ -260,6 +263,7 @@ pub async fn run_session(
 async fn connect_once(
     config: &SessionConfig,
     works: &WorkManager,
+    orphans: &Arc<OrphanSweep>,
     board: &Arc<StatusBoard>,
     telemetry: &Telemetry,
     welcomed: &mut bool,
@@ -368,7 +372,9 @@ async fn connect_once(
             }
             Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
             Some(hub_message::Body::Delete(delete)) => works.delete(delete).await,
-            Some(hub_message::Body::Heartbeat(_)) | None => {}
+            Some(hub_message::Body::Synced(_)) => orphans.hub_synced(),
+            Some(hub_message::Body::Heartbeat(_)) => orphans.hub_heartbeat(),
+            None => {}
         }
     }
     Err(SessionError::Closed)

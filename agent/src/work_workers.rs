@@ -229,6 +229,43 @@ impl WorkManager {
         }
     }
 
+    /// Starts evicting the work `uid` that no hub message named although
+    /// its record is on the spoke (an orphaned record): after the eviction
+    /// grace period its objects are released as for a work the hub no
+    /// longer has. A work the hub names meanwhile calls it off.
+    pub async fn evict_orphan(&self, uid: String) {
+        info!(%uid, "a work record the hub never named; evicting it after the grace period");
+        self.steer(uid, Desired::Evict, |current| {
+            matches!(current, Desired::Apply(_))
+        })
+        .await;
+    }
+
+    /// Whether a worker runs for the work `uid`.
+    pub async fn holds(&self, uid: &str) -> bool {
+        self.workers
+            .lock()
+            .await
+            .get(uid)
+            .is_some_and(|w| !w.task.is_finished())
+    }
+
+    /// The work records of this cluster on the spoke. Fails when the spoke
+    /// API server cannot list them.
+    pub async fn records(
+        &self,
+    ) -> Result<
+        Vec<crate::applied_works::AppliedManifestWork>,
+        crate::applied_works::AppliedWorksError,
+    > {
+        self.shared.reconciler.applied().list().await
+    }
+
+    /// How often every work is checked again whatever happens.
+    pub fn resync(&self) -> Duration {
+        self.shared.resync
+    }
+
     /// (uid, generation) of every work held, for the Hello of a new session.
     /// Works known only from the spoke's records are named with generation 0:
     /// this run has no spec for them, so the hub must send it again.

@@ -241,3 +241,78 @@ async fn an_eviction_is_called_off_when_the_hub_sends_the_work_again() {
     .expect("the work is applied again, its object kept");
     fleet.stop().await;
 }
+
+/// A record of a work no hub has, written while the agent runs (a crash
+/// between two hubs leaves one; here the test writes it, with a ConfigMap
+/// it owns): the agent finds it at its next sweep after the hub said
+/// `Synced`, evicts it after the grace period and removes the record, and
+/// the work the hub has is untouched. Before, only a restart found it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_of_a_work_the_hub_never_had_is_evicted_while_the_agent_runs() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.eviction_grace = Duration::from_secs(2);
+    options.resync = Duration::from_secs(2);
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let spoke = fleet.spoke("cluster-a");
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let kept = manifest_work(
+        "cluster-a",
+        "kept",
+        vec![config_map("default", "kept", json!({"k": "v"}))],
+    );
+    let works = fleet.create_work(&kept).await.expect("create work");
+    wait_applied(&works, "kept").await.expect("applied");
+
+    let ghost = "0f0f0f0f-0000-4000-8000-00000000ghost";
+    let record: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": APPLIED_WORK_API_VERSION,
+        "kind": "AppliedManifestWork",
+        "metadata": {"name": ghost},
+        "spec": {"clusterName": "cluster-a", "workNamespace": "cluster-a",
+            "workName": "ghost", "workUid": ghost},
+    }))
+    .expect("record");
+    let record = records
+        .create(&PostParams::default(), &record)
+        .await
+        .expect("write the orphaned record");
+    let owned: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ghost", "namespace": "default", "ownerReferences": [{
+            "apiVersion": APPLIED_WORK_API_VERSION, "kind": "AppliedManifestWork",
+            "name": ghost, "uid": record.uid().expect("record uid")}]},
+        "data": {"k": "v"},
+    }))
+    .expect("config map");
+    let owned = config_maps
+        .create(&PostParams::default(), &owned)
+        .await
+        .expect("create the record's ConfigMap");
+    records
+        .patch_status(
+            ghost,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"appliedResources": [{
+                "group": "", "version": "v1", "kind": "ConfigMap", "resource": "configmaps",
+                "namespace": "default", "name": "ghost", "uid": owned.uid().expect("uid")}]}})),
+        )
+        .await
+        .expect("record the ConfigMap");
+
+    wait_until(&records, ghost, "eviction started", APPLY_TIMEOUT, evicting)
+        .await
+        .expect("the running agent finds the orphaned record");
+    wait_deleted(&config_maps, "ghost", "object evicted", APPLY_TIMEOUT)
+        .await
+        .expect("its object is released after the grace period");
+    wait_deleted(&records, ghost, "record removed", APPLY_TIMEOUT)
+        .await
+        .expect("and the record goes");
+    assert!(
+        config_maps.get_opt("kept").await.expect("read").is_some(),
+        "the work the hub has keeps its object"
+    );
+    fleet.stop().await;
+}

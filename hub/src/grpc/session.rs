@@ -410,10 +410,17 @@ async fn push_works(
     let mut alive = pusher.send(hub_message::Body::Welcome(welcome)).await;
     changes.mark_changed();
     let mut heartbeat = tokio::time::interval(pusher.heartbeat);
+    let mut synced = false;
     while alive {
         tokio::select! {
             changed = changes.changed() => {
                 alive = changed.is_ok() && pusher.sync_cluster(&mut held).await;
+                // After the first round the agent knows every work the hub
+                // has for it; a record of any other is an orphan.
+                if alive && !synced {
+                    synced = true;
+                    alive = pusher.send(hub_message::Body::Synced(v1::Synced {})).await;
+                }
             }
             _ = heartbeat.tick() => {
                 alive = pusher.send(hub_message::Body::Heartbeat(v1::Heartbeat::now())).await;

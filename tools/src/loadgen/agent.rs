@@ -266,7 +266,7 @@ async fn session(
                         }
                         Counters::add(&shared.counters.statuses_sent, 1);
                     }
-                    Some(hub_message::Body::Heartbeat(_)) | None => {}
+                    Some(hub_message::Body::Heartbeat(_) | hub_message::Body::Synced(_)) | None => {}
                 }
             }
             _ = heartbeat.tick() => {
