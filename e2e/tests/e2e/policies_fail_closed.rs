@@ -148,6 +148,30 @@ async fn a_deleted_policy_binding_fails_readyz_shows_in_metrics_and_is_restored(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("readyz while missing: {said_readyz:?}");
+    // And an Event regarding the policy says so, for `kubectl get events`.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(fleet.hub_client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + NOTICE;
+    let announced = loop {
+        let listed = events
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("list Events");
+        if let Some(event) = listed.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("AdmissionPolicyNotInForce")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                    == Some(EXECUTOR_POLICY_NAME)
+        }) {
+            break event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no Event said the policy was not in force"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(announced.type_.as_deref(), Some("Warning"));
+    println!("event: {:?}", announced.note);
 
     // Restored: the binding is back, denying, and the hub ready again.
     let deadline = tokio::time::Instant::now() + NOTICE;

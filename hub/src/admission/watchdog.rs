@@ -2,7 +2,8 @@
 //! each policy and binding of [`all_policies_for`] exists, is bound to
 //! deny and matches what the hub installs (the spec fields it sets); when
 //! one is not, it says so (`ferry_hub_admission_policy_missing{policy}`,
-//! the leader's `/readyz`, a warning in the log) and re-applies it. The
+//! the leader's `/readyz`, a warning in the log, a Warning Event regarding
+//! the policy, and a Normal one once it is back) and re-applies it. The
 //! webhook asks [`PolicyHealth::missing`] to refuse what a missing policy
 //! would have checked. The decision is [`check`], pure; [`run_watchdog`]
 //! is the shell that lists, reports and repairs.
@@ -13,7 +14,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     NamedRuleWithOperations, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicySpec,
 };
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, ListParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -277,6 +280,78 @@ async fn observe(
     ))
 }
 
+/// Event reason: an admission policy the hub relies on is missing or
+/// altered (the note says which and how); the hub re-applies it.
+pub const REASON_POLICY_NOT_IN_FORCE: &str = "AdmissionPolicyNotInForce";
+/// Event reason: a policy reported not in force is in force again.
+pub const REASON_POLICY_RESTORED: &str = "AdmissionPolicyRestored";
+
+/// The Events a check's findings call for, given the previous check's: a
+/// Warning for each policy newly not in force (with its findings), a
+/// Normal one for each policy in force again. One per policy and change,
+/// so a policy that stays missing is not announced every check.
+pub fn transitions(previous: &[Finding], now: &[Finding]) -> Vec<(bool, &'static str, String)> {
+    let policies = |findings: &[Finding]| {
+        findings
+            .iter()
+            .map(Finding::policy)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let (before, after) = (policies(previous), policies(now));
+    let mut out = Vec::new();
+    for policy in after.difference(&before) {
+        let note = now
+            .iter()
+            .filter(|f| f.policy() == *policy)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        out.push((
+            true,
+            *policy,
+            format!("{note}; the checks it makes are not enforced by the API server until the hub re-applies it"),
+        ));
+    }
+    for policy in before.difference(&after) {
+        out.push((
+            false,
+            *policy,
+            "in force again: present, bound to deny and as the hub installs it".to_string(),
+        ));
+    }
+    out
+}
+
+/// Publishes one Event of [`transitions`] regarding the policy object
+/// (cluster-scoped, so the Event lands in `default`); a failure is logged.
+async fn announce(recorder: &Recorder, warning: bool, policy: &str, note: String) {
+    let regarding = ObjectReference {
+        api_version: Some("admissionregistration.k8s.io/v1".into()),
+        kind: Some("ValidatingAdmissionPolicy".into()),
+        name: Some(policy.into()),
+        ..ObjectReference::default()
+    };
+    let event = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: if warning {
+            REASON_POLICY_NOT_IN_FORCE
+        } else {
+            REASON_POLICY_RESTORED
+        }
+        .into(),
+        note: Some(ferry_semantics::text::clipped(note, 1024)),
+        action: "Check".into(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &regarding).await {
+        warn!(%policy, %error, "cannot publish the admission policy Event");
+    }
+}
+
 /// Runs the check every [`CHECK_INTERVAL`] until `stop` fires: publishes the
 /// findings to `health` and the metrics, and re-applies each policy found
 /// missing or altered (its policy and binding). The hub runs as
@@ -291,6 +366,13 @@ pub async fn run_watchdog(
     mut stop: StopSignal,
 ) {
     let expected = all_policies_for(&hub_writers);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: crate::works::events::REPORTING_CONTROLLER.into(),
+            instance: None,
+        },
+    );
     let mut tick = tokio::time::interval(CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -320,6 +402,9 @@ pub async fn run_watchdog(
             for f in &findings {
                 warn!(finding = %f, "admission policy not in force; re-applying it");
             }
+        }
+        for (warning, policy, note) in transitions(&previous, &findings) {
+            announce(&recorder, warning, policy, note).await;
         }
         for def in &expected {
             let repairable = findings
@@ -420,5 +505,34 @@ mod tests {
         let defs = all_policies_for(&["hub".into()]);
         let found = check(&defs, &[], &[]);
         assert_eq!(found.len(), 2 * defs.len());
+    }
+
+    #[test]
+    fn each_policy_is_announced_once_when_it_goes_and_once_when_it_is_back() {
+        let gone = vec![Finding::BindingMissing("executors")];
+        let events = transitions(&[], &gone);
+        assert_eq!(events.len(), 1);
+        assert!(events[0].0, "a Warning");
+        assert_eq!(events[0].1, "executors");
+        assert!(events[0].2.contains("executors"), "{}", events[0].2);
+        assert!(transitions(&gone, &gone).is_empty(), "not every check");
+        let also = vec![
+            Finding::BindingMissing("executors"),
+            Finding::PolicyMissing("approvals"),
+        ];
+        assert_eq!(
+            transitions(&gone, &also)
+                .iter()
+                .map(|e| (e.0, e.1))
+                .collect::<Vec<_>>(),
+            [(true, "approvals")]
+        );
+        assert_eq!(
+            transitions(&also, &[])
+                .iter()
+                .map(|e| (e.0, e.1))
+                .collect::<Vec<_>>(),
+            [(false, "approvals"), (false, "executors")]
+        );
     }
 }
