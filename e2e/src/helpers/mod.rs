@@ -6,6 +6,7 @@ pub mod kubectl_ferry;
 pub mod ownership;
 pub mod passes;
 pub mod placement_helpers;
+pub mod replica_sets;
 pub mod sessions;
 pub mod spoke_actor;
 pub mod two_config_maps;

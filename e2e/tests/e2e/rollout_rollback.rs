@@ -10,12 +10,13 @@
 
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_api::manifest_work::{Condition, ManifestWork};
+use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::replica_sets::rolled_out;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -119,14 +120,6 @@ async fn patch_spec(hub: &Client, name: &str, spec: Value) -> i64 {
         .metadata
         .generation
         .unwrap_or(0)
-}
-
-fn rolled_out(rs: &ManifestWorkReplicaSet) -> Option<&Condition> {
-    rs.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "PlacementRolledOut")
 }
 
 /// Waits until `PlacementRolledOut` of `name`, for `generation`, has

@@ -9,24 +9,16 @@ use std::time::Duration;
 
 use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_api::manifest_work::Condition;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::replica_sets::rolled_out;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
 const NAMESPACE: &str = "default";
-
-fn rolled_out(rs: &ManifestWorkReplicaSet) -> Option<&Condition> {
-    rs.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "PlacementRolledOut")
-}
 
 fn stable(rs: &ManifestWorkReplicaSet) -> Option<i64> {
     rs.status

@@ -212,6 +212,19 @@ mod tests {
         chosen
     }
 
+    /// Cluster a's work refused by the hub API server.
+    fn refused_a() -> Refused {
+        Refused::from([(
+            "a".to_string(),
+            Refusal {
+                spec_hash: spec_hash(&ManifestWorkSpec::default()),
+                by: RefusedBy::HubApiServer,
+                message: "422".into(),
+                at: Timestamp::now(),
+            },
+        )])
+    }
+
     fn rendered() -> Rendered {
         ["a", "b"]
             .into_iter()
@@ -221,15 +234,7 @@ mod tests {
 
     #[test]
     fn a_refused_cluster_counts_as_failed_and_the_others_go_on() {
-        let refused = Refused::from([(
-            "a".to_string(),
-            Refusal {
-                spec_hash: spec_hash(&ManifestWorkSpec::default()),
-                by: RefusedBy::HubApiServer,
-                message: "422".into(),
-                at: Timestamp::now(),
-            },
-        )]);
+        let refused = refused_a();
         let now = Timestamp::now();
         let tolerant = rs(json!({"type": "All", "all": {"maxFailures": 1}}));
         let plan = plan_rollout(
@@ -290,15 +295,7 @@ mod tests {
 
     #[test]
     fn an_unsettled_placement_never_halts_whatever_its_failures() {
-        let refused = Refused::from([(
-            "a".to_string(),
-            Refusal {
-                spec_hash: spec_hash(&ManifestWorkSpec::default()),
-                by: RefusedBy::HubApiServer,
-                message: "422".into(),
-                at: Timestamp::now(),
-            },
-        )]);
+        let refused = refused_a();
         let strict = rs(json!({"type": "All"}));
         let plan_with = |chosen: &Chosen| {
             plan_rollout(
@@ -323,15 +320,7 @@ mod tests {
 
     #[test]
     fn a_failed_mandatory_group_is_named_in_the_plan() {
-        let refused = Refused::from([(
-            "a".to_string(),
-            Refusal {
-                spec_hash: spec_hash(&ManifestWorkSpec::default()),
-                by: RefusedBy::HubApiServer,
-                message: "422".into(),
-                at: Timestamp::now(),
-            },
-        )]);
+        let refused = refused_a();
         let guarded = rs(json!({"type": "Progressive", "progressive": {
             "maxFailures": "100%", "mandatoryDecisionGroups": [{"groupName": "canary"}]}}));
         let plan = plan_rollout(
