@@ -186,6 +186,28 @@ const BUILD_ARGS: [&str; 6] = [
     "--message-format=json",
 ];
 
+/// Whether `name` is one of the variables cargo sets for the test process
+/// itself (the test package's manifest, name and version, its temporary
+/// directory). They must not reach the inner cargo: build scripts that
+/// declare `rerun-if-env-changed` on one (ring's does, on
+/// `CARGO_MANIFEST_DIR`) would see it change, and everything above ring
+/// would be rebuilt mid-run, the running test binary overwritten with it
+/// (the tests that start it again then find no file).
+fn set_for_the_test_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
+}
+
 /// Builds ferry-hub and ferry-agent with the cargo running the tests (a
 /// no-op under `cargo test --workspace`, see [`BUILD_ARGS`]) and returns
 /// their paths, [hub, agent], as cargo reports them. Blocking; fails when
@@ -193,7 +215,13 @@ const BUILD_ARGS: [&str; 6] = [
 pub fn build_binaries() -> Result<[PathBuf; 2], ImageError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let step = format!("{cargo} {}", BUILD_ARGS.join(" "));
-    let output = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_for_the_test_run) {
+            command.env_remove(name);
+        }
+    }
+    let output = command
         .args(BUILD_ARGS)
         .current_dir(workspace_dir())
         .stdin(Stdio::null())
