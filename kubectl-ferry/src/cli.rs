@@ -147,9 +147,10 @@ pub enum RolloutCommand {
     /// Approve the gate awaiting approval (creates a RolloutApproval).
     ///
     /// Creates a RolloutApproval for the current revision of the gate that
-    /// awaits approval, recorded as approved by you (your user name, from a
-    /// SelfSubjectReview). With several gates awaiting, name one with
-    /// --placement and --group.
+    /// awaits approval (naming its whole digest, so it approves that
+    /// revision's rollout under way and nothing else), recorded as approved
+    /// by you (your user name, from a SelfSubjectReview). With several gates
+    /// awaiting, name one with --placement and --group.
     Approve {
         /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
         #[arg(value_name = "NS/NAME")]

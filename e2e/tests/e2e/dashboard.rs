@@ -533,8 +533,9 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .as_ref()
         .and_then(|s| s.rollout.as_ref())
         .and_then(|r| r.placements.iter().find(|p| p.name == "all"))
-        .map(|p| p.revision.clone())
+        .map(|p| p.revision_digest.clone())
         .unwrap_or_default();
+    assert_eq!(hash.len(), 64, "the status gives the whole digest: {hash}");
     let hash = hash.as_str();
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -666,7 +667,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
             spec.approved_by.as_str()
         ),
         ("web", "all", "canary", hash, "alice"),
-        "the approval names the gate, the revision and the user"
+        "the approval names the gate, the whole revision digest and the user"
     );
 
     let answer = click_confirmed(
