@@ -87,12 +87,15 @@ pub enum Command {
     /// drift), each cluster's works, manifests, drift and events, and the
     /// rollouts of ManifestWorkReplicaSets with approve, pause and resume.
     /// It reads and acts with this kubeconfig's credentials, updates pages
-    /// as the hub changes, and prints its URL.
+    /// as the hub changes, and prints a one-time link: the first browser to
+    /// open it gets the session (an HttpOnly, SameSite=Strict cookie), and
+    /// nothing else is answered (not other local users, not other hosts).
     Dashboard {
         /// Port to listen on (0: any free port).
         #[arg(long, default_value_t = 0)]
         port: u16,
-        /// Open the URL in the desktop's browser.
+        /// Open the one-time link in the desktop's browser (the opener's
+        /// command line, which other local users can read, holds it).
         #[arg(long, default_value_t = false)]
         open: bool,
     },
