@@ -350,7 +350,8 @@ pub struct RolloutGate {
     ]))]
     pub timed_wait: String,
     /// Whether a person (or pipeline) must approve: a `RolloutApproval`
-    /// naming this replica set, placement, group and revision.
+    /// naming this replica set, placement, group and the revision's whole
+    /// digest, created after that revision's rollout started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approval: bool,
     /// A CEL expression over the group's aggregated results that must hold.
@@ -538,6 +539,11 @@ pub struct PlacementRollout {
     /// starts the rollout (and its gates) afresh.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision: String,
+    /// The whole digest of that revision (64 hex digits, of which
+    /// `revision` is the start): what a `RolloutApproval` of one of its
+    /// gates names in `spec.revision`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision_digest: String,
     /// When the rollout of the current revision started here (RFC 3339);
     /// its cohort is the clusters chosen then.
     #[serde(default, skip_serializing_if = "String::is_empty")]

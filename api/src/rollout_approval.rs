@@ -3,7 +3,9 @@
 //! Creating one is the right to approve, so RBAC on `rolloutapprovals`
 //! decides who may; the hub's admission policy makes `approvedBy` the
 //! creator's own user name, so the record of who approved cannot be forged,
-//! and the spec cannot change afterwards.
+//! and the spec cannot change afterwards. An approval names the whole
+//! revision digest and counts only for the rollout of that revision that
+//! was under way when it was created: it expires with it.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -42,9 +44,26 @@ pub struct RolloutApprovalSpec {
     /// The decision group the approved gate follows.
     #[schemars(length(min = 1, max = 253))]
     pub after_group: String,
-    /// The revision hash approved (`status.rollout.revision.hash`): an
-    /// approval of one revision does not let another through.
+    /// The revision approved, by its whole digest: 64 lowercase hex
+    /// digits, the placement's `status.rollout.placements[].revisionDigest`.
+    /// It lets through only that revision's rollout, and only if it was
+    /// created after that rollout started: an approval of a revision that
+    /// is no longer current is ignored, and does not count again when the
+    /// replica set goes back to the same content later. The 10-digit
+    /// revision hash (the form before) is refused.
     #[schemars(length(min = 1, max = 64))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "!self.matches('^[0-9a-f]{10}$')",
+            "message": "spec.revision names a 10-digit revision hash, which is no longer accepted: name the whole revision digest, 64 lowercase hex digits (status.rollout.placements[].revisionDigest of the replica set; kubectl ferry rollout approve writes it)",
+            "reason": "FieldValueInvalid"
+        },
+        {
+            "rule": "self.matches('^[0-9a-f]{10}$') || self.matches('^[0-9a-f]{64}$')",
+            "message": "spec.revision must be the whole revision digest, 64 lowercase hex digits (status.rollout.placements[].revisionDigest of the replica set; kubectl ferry rollout approve writes it)",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
     pub revision: String,
     /// The approver's user name, which admission checks against the
     /// creator's.

@@ -87,12 +87,15 @@ pub enum Command {
     /// drift), each cluster's works, manifests, drift and events, and the
     /// rollouts of ManifestWorkReplicaSets with approve, pause and resume.
     /// It reads and acts with this kubeconfig's credentials, updates pages
-    /// as the hub changes, and prints its URL.
+    /// as the hub changes, and prints a one-time link: the first browser to
+    /// open it gets the session (an HttpOnly, SameSite=Strict cookie), and
+    /// nothing else is answered (not other local users, not other hosts).
     Dashboard {
         /// Port to listen on (0: any free port).
         #[arg(long, default_value_t = 0)]
         port: u16,
-        /// Open the URL in the desktop's browser.
+        /// Open the one-time link in the desktop's browser (the opener's
+        /// command line, which other local users can read, holds it).
         #[arg(long, default_value_t = false)]
         open: bool,
     },
@@ -147,9 +150,10 @@ pub enum RolloutCommand {
     /// Approve the gate awaiting approval (creates a RolloutApproval).
     ///
     /// Creates a RolloutApproval for the current revision of the gate that
-    /// awaits approval, recorded as approved by you (your user name, from a
-    /// SelfSubjectReview). With several gates awaiting, name one with
-    /// --placement and --group.
+    /// awaits approval (naming its whole digest, so it approves that
+    /// revision's rollout under way and nothing else), recorded as approved
+    /// by you (your user name, from a SelfSubjectReview). With several gates
+    /// awaiting, name one with --placement and --group.
     Approve {
         /// `NAMESPACE/NAME`, or `NAME` with `-n NAMESPACE`.
         #[arg(value_name = "NS/NAME")]

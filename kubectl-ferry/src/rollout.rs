@@ -8,14 +8,14 @@ use std::collections::BTreeMap;
 use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_LABEL};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::PlacementDecision;
-use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
 use crate::error::CliError;
-use crate::rollout_view::{Wave, current_revision};
+use crate::rollout_view::{Wave, current_revision, current_revision_digest};
 
 /// A replica set named by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +188,7 @@ pub struct GateChoice {
     pub placement: String,
     /// The group the gate follows.
     pub after_group: String,
-    /// The revision hash.
+    /// The whole revision digest the approval names.
     pub revision: String,
 }
 
@@ -200,6 +200,7 @@ pub fn gate_to_approve(
     group: Option<&str>,
 ) -> Result<GateChoice, CliError> {
     let revision = current_revision(rs);
+    let digest = current_revision_digest(rs);
     let rollout = rs
         .status
         .as_ref()
@@ -217,15 +218,17 @@ pub fn gate_to_approve(
                 .map(|g| GateChoice {
                     placement: p.name.clone(),
                     after_group: g.after_group.clone(),
-                    revision: if p.revision.is_empty() {
-                        revision.clone()
-                    } else {
-                        p.revision.clone()
-                    },
+                    revision: placement_digest(p, &revision, &digest),
                 })
         })
         .collect();
     match candidates.as_slice() {
+        [one] if one.revision.is_empty() => Err(CliError::NothingToApprove(format!(
+            "the gate after group {} of manifestworkreplicaset {}/{} awaits a revision whose whole digest the status does not give and the spec no longer asks for; run the command again once the hub has looked at the new spec",
+            one.after_group,
+            rs.namespace().unwrap_or_default(),
+            rs.name_any(),
+        ))),
         [one] => Ok(one.clone()),
         [] => Err(CliError::NothingToApprove(format!(
             "no gate of manifestworkreplicaset {}/{} awaits approval{}{}",
@@ -246,6 +249,20 @@ pub fn gate_to_approve(
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
+    }
+}
+
+/// The whole digest of the revision placement `p` rolls out: the one its
+/// status records, else (a hub that wrote no digest) the spec's `digest`
+/// when its short `revision` hash is the one the placement rolls out; empty
+/// when neither is known.
+pub fn placement_digest(p: &PlacementRollout, revision: &str, digest: &str) -> String {
+    if !p.revision_digest.is_empty() {
+        p.revision_digest.clone()
+    } else if p.revision.is_empty() || p.revision == revision {
+        digest.to_string()
+    } else {
+        String::new()
     }
 }
 
@@ -387,8 +404,9 @@ mod tests {
 
     #[test]
     fn the_gate_awaiting_approval_is_chosen_or_the_choice_is_asked_for() {
+        let digest = "d".repeat(64);
         let one = rs(json!([
-            {"name": "p", "revision": "abc", "gates": [
+            {"name": "p", "revision": "abc", "revisionDigest": digest, "gates": [
                 {"afterGroup": "canary", "state": "Passed"},
                 {"afterGroup": "wave1", "state": "AwaitingApproval"}]},
             {"name": "q", "gates": [{"afterGroup": "canary", "state": "Pending"}]},
@@ -398,9 +416,26 @@ mod tests {
             GateChoice {
                 placement: "p".into(),
                 after_group: "wave1".into(),
-                revision: "abc".into()
+                revision: digest.clone()
             }
         );
+        // A status without the digest: the spec's, when it is the revision
+        // rolling out; else a clear refusal instead of a wrong approval.
+        let current = current_revision(&one);
+        let without = rs(json!([{"name": "p", "revision": current, "gates": [
+            {"afterGroup": "canary", "state": "AwaitingApproval"}]}]));
+        assert_eq!(
+            gate_to_approve(&without, None, None)
+                .expect("from the spec")
+                .revision,
+            current_revision_digest(&without)
+        );
+        let stale = rs(json!([{"name": "p", "revision": "0123456789", "gates": [
+            {"afterGroup": "canary", "state": "AwaitingApproval"}]}]));
+        let refused = gate_to_approve(&stale, None, None)
+            .expect_err("stale")
+            .to_string();
+        assert!(refused.contains("whole digest"), "{refused}");
         let none = gate_to_approve(&one, Some("q"), None)
             .expect_err("none")
             .to_string();
@@ -411,8 +446,8 @@ mod tests {
             "{none}"
         );
         let two = rs(json!([
-            {"name": "p", "revision": "abc", "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
-            {"name": "q", "revision": "abc", "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
+            {"name": "p", "revision": "abc", "revisionDigest": digest, "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
+            {"name": "q", "revision": "abc", "revisionDigest": digest, "gates": [{"afterGroup": "canary", "state": "AwaitingApproval"}]},
         ]));
         let several = gate_to_approve(&two, None, Some("canary"))
             .expect_err("several")

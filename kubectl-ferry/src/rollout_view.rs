@@ -9,18 +9,30 @@ use std::collections::BTreeMap;
 use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, PlacementRollout};
-use ferry_fleet_semantics::revision::revision_hash;
+use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
 use kube::{Resource, ResourceExt};
 
 use crate::table::{indent, render};
 
 /// The revision hash of what `rs` rolls out now (as the hub computes it).
 pub fn current_revision(rs: &ManifestWorkReplicaSet) -> String {
+    let (template, overrides) = revision_content(rs);
+    revision_hash(&template, &overrides)
+}
+
+/// The whole revision digest of what `rs` asks for now (as the hub
+/// computes it): what an approval names.
+pub fn current_revision_digest(rs: &ManifestWorkReplicaSet) -> String {
+    let (template, overrides) = revision_content(rs);
+    revision_digest(&template, &overrides)
+}
+
+fn revision_content(rs: &ManifestWorkReplicaSet) -> (serde_json::Value, serde_json::Value) {
     let template =
         serde_json::to_value(&rs.spec.manifest_work_template).unwrap_or(serde_json::Value::Null);
     let overrides = serde_json::to_value(&rs.spec.overrides)
         .unwrap_or_else(|_| serde_json::Value::Array(Vec::new()));
-    revision_hash(&template, &overrides)
+    (template, overrides)
 }
 
 /// One decision group of a placement: its index, name and clusters.

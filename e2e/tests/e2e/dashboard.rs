@@ -34,10 +34,32 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 /// How long the page may take to show a change made on the hub.
 const LIVE_DEADLINE: Duration = Duration::from_secs(15);
 
-/// A running `kubectl ferry dashboard` and the URL it printed.
+/// A running `kubectl ferry dashboard`: its address and the one-time link
+/// it printed.
 struct Dashboard {
+    /// `http://127.0.0.1:PORT`, no trailing slash.
     url: String,
+    /// The one-time link (`{url}/session/<secret>`).
+    link: String,
     _process: tokio::process::Child,
+}
+
+impl Dashboard {
+    /// Opens the one-time link in `browser`, which then holds the session
+    /// and is on the fleet page.
+    async fn sign_in(&self, browser: &Browser) {
+        browser
+            .client
+            .goto(&self.link)
+            .await
+            .expect("open the one-time link");
+        let at = browser.client.current_url().await.expect("current URL");
+        assert_eq!(
+            at.as_str(),
+            format!("{}/", self.url),
+            "the one-time link leads to the fleet page"
+        );
+    }
 }
 
 /// Starts the dashboard with `kubeconfig` and waits for its URL.
@@ -59,14 +81,19 @@ async fn start_dashboard(kubeconfig: &Path) -> Dashboard {
         .expect("the dashboard prints its URL within 30 s")
         .expect("stdout readable")
         .expect("a line");
-    let url = line
+    let link = line
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:"))
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_end_matches('/')
+        .to_string();
+    let url = link
+        .split_once("/session/")
+        .unwrap_or_else(|| panic!("no one-time link in {line:?}"))
+        .0
         .to_string();
     Dashboard {
         url,
+        link,
         _process: process,
     }
 }
@@ -170,6 +197,7 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
 
     let dashboard = start_dashboard(&fleet.hub.info.kubeconfig).await;
     let browser = Browser::start(1280, 800).await.expect("headless Chromium");
+    dashboard.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/", dashboard.url))
@@ -533,8 +561,9 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         .as_ref()
         .and_then(|s| s.rollout.as_ref())
         .and_then(|r| r.placements.iter().find(|p| p.name == "all"))
-        .map(|p| p.revision.clone())
+        .map(|p| p.revision_digest.clone())
         .unwrap_or_default();
+    assert_eq!(hash.len(), 64, "the status gives the whole digest: {hash}");
     let hash = hash.as_str();
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -565,6 +594,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     let approvals: Api<RolloutApproval> = Api::namespaced(admin.clone(), "default");
     let viewer = start_dashboard(&impersonating_kubeconfig(&fleet, "viewer", dir.path())).await;
     let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    viewer.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/rollouts", viewer.url))
@@ -628,6 +658,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     // alice approves and pauses.
     let alice = start_dashboard(&impersonating_kubeconfig(&fleet, "alice", dir.path())).await;
     let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    alice.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/rollouts", alice.url))
@@ -666,7 +697,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
             spec.approved_by.as_str()
         ),
         ("web", "all", "canary", hash, "alice"),
-        "the approval names the gate, the revision and the user"
+        "the approval names the gate, the whole revision digest and the user"
     );
 
     let answer = click_confirmed(
@@ -694,6 +725,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
     // A user who may not even list sees why the fleet is empty.
     let nobody = start_dashboard(&impersonating_kubeconfig(&fleet, "nobody", dir.path())).await;
     let browser = Browser::start(1280, 600).await.expect("headless Chromium");
+    nobody.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/", nobody.url))
@@ -728,6 +760,7 @@ async fn dashboard_says_the_hub_is_unreachable_instead_of_showing_an_empty_fleet
     .expect("write kubeconfig");
     let dashboard = start_dashboard(&kubeconfig).await;
     let browser = Browser::start(1280, 600).await.expect("headless Chromium");
+    dashboard.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/", dashboard.url))
@@ -801,6 +834,7 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
 
     let dashboard = start_dashboard(&hub.info.kubeconfig).await;
     let browser = Browser::start(1400, 1000).await.expect("headless Chromium");
+    dashboard.sign_in(&browser).await;
     let url = format!("{}/", dashboard.url);
     browser
         .client
@@ -958,6 +992,7 @@ async fn dashboard_approval_clicked_lets_the_gated_rollout_continue() {
 
     let dashboard = start_dashboard(&fleet.hub.info.kubeconfig).await;
     let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    dashboard.sign_in(&browser).await;
     browser
         .client
         .goto(&format!("{}/rollouts", dashboard.url))
@@ -1017,6 +1052,498 @@ async fn dashboard_approval_clicked_lets_the_gated_rollout_continue() {
         .screenshot(&screenshots(), "rollouts-approved")
         .await
         .expect("screenshot");
+    browser.close().await;
+    drop(dashboard);
+    fleet.stop().await;
+}
+
+/// One answer of the dashboard to a plain HTTP request.
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+/// Sends `method` `path` to the dashboard at `url` with `Host: host`, the
+/// `cookie` header when given and a form `body` when given.
+async fn send(
+    url: &str,
+    method: &str,
+    path: &str,
+    host: &str,
+    cookie: Option<&str>,
+    form: Option<&str>,
+) -> Answer {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client as HttpClient;
+    use hyper_util::rt::TokioExecutor;
+    let client: HttpClient<_, Full<bytes::Bytes>> =
+        HttpClient::builder(TokioExecutor::new()).build_http();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(format!("{url}{path}"))
+        .header(http::header::HOST, host);
+    if let Some(cookie) = cookie {
+        request = request.header(http::header::COOKIE, cookie);
+    }
+    if form.is_some() {
+        request = request.header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        );
+    }
+    let request = request
+        .body(Full::new(bytes::Bytes::from(
+            form.unwrap_or_default().to_string(),
+        )))
+        .expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(30), client.request(request))
+        .await
+        .expect("the dashboard answers within 30 s")
+        .expect("the dashboard answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// The strict policy every response carries, asserted on `answer` of `what`.
+fn assert_strict_headers(answer: &Answer, what: &str) {
+    let csp = answer
+        .headers
+        .get(http::header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("{what}: no Content-Security-Policy"));
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(
+            csp.contains(directive),
+            "{what}: {directive} missing in {csp}"
+        );
+    }
+    assert!(!csp.contains("unsafe-inline"), "{what}: {csp}");
+    assert_eq!(
+        answer
+            .headers
+            .get(http::header::X_CONTENT_TYPE_OPTIONS)
+            .and_then(|v| v.to_str().ok()),
+        Some("nosniff"),
+        "{what}"
+    );
+}
+
+/// A form field's value in `html`: `name="{name}" value="..."`.
+fn form_value(html: &str, name: &str) -> String {
+    let marker = format!(r#"name="{name}" value=""#);
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no form field {name} in {html}"))
+        + marker.len();
+    let end = html[start..].find('"').expect("closing quote") + start;
+    html[start..end].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_answers_only_its_one_time_session_on_its_own_host_and_writes_nothing_without_it()
+{
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a", "cluster-b"]))
+        .await
+        .expect("fleet starts");
+    let admin = fleet.hub_client.clone();
+    gated_replica_set(&admin, "all", "web", "1").await;
+    let replica_sets: Api<ManifestWorkReplicaSet> = Api::namespaced(admin.clone(), "default");
+    let approvals: Api<RolloutApproval> = Api::namespaced(admin.clone(), "default");
+    let dashboard = start_dashboard(&fleet.hub.info.kubeconfig).await;
+    let url = dashboard.url.clone();
+    let host = url.trim_start_matches("http://").to_string();
+    let port = host.rsplit(':').next().expect("port").to_string();
+    let link_path = dashboard
+        .link
+        .strip_prefix(&url)
+        .expect("the link is on the dashboard")
+        .to_string();
+
+    // Before the link is used, nothing is shown: not the pages, not the
+    // token, not the event stream.
+    for path in ["/", "/rollouts", "/events", "/clusters/cluster-a"] {
+        let answer = send(&url, "GET", path, &host, None, None).await;
+        assert_eq!(
+            answer.status, 401,
+            "{path} without a session: {}",
+            answer.body
+        );
+        assert!(
+            answer.body.contains("open the one-time link"),
+            "{path}: {}",
+            answer.body
+        );
+        assert_strict_headers(&answer, path);
+    }
+    // A wrong secret is refused and does not use the link up.
+    let wrong = send(
+        &url,
+        "GET",
+        "/session/00000000000000000000000000000000",
+        &host,
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(wrong.status, 403, "{}", wrong.body);
+    assert!(wrong.headers.get(http::header::SET_COOKIE).is_none());
+    // A foreign Host (DNS rebinding) is refused, even on the link.
+    for foreign in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+        "127.0.0.1".to_string(),
+    ] {
+        let answer = send(&url, "GET", &link_path, &foreign, None, None).await;
+        assert_eq!(answer.status, 421, "Host {foreign}: {}", answer.body);
+        assert!(
+            answer.body.contains("answers only on its loopback address"),
+            "{}",
+            answer.body
+        );
+        assert!(answer.headers.get(http::header::SET_COOKIE).is_none());
+        assert_strict_headers(&answer, "a foreign Host");
+    }
+
+    // The first use of the link sets the session cookie and leads home.
+    let first = send(&url, "GET", &link_path, &host, None, None).await;
+    assert_eq!(first.status, 303, "{}", first.body);
+    assert_eq!(
+        first
+            .headers
+            .get(http::header::LOCATION)
+            .and_then(|v| v.to_str().ok()),
+        Some("/")
+    );
+    let set_cookie = first
+        .headers
+        .get(http::header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .expect("the link sets a cookie")
+        .to_string();
+    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    assert!(
+        set_cookie.starts_with(&format!("ferry-dashboard-{port}=")),
+        "{set_cookie}"
+    );
+    let cookie = set_cookie
+        .split(';')
+        .next()
+        .expect("name=value")
+        .to_string();
+    // A second use, by anyone without the session, is refused.
+    let second = send(&url, "GET", &link_path, &host, None, None).await;
+    assert_eq!(second.status, 403, "{}", second.body);
+    assert!(second.body.contains("used already"), "{}", second.body);
+    assert!(second.headers.get(http::header::SET_COOKIE).is_none());
+    // A made-up session is no session.
+    let forged_cookie = format!("ferry-dashboard-{port}=00000000000000000000000000000000");
+    let forged = send(&url, "GET", "/rollouts", &host, Some(&forged_cookie), None).await;
+    assert_eq!(forged.status, 401, "{}", forged.body);
+
+    // With the session: the pages, with a strict policy, only external
+    // scripts, and the form token.
+    let page = send(&url, "GET", "/rollouts", &host, Some(&cookie), None).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_strict_headers(&page, "the rollouts page");
+    for (at, _) in page.body.match_indices("<script") {
+        let tag = &page.body[at..at + page.body[at..].find('>').expect("tag end")];
+        assert!(tag.contains(" src="), "an inline script: {tag}");
+    }
+    assert!(!page.body.contains(" style="), "inline style in the page");
+    let token = form_value(&page.body, "token");
+    let digest = form_value(&page.body, "revision");
+    assert_eq!(digest.len(), 64, "the form names the whole digest");
+    let asset = send(&url, "GET", "/assets/live.js", &host, Some(&cookie), None).await;
+    assert_eq!(asset.status, 200);
+    assert_strict_headers(&asset, "the script");
+    // ... but not under another Host, cookie or not.
+    let rebound = send(
+        &url,
+        "GET",
+        "/rollouts",
+        &format!("evil.example:{port}"),
+        Some(&cookie),
+        None,
+    )
+    .await;
+    assert_eq!(rebound.status, 421, "{}", rebound.body);
+
+    // Actions: without the session, with a forged one, with the session
+    // but a wrong or missing token, and from a foreign Host: each refused,
+    // nothing written.
+    let approve = |token: &str| {
+        format!(
+            "token={token}&namespace=default&replicaSet=web&placement=all&afterGroup=canary&revision={digest}"
+        )
+    };
+    let pause = |token: &str| format!("token={token}&namespace=default&name=web");
+    let refusals = [
+        ("no session", None, host.clone(), token.clone(), 401),
+        (
+            "a forged session",
+            Some(forged_cookie.as_str()),
+            host.clone(),
+            token.clone(),
+            401,
+        ),
+        (
+            "a wrong token",
+            Some(cookie.as_str()),
+            host.clone(),
+            "0".repeat(32),
+            400,
+        ),
+        (
+            "no token",
+            Some(cookie.as_str()),
+            host.clone(),
+            String::new(),
+            400,
+        ),
+        (
+            "a foreign Host",
+            Some(cookie.as_str()),
+            format!("evil.example:{port}"),
+            token.clone(),
+            421,
+        ),
+    ];
+    for (what, cookie, host, token, status) in &refusals {
+        for (verb, form) in [("approve", approve(token)), ("pause", pause(token))] {
+            let answer = send(
+                &url,
+                "POST",
+                &format!("/actions/{verb}"),
+                host,
+                *cookie,
+                Some(&form),
+            )
+            .await;
+            assert_eq!(
+                answer.status, *status,
+                "{verb} with {what}: {}",
+                answer.body
+            );
+        }
+    }
+    assert!(
+        approvals
+            .list(&ListParams::default())
+            .await
+            .expect("list approvals")
+            .items
+            .is_empty(),
+        "a refused action created an approval"
+    );
+    assert!(
+        !replica_sets.get("web").await.expect("read").spec.paused,
+        "a refused action paused the rollout"
+    );
+    // The same actions with the session and the token are done.
+    let done = send(
+        &url,
+        "POST",
+        "/actions/approve",
+        &host,
+        Some(&cookie),
+        Some(&approve(&token)),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_strict_headers(&done, "an action's answer");
+    let list = approvals
+        .list(&ListParams::default())
+        .await
+        .expect("list approvals");
+    assert_eq!(list.items.len(), 1, "one approval");
+    assert_eq!(list.items[0].spec.revision, digest);
+    let done = send(
+        &url,
+        "POST",
+        "/actions/pause",
+        &host,
+        Some(&cookie),
+        Some(&pause(&token)),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(replica_sets.get("web").await.expect("read").spec.paused);
+    drop(dashboard);
+    fleet.stop().await;
+}
+
+/// Markup, quotes and a closing `</textarea>` with script in them, as a
+/// hostile tenant might put in a message or an object name.
+const HOSTILE: &str = r#"</textarea></pre><script>alert('x');window.ferryPwned=1</script><img id="pwned" src=x onerror="window.ferryPwned=2">"quoted" 'single' <b id=bold>b</b>"#;
+
+/// The same in an object name (which may hold no `/`).
+const HOSTILE_NAME: &str = r#""'><svg id="pwned" onload="alert('n')"><b id=bold>n<textarea>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_hostile_names_and_messages_as_text_and_runs_no_injected_script() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet starts");
+    let admin = fleet.hub_client.clone();
+    // A cluster without an agent, so the work status written here stays.
+    let cluster = "cluster-x";
+    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
+    let managed: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManagedCluster",
+        "metadata": {"name": cluster}, "spec": {}
+    }))
+    .expect("cluster");
+    clusters
+        .create(&PostParams::default(), &managed)
+        .await
+        .expect("create the cluster");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    match namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": cluster}})).expect("namespace"),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create the namespace: {e}"),
+    }
+    let works: Api<ferry_api::manifest_work::ManifestWork> =
+        Api::namespaced(admin.clone(), cluster);
+    works
+        .create(
+            &PostParams::default(),
+            &manifest_work(
+                cluster,
+                "web",
+                vec![
+                    config_map("default", "web", json!({"a": HOSTILE})),
+                    // An object named with markup (the hub stores it; a
+                    // spoke would refuse it).
+                    config_map("default", HOSTILE_NAME, json!({})),
+                ],
+            ),
+        )
+        .await
+        .expect("create the work");
+    let condition = json!({"type": "Applied", "status": "False", "reason": "Hostile",
+        "message": HOSTILE, "observedGeneration": 1, "lastTransitionTime": "2026-11-27T00:00:00Z"});
+    works
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [condition],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"ordinal": 0, "group": "", "version": "v1", "kind": "ConfigMap",
+                                     "resource": "configmaps", "name": HOSTILE, "namespace": "default"},
+                    "conditions": [condition]}]}}})),
+        )
+        .await
+        .expect("write the hostile status");
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), cluster);
+    events
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "hostile", "namespace": cluster},
+                "involvedObject": {"kind": "ManifestWork", "name": "web", "namespace": cluster},
+                "reason": "Hostile", "message": HOSTILE, "type": "Warning",
+                "source": {"component": HOSTILE},
+                "lastTimestamp": "2026-11-27T00:00:00Z", "count": 1
+            }))
+            .expect("event"),
+        )
+        .await
+        .expect("create the hostile event");
+
+    let dashboard = start_dashboard(&fleet.hub.info.kubeconfig).await;
+    let browser = Browser::start(1280, 900).await.expect("headless Chromium");
+    dashboard.sign_in(&browser).await;
+    browser
+        .client
+        .goto(&format!("{}/clusters/{cluster}", dashboard.url))
+        .await
+        .expect("open the cluster page");
+    let shown = serde_json::to_string(HOSTILE).expect("JSON string");
+    let name = serde_json::to_string(HOSTILE_NAME).expect("JSON string");
+    // The condition message, the event's source and its message, and the
+    // object name, each shown as the very text written.
+    wait_dom(
+        &browser,
+        "the hostile text is shown as text",
+        &format!(
+            "var t = document.getElementById('main').textContent; \
+             return [t.split({shown}).length - 1, t.split({name}).length - 1];"
+        ),
+        &json!([3, 1]),
+        LIVE_DEADLINE,
+    )
+    .await;
+    browser
+        .screenshot(&screenshots(), "hostile-text")
+        .await
+        .expect("screenshot");
+    let injected = browser
+        .client
+        .execute(
+            "return [document.querySelectorAll('#main script, #main img, #main svg, #pwned, #bold, #main textarea').length, \
+             typeof window.ferryPwned];",
+            Vec::new(),
+        )
+        .await
+        .expect("look for injected elements");
+    assert_eq!(
+        injected,
+        json!([0, "undefined"]),
+        "markup got into the page"
+    );
+    assert!(
+        browser.client.get_alert_text().await.is_err(),
+        "an injected alert is open"
+    );
+    // The policy is in force in the browser: a script element added to the
+    // page is not run.
+    let ran = browser
+        .client
+        .execute(
+            "window.ferryInline = false; var s = document.createElement('script'); \
+             s.textContent = 'window.ferryInline = true;'; document.body.appendChild(s); \
+             return window.ferryInline;",
+            Vec::new(),
+        )
+        .await
+        .expect("try an inline script");
+    assert_eq!(ran, json!(false), "an inline script ran despite the policy");
+    // The live updates still work under the policy.
+    wait_dom(
+        &browser,
+        "the page follows the hub under the policy",
+        "return document.getElementById('live').textContent.indexOf('live') === 0;",
+        &json!(true),
+        LIVE_DEADLINE,
+    )
+    .await;
     browser.close().await;
     drop(dashboard);
     fleet.stop().await;

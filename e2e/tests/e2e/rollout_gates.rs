@@ -3,7 +3,10 @@
 //! tokens, over gRPC, reporting Applied and Available): an approval gate
 //! holds the next decision group until a RolloutApproval names it, and
 //! `kubectl ferry rollout approve|status` drive and show it; admission
-//! refuses an approval recorded as approved by someone else; a timed wait
+//! refuses an approval recorded as approved by someone else, and one naming
+//! the short revision hash instead of the whole digest; an approval counts
+//! only for the rollout of its revision under way when it was made (a later
+//! revision, and the same content rolled out again, await a new one); a timed wait
 //! and a health gate hold the next group their time and until the
 //! expression holds; a cluster joining mid-rollout is a late joiner that
 //! gets the revision last, and clusters leaving or becoming unreachable
@@ -319,6 +322,14 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
         .revision
         .clone();
     assert_eq!(revision.len(), 10, "{revision}");
+    let digest = placement_rollout(&held)
+        .expect("placement")
+        .revision_digest
+        .clone();
+    assert!(
+        digest.len() == 64 && digest.starts_with(&revision),
+        "the whole digest {digest} begins with the hash {revision}"
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let admin = fleet.hub.info.kubeconfig.clone();
@@ -375,6 +386,18 @@ async fn an_approval_gate_holds_the_next_group_until_kubectl_ferry_rollout_appro
     .await;
     let gate = gate(&passed).expect("gate").clone();
     assert_eq!(gate.approved_by, "alice");
+    let made = Api::<RolloutApproval>::namespaced(hub.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await
+        .expect("list approvals");
+    assert_eq!(
+        made.items
+            .iter()
+            .map(|a| a.spec.revision.as_str())
+            .collect::<Vec<_>>(),
+        vec![digest.as_str()],
+        "kubectl ferry rollout approve names the whole digest"
+    );
     let approved_at = time(&gate.approved_at);
     wait_rs(&hub, "app", "the rollout completes", complete).await;
     for later in [name(1), name(2)] {
@@ -420,7 +443,7 @@ async fn an_approval_recorded_as_approved_by_someone_else_is_refused_by_admissio
     let approvals: Api<RolloutApproval> = Api::namespaced(mallory, NAMESPACE);
     // The API server learns of a new policy asynchronously: dry-run the
     // forged approval until it is refused.
-    let forged = approval("app", "0123456789", "alice");
+    let forged = approval("app", &"0".repeat(64), "alice");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let refusal = loop {
         match approvals
@@ -454,7 +477,7 @@ async fn an_approval_recorded_as_approved_by_someone_else_is_refused_by_admissio
     let own = approvals
         .create(
             &PostParams::default(),
-            &approval("app", "0123456789", "mallory"),
+            &approval("app", &"0".repeat(64), "mallory"),
         )
         .await
         .expect("an approval by its creator is admitted");
@@ -598,7 +621,7 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
     .await;
     let revision = placement_rollout(&held)
         .expect("placement")
-        .revision
+        .revision_digest
         .clone();
 
     // Mid-rollout: sim-00003's agent goes away, sim-00002 leaves the
@@ -749,5 +772,125 @@ async fn a_gate_awaiting_approval_still_holds_after_a_hub_restart_for_its_group_
     }
     agents.stop().await;
     joined.stop().await;
+    fleet.stop().await;
+}
+
+/// Sets the template value of replica set `app` to `value` (a new revision).
+async fn set_template(hub: &Client, value: &str) {
+    Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"manifestWorkTemplate": template(value)}})),
+        )
+        .await
+        .expect("change the template");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_names_the_whole_revision_and_expires_with_its_rollout() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet");
+    let hub = fleet.hub_client.clone();
+    let (agents, held) = gated_rollout(&fleet).await;
+    let first = placement_rollout(&held).expect("placement").clone();
+    grant(&hub, "alice", approver_rules()).await;
+    let alice: Api<RolloutApproval> = Api::namespaced(
+        fleet.hub.client_as("alice").await.expect("client"),
+        NAMESPACE,
+    );
+
+    // The short revision hash (the form before) is refused, naming the field.
+    let short = alice
+        .create(
+            &PostParams::default(),
+            &approval("app", &first.revision, "alice"),
+        )
+        .await
+        .expect_err("an approval naming the short hash is refused");
+    let short = short.to_string();
+    assert!(
+        short.contains("spec.revision names a 10-digit revision hash, which is no longer accepted: name the whole revision digest, 64 lowercase hex digits"),
+        "{short}"
+    );
+
+    // Approved by its whole digest: the gate passes and the rollout ends.
+    let mut of_first = approval("app", &first.revision_digest, "alice");
+    of_first.metadata.name = Some("app-first".into());
+    alice
+        .create(&PostParams::default(), &of_first)
+        .await
+        .expect("approve the first revision");
+    wait_rs(&hub, "app", "the first revision completes", |rs| {
+        complete(rs) && gate(rs).is_some_and(|g| g.state == "Passed")
+    })
+    .await;
+
+    // A new revision: the approval of the first does not let it through.
+    set_template(&hub, "v2").await;
+    let second = wait_rs(&hub, "app", "the second revision awaits approval", |rs| {
+        placement_rollout(rs).is_some_and(|p| p.revision_digest != first.revision_digest)
+            && gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
+    })
+    .await;
+    for later in [name(1), name(2)] {
+        let at = work(&hub, &later, "app").await.expect("a work");
+        assert!(
+            !serde_json::to_string(&at.spec)
+                .expect("json")
+                .contains("v2"),
+            "{later} got the second revision on the first one's approval"
+        );
+    }
+    let mut of_second = approval(
+        "app",
+        &placement_rollout(&second)
+            .expect("placement")
+            .revision_digest,
+        "alice",
+    );
+    of_second.metadata.name = Some("app-second".into());
+    alice
+        .create(&PostParams::default(), &of_second)
+        .await
+        .expect("approve the second revision");
+    wait_rs(&hub, "app", "the second revision completes", |rs| {
+        complete(rs) && gate(rs).is_some_and(|g| g.state == "Passed")
+    })
+    .await;
+
+    // Back to the first content: the same digest, a new rollout. The
+    // approval made during the first rollout has expired: the gate awaits a
+    // new one and says why the old one does not count.
+    set_template(&hub, "v1").await;
+    let again = wait_rs(
+        &hub,
+        "app",
+        "the first content rolled out again awaits a new approval",
+        |rs| {
+            placement_rollout(rs).is_some_and(|p| p.revision_digest == first.revision_digest)
+                && gate(rs).is_some_and(|g| g.state == "AwaitingApproval")
+        },
+    )
+    .await;
+    let message = &gate(&again).expect("gate").message;
+    assert!(
+        message.contains("approval app-first is ignored: it was created at")
+            && message.contains("before this rollout of the revision started at"),
+        "{message}"
+    );
+    let mut of_again = approval("app", &first.revision_digest, "alice");
+    of_again.metadata.name = Some("app-again".into());
+    alice
+        .create(&PostParams::default(), &of_again)
+        .await
+        .expect("approve the first content again");
+    wait_rs(&hub, "app", "the first content completes again", |rs| {
+        complete(rs)
+            && placement_rollout(rs).is_some_and(|p| p.revision_digest == first.revision_digest)
+    })
+    .await;
+    agents.stop().await;
     fleet.stop().await;
 }

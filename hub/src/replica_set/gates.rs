@@ -28,6 +28,7 @@ use ferry_api::replica_set::{
 };
 use ferry_api::rollout_approval::RolloutApproval;
 
+use super::revisions::spec_revision_digest;
 use super::rollout::RolloutError;
 
 /// What the gates and the cohort read beyond the works: the clusters (by
@@ -244,6 +245,7 @@ pub fn placement_gates(
     now: Timestamp,
 ) -> PlacementGates {
     let now_ms = now.as_millisecond();
+    let digest = spec_revision_digest(&rs.spec);
     let previous = recorded_rollout(rs, &reference.name).filter(|p| p.revision == revision);
     // A new revision (or a first look) starts the rollout here now.
     // Whole seconds, as the status keeps it.
@@ -308,7 +310,7 @@ pub fn placement_gates(
                 .map(|c| cluster_facts(&c.name, existing.get(&c.name).map(|w| &**w)))
                 .collect(),
         };
-        let approval = inputs
+        let of_gate: Vec<&Arc<RolloutApproval>> = inputs
             .approvals
             .iter()
             .filter(|a| a.namespace().as_deref() == Some(namespace.as_str()))
@@ -316,17 +318,10 @@ pub fn placement_gates(
                 a.spec.replica_set == name
                     && a.spec.placement == reference.name
                     && a.spec.after_group == gate.after_group
-                    && a.spec.revision == revision
                     && a.meta().deletion_timestamp.is_none()
             })
-            .filter_map(|a| {
-                let at = a.meta().creation_timestamp.as_ref()?.0.as_millisecond();
-                Some(Approval {
-                    by: a.spec.approved_by.clone(),
-                    at_ms: at,
-                })
-            })
-            .min_by_key(|a| a.at_ms);
+            .collect();
+        let (approval, ignored) = approval_of(&of_gate, &digest, revision, started_ms);
         let memory = memory_of(
             previous.and_then(|p| p.gates.iter().find(|g| g.after_group == gate.after_group)),
         );
@@ -379,6 +374,9 @@ pub fn placement_gates(
                 "no chosen cluster is in decision group {}: the clusters of later groups wait",
                 gate.after_group
             ),
+            _ if !passed && approval.is_none() && !ignored.is_empty() => {
+                ignored_text(&outcome.message, &ignored)
+            }
             _ => outcome.message,
         };
         statuses.push(GateStatus {
@@ -411,6 +409,7 @@ pub fn placement_gates(
         status: PlacementRollout {
             name: reference.name.clone(),
             revision: revision.to_string(),
+            revision_digest: digest,
             started_at: format_ms(started_ms),
             gates: statuses,
             late_joiners: count(late_joiners),
@@ -422,9 +421,124 @@ pub fn placement_gates(
     }
 }
 
+/// The approval that lets a gate through, among `of_gate` (the approvals
+/// naming the gate), and why the others naming this revision do not count.
+/// Only an approval naming the whole `digest` of the revision rolling out,
+/// created at or after its rollout here started (`started_ms`), counts; the
+/// earliest such wins. One of an earlier rollout of the same content (the
+/// replica set went elsewhere and came back) has expired, and one naming
+/// only the short `revision` hash (the form before digests) never counts.
+fn approval_of(
+    of_gate: &[&Arc<RolloutApproval>],
+    digest: &str,
+    revision: &str,
+    started_ms: i64,
+) -> (Option<Approval>, Vec<String>) {
+    let mut ignored = Vec::new();
+    let mut valid = Vec::new();
+    for approval in of_gate {
+        let name = approval.name_any();
+        let Some(at_ms) = approval
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+        else {
+            continue;
+        };
+        if approval.spec.revision == digest {
+            if at_ms >= started_ms {
+                valid.push(Approval {
+                    by: approval.spec.approved_by.clone(),
+                    at_ms,
+                });
+            } else {
+                ignored.push(format!(
+                    "approval {name} is ignored: it was created at {}, before this rollout of the revision started at {} (approve again)",
+                    format_ms(at_ms),
+                    format_ms(started_ms)
+                ));
+            }
+        } else if approval.spec.revision == revision {
+            ignored.push(format!(
+                "approval {name} is ignored: its spec.revision names the short revision hash {revision}, not the whole digest {digest}"
+            ));
+        }
+    }
+    (valid.into_iter().min_by_key(|a| a.at_ms), ignored)
+}
+
+/// Ignored approvals named in a gate's message, at most this many (the
+/// status stays bounded however many approvals a tenant creates).
+const IGNORED_NAMED: usize = 3;
+
+/// `message` followed by the first [`IGNORED_NAMED`] reasons of `ignored`
+/// and how many more there are.
+fn ignored_text(message: &str, ignored: &[String]) -> String {
+    let mut text = message.to_string();
+    for reason in ignored.iter().take(IGNORED_NAMED) {
+        text.push_str("; ");
+        text.push_str(reason);
+    }
+    if ignored.len() > IGNORED_NAMED {
+        text.push_str(&format!(
+            "; {} more approvals ignored",
+            ignored.len() - IGNORED_NAMED
+        ));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_three_ignored_approvals_are_named() {
+        let ignored: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
+        assert_eq!(
+            ignored_text("awaiting", &ignored),
+            "awaiting; r0; r1; r2; 2 more approvals ignored"
+        );
+        assert_eq!(ignored_text("awaiting", &ignored[..1]), "awaiting; r0");
+    }
+
+    fn approval(name: &str, revision: &str, created: &str) -> Arc<RolloutApproval> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                "spec": {"replicaSet": "app", "placement": "p", "afterGroup": "canary",
+                    "revision": revision, "approvedBy": name},
+            }))
+            .expect("approval"),
+        )
+    }
+
+    #[test]
+    fn only_an_approval_of_the_whole_digest_made_during_this_rollout_counts() {
+        let digest = "a".repeat(64);
+        let revision = &digest[..10];
+        let started = parse_ms("2026-11-27T04:10:00Z").expect("time");
+        let stale = approval("stale", &digest, "2026-11-27T04:09:59Z");
+        let short = approval("short", revision, "2026-11-27T04:10:05Z");
+        let other = approval("other", &"b".repeat(64), "2026-11-27T04:10:05Z");
+        let (none, ignored) = approval_of(&[&stale, &short, &other], &digest, revision, started);
+        assert_eq!(none, None);
+        assert_eq!(ignored.len(), 2, "{ignored:?}");
+        assert!(
+            ignored[0].contains("approval stale is ignored: it was created at 2026-11-27T04:09:59.000Z, before this rollout"),
+            "{ignored:?}"
+        );
+        assert!(
+            ignored[1].contains("names the short revision hash aaaaaaaaaa, not the whole digest"),
+            "{ignored:?}"
+        );
+        let late = approval("late", &digest, "2026-11-27T04:10:09Z");
+        let first = approval("first", &digest, "2026-11-27T04:10:00Z");
+        let (chosen, _) = approval_of(&[&stale, &late, &first], &digest, revision, started);
+        assert_eq!(chosen.map(|a| a.by).as_deref(), Some("first"));
+    }
 
     #[test]
     fn gate_times_keep_their_milliseconds_through_the_status() {

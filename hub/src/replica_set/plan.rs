@@ -364,9 +364,9 @@ mod tests {
         Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "work.ferry.dev/v1alpha1", "kind": "RolloutApproval",
-                "metadata": {"name": "ok", "namespace": "ns", "creationTimestamp": "2026-11-27T04:10:00Z"},
+                "metadata": {"name": "ok", "namespace": "ns", "creationTimestamp": "2026-11-27T04:20:00Z"},
                 "spec": {"replicaSet": "app", "placement": "p", "afterGroup": "canary",
-                    "revision": spec_revision_hash(&rs.spec), "approvedBy": by},
+                    "revision": super::super::revisions::spec_revision_digest(&rs.spec), "approvedBy": by},
             }))
             .expect("approval"),
         )
@@ -406,11 +406,30 @@ mod tests {
         // A wrong revision does not let it through.
         let mut stale = (*approval(&rs, "alice")).clone();
         stale.spec.revision = "0000000000".into();
+        // Nor the short hash of the right one, nor one made before this
+        // rollout of the revision started.
+        let mut short = (*approval(&rs, "alice")).clone();
+        short.spec.revision = super::super::revisions::spec_revision_hash(&rs.spec);
+        let mut early = (*approval(&rs, "alice")).clone();
+        early.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-27T04:19:59Z".parse().expect("time"),
+            ));
         let inputs = GateInputs {
-            approvals: vec![Arc::new(stale)],
+            approvals: vec![Arc::new(stale), Arc::new(short), Arc::new(early)],
             ..GateInputs::default()
         };
-        assert!(plan_with(&rs, &inputs).start.is_empty());
+        let still = plan_with(&rs, &inputs);
+        assert!(still.start.is_empty());
+        let message = &still.placements[0].gates[0].message;
+        assert!(
+            message.contains("names the short revision hash"),
+            "{message}"
+        );
+        assert!(
+            message.contains("before this rollout of the revision started"),
+            "{message}"
+        );
         let inputs = GateInputs {
             approvals: vec![approval(&rs, "alice")],
             ..GateInputs::default()
@@ -424,7 +443,7 @@ mod tests {
                 gate.approved_by.as_str(),
                 gate.approved_at.as_str()
             ),
-            ("Passed", "alice", "2026-11-27T04:10:00.000Z")
+            ("Passed", "alice", "2026-11-27T04:20:00.000Z")
         );
         // The status is the memory: with it, the gate stays passed even once
         // the approval is gone.

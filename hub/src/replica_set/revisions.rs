@@ -22,7 +22,7 @@ use super::error::{ReplicaSetError, failed};
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
-use ferry_fleet_semantics::revision::revision_hash;
+use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
 
 /// Old revisions kept when `revisionHistoryLimit` is not set (OCM's and
 /// Deployments' default).
@@ -49,6 +49,13 @@ pub struct Revision {
 pub fn spec_revision_hash(spec: &ManifestWorkReplicaSetSpec) -> String {
     let (template, overrides) = revision_data(spec);
     revision_hash(&template, &overrides)
+}
+
+/// The revision digest (the whole sha256, which approvals name) of
+/// `spec`'s template and overrides; [`spec_revision_hash`] is its prefix.
+pub fn spec_revision_digest(spec: &ManifestWorkReplicaSetSpec) -> String {
+    let (template, overrides) = revision_data(spec);
+    revision_digest(&template, &overrides)
 }
 
 /// The template and the overrides (`[]` when none) of `spec`, as JSON.

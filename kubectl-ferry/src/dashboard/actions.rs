@@ -31,7 +31,7 @@ pub enum Action {
         placement: String,
         /// The decision group the gate follows.
         after_group: String,
-        /// The revision hash approved.
+        /// The whole revision digest approved.
         revision: String,
     },
     /// Set `spec.paused` of the replica set to `paused`.
@@ -177,8 +177,8 @@ pub fn action_from_form<'a>(
 }
 
 /// Whether the stored replica set `raw` shows the gate after `after_group`
-/// of `placement` awaiting approval, and `revision` is the revision an
-/// approval names now ([`approvable_revision`]).
+/// of `placement` awaiting approval, and `revision` is the whole revision
+/// digest an approval names now ([`approvable_revision`]).
 pub fn gate_awaits(raw: &Value, placement: &str, after_group: &str, revision: &str) -> bool {
     let Ok(rs) = serde_json::from_value::<ManifestWorkReplicaSet>(raw.clone()) else {
         return false;
@@ -186,7 +186,8 @@ pub fn gate_awaits(raw: &Value, placement: &str, after_group: &str, revision: &s
     let Some(rollout) = rs.status.as_ref().and_then(|s| s.rollout.as_ref()) else {
         return false;
     };
-    approvable_revision(&rs) == revision
+    !revision.is_empty()
+        && approvable_revision(&rs, placement) == revision
         && rollout
             .placements
             .iter()
@@ -320,12 +321,17 @@ mod tests {
             "spec": {"manifestWorkTemplate": {"workload": {"manifests": []}}, "placementRefs": []},
             "status": {"conditions": [], "summary": {"total": 0, "applied": 0, "available": 0, "degraded": 0, "progressing": 0, "updated": 0}, "rollout": {
             "revision": {"number": 2, "hash": "h2"},
-            "placements": [{"name": "p", "gates": [{"afterGroup": "g", "state": "AwaitingApproval"},
-                                                   {"afterGroup": "done", "state": "Passed"}]}]}}});
-        assert!(gate_awaits(&raw, "p", "g", "h2"));
-        assert!(!gate_awaits(&raw, "p", "g", "h1"));
-        assert!(!gate_awaits(&raw, "p", "done", "h2"));
-        assert!(!gate_awaits(&raw, "q", "g", "h2"));
+            "placements": [{"name": "p", "revision": "h2", "revisionDigest": "d2",
+                            "gates": [{"afterGroup": "g", "state": "AwaitingApproval"},
+                                      {"afterGroup": "done", "state": "Passed"}]}]}}});
+        assert!(gate_awaits(&raw, "p", "g", "d2"));
+        assert!(
+            !gate_awaits(&raw, "p", "g", "h2"),
+            "the short hash is not the revision"
+        );
+        assert!(!gate_awaits(&raw, "p", "g", "d1"));
+        assert!(!gate_awaits(&raw, "p", "done", "d2"));
+        assert!(!gate_awaits(&raw, "q", "g", "d2"));
         assert!(!gate_awaits(&json!({}), "p", "g", "h2"));
     }
 }

@@ -32,8 +32,9 @@ use serve_error::ServeError;
 use server::{App, bind, serve};
 
 /// Starts the dashboard on 127.0.0.1:`port` (0: a free port), prints its
-/// URL on stdout, opens it in the browser with `open`, and serves until the
-/// process is stopped. Fails with [`ServeError`] when the port cannot be
+/// one-time URL on stdout (the first visit exchanges its secret for an
+/// HttpOnly session cookie), opens it in the browser with `open`, and
+/// serves until the process is stopped. Fails with [`ServeError`] when the port cannot be
 /// bound or serving fails; hub errors are shown on the pages instead.
 pub async fn run_dashboard(
     connection: Connection,
@@ -41,28 +42,38 @@ pub async fn run_dashboard(
     open: bool,
 ) -> Result<(), ServeError> {
     let (listener, addr) = bind(port).await?;
-    let mut bytes = [0u8; 16];
-    rand::rng().fill_bytes(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = random_hex();
+    let secret = random_hex();
     let live = live::Live::start(&connection.client);
     let app = Arc::new(App {
         live,
         client: connection.client,
         token,
+        access: server::Access::new(secret.clone(), random_hex(), addr.port()),
         port: addr.port(),
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_STREAMS)),
     });
-    let url = format!("http://{addr}/");
+    let url = format!("http://{addr}{}{secret}", server::SESSION_PATH);
     {
         let mut stdout = std::io::stdout().lock();
         // The URL is the one thing a caller (or a test) waits for.
-        let _ = writeln!(stdout, "ferry dashboard: {url} (Ctrl-C to stop)");
+        let _ = writeln!(
+            stdout,
+            "ferry dashboard: {url} (a one-time link: the first browser to open it gets the session; Ctrl-C to stop)"
+        );
         let _ = stdout.flush();
     }
     if open {
         open_browser(&url);
     }
     serve(listener, app).await
+}
+
+/// 128 random bits as 32 hex digits.
+fn random_hex() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Opens `url` with the desktop's opener; a failure is a note on stderr,

@@ -4,10 +4,11 @@
 //! resume, each a form the page's script confirms before posting.
 
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, RevisionRef};
-use ferry_fleet_semantics::revision::revision_hash;
 use serde_json::Value;
 
 use super::escape::escape;
+use crate::rollout::placement_digest;
+use crate::rollout_view::{current_revision, current_revision_digest};
 
 /// The gate state in which a person's approval is what holds the group.
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
@@ -75,7 +76,7 @@ fn replica_set(
     match &rollout.revision {
         Some(revision) => out.push_str(&format!("Revision {}", escape(&revision_text(revision)))),
         None => {
-            let short: String = approvable_revision(rs).chars().take(10).collect();
+            let short = current_revision(rs);
             out.push_str(&format!(
                 "Revision {} (from the spec; not reported yet)",
                 escape(&short)
@@ -129,7 +130,7 @@ fn replica_set(
             s = escape(strategy)
         ));
         let gates = progress.map(|p| p.gates.as_slice()).unwrap_or_default();
-        let revision = approvable_revision(rs);
+        let revision = approvable_revision(rs, placement);
         out.push_str(&format!(
             "<p class=\"holds\">{}</p>",
             escape(&what_holds(rs.spec.paused, gates))
@@ -172,23 +173,22 @@ fn replica_set(
     }
 }
 
-/// The revision hash an approval of `rs`'s gates names: the one the hub
-/// reports (`status.rollout.revision.hash`), else the hash of the spec's
-/// template and overrides, which is how the hub names the revision.
-pub fn approvable_revision(rs: &ManifestWorkReplicaSet) -> String {
-    if let Some(revision) = rs
+/// The whole revision digest an approval of the gates of `placement` of
+/// `rs` names: the one the hub reports for the placement's rollout, else
+/// the digest of the spec's template and overrides when that is the
+/// revision rolling out (as `kubectl ferry rollout approve` chooses); empty
+/// when neither is known (nothing to approve yet).
+pub fn approvable_revision(rs: &ManifestWorkReplicaSet, placement: &str) -> String {
+    let progress = rs
         .status
         .as_ref()
         .and_then(|s| s.rollout.as_ref())
-        .and_then(|r| r.revision.as_ref())
-        .filter(|r| !r.hash.is_empty())
-    {
-        return revision.hash.clone();
+        .and_then(|r| r.placements.iter().find(|p| p.name == placement));
+    let digest = current_revision_digest(rs);
+    match progress {
+        Some(p) => placement_digest(p, &current_revision(rs), &digest),
+        None => digest,
     }
-    let template = serde_json::to_value(&rs.spec.manifest_work_template).unwrap_or(Value::Null);
-    let overrides =
-        serde_json::to_value(&rs.spec.overrides).unwrap_or_else(|_| Value::Array(Vec::new()));
-    revision_hash(&template, &overrides)
 }
 
 /// A sentence saying what holds the next group of a placement.
@@ -242,7 +242,7 @@ fn gate_item(
             escape(&gate.approved_at)
         ));
     }
-    if gate.state == AWAITING_APPROVAL {
+    if gate.state == AWAITING_APPROVAL && !revision.is_empty() {
         let short: String = revision.chars().take(10).collect();
         out.push_str(&action_form(
             "approve",
@@ -295,6 +295,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const DIGEST: &str = "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
+
     fn replica_set(paused: bool, gates: Value) -> Value {
         json!({
             "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
@@ -310,7 +312,7 @@ mod tests {
                                           "clusters": {"total": 1, "toApply": 0, "progressing": 0, "succeeded": 1, "failed": 0, "unreachable": 0}},
                                          {"revision": {"number": 1, "hash": "0011223344"},
                                           "clusters": {"total": 2, "toApply": 0, "progressing": 0, "succeeded": 2, "failed": 0, "unreachable": 0}}],
-                           "placements": [{"name": "canary", "gates": gates}]}}
+                           "placements": [{"name": "canary", "revision": "abcdef0123", "revisionDigest": DIGEST, "gates": gates}]}}
         })
     }
 
@@ -331,7 +333,7 @@ mod tests {
         );
         assert!(html.contains("The group after &lt;eu&gt; is held by its gate: AwaitingApproval (waiting for a person)"), "{html}");
         assert!(
-            html.contains(r#"name="revision" value="abcdef0123456789""#),
+            html.contains(&format!(r#"name="revision" value="{DIGEST}""#)),
             "{html}"
         );
         assert!(
@@ -352,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn without_a_reported_revision_the_approval_names_the_specs_hash() {
+    fn without_a_reported_digest_the_approval_names_the_specs_when_it_is_rolling_out() {
         let mut rs = replica_set(
             false,
             json!([{"afterGroup": "canary", "state": "AwaitingApproval"}]),
@@ -361,13 +363,24 @@ mod tests {
             .as_object_mut()
             .expect("rollout")
             .remove("revision");
-        let hash = revision_hash(&json!({"workload": {"manifests": []}}), &json!([]));
-        let html = rollouts_body(&[rs], "tok");
+        let placement = &mut rs["status"]["rollout"]["placements"][0];
+        placement
+            .as_object_mut()
+            .expect("placement")
+            .remove("revisionDigest");
+        let typed: ManifestWorkReplicaSet = serde_json::from_value(rs.clone()).expect("typed");
+        let (hash, digest) = (current_revision(&typed), current_revision_digest(&typed));
+        rs["status"]["rollout"]["placements"][0]["revision"] = json!(hash);
+        let html = rollouts_body(std::slice::from_ref(&rs), "tok");
         assert!(
-            html.contains(&format!(r#"name="revision" value="{hash}""#)),
+            html.contains(&format!(r#"name="revision" value="{digest}""#)),
             "{html}"
         );
         assert!(html.contains("(from the spec; not reported yet)"), "{html}");
+        // Another revision rolling out than the spec's: nothing to approve.
+        rs["status"]["rollout"]["placements"][0]["revision"] = json!("0123456789");
+        let html = rollouts_body(&[rs], "tok");
+        assert!(!html.contains(r#"data-action="approve""#), "{html}");
     }
 
     #[test]

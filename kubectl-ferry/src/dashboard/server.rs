@@ -1,7 +1,11 @@
 //! The HTTP server: pages, the event stream, the embedded assets and the
-//! action endpoint, bound to 127.0.0.1 only. Requests naming another host
-//! (DNS rebinding) and posts without the page's token (cross-site forms) are
-//! refused, since the server acts with the user's credentials.
+//! action endpoint, bound to 127.0.0.1 only. Since the server reads and acts
+//! with the user's credentials, it answers only a browser that holds its
+//! session: the one-time link printed to the terminal sets an HttpOnly,
+//! SameSite=Strict cookie and is used up, so another local user who can
+//! reach the port has nothing to present. Requests naming another host
+//! (DNS rebinding) and posts without the page's token (cross-site forms)
+//! are refused, and every response carries a strict Content-Security-Policy.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -10,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -19,7 +23,9 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Event as KubeEvent;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use subtle::ConstantTimeEq;
 use tokio_stream::wrappers::BroadcastStream;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::actions::{Action, ActionError, action_from_form, gate_awaits, perform};
 use super::cluster_page::{EventsView, cluster_body};
@@ -43,6 +49,14 @@ const FRAGMENT_HEADER: &str = "x-ferry-fragment";
 const CHANGES_HEADER: &str = "x-ferry-changes";
 /// Events listed for a cluster page: one bounded request.
 const EVENTS_LIMIT: u32 = 200;
+/// Where the one-time link points: `/session/<secret>`.
+pub const SESSION_PATH: &str = "/session/";
+/// The policy of every response: the page's own script and stylesheet
+/// (no inline script or style), fetches and the event stream to itself,
+/// forms posting only to itself, and no framing.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
 
 /// What every handler reads.
 pub struct App {
@@ -52,11 +66,91 @@ pub struct App {
     pub client: Client,
     /// The anti-forgery token every action form carries.
     pub token: String,
+    /// Who may use the dashboard: the one-time secret, then the session.
+    pub access: Access,
     /// The port bound, for the Host check.
     pub port: u16,
     /// Event streams open at once, at most [`MAX_STREAMS`]: each holds a
     /// receiver of the notices.
     pub streams: Arc<tokio::sync::Semaphore>,
+}
+
+/// The dashboard's access: a one-time secret printed to the terminal, which
+/// the first visit exchanges for the session cookie.
+pub struct Access {
+    /// The secret of the one-time link; `None` once used.
+    secret: std::sync::Mutex<Option<String>>,
+    /// The session cookie's value.
+    session: String,
+    /// The cookie's name, with the port (a browser keeps cookies per host,
+    /// not per port, so two dashboards must not share one).
+    cookie_name: String,
+}
+
+/// What a visit to the one-time link gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exchange {
+    /// The secret was right and unused: it is used up now; set the cookie.
+    Granted,
+    /// The secret was used before.
+    Used,
+    /// Not this dashboard's secret.
+    Wrong,
+}
+
+impl Access {
+    /// Access with the one-time `secret` and the `session` it is exchanged
+    /// for, on `port`.
+    pub fn new(secret: String, session: String, port: u16) -> Self {
+        Access {
+            secret: std::sync::Mutex::new(Some(secret)),
+            session,
+            cookie_name: format!("ferry-dashboard-{port}"),
+        }
+    }
+
+    /// Exchanges `offered` for the session: [`Exchange::Granted`] exactly
+    /// once, for the right secret.
+    pub fn exchange(&self, offered: &str) -> Exchange {
+        let mut secret = match self.secret.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match secret.as_deref() {
+            None => Exchange::Used,
+            Some(s) if bool::from(s.as_bytes().ct_eq(offered.as_bytes())) => {
+                *secret = None;
+                Exchange::Granted
+            }
+            Some(_) => Exchange::Wrong,
+        }
+    }
+
+    /// The `Set-Cookie` value granting the session: HttpOnly (no script
+    /// reads it), SameSite=Strict (no other site's page sends it), for the
+    /// whole dashboard, gone when the browser closes.
+    pub fn set_cookie(&self) -> String {
+        cookie::Cookie::build((self.cookie_name.clone(), self.session.clone()))
+            .http_only(true)
+            .same_site(cookie::SameSite::Strict)
+            .path("/")
+            .build()
+            .to_string()
+    }
+
+    /// Whether `headers` carry the session cookie.
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(cookie::Cookie::split_parse)
+            .filter_map(Result::ok)
+            .any(|c| {
+                c.name() == self.cookie_name
+                    && bool::from(c.value().as_bytes().ct_eq(self.session.as_bytes()))
+            })
+    }
 }
 
 /// Browser tabs that may follow the hub at once.
@@ -107,8 +201,80 @@ pub fn router(app: Arc<App>) -> Router {
             }),
         )
         .route("/actions/{verb}", post(action))
+        .route("/session/{secret}", get(session))
+        .layer(middleware::from_fn_with_state(app.clone(), session_only))
         .layer(middleware::from_fn_with_state(app.clone(), local_host_only))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
         .with_state(app)
+}
+
+/// Refuses every request but the one-time link's that does not carry the
+/// session cookie: without it, another local user reaching the port sees
+/// nothing and can do nothing.
+async fn session_only(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with(SESSION_PATH) || app.access.admits(request.headers()) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "this browser has no session of this dashboard: open the one-time link \
+         `kubectl ferry dashboard` printed in its terminal\n",
+    )
+        .into_response()
+}
+
+/// The one-time link: the first visit with the right secret gets the
+/// session cookie and goes to the fleet; the secret is used up. A browser
+/// that already holds the session simply goes on.
+async fn session(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(secret): Path<String>,
+) -> Response {
+    match app.access.exchange(&secret) {
+        Exchange::Granted => (
+            StatusCode::SEE_OTHER,
+            [
+                (header::SET_COOKIE, app.access.set_cookie()),
+                (header::LOCATION, "/".to_string()),
+                (header::CACHE_CONTROL, "no-store".to_string()),
+            ],
+        )
+            .into_response(),
+        _ if app.access.admits(&headers) => {
+            (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response()
+        }
+        Exchange::Used => (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "this one-time link was used already and works only once; if it was not you who \
+             opened it, stop this dashboard (another process read the link); restart \
+             `kubectl ferry dashboard` for a new one\n",
+        )
+            .into_response(),
+        Exchange::Wrong => (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "not this dashboard's link: open the one-time link `kubectl ferry dashboard` printed\n",
+        )
+            .into_response(),
+    }
 }
 
 /// Refuses requests whose Host is not this server's loopback address: a
@@ -361,4 +527,40 @@ async fn run_action(
         }
     }
     perform(&app.client, &action).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cookie_headers(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_str(value).expect("header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn the_secret_is_exchanged_once_for_an_http_only_strict_cookie() {
+        let access = Access::new("s3cret".into(), "sess".into(), 8080);
+        assert_eq!(access.exchange("guess"), Exchange::Wrong);
+        assert_eq!(access.exchange("s3cret"), Exchange::Granted);
+        assert_eq!(access.exchange("s3cret"), Exchange::Used);
+        let set = access.set_cookie();
+        assert!(set.starts_with("ferry-dashboard-8080=sess"), "{set}");
+        assert!(set.contains("HttpOnly"), "{set}");
+        assert!(set.contains("SameSite=Strict"), "{set}");
+        assert!(set.contains("Path=/"), "{set}");
+    }
+
+    #[test]
+    fn only_the_session_cookie_of_this_port_is_admitted() {
+        let access = Access::new("s".into(), "sess".into(), 8080);
+        assert!(access.admits(&cookie_headers("a=b; ferry-dashboard-8080=sess")));
+        assert!(!access.admits(&cookie_headers("ferry-dashboard-8080=other")));
+        assert!(!access.admits(&cookie_headers("ferry-dashboard-8081=sess")));
+        assert!(!access.admits(&HeaderMap::new()));
+    }
 }
