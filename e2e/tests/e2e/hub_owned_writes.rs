@@ -28,6 +28,8 @@ use serde_json::json;
 
 const TENANT: &str = "team-a";
 const TEAM: &str = "mallory";
+/// How long the replica set is given to answer one write of the routed decision.
+const ROUND: Duration = Duration::from_secs(10);
 
 async fn create_namespace(client: &Client, name: &str) {
     let namespace = Namespace {
@@ -285,11 +287,7 @@ async fn a_decided_cluster_outside_the_bound_sets_gets_no_work_and_is_named() {
         {"clusterName": "inside", "reason": ""},
         {"clusterName": "outside", "reason": ""},
     ]}});
-    decisions
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&routed))
-        .await
-        .expect("an administrator writes the decision");
-    let seen = wait_until(&sets, "app", CLUSTERS_REFUSED, APPLY_TIMEOUT, |rs| {
+    let refused = |rs: &ManifestWorkReplicaSet| {
         rs.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
                 c.type_ == CLUSTERS_REFUSED
@@ -298,9 +296,26 @@ async fn a_decided_cluster_outside_the_bound_sets_gets_no_work_and_is_named() {
                     && c.message.contains("outside")
             })
         })
-    })
-    .await
-    .expect("the replica set names the refused cluster");
+    };
+    // The placement controller owns the decision and puts it back to its
+    // own choice when it next looks (its watch, or its 30 s sweep), which
+    // may come before the replica-set controller has read the routed one;
+    // the administrator writes it again each round, so the replica set
+    // meets a decision naming `outside` whatever the order.
+    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+    let seen = loop {
+        decisions
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&routed))
+            .await
+            .expect("an administrator writes the decision");
+        match wait_until(&sets, "app", CLUSTERS_REFUSED, ROUND, refused).await {
+            Ok(seen) => break seen,
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "the replica set never named the refused cluster: {e}"
+            ),
+        }
+    };
     println!("status: {:?}", seen.status.map(|s| s.conditions));
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "outside");
     let written = works

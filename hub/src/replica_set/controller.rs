@@ -315,7 +315,14 @@ impl Context {
         let works = self.generated(&rs);
         let mut status = replica_set_status(&rs, &chosen, &works, &rendered, &refused, &plan);
         let generation = rs.meta().generation.unwrap_or(0);
-        let cluster_sets = refused_condition(&unbound, &namespace, generation, &status.conditions);
+        // Its transition time comes from the status as written before (the
+        // status built above does not carry this condition).
+        let previous = rs
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let cluster_sets = refused_condition(&unbound, &namespace, generation, previous);
         status.conditions.retain(|c| c.type_ != CLUSTERS_REFUSED);
         status.conditions.push(cluster_sets);
         if chosen.missing.is_empty() {
