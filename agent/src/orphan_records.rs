@@ -98,13 +98,9 @@ impl OrphanSweep {
                 return;
             }
         };
-        let mut held = std::collections::HashSet::new();
-        for record in &records {
-            let uid = &record.spec.work_uid;
-            if self.works.holds(uid).await {
-                held.insert(uid.clone());
-            }
-        }
+        // Read after the list: a worker started in between holds its
+        // record already, so it is not taken for an orphan.
+        let held = self.works.held().await;
         for uid in orphans(&records, |uid| held.contains(uid)) {
             self.works.evict_orphan(uid).await;
         }

@@ -241,13 +241,15 @@ impl WorkManager {
         .await;
     }
 
-    /// Whether a worker runs for the work `uid`.
-    pub async fn holds(&self, uid: &str) -> bool {
+    /// The uids of the works a worker runs for.
+    pub async fn held(&self) -> HashSet<String> {
         self.workers
             .lock()
             .await
-            .get(uid)
-            .is_some_and(|w| !w.task.is_finished())
+            .iter()
+            .filter(|(_, w)| !w.task.is_finished())
+            .map(|(uid, _)| uid.clone())
+            .collect()
     }
 
     /// The work records of this cluster on the spoke. Fails when the spoke

@@ -218,10 +218,8 @@ pub fn fill_revision_status(
     let complete = !rolling_back && rolled_out_true && unconfirmed.is_empty();
     let waiting_for_clusters = (!rolling_back && rolled_out_true && !unconfirmed.is_empty())
         .then(|| {
-            let unreachable = reports
-                .iter()
-                .filter(|r| r.unreachable && unconfirmed.contains(&r.cluster.as_str()))
-                .count();
+            // Every unreachable cluster is among the unconfirmed ones.
+            let unreachable = reports.iter().filter(|r| r.unreachable).count();
             condition(
                 PLACEMENT_ROLLED_OUT,
                 false,
