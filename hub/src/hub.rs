@@ -168,7 +168,15 @@ pub async fn run_hub(
         warn!("the replica Lease task ended before the Lease was held");
     }
     let liveness = ClusterLiveness::new(client.clone(), &listeners.replica_lease);
-    let reasserting = reassert_held_sessions(liveness.clone(), stopped(stop_rx.clone()));
+    // One copy of every ManagedCluster per replica, kept by the reassert
+    // watch: agent authentication reads whether a cluster is accepted here
+    // instead of a GET per connect.
+    let (cluster_cache, cluster_cache_writer) = kube::runtime::reflector::store();
+    let reasserting = reassert_held_sessions(
+        liveness.clone(),
+        cluster_cache_writer,
+        stopped(stop_rx.clone()),
+    );
     let heartbeat = session.heartbeat_interval;
     let swept = liveness.clone();
     let sweeper = while_leading(
@@ -179,7 +187,8 @@ pub async fn run_hub(
     );
     let auth = Arc::new(
         AgentAuthenticator::new(client.clone(), session.auth.clone())
-            .with_review_latency(metrics.token_review_seconds.clone()),
+            .with_review_latency(metrics.token_review_seconds.clone())
+            .with_cluster_cache(cluster_cache),
     );
     let limits = session.transport.clone();
     // Sessions end by their maximum age and agents dial a new connection;

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::{Mutex, watch};
@@ -453,15 +453,19 @@ impl ClusterLiveness {
 
 /// Watches ManagedClusters and writes again, as connected, those naming a
 /// session this replica holds that were marked disconnected (see
-/// [`ClusterLiveness::reassert`]), until `shutdown`. Keeps no copy of the
-/// clusters; watch errors are retried with backoff.
+/// [`ClusterLiveness::reassert`]), until `shutdown`. Keeps the clusters
+/// (without `managedFields`) in `cache`, the replica's shared copy that
+/// agent authentication reads; watch errors are retried with backoff.
 pub async fn reassert_held_sessions(
     liveness: ClusterLiveness,
+    cache: reflector::store::Writer<ManagedCluster>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let reasserting = async {
-        let changes =
-            backed_off_watch(liveness.api.clone(), watcher::Config::default()).applied_objects();
+        let changes = backed_off_watch(liveness.api.clone(), watcher::Config::default())
+            .modify(|cluster| cluster.managed_fields_mut().clear())
+            .reflect(cache)
+            .applied_objects();
         futures::pin_mut!(changes);
         while let Some(change) = changes.next().await {
             match change {

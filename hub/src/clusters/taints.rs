@@ -1,7 +1,9 @@
 //! The `cluster.ferry.dev/unreachable` taint: present (effect NoSelect) on
-//! every ManagedCluster whose agent has never connected, or has been
-//! disconnected for longer than the grace (`--unreachable-grace-seconds`);
-//! removed when it connects. Placements that do not tolerate it stop
+//! every ManagedCluster whose agent has been disconnected for longer than
+//! the grace (`--unreachable-grace-seconds`); removed when it connects. A
+//! cluster whose agent has never connected is not written: placements and
+//! replica sets see it as carrying the taint ([`taints_for_placement`],
+//! [`is_unreachable`]), so a join and a first connect write nothing here. Placements that do not tolerate it stop
 //! choosing the cluster, and replica sets delete its works: the grace keeps
 //! an agent restart, a session reaching its maximum age or a hub failover
 //! from emptying a cluster. It follows `status.connected` and
@@ -53,9 +55,10 @@ pub enum TaintChange {
 }
 
 /// What the taints of `cluster` need at `now`: the unreachable taint added
-/// (stamped `now`) when its agent never connected or has been silent for
-/// longer than `grace` (counted from `status.lastSeenTime`; an unreadable
-/// time counts as long ago), removed when it is connected.
+/// (stamped `now`) when its agent has been silent for longer than `grace`
+/// (counted from `status.lastSeenTime`; an unreadable time counts as long
+/// ago), removed when it is connected. A cluster never connected needs no
+/// write: it is unreachable by [`taints_for_placement`] alone.
 pub fn wanted_taints(cluster: &ManagedCluster, now: Timestamp, grace: Duration) -> TaintChange {
     let status = cluster.status.clone().unwrap_or_default();
     let tainted = cluster
@@ -80,9 +83,13 @@ pub fn wanted_taints(cluster: &ManagedCluster, now: Timestamp, grace: Duration) 
     if tainted {
         return TaintChange::None;
     }
-    if !status.last_seen_time.is_empty()
-        && let Ok(seen) = status.last_seen_time.parse::<Timestamp>()
-    {
+    // A cluster whose agent never connected is unreachable to placements
+    // without the taint written (`taints_for_placement`): writing it would
+    // only be undone by its first connect, two writes per join.
+    if status.last_seen_time.is_empty() {
+        return TaintChange::None;
+    }
+    if let Ok(seen) = status.last_seen_time.parse::<Timestamp>() {
         let silent = now.duration_since(seen);
         let grace = SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
         if silent < grace {
@@ -105,9 +112,9 @@ pub fn wanted_taints(cluster: &ManagedCluster, now: Timestamp, grace: Duration) 
 
 /// The taints placements should see on `cluster`: its own, and the
 /// unreachable taint (stamped with the cluster's creation) when its agent
-/// has never connected and the taint controller has not written it yet. A
-/// cluster just made by `join` would otherwise be chosen in the moment
-/// before its taint is written and dropped right after.
+/// has never connected, which the taint controller does not write (a
+/// cluster just made by `join` would otherwise cost a taint write and its
+/// removal at first connect).
 pub fn taints_for_placement(cluster: &ManagedCluster) -> Vec<ClusterTaint> {
     let mut taints = cluster.spec.taints.clone();
     if never_connected(cluster) && !taints.iter().any(|t| t.key == UNREACHABLE_TAINT) {
@@ -127,6 +134,17 @@ pub fn taints_for_placement(cluster: &ManagedCluster) -> Vec<ClusterTaint> {
         });
     }
     taints
+}
+
+/// Whether `cluster` is unreachable to placements and replica sets: it
+/// carries the unreachable taint, or its agent has never connected.
+pub fn is_unreachable(cluster: &ManagedCluster) -> bool {
+    never_connected(cluster)
+        || cluster
+            .spec
+            .taints
+            .iter()
+            .any(|t| t.key == UNREACHABLE_TAINT)
 }
 
 /// Whether no agent of `cluster` has held a session yet.
@@ -271,26 +289,23 @@ mod tests {
     }
 
     #[test]
-    fn a_never_connected_cluster_gets_the_taint_at_once_and_only_once() {
+    fn a_never_connected_cluster_is_not_written_but_is_unreachable() {
         for connected in [None, Some(false)] {
-            let taints = written(wanted_taints(
-                &cluster(connected, vec![user_taint()]),
-                at("2026-11-23T22:00:00Z"),
-                GRACE,
-            ));
-            assert_eq!(taints.len(), 2);
-            assert_eq!(taints[0], user_taint());
-            assert_eq!(taints[1].key, UNREACHABLE_TAINT);
-            assert_eq!(taints[1].time_added, "2026-11-23T22:00:00Z");
+            let fresh = cluster(connected, vec![user_taint()]);
             assert_eq!(
-                wanted_taints(
-                    &cluster(connected, taints),
-                    at("2026-11-23T22:05:00Z"),
-                    GRACE
-                ),
+                wanted_taints(&fresh, at("2026-11-23T22:00:00Z"), GRACE),
                 TaintChange::None
             );
+            assert!(is_unreachable(&fresh));
+            let seen = taints_for_placement(&fresh);
+            assert_eq!(seen.len(), 2);
+            assert_eq!(seen[1].key, UNREACHABLE_TAINT);
         }
+        let mut live = cluster(Some(true), vec![user_taint()]);
+        if let Some(status) = live.status.as_mut() {
+            status.last_seen_time = "2026-11-23T22:00:00Z".into();
+        }
+        assert!(!is_unreachable(&live));
     }
 
     #[test]
@@ -327,7 +342,16 @@ mod tests {
             status.last_seen_time = "2026-11-23T22:00:00Z".into();
         }
         assert_eq!(taints_for_placement(&connected_once), vec![user_taint()]);
-        let tainted = written(wanted_taints(&fresh, at("2026-11-23T22:00:00Z"), GRACE));
+        let mut tainted = vec![user_taint()];
+        tainted.extend(
+            written(wanted_taints(
+                &connected_once,
+                at("2026-11-23T23:00:00Z"),
+                GRACE,
+            ))
+            .into_iter()
+            .skip(1),
+        );
         assert_eq!(
             taints_for_placement(&cluster(None, tainted.clone())),
             tainted
@@ -337,11 +361,11 @@ mod tests {
     #[test]
     fn a_connected_cluster_loses_only_the_unreachable_taint() {
         let now = at("2026-11-23T22:00:00Z");
-        let tainted = written(wanted_taints(
-            &cluster(Some(false), vec![user_taint()]),
-            now,
-            GRACE,
-        ));
+        let mut gone = cluster(Some(false), vec![user_taint()]);
+        if let Some(status) = gone.status.as_mut() {
+            status.last_seen_time = "2026-11-23T21:00:00Z".into();
+        }
+        let tainted = written(wanted_taints(&gone, now, GRACE));
         assert_eq!(
             wanted_taints(&cluster(Some(true), tainted), now, GRACE),
             TaintChange::Write(vec![user_taint()])

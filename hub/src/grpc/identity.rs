@@ -5,7 +5,11 @@
 //! (`ferry-agent` by default) of a cluster's namespace, the review says the
 //! token is for ferry's audience, and the cluster has a ManagedCluster that
 //! accepts it (`spec.hubAcceptsClient`, true when absent). All
-//! of it happens on the request metadata, before any message is read.
+//! of it happens on the request metadata, before any message is read. The
+//! ManagedCluster is read from the replica's shared cache when it holds the
+//! cluster (see [`AgentAuthenticator::with_cluster_cache`]); only a cluster
+//! the cache has not seen yet (just joined) costs a GET, so a connect costs
+//! one TokenReview and no read.
 //!
 //! Accepted answers are cached for one review interval, keyed by the token's
 //! hash, so reconnect storms do not become TokenReview storms; refusals are
@@ -21,6 +25,7 @@ use ferry_proto::CLUSTER_METADATA;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use kube::Client;
 use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use moka::future::Cache;
 use prometheus_client::metrics::histogram::Histogram;
 use sha2::{Digest, Sha256};
@@ -251,6 +256,8 @@ impl Default for AuthOptions {
 pub struct AgentAuthenticator {
     reviews: Api<TokenReview>,
     clusters: Api<ManagedCluster>,
+    /// The replica's shared cache of ManagedClusters, read before `clusters`.
+    cluster_cache: Option<Store<ManagedCluster>>,
     options: AuthOptions,
     /// Token hash to the cluster its agent serves.
     accepted: Cache<[u8; 32], String>,
@@ -267,6 +274,7 @@ impl AgentAuthenticator {
         Self {
             reviews: Api::all(client.clone()),
             clusters: Api::all(client),
+            cluster_cache: None,
             accepted: Cache::builder()
                 .max_capacity(ACCEPTED_LIMIT)
                 .time_to_live(options.review_interval)
@@ -284,6 +292,16 @@ impl AgentAuthenticator {
     /// Times every TokenReview in `histogram` (seconds).
     pub fn with_review_latency(mut self, histogram: Histogram) -> Self {
         self.review_seconds = histogram;
+        self
+    }
+
+    /// Answers whether a cluster accepts its agent from `cache` (kept by a
+    /// watch of every ManagedCluster) when it holds the cluster, instead of
+    /// a GET per review; a cluster it does not hold yet is read from the
+    /// API server. A change of `hubAcceptsClient` is seen once the watch
+    /// delivers it.
+    pub fn with_cluster_cache(mut self, cache: Store<ManagedCluster>) -> Self {
+        self.cluster_cache = Some(cache);
         self
     }
 
@@ -378,12 +396,21 @@ impl AgentAuthenticator {
             &reviewed.status.unwrap_or_default(),
             &self.options.service_account,
         )?;
-        let joined = tokio::time::timeout(REVIEW_TIMEOUT, self.clusters.get_opt(&cluster))
-            .await
-            .map_err(|_| AuthError::Review(format!("no answer within {REVIEW_TIMEOUT:?}")))?
-            .map_err(|e| AuthError::Review(format!("reading ManagedCluster {cluster}: {e}")))?;
-        match joined {
-            Some(joined) if joined.spec.hub_accepts_client => Ok(cluster),
+        let cached = self
+            .cluster_cache
+            .as_ref()
+            .and_then(|cache| cache.get(&ObjectRef::new(&cluster)))
+            .map(|joined| joined.spec.hub_accepts_client);
+        let accepts = match cached {
+            Some(accepts) => Some(accepts),
+            None => tokio::time::timeout(REVIEW_TIMEOUT, self.clusters.get_opt(&cluster))
+                .await
+                .map_err(|_| AuthError::Review(format!("no answer within {REVIEW_TIMEOUT:?}")))?
+                .map_err(|e| AuthError::Review(format!("reading ManagedCluster {cluster}: {e}")))?
+                .map(|joined| joined.spec.hub_accepts_client),
+        };
+        match accepts {
+            Some(true) => Ok(cluster),
             Some(_) => Err(AuthError::NotAccepted(cluster)),
             None => Err(AuthError::NotJoined(cluster)),
         }

@@ -16,7 +16,10 @@ use serde::de::DeserializeOwned;
 
 use crate::grpc::identity::agent_cluster;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
-use ferry_api::contract::{AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, TOKEN_BINDING_LABEL};
+use ferry_api::contract::{
+    AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET,
+    TOKEN_BINDING_LABEL,
+};
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 
 /// A step of joining failed.
@@ -195,11 +198,26 @@ pub async fn prepare_hub(
         hub_accepts_client: accept,
         ..ManagedClusterSpec::default()
     };
-    let change = create_if_absent(&clusters, &ManagedCluster::new(name, spec))
+    let change = create_if_absent(&clusters, &new_managed_cluster(name, spec))
         .await
         .map_err(failed("the ManagedCluster"))?;
     done.push(Applied::hub(format!("managedcluster/{name}"), change));
     Ok(done)
+}
+
+/// The ManagedCluster a join creates: already in the `default` cluster set
+/// (the label the hub's cluster-set controller would otherwise add in a
+/// second write) and without the unreachable taint (placements see a
+/// never-connected cluster as unreachable without it, see
+/// `crate::clusters::taints::taints_for_placement`), so a join is one
+/// ManagedCluster write.
+pub fn new_managed_cluster(name: &str, spec: ManagedClusterSpec) -> ManagedCluster {
+    let mut cluster = ManagedCluster::new(name, spec);
+    cluster.metadata.labels = Some(BTreeMap::from([(
+        CLUSTER_SET_LABEL.to_string(),
+        DEFAULT_CLUSTER_SET.to_string(),
+    )]));
+    cluster
 }
 
 /// Whether cluster `name`'s ManagedCluster accepts its agent; None when the
@@ -420,6 +438,23 @@ pub async fn token_refusal(
 mod tests {
     use super::*;
     use base64::Engine;
+
+    #[test]
+    fn a_joined_cluster_is_created_in_the_default_set_and_untainted() {
+        let cluster = new_managed_cluster(
+            "spoke-a",
+            ManagedClusterSpec {
+                hub_accepts_client: true,
+                ..ManagedClusterSpec::default()
+            },
+        );
+        assert_eq!(
+            cluster.labels().get(CLUSTER_SET_LABEL).map(String::as_str),
+            Some(DEFAULT_CLUSTER_SET)
+        );
+        assert!(cluster.spec.taints.is_empty());
+        assert!(crate::clusters::taints::is_unreachable(&cluster));
+    }
 
     fn jwt(claims: &str) -> String {
         let encode = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);

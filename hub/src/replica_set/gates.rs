@@ -19,7 +19,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use ferry_api::contract::{REVISION_ANNOTATION, UNREACHABLE_TAINT};
+use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};
 use ferry_api::replica_set::{
@@ -143,9 +143,9 @@ fn memory_of(status: Option<&GateStatus>) -> GateMemory {
     }
 }
 
-/// Whether the cluster's agent is not connected (the hub's taint).
+/// Whether the cluster's agent is not connected (the hub's taint, or never connected).
 pub fn is_unreachable(cluster: Option<&ManagedCluster>) -> bool {
-    cluster.is_some_and(|c| c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT))
+    cluster.is_some_and(crate::clusters::taints::is_unreachable)
 }
 
 fn feedback_value(value: &FieldValue) -> Value {

@@ -19,7 +19,6 @@ use super::revisions::Revision;
 use super::rollback::{FailureOutcome, held_revision, rolled_back};
 use super::rollout::{ResolvedStrategy, cluster_state, resolve};
 use super::status::condition;
-use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, RevisionRef};
@@ -197,7 +196,7 @@ pub fn fill_revision_status(
             let unreachable = inputs
                 .clusters
                 .get(&ObjectRef::new(cluster))
-                .is_some_and(|c| c.spec.taints.iter().any(|t| t.key == UNREACHABLE_TAINT));
+                .is_some_and(|c| crate::clusters::taints::is_unreachable(&c));
             ClusterReport {
                 cluster: cluster.clone(),
                 waiting: !rolling_back && revision.as_deref() != Some(&inputs.current.hash),

@@ -17,8 +17,12 @@ use ferry_tools::loadgen::clusters::join_clusters;
 use ferry_tools::loadgen::report::{Row, table};
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
 use ferry_tools::loadgen::scenarios::{
-    Bench, hubs_usage, p2_fan_out, p3_idle, p6_restart, p9_status,
+    Bench, api_requests, hubs_usage, p2_fan_out, p3_idle, p6_restart, p9_status,
+    requests_per_cluster, wait_backlog_drained,
 };
+
+/// A connect backlog is over after this long without a ManagedCluster write.
+const BACKLOG_QUIET: Duration = Duration::from_secs(5);
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure the ferry hub with many simulated agents")]
@@ -62,8 +66,10 @@ struct Args {
     /// Seconds after which each simulated agent drops and redials its stream.
     #[arg(long)]
     flap_seconds: Option<u64>,
-    /// Seconds the hub's RSS settles after the agents connect before P3 reads it.
-    #[arg(long, default_value_t = 5)]
+    /// Longest wait, in seconds, after the agents connect for the connect
+    /// backlog to drain (no ManagedCluster write on the hub API server for
+    /// 5 s) before the scenarios run; the bench says whether it drained.
+    #[arg(long, default_value_t = 300)]
     settle_seconds: u64,
     /// Seconds over which P3 counts the hub API server's writes with every
     /// agent connected and idle (a hub heartbeat is 10 s by default, so
@@ -146,11 +152,15 @@ async fn main() -> anyhow::Result<()> {
     let (baseline, cpu_start) = hubs_usage(&hubs, ticks)?;
     eprintln!("{replicas} hub replica(s), RSS {baseline} KiB with no agents");
 
+    let before_join = api_requests(&admin).await;
     let join_start = Instant::now();
     let clusters = join_clusters(&admin, 0, n, args.join_concurrency, 24 * 3600).await?;
+    let joined = join_start.elapsed();
+    let after_join = api_requests(&admin).await;
     eprintln!(
-        "joined {n} clusters in {:.1} s",
-        join_start.elapsed().as_secs_f64()
+        "joined {n} clusters in {:.1} s; hub API requests per joined cluster: {}",
+        joined.as_secs_f64(),
+        requests_per_cluster(&before_join, &after_join, n)
     );
     let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
     let behaviour = Behaviour {
@@ -165,11 +175,28 @@ async fn main() -> anyhow::Result<()> {
     let connect_start = Instant::now();
     let fleet = SimFleet::spread(clusters, endpoints, behaviour);
     let connect = fleet.wait_connected(timeout).await?;
+    let connected_requests = api_requests(&admin).await;
     eprintln!(
-        "{n} agents connected in {:.1} s",
-        connect_start.elapsed().as_secs_f64()
+        "{n} agents connected in {:.1} s; hub API requests per connected cluster until then: {}",
+        connect_start.elapsed().as_secs_f64(),
+        requests_per_cluster(&after_join, &connected_requests, n)
     );
-    tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+    // The connect storm's backlog (writes that follow a session in the
+    // background) is over once the API server sees no ManagedCluster write
+    // for a while; --settle-seconds bounds the wait.
+    let (waited, drained) = wait_backlog_drained(
+        &admin,
+        BACKLOG_QUIET,
+        Duration::from_secs(args.settle_seconds).max(BACKLOG_QUIET),
+    )
+    .await;
+    let settled_requests = api_requests(&admin).await;
+    eprintln!(
+        "backlog {} after {:.1} s more; hub API requests per connected cluster, connect and backlog: {}",
+        if drained { "drained" } else { "NOT drained" },
+        waited.as_secs_f64(),
+        requests_per_cluster(&after_join, &settled_requests, n)
+    );
 
     let mut bench = Bench {
         hubs: &mut hubs,

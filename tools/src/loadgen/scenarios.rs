@@ -2,6 +2,7 @@
 //! P2 (one change in each of many clusters), P6 (hub restart) and P9
 //! (sustained status throughput). Each returns one table row.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -512,6 +513,111 @@ pub fn name_limit(written: f64, reports: f64, hub_cpu: f64, own_cpu: f64, cores:
     }
 }
 
+/// The hub API server's requests so far by (verb, resource[/subresource]),
+/// from its own `apiserver_request_total` (every code summed), so every
+/// client counts: the hub, its controllers, the bench's joins.
+pub async fn api_requests(admin: &Client) -> BTreeMap<(String, String), f64> {
+    requests_by_verb_and_resource(&apiserver_metrics(admin).await)
+}
+
+/// [`api_requests`] from an exposition text.
+pub fn requests_by_verb_and_resource(exposition: &str) -> BTreeMap<(String, String), f64> {
+    const NAME: &str = "apiserver_request_total{";
+    let mut counts = BTreeMap::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(NAME) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .filter_map(|pair| pair.split_once('='))
+                .find(|(key, _)| *key == name)
+                .map(|(_, v)| v.trim_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let mut resource = label("resource");
+        let subresource = label("subresource");
+        if !subresource.is_empty() {
+            resource = format!("{resource}/{subresource}");
+        }
+        *counts.entry((label("verb"), resource)).or_insert(0.0) += value;
+    }
+    counts
+}
+
+/// The requests between two [`api_requests`] snapshots per cluster (of
+/// `clusters`), by verb and resource, largest first, those at least 0.01
+/// per cluster, plus the total: `PATCH managedclusters 1.00, ...`.
+pub fn requests_per_cluster(
+    before: &BTreeMap<(String, String), f64>,
+    after: &BTreeMap<(String, String), f64>,
+    clusters: usize,
+) -> String {
+    let clusters = clusters.max(1) as f64;
+    let mut rows: Vec<(f64, String)> = after
+        .iter()
+        .map(|(key, value)| {
+            let was = before.get(key).copied().unwrap_or(0.0);
+            (
+                (value - was).max(0.0) / clusters,
+                format!("{} {}", key.0, key.1),
+            )
+        })
+        .filter(|(per, _)| *per >= 0.01)
+        .collect();
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let total: f64 = rows.iter().map(|(per, _)| per).sum();
+    let mut text = format!("{total:.2} in all");
+    for (per, name) in rows {
+        text.push_str(&format!(", {name} {per:.2}"));
+    }
+    text
+}
+
+/// Writes (POST, PUT, PATCH, DELETE) to ManagedClusters, with their status,
+/// in an [`api_requests`] snapshot.
+pub fn managed_cluster_writes(requests: &BTreeMap<(String, String), f64>) -> f64 {
+    requests
+        .iter()
+        .filter(|((verb, resource), _)| {
+            matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+                && resource.split('/').next() == Some("managedclusters")
+        })
+        .map(|(_, value)| value)
+        .sum()
+}
+
+/// Waits until a `window` passes without a ManagedCluster write on the hub
+/// API server (the connect storm's backlog is over: idle means no
+/// per-cluster writes), at most `limit`; returns how long it waited and
+/// whether it saw the quiet window.
+pub async fn wait_backlog_drained(
+    admin: &Client,
+    window: Duration,
+    limit: Duration,
+) -> (Duration, bool) {
+    let started = Instant::now();
+    let mut last = managed_cluster_writes(&api_requests(admin).await);
+    loop {
+        if started.elapsed() + window > limit {
+            return (started.elapsed(), false);
+        }
+        tokio::time::sleep(window).await;
+        let now = managed_cluster_writes(&api_requests(admin).await);
+        if now <= last {
+            return (started.elapsed(), true);
+        }
+        last = now;
+    }
+}
+
 /// The hub API server's own `/metrics` text (empty if it cannot be read).
 async fn apiserver_metrics(admin: &Client) -> String {
     let request = http::Request::get("/metrics").body(Vec::new());
@@ -546,6 +652,25 @@ mod tests {
                     apiserver_request_total_other{resource=\"manifestworks\",subresource=\"status\"} 100\n";
         let prefix = "apiserver_request_total{resource=\"manifestworks\",subresource=\"status\"";
         assert_eq!(sum_of_prefix(text, prefix), 9.0);
+    }
+
+    #[test]
+    fn requests_are_counted_by_verb_and_resource_per_cluster() {
+        let before = requests_by_verb_and_resource(
+            "apiserver_request_total{code=\"201\",component=\"apiserver\",resource=\"tokenreviews\",verb=\"POST\"} 10\n",
+        );
+        let after = requests_by_verb_and_resource(
+            "apiserver_request_total{code=\"201\",component=\"apiserver\",resource=\"tokenreviews\",verb=\"POST\"} 30\n\
+             apiserver_request_total{code=\"200\",resource=\"managedclusters\",subresource=\"status\",verb=\"PATCH\"} 8\n\
+             apiserver_request_total{code=\"409\",resource=\"managedclusters\",subresource=\"status\",verb=\"PATCH\"} 2\n\
+             apiserver_request_total{code=\"200\",resource=\"managedclusters\",verb=\"GET\"} 10\n\
+             apiserver_request_total_other{resource=\"leases\",verb=\"PUT\"} 100\n",
+        );
+        assert_eq!(managed_cluster_writes(&after), 10.0);
+        assert_eq!(
+            requests_per_cluster(&before, &after, 10),
+            "4.00 in all, POST tokenreviews 2.00, GET managedclusters 1.00, PATCH managedclusters/status 1.00"
+        );
     }
 
     #[test]
