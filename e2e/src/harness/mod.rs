@@ -14,6 +14,7 @@ pub mod hub_metrics;
 pub mod hub_process;
 pub mod image;
 pub mod joined_agent;
+pub mod leader_process;
 pub mod link;
 pub mod local_pod;
 pub mod sockets;

@@ -14,9 +14,8 @@ use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, REPLICA_SET_LABEL};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
-use ferry_e2e::harness::agent_process::free_loopback_port;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, LEADER_LEASE, LEADER_LEASE_DURATION};
-use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
+use ferry_e2e::harness::leader_process::{holder, lead_from_process};
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
@@ -40,14 +39,6 @@ const JOINING: usize = 3;
 const PER_GROUP: usize = 3;
 /// The identity the killed process holds the leader Lease under.
 const PROCESS_IDENTITY: &str = "chaos-leader";
-
-fn holder(lease: &Lease) -> Option<String> {
-    lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .filter(|h| !h.is_empty())
-}
 
 fn template(version: &str) -> Value {
     json!({"workload": {"manifests": [config_map(NAMESPACE, NAME, json!({"version": version}))]}})
@@ -145,51 +136,9 @@ async fn a_killed_leader_mid_rollout_and_churn_is_replaced_within_a_lease_and_th
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
     let hub = fleet.hub_client.clone();
     let leases: Api<Lease> = Api::namespaced(hub.clone(), LEADER_LEASE.0);
-    wait_until(
-        &leases,
-        LEADER_LEASE.1,
-        "replica-0 leads",
-        APPLY_TIMEOUT,
-        |l| holder(l).as_deref() == Some("replica-0"),
-    )
-    .await
-    .expect("the fleet's replica leads first");
-
     // The real hub process joins the election, and leads once the fleet's
     // replica steps down; the fleet's replica then comes back as follower.
-    let free = || free_loopback_port().expect("a free port");
-    let lease_seconds = LEADER_LEASE_DURATION.as_secs().to_string();
-    let mut leader = HubProcess::start(
-        &fleet.hub,
-        HubProcessOptions {
-            grpc: free(),
-            probes: free(),
-            extra_args: vec![
-                "--heartbeat-seconds=1".into(),
-                format!("--leader-election-namespace={}", LEADER_LEASE.0),
-                format!("--leader-election-lease={}", LEADER_LEASE.1),
-                format!("--leader-lease-seconds={lease_seconds}"),
-                format!("--replica-lease-namespace={NAMESPACE}"),
-            ],
-            env: vec![("POD_NAME".into(), PROCESS_IDENTITY.into())],
-        },
-    )
-    .await
-    .expect("the hub process starts");
-    fleet.stop_hub().await;
-    wait_until(
-        &leases,
-        LEADER_LEASE.1,
-        "the process leads",
-        APPLY_TIMEOUT,
-        |l| holder(l).as_deref() == Some(PROCESS_IDENTITY),
-    )
-    .await
-    .expect("the process takes the Lease the fleet's replica released");
-    fleet
-        .start_hub()
-        .await
-        .expect("the fleet's replica restarts");
+    let mut leader = lead_from_process(&mut fleet, PROCESS_IDENTITY).await;
 
     // Simulated agents dial the fleet's replica, which serves them while the
     // process runs the controllers.

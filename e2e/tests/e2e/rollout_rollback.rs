@@ -6,7 +6,10 @@
 //! `failureStrategy: rollbackAll` (the status says why) and left in place
 //! with `abortAll`; `kubectl ferry rollout undo --to-revision 1` brings
 //! revision 1 back as the newest revision, `rollout history` shows it; the
-//! history is pruned to `revisionHistoryLimit`.
+//! history is pruned to `revisionHistoryLimit`. A rollback is recorded in
+//! the status before any work is written back, so a leader that dies between
+//! the record and the writes is followed by one that finishes the rollback
+//! and never pushes the bad revision out again (issue 31).
 
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
@@ -14,12 +17,17 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::leader_process::{lead_from_process, wait_leader};
 use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::replica_sets::rolled_out;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::ControllerRevision;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -44,9 +52,11 @@ fn strategy(failure_strategy: &str) -> Value {
 }
 
 async fn start_fleet() -> Fleet {
-    let fleet = Fleet::start(FleetOptions::with_spokes(&SPOKES))
-        .await
-        .expect("fleet starts");
+    start_fleet_with(FleetOptions::with_spokes(&SPOKES)).await
+}
+
+async fn start_fleet_with(options: FleetOptions) -> Fleet {
+    let fleet = Fleet::start(options).await.expect("fleet starts");
     let hub = fleet.hub_client.clone();
     for spoke in ["spoke-a", "spoke-b"] {
         Api::<ManagedCluster>::all(hub.clone())
@@ -606,5 +616,226 @@ async fn abort_all_leaves_the_bad_revision_where_it_reached_and_says_so() {
         cm.data.and_then(|d| d.get("version").cloned()).as_deref(),
         Some("v2")
     );
+    fleet.stop().await;
+}
+
+/// The policy that holds a rollback between its record and its writes.
+const HOLD_POLICY: &str = "rollback-writes-held";
+
+/// Makes the hub API server refuse every write that puts a work on revision
+/// `hash` from another revision (and every work created on it): the status
+/// can record a rollback to `hash`, the works cannot follow, until the
+/// policy is deleted. Returns once the API server enforces it (a dry-run
+/// create of such a work is refused with the policy's message).
+async fn hold_writes_back_to(hub: &Client, hash: &str) {
+    let annotation = |of: &str| {
+        format!(
+            "(has({of}.metadata.annotations) && '{REVISION_ANNOTATION}' in {of}.metadata.annotations && {of}.metadata.annotations['{REVISION_ANNOTATION}'] == '{hash}')"
+        )
+    };
+    let expression = format!(
+        "!{} || (request.operation == 'UPDATE' && {})",
+        annotation("object"),
+        annotation("oldObject")
+    );
+    let message = "held by the test: no work goes back to the stable revision yet";
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": HOLD_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["work.ferry.dev"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["manifestworks"]}]},
+            "validations": [{"expression": expression, "message": message}],
+        }
+    }))
+    .expect("policy");
+    Api::<ValidatingAdmissionPolicy>::all(hub.clone())
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create the policy");
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": HOLD_POLICY},
+        "spec": {"policyName": HOLD_POLICY, "validationActions": ["Deny"]},
+    }))
+    .expect("binding");
+    Api::<ValidatingAdmissionPolicyBinding>::all(hub.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the policy");
+    // The API server loads policies from an informer: probe until it
+    // refuses what the policy refuses.
+    let probe: ManifestWork = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWork",
+        "metadata": {"name": "hold-probe", "namespace": "spoke-c",
+            "annotations": {REVISION_ANNOTATION: hash}},
+        "spec": {"workload": {"manifests": [config_map(NAMESPACE, "hold-probe", json!({}))]}},
+    }))
+    .expect("probe work");
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-c");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = std::time::Instant::now() + APPLY_TIMEOUT;
+    loop {
+        match works.create(&dry_run, &probe).await {
+            Err(kube::Error::Api(e)) if e.message.contains(message) => return,
+            outcome => assert!(
+                std::time::Instant::now() < deadline,
+                "the hold policy is not enforced: {outcome:?}"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Deletes what [`hold_writes_back_to`] created.
+async fn release_writes(hub: &Client) {
+    Api::<ValidatingAdmissionPolicyBinding>::all(hub.clone())
+        .delete(HOLD_POLICY, &Default::default())
+        .await
+        .expect("delete the binding");
+    Api::<ValidatingAdmissionPolicy>::all(hub.clone())
+        .delete(HOLD_POLICY, &Default::default())
+        .await
+        .expect("delete the policy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_between_recording_a_rollback_and_its_writes_is_followed_by_one_that_finishes_it_and_never_reverses_it()
+ {
+    tokio::task::spawn_blocking(ferry_e2e::harness::image::build_binaries)
+        .await
+        .expect("build task")
+        .expect("ferry-hub builds");
+    let mut options = FleetOptions::with_spokes(&SPOKES);
+    options.heartbeat = std::time::Duration::from_secs(1);
+    options.elect_leader = true;
+    let mut fleet = start_fleet_with(options).await;
+    let hub = fleet.hub_client.clone();
+    // The controllers run in a real ferry-hub process, so the leader can
+    // die by SIGKILL; the fleet's replica follows.
+    let mut leader = lead_from_process(&mut fleet, "rollback-leader").await;
+    let (recorder, order) = record_write_order(&hub, "held");
+    create_replica_set(
+        &hub,
+        "held",
+        json!({
+            "manifestWorkTemplate": template("held", NAMESPACE, "v1"),
+            "placementRefs": [{"name": "canary-first", "rolloutStrategy": strategy("rollbackAll")}],
+        }),
+    )
+    .await;
+    let complete = wait_rolled_out(&hub, "held", 1, "Complete", |rs| {
+        stable_revision(rs).is_some() && rs.status.as_ref().is_some_and(|s| s.summary.total == 3)
+    })
+    .await;
+    let first = rollout_revision(&complete).expect("revision 1");
+
+    // Revision 2 fails on spoke-b; the leader records the rollback, and its
+    // writes back to revision 1 are refused: the state a leader dying
+    // between the record and the writes leaves behind.
+    hold_writes_back_to(&hub, &first.hash).await;
+    let generation = patch_spec(
+        &hub,
+        "held",
+        json!({"manifestWorkTemplate": template("held", PARTIAL_NAMESPACE, "v2")}),
+    )
+    .await;
+    let recorded = wait_rolled_out(&hub, "held", generation, "RolledBack", |rs| {
+        rs.status
+            .as_ref()
+            .and_then(|s| s.rollout.as_ref())
+            .is_some_and(|r| r.rollback.is_some())
+    })
+    .await;
+    let second = rollout_revision(&recorded).expect("revision 2");
+    assert_eq!(second.number, 2);
+    let rollback = recorded
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.rollback.clone())
+        .expect("rollback recorded");
+    assert_eq!(
+        (rollback.from.clone(), rollback.to.clone()),
+        (second.clone(), first.clone())
+    );
+    let reached: Vec<(String, String)> = held(&hub, "held")
+        .await
+        .into_iter()
+        .filter(|(_, hash)| *hash == second.hash)
+        .collect();
+    assert!(
+        !reached.is_empty(),
+        "revision 2 reached the canary group before the rollback: {:?}",
+        held(&hub, "held").await
+    );
+
+    leader.kill().await;
+    wait_leader(
+        &fleet,
+        "replica-0",
+        "the follower takes the Lease of the killed leader",
+        APPLY_TIMEOUT,
+    )
+    .await;
+    release_writes(&hub).await;
+
+    // The new leader finishes the recorded rollback: every work on
+    // revision 1, spoke-a's ConfigMap back at v1, the record unchanged.
+    for spoke in SPOKES {
+        let works: Api<ManifestWork> = Api::namespaced(hub.clone(), spoke);
+        wait_until(
+            &works,
+            "held",
+            "back on revision 1",
+            APPLY_TIMEOUT * 2,
+            |w| w.annotations().get(REVISION_ANNOTATION) == Some(&first.hash),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the new leader did not put {spoke} back: {e}"));
+    }
+    wait_spoke_version(&fleet, "spoke-a", "held", "v1").await;
+    let after = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+        .get("held")
+        .await
+        .expect("read replica set");
+    let rollout = after
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
+    let kept = rollout.rollback.expect("the rollback is still recorded");
+    assert_eq!((kept.from, kept.to), (second.clone(), first.clone()));
+    assert_eq!(rollout.stable_revision, Some(first.clone()));
+
+    // Never reversed: from the record on, no work was written onto revision
+    // 2 again, and the record preceded every write back.
+    recorder.abort();
+    let order = std::mem::take(&mut *order.lock().expect("not poisoned"));
+    let (recorded_at, first_write) =
+        rollback_record_and_first_write(&order, &second.hash, &first.hash);
+    let recorded_at = recorded_at.expect("the status recorded the rollback");
+    let first_write = first_write.expect("a work went back from revision 2 to 1");
+    println!("rollback recorded at version {recorded_at}, first write back at {first_write}");
+    if order.gap {
+        println!("a watch re-listed while recording: the write order is not checked this run");
+    } else {
+        assert!(recorded_at < first_write);
+        let mut writes = order.works.clone();
+        writes.sort();
+        let mut last: std::collections::BTreeMap<String, String> = Default::default();
+        for (rv, cluster, revision) in writes {
+            let before = last.insert(cluster.clone(), revision.clone());
+            assert!(
+                !(rv > recorded_at
+                    && revision == second.hash
+                    && before.as_deref() != Some(second.hash.as_str())),
+                "{cluster}'s work was put on revision 2 at version {rv}, after the rollback was recorded at {recorded_at}"
+            );
+        }
+    }
     fleet.stop().await;
 }
