@@ -6,7 +6,9 @@
 //! joins 1,000 clusters with simulated agents); run it with
 //! `cargo test -p ferry-e2e --test e2e rollback_scale:: -- --ignored --nocapture`
 //! (`FERRY_ROLLBACK_CLUSTERS=N` for another fleet size). It fails only
-//! when the rollback does not finish.
+//! when the rollback does not finish. A second run SIGKILLs the leading hub
+//! process in the middle of the rollback (issue 31) and measures how long
+//! the follower takes to finish it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::leader_process::{lead_from_process, wait_leader};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::config_map;
 use ferry_tools::loadgen::agent::Behaviour;
@@ -129,11 +132,38 @@ fn reason(rs: &ManifestWorkReplicaSet) -> Option<(String, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: prints figures; run with --ignored"]
 async fn rollback_all_across_1000_simulated_clusters() {
+    rollback_all(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: prints figures; run with --ignored"]
+async fn rollback_all_across_1000_simulated_clusters_with_the_leader_killed_mid_rollback() {
+    rollback_all(true).await;
+}
+
+/// Rolls a bad revision out to every simulated cluster and measures the
+/// rollback; with `kill_leader` the controllers run in a `ferry-hub`
+/// process that is SIGKILLed once the rollback is recorded and some but not
+/// all works are back, and the fleet's replica finishes it.
+async fn rollback_all(kill_leader: bool) {
     let mut options = FleetOptions::with_spokes(&[]);
     // Every simulated agent dials from 127.0.0.1: the per-peer review
     // budget, meant for one agent per address, would admit 60 a minute.
     options.peer_token_reviews_per_minute = std::num::NonZeroU32::MAX;
-    let fleet = Fleet::start(options).await.expect("fleet starts");
+    options.elect_leader = kill_leader;
+    if kill_leader {
+        tokio::task::spawn_blocking(ferry_e2e::harness::image::build_binaries)
+            .await
+            .expect("build task")
+            .expect("ferry-hub builds");
+        options.heartbeat = Duration::from_secs(1);
+    }
+    let mut fleet = Fleet::start(options).await.expect("fleet starts");
+    let mut leader = if kill_leader {
+        Some(lead_from_process(&mut fleet, "scale-leader").await)
+    } else {
+        None
+    };
     let hub = fleet.hub_client.clone();
     let joined = Instant::now();
     let joined_clusters = join_clusters(&hub, 0, clusters(), 16, 3600)
@@ -245,6 +275,32 @@ async fn rollback_all_across_1000_simulated_clusters() {
     // The works as the watch sees them from the change on: how far the bad
     // revision got and when, then every work back on the stable one.
     let mut peak = (0usize, Duration::ZERO);
+    if let Some(process) = leader.as_mut() {
+        // Mid-rollback: past the peak, some works back, not all.
+        work_watch
+            .wait("the rollback under way", |w| {
+                let bad = w.values().filter(|(r, _)| *r != hash).count();
+                if bad > peak.0 {
+                    peak = (bad, changed.elapsed());
+                }
+                peak.0 > 0 && bad > 0 && bad < peak.0
+            })
+            .await;
+        process.kill().await;
+        let killed = Instant::now();
+        let left = states(&work_watch.store.state())
+            .values()
+            .filter(|(r, _)| *r != hash)
+            .count();
+        wait_leader(&fleet, "replica-0", "the follower takes over", TIMEOUT).await;
+        eprintln!(
+            "leader SIGKILLed {:?} after the template change with {left} of {} works still on the bad revision; \
+             the follower led {:?} later",
+            changed.elapsed(),
+            peak.0,
+            killed.elapsed()
+        );
+    }
     work_watch
         .wait("every work back on the stable revision", |w| {
             let bad = w.values().filter(|(r, _)| *r != hash).count();
