@@ -301,16 +301,31 @@ async fn rollback_all(kill_leader: bool) {
             killed.elapsed()
         );
     }
+    // Once back on the stable revision, a work stays there: a work seen on
+    // it and later on another was pushed out again (a reversed rollback).
+    let mut on_stable = std::collections::BTreeSet::new();
+    let mut reversed = std::collections::BTreeSet::new();
     work_watch
         .wait("every work back on the stable revision", |w| {
             let bad = w.values().filter(|(r, _)| *r != hash).count();
             if bad > peak.0 {
                 peak = (bad, changed.elapsed());
             }
+            for (cluster, (revision, _)) in w {
+                if *revision == hash {
+                    on_stable.insert(cluster.clone());
+                } else if on_stable.contains(cluster) {
+                    reversed.insert(cluster.clone());
+                }
+            }
             peak.0 > 0 && w.len() == clusters() && bad == 0
         })
         .await;
     let back = changed.elapsed();
+    assert!(
+        !kill_leader || reversed.is_empty(),
+        "works put back on the bad revision after the leader died: {reversed:?}"
+    );
     work_watch
         .wait("every work applied on the stable revision", |w| {
             w.len() == clusters() && w.values().all(|(r, a)| *r == hash && *a)
