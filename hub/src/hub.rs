@@ -338,6 +338,9 @@ pub async fn run_hub(
             async move {
                 if watch_policies {
                     run_watchdog(client, writers, health, metrics, stop).await;
+                } else {
+                    // Off: idle until told to stop, so it is not restarted.
+                    stop.await;
                 }
             }
         },

@@ -79,6 +79,10 @@ pub async fn elect(
     Ok(leading)
 }
 
+/// How long [`while_leading`] waits before starting a controller again that
+/// ended by itself while this replica leads.
+const RESTART_AFTER: Duration = Duration::from_secs(5);
+
 /// A future that completes when the controller it is given must stop.
 pub type StopSignal = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
@@ -119,6 +123,22 @@ pub async fn while_leading<F, Fut>(
         controller(stop).await;
         if *stopping.borrow() {
             return;
+        }
+        if *leading.borrow() {
+            // It ended by itself while this replica still leads. Starting
+            // it again at once would spin a core for as long as it keeps
+            // ending (as a disabled one does); wait a moment, or for the
+            // loss of leadership or the hub's stop, whichever comes first.
+            warn!(
+                controller = name,
+                "ended while leading; starting it again in {RESTART_AFTER:?}"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(RESTART_AFTER) => {}
+                _ = leading.wait_for(|l| !*l) => {}
+                _ = stopping.wait_for(|s| *s) => return,
+            }
+            continue;
         }
         info!(controller = name, "no longer leading: stopped");
     }
@@ -167,6 +187,34 @@ mod tests {
         stop_tx.send_replace(true);
         task.await.expect("ends when the hub stops");
         assert_eq!(starts.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_controller_that_ends_by_itself_while_leading_is_restarted_after_a_pause_not_at_once()
+    {
+        let (_lead_tx, lead_rx) = watch::channel(true);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop_tx = Arc::new(stop_tx);
+        let starts = Arc::new(AtomicUsize::new(0));
+        let (counted, stopper) = (starts.clone(), stop_tx.clone());
+        let task = tokio::spawn(while_leading(
+            Some(lead_rx),
+            stop_rx,
+            "test",
+            move |_stop| {
+                // Paused time moves only while every task waits, so a loop
+                // that restarts at once would hold it still for ever: past the
+                // expected starts the hub is stopped, which ends any loop.
+                if counted.fetch_add(1, Ordering::SeqCst) + 1 > 3 {
+                    stopper.send_replace(true);
+                }
+                async {}
+            },
+        ));
+        tokio::time::sleep(RESTART_AFTER * 2 + Duration::from_secs(2)).await;
+        assert_eq!(starts.load(Ordering::SeqCst), 3, "at 0, 5 and 10 s");
+        stop_tx.send_replace(true);
+        task.await.expect("ends when the hub stops");
     }
 
     #[tokio::test]
