@@ -159,6 +159,71 @@ pub struct PolicyLabel {
     pub policy: String,
 }
 
+/// Label naming one ManifestWorkReplicaSet.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaSetLabel {
+    /// The replica set's namespace.
+    pub namespace: String,
+    /// The replica set's name.
+    pub replica_set: String,
+}
+
+/// The rollout gauges of each replica set, set by the replica set
+/// controller from the status it decides (only the leader runs it, so only
+/// the leader exports them). Cheap to clone: handles onto shared atomics.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutMetrics {
+    /// 1 while the replica set's rollout is halted, else 0.
+    pub halted: Family<ReplicaSetLabel, Gauge>,
+    /// 1 while a `rollbackAll` holds its clusters on an older revision.
+    pub rolled_back: Family<ReplicaSetLabel, Gauge>,
+    /// Its open gates holding the rollout (waiting, awaiting approval,
+    /// unhealthy).
+    pub gates_holding: Family<ReplicaSetLabel, Gauge>,
+}
+
+impl RolloutMetrics {
+    /// Sets the gauges of the replica set `namespace`/`name`.
+    pub fn set(
+        &self,
+        namespace: &str,
+        name: &str,
+        signals: &crate::replica_set::rollout_signals::RolloutSignals,
+    ) {
+        let label = ReplicaSetLabel {
+            namespace: namespace.to_string(),
+            replica_set: name.to_string(),
+        };
+        self.halted
+            .get_or_create(&label)
+            .set(i64::from(signals.halted));
+        self.rolled_back
+            .get_or_create(&label)
+            .set(i64::from(signals.rolled_back));
+        self.gates_holding
+            .get_or_create(&label)
+            .set(i64::try_from(signals.gates_holding).unwrap_or(i64::MAX));
+    }
+
+    /// Drops the gauges of a replica set that is gone.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let label = ReplicaSetLabel {
+            namespace: namespace.to_string(),
+            replica_set: name.to_string(),
+        };
+        self.halted.remove(&label);
+        self.rolled_back.remove(&label);
+        self.gates_holding.remove(&label);
+    }
+
+    /// Drops every gauge: this replica stopped running the controller.
+    pub fn clear(&self) {
+        self.halted.clear();
+        self.rolled_back.clear();
+        self.gates_holding.clear();
+    }
+}
+
 /// Counters, gauges and histograms the hub updates as it serves agents.
 pub struct HubMetrics {
     /// 1 for each admission policy the leader found missing, not enforced
@@ -214,6 +279,11 @@ pub struct HubMetrics {
     pub connections_closed: Family<ConnectionClosedLabel, Counter>,
     /// Agent sessions ended because a message was over its cap, by message.
     pub messages_too_large: Family<MessageKindLabel, Counter>,
+    /// The rollout gauges of each replica set.
+    pub rollouts: RolloutMetrics,
+    /// Accepted clusters whose agent is not connected, as of the leader's
+    /// last liveness sweep (0 on other replicas).
+    pub clusters_disconnected: Gauge,
 }
 
 impl Default for HubMetrics {
@@ -242,6 +312,8 @@ impl Default for HubMetrics {
             certificate_reloads: Family::default(),
             connections_closed: Family::default(),
             messages_too_large: Family::default(),
+            rollouts: RolloutMetrics::default(),
+            clusters_disconnected: Gauge::default(),
         }
     }
 }
@@ -371,6 +443,26 @@ impl HubMetrics {
             "agent_messages_too_large",
             "Agent sessions ended because a message was over its cap, by message (hello, report)",
             self.messages_too_large.clone(),
+        );
+        registry.register(
+            "clusters_disconnected",
+            "Accepted clusters whose agent is not connected, as of the leader's last liveness sweep",
+            self.clusters_disconnected.clone(),
+        );
+        registry.register(
+            "rollout_halted",
+            "1 while a replica set's rollout is halted (past maxFailures, or a mandatory group failed)",
+            self.rollouts.halted.clone(),
+        );
+        registry.register(
+            "rollout_rolled_back",
+            "1 while a rollbackAll holds a replica set's clusters on an older revision",
+            self.rollouts.rolled_back.clone(),
+        );
+        registry.register(
+            "rollout_gates_holding",
+            "Open rollout gates of a replica set holding it (waiting, awaiting approval, unhealthy)",
+            self.rollouts.gates_holding.clone(),
         );
     }
 
