@@ -159,11 +159,12 @@ pub struct PolicyLabel {
     pub policy: String,
 }
 
-/// Label naming one ManifestWorkReplicaSet.
+/// Label naming one ManifestWorkReplicaSet. Not `namespace`: a scrape
+/// labels every sample with the hub Pod's namespace under that name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReplicaSetLabel {
     /// The replica set's namespace.
-    pub namespace: String,
+    pub replica_set_namespace: String,
     /// The replica set's name.
     pub replica_set: String,
 }
@@ -191,7 +192,7 @@ impl RolloutMetrics {
         signals: &crate::replica_set::rollout_signals::RolloutSignals,
     ) {
         let label = ReplicaSetLabel {
-            namespace: namespace.to_string(),
+            replica_set_namespace: namespace.to_string(),
             replica_set: name.to_string(),
         };
         self.halted
@@ -208,7 +209,7 @@ impl RolloutMetrics {
     /// Drops the gauges of a replica set that is gone.
     pub fn forget(&self, namespace: &str, name: &str) {
         let label = ReplicaSetLabel {
-            namespace: namespace.to_string(),
+            replica_set_namespace: namespace.to_string(),
             replica_set: name.to_string(),
         };
         self.halted.remove(&label);
