@@ -12,17 +12,38 @@
 //! ferry_e2e::harness::promtool), like Helm.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use ferry_api::replica_set::ManifestWorkReplicaSet;
+use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::agent_process::AgentProcess;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::helm::render_with;
 use ferry_e2e::harness::hub_metrics::{scrape, wait_metric_above};
 use ferry_e2e::harness::image::workspace_dir;
 use ferry_e2e::harness::promtool::promtool;
-use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
+use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::spoke_actor::merge_as;
+use ferry_e2e::helpers::wait::wait_until;
+use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
+use ferry_hub::grpc::message_caps::MessageCaps;
+use ferry_hub::join::hub_side::join_cluster;
+use ferry_proto::PROTOCOL_VERSION;
+use ferry_proto::v1::{self, agent_message};
+use kube::api::{Api, PostParams};
+use prost::Message as _;
 use serde::Deserialize as _;
 use serde_json::{Value, json};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// The fleet's spoke, served by a `ferry-agent` process.
+const CLUSTER: &str = "cluster-a";
+
+/// A cluster joined on the hub with no agent: the oversized Hello is its.
+const RAW_CLUSTER: &str = "cluster-raw";
 
 /// The alerts the chart ships: one per condition issue 34 names, two for
 /// a disconnected cluster (as the hub sees it, as its agent sees it).
@@ -625,6 +646,87 @@ fn exported(exposition: &str, name: &str) -> bool {
     sampled || declared
 }
 
+/// Waits until every name of `names` is exported at one of `addrs`
+/// ([`exported`]), scraping every 50 ms the way a monitoring system would;
+/// on timeout, fails with the names still missing and the last scrapes.
+async fn wait_exported(
+    addrs: &[SocketAddr],
+    names: &[&str],
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let mut texts = Vec::new();
+        for addr in addrs {
+            texts.push(scrape(*addr).await.map_err(|e| e.to_string())?);
+        }
+        let missing: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !texts.iter().any(|t| exported(t, n)))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "not exported after {timeout:?}: {missing:?}\n{}",
+                texts.join("\n")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Hello from `cluster` listing more works than the hub's Hello cap,
+/// sent with `token` over a plaintext stream to `url`; returns once the
+/// hub has ended the stream (it must, with `OUT_OF_RANGE`).
+async fn send_oversized_hello(url: &str, token: &str, cluster: &str) {
+    let caps = MessageCaps::default();
+    let hello = v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_name: cluster.into(),
+            agent_version: "oversized".into(),
+            // Real-looking UIDs at generation 1 take 42 bytes each.
+            known_works: (0..caps.hello / 42 + 1_000)
+                .map(|i| v1::WorkVersion {
+                    uid: format!("{i:08x}-0000-4000-8000-000000000000"),
+                    generation: 1,
+                })
+                .collect(),
+        })),
+    };
+    assert!(
+        hello.encoded_len() > caps.hello,
+        "the Hello is over its cap"
+    );
+    let channel = Channel::from_shared(url.to_string())
+        .expect("hub url")
+        .connect()
+        .await
+        .expect("connect to the hub");
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(hello).await.expect("queue the Hello");
+    let mut client = agent_client(channel, Some(token)).max_encoding_message_size(usize::MAX);
+    let end = match client.sync(ReceiverStream::new(rx)).await {
+        Err(status) => status,
+        Ok(response) => {
+            let mut inbound = response.into_inner();
+            loop {
+                match tokio::time::timeout(METRIC_TIMEOUT, inbound.message()).await {
+                    Err(_) => panic!("the hub ends a stream with an oversized Hello"),
+                    Ok(Ok(Some(_))) => continue,
+                    Ok(Ok(None)) => panic!("the stream ended cleanly, not for its size"),
+                    Ok(Err(status)) => break status,
+                }
+            }
+        }
+    };
+    drop(tx);
+    assert_eq!(end.code(), Code::OutOfRange, "{end:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_alerts_and_the_dashboard_read_is_exported_by_a_real_hub_or_agent() {
     let (groups, dashboard) = blocking(|| (rule_groups(), rendered_dashboard())).await;
@@ -649,13 +751,29 @@ async fn every_metric_the_alerts_and_the_dashboard_read_is_exported_by_a_real_hu
         ALERTS,
         "each alert reads a metric of its own: {rule_names:?}"
     );
+    let (hub_names, agent_names): (Vec<&str>, Vec<&str>) = read
+        .keys()
+        .map(String::as_str)
+        .partition(|n| n.starts_with("ferry_hub_"));
+    if let Some(foreign) = agent_names.iter().find(|n| !n.starts_with("ferry_agent_")) {
+        panic!(
+            "{foreign} (read by {:?}) is no ferry metric",
+            read[*foreign]
+        );
+    }
 
-    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
-        .await
-        .expect("fleet starts");
+    // A labelled family is exported once it has a series, as Prometheus
+    // sees it: the fleet makes each happen. The leader checks the admission
+    // policies (one series per policy); sessions end by age (the agent's
+    // ended-session reasons); the raw oversized Hello dials plaintext.
+    let mut options = FleetOptions::with_spokes(&[CLUSTER]);
+    options.tls = false;
+    options.watch_policies = true;
+    options.max_session_age = Duration::from_secs(8);
+    let mut fleet = Fleet::start(options).await.expect("fleet starts");
     // The agent binary serves /metrics; the in-process one does not.
-    fleet.stop_agent("cluster-a").await;
-    let agent = AgentProcess::start(&fleet, "cluster-a", None, &[])
+    fleet.stop_agent(CLUSTER).await;
+    let agent = AgentProcess::start(&fleet, CLUSTER, None, &[])
         .await
         .expect("ferry-agent starts");
     wait_metric_above(
@@ -666,56 +784,86 @@ async fn every_metric_the_alerts_and_the_dashboard_read_is_exported_by_a_real_hu
     )
     .await
     .unwrap_or_else(|e| panic!("the agent connects: {e}; log:\n{}", agent.log()));
+    // Refused: the hub counts why, the agent its failed connects.
+    let refused = AgentProcess::start(&fleet, CLUSTER, Some("not-a-token"), &[])
+        .await
+        .expect("a refused ferry-agent starts");
+
+    // A work applied, then drifted on the spoke and corrected.
     let works = fleet
         .create_work(&manifest_work(
-            "cluster-a",
+            CLUSTER,
             "watched",
-            vec![config_map("default", "watched", json!({"k": "v"}))],
+            vec![config_map("default", "watched", json!({"k": "hub"}))],
         ))
         .await
         .expect("create work");
     wait_applied(&works, "watched").await.expect("applied");
-    wait_metric_above(
-        agent.probe_addr,
-        "ferry_agent_apply_duration_seconds_count",
-        0.0,
-        METRIC_TIMEOUT,
+    let spoke = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some("default"));
+    merge_as(
+        &spoke,
+        "watched",
+        "kubectl-edit",
+        &json!({"data": {"k": "drifted"}}),
     )
     .await
-    .expect("the agent timed the apply");
-    wait_metric_above(
-        fleet.hub_probes_addr,
-        "ferry_hub_status_writes_total",
-        0.0,
-        METRIC_TIMEOUT,
-    )
+    .expect("drift the object");
+    wait_until(&spoke, "watched", "drift corrected", APPLY_TIMEOUT, |o| {
+        o.data["data"]["k"] == "hub"
+    })
     .await
-    .expect("the hub wrote the status");
-    let hub = scrape(fleet.hub_probes_addr).await.expect("scrape the hub");
-    let agent_text = scrape(agent.probe_addr).await.expect("scrape the agent");
+    .expect("the agent corrects the drift");
 
-    let mut missing = Vec::new();
-    for (name, exprs) in &read {
-        let exposition = if name.starts_with("ferry_hub_") {
-            &hub
-        } else if name.starts_with("ferry_agent_") {
-            &agent_text
-        } else {
-            panic!("{name} (read by {exprs:?}) is no ferry metric");
-        };
-        if !exported(exposition, name) {
-            missing.push(format!("{name} (read by {exprs:?})"));
-        }
+    // A replica set's rollout, for the rollout gauges.
+    let hub_client = fleet.hub_client.clone();
+    create_placement(&hub_client, "default", "everywhere", json!({})).await;
+    let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "work.ferry.dev/v1alpha1",
+        "kind": "ManifestWorkReplicaSet",
+        "metadata": {"name": "rolled", "namespace": "default"},
+        "spec": {
+            "manifestWorkTemplate": {"workload": {"manifests": [
+                config_map("default", "rolled", json!({"k": "v"}))
+            ]}},
+            "placementRefs": [{"name": "everywhere"}],
+        },
+    }))
+    .expect("replica set");
+    Api::<ManifestWorkReplicaSet>::namespaced(hub_client.clone(), "default")
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("create replica set");
+
+    // A session ended for an oversized message.
+    let token = join_cluster(&hub_client, RAW_CLUSTER, 3600)
+        .await
+        .expect("join a cluster with no agent");
+    send_oversized_hello(&fleet.hub_url, &token, RAW_CLUSTER).await;
+
+    let describe = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| format!("{n} (read by {:?})", read[*n]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if let Err(e) = wait_exported(&[fleet.hub_probes_addr], &hub_names, METRIC_TIMEOUT).await {
+        panic!("hub metrics read:\n{}\n{e}", describe(&hub_names));
     }
-    assert!(
-        missing.is_empty(),
-        "metrics read but not exported:\n{}\nhub:\n{hub}\nagent:\n{agent_text}",
-        missing.join("\n")
-    );
+    // What only a refused agent does is exported by the refused one.
+    let agents = [agent.probe_addr, refused.probe_addr];
+    if let Err(e) = wait_exported(&agents, &agent_names, METRIC_TIMEOUT).await {
+        panic!("agent metrics read:\n{}\n{e}", describe(&agent_names));
+    }
     println!(
-        "{} metric names of {} alert and {} dashboard queries found in the hub's and the agent's /metrics",
+        "{} metric names ({} hub, {} agent) of {} alert and {} dashboard queries exported by the hub and the agents",
         read.len(),
+        hub_names.len(),
+        agent_names.len(),
         rule_exprs.len(),
         panel_exprs.len()
     );
+    refused.kill().await;
+    agent.kill().await;
+    fleet.stop().await;
 }
