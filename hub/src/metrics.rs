@@ -515,4 +515,42 @@ mod tests {
             assert!(text.contains(&expected), "{expected} in:\n{text}");
         }
     }
+
+    #[test]
+    fn rollout_gauges_are_set_per_replica_set_forgotten_and_cleared() {
+        use crate::replica_set::rollout_signals::RolloutSignals;
+        let metrics = HubMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let encoded = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+            text
+        };
+        let halted = RolloutSignals {
+            halted: true,
+            rolled_back: false,
+            gates_holding: 2,
+        };
+        metrics.rollouts.set("apps", "web", &halted);
+        metrics
+            .rollouts
+            .set("apps", "api", &RolloutSignals::default());
+        let text = encoded();
+        for expected in [
+            "ferry_hub_rollout_halted{replica_set_namespace=\"apps\",replica_set=\"web\"} 1",
+            "ferry_hub_rollout_halted{replica_set_namespace=\"apps\",replica_set=\"api\"} 0",
+            "ferry_hub_rollout_rolled_back{replica_set_namespace=\"apps\",replica_set=\"web\"} 0",
+            "ferry_hub_rollout_gates_holding{replica_set_namespace=\"apps\",replica_set=\"web\"} 2",
+            "ferry_hub_clusters_disconnected 0",
+        ] {
+            assert!(text.contains(expected), "{expected} in:\n{text}");
+        }
+        metrics.rollouts.forget("apps", "web");
+        let text = encoded();
+        assert!(!text.contains("replica_set=\"web\""), "{text}");
+        assert!(text.contains("replica_set=\"api\""), "{text}");
+        metrics.rollouts.clear();
+        assert!(!encoded().contains("ferry_hub_rollout_"));
+    }
 }
