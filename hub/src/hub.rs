@@ -167,7 +167,8 @@ pub async fn run_hub(
     if lease_held.wait_for(|held| *held).await.is_err() {
         warn!("the replica Lease task ended before the Lease was held");
     }
-    let liveness = ClusterLiveness::new(client.clone(), &listeners.replica_lease);
+    let liveness = ClusterLiveness::new(client.clone(), &listeners.replica_lease)
+        .with_disconnected_gauge(metrics.clusters_disconnected.clone());
     // One copy of every ManagedCluster per replica, kept by the reassert
     // watch: agent authentication reads whether a cluster is accepted here
     // instead of a GET per connect.
@@ -319,9 +320,15 @@ pub async fn run_hub(
     let taint_controller = while_leading(leading.clone(), stop_rx.clone(), "taints", |stop| {
         crate::clusters::taints::run_taint_controller(client.clone(), unreachable_grace, stop)
     });
+    let rollout_metrics = metrics.rollouts.clone();
     let replica_set_controller =
         while_leading(leading.clone(), stop_rx.clone(), "replica sets", |stop| {
-            crate::replica_set::run_replica_set_controller(client.clone(), health_pool, stop)
+            crate::replica_set::run_replica_set_controller(
+                client.clone(),
+                health_pool,
+                rollout_metrics.clone(),
+                stop,
+            )
         });
     let watch_policies = listeners.watch_policies;
     let policy_watchdog = while_leading(

@@ -159,6 +159,72 @@ pub struct PolicyLabel {
     pub policy: String,
 }
 
+/// Label naming one ManifestWorkReplicaSet. Not `namespace`: a scrape
+/// labels every sample with the hub Pod's namespace under that name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaSetLabel {
+    /// The replica set's namespace.
+    pub replica_set_namespace: String,
+    /// The replica set's name.
+    pub replica_set: String,
+}
+
+/// The rollout gauges of each replica set, set by the replica set
+/// controller from the status it decides (only the leader runs it, so only
+/// the leader exports them). Cheap to clone: handles onto shared atomics.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutMetrics {
+    /// 1 while the replica set's rollout is halted, else 0.
+    pub halted: Family<ReplicaSetLabel, Gauge>,
+    /// 1 while a `rollbackAll` holds its clusters on an older revision.
+    pub rolled_back: Family<ReplicaSetLabel, Gauge>,
+    /// Its open gates holding the rollout (waiting, awaiting approval,
+    /// unhealthy).
+    pub gates_holding: Family<ReplicaSetLabel, Gauge>,
+}
+
+impl RolloutMetrics {
+    /// Sets the gauges of the replica set `namespace`/`name`.
+    pub fn set(
+        &self,
+        namespace: &str,
+        name: &str,
+        signals: &crate::replica_set::rollout_signals::RolloutSignals,
+    ) {
+        let label = ReplicaSetLabel {
+            replica_set_namespace: namespace.to_string(),
+            replica_set: name.to_string(),
+        };
+        self.halted
+            .get_or_create(&label)
+            .set(i64::from(signals.halted));
+        self.rolled_back
+            .get_or_create(&label)
+            .set(i64::from(signals.rolled_back));
+        self.gates_holding
+            .get_or_create(&label)
+            .set(i64::try_from(signals.gates_holding).unwrap_or(i64::MAX));
+    }
+
+    /// Drops the gauges of a replica set that is gone.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let label = ReplicaSetLabel {
+            replica_set_namespace: namespace.to_string(),
+            replica_set: name.to_string(),
+        };
+        self.halted.remove(&label);
+        self.rolled_back.remove(&label);
+        self.gates_holding.remove(&label);
+    }
+
+    /// Drops every gauge: this replica stopped running the controller.
+    pub fn clear(&self) {
+        self.halted.clear();
+        self.rolled_back.clear();
+        self.gates_holding.clear();
+    }
+}
+
 /// Counters, gauges and histograms the hub updates as it serves agents.
 pub struct HubMetrics {
     /// 1 for each admission policy the leader found missing, not enforced
@@ -214,6 +280,11 @@ pub struct HubMetrics {
     pub connections_closed: Family<ConnectionClosedLabel, Counter>,
     /// Agent sessions ended because a message was over its cap, by message.
     pub messages_too_large: Family<MessageKindLabel, Counter>,
+    /// The rollout gauges of each replica set.
+    pub rollouts: RolloutMetrics,
+    /// Accepted clusters whose agent is not connected, as of the leader's
+    /// last liveness sweep (0 on other replicas).
+    pub clusters_disconnected: Gauge,
 }
 
 impl Default for HubMetrics {
@@ -242,6 +313,8 @@ impl Default for HubMetrics {
             certificate_reloads: Family::default(),
             connections_closed: Family::default(),
             messages_too_large: Family::default(),
+            rollouts: RolloutMetrics::default(),
+            clusters_disconnected: Gauge::default(),
         }
     }
 }
@@ -372,6 +445,26 @@ impl HubMetrics {
             "Agent sessions ended because a message was over its cap, by message (hello, report)",
             self.messages_too_large.clone(),
         );
+        registry.register(
+            "clusters_disconnected",
+            "Accepted clusters whose agent is not connected, as of the leader's last liveness sweep",
+            self.clusters_disconnected.clone(),
+        );
+        registry.register(
+            "rollout_halted",
+            "1 while a replica set's rollout is halted (past maxFailures, or a mandatory group failed)",
+            self.rollouts.halted.clone(),
+        );
+        registry.register(
+            "rollout_rolled_back",
+            "1 while a rollbackAll holds a replica set's clusters on an older revision",
+            self.rollouts.rolled_back.clone(),
+        );
+        registry.register(
+            "rollout_gates_holding",
+            "Open rollout gates of a replica set holding it (waiting, awaiting approval, unhealthy)",
+            self.rollouts.gates_holding.clone(),
+        );
     }
 
     /// Counts one agent-port connection closed for `reason`.
@@ -421,5 +514,43 @@ mod tests {
         ] {
             assert!(text.contains(&expected), "{expected} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn rollout_gauges_are_set_per_replica_set_forgotten_and_cleared() {
+        use crate::replica_set::rollout_signals::RolloutSignals;
+        let metrics = HubMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let encoded = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+            text
+        };
+        let halted = RolloutSignals {
+            halted: true,
+            rolled_back: false,
+            gates_holding: 2,
+        };
+        metrics.rollouts.set("apps", "web", &halted);
+        metrics
+            .rollouts
+            .set("apps", "api", &RolloutSignals::default());
+        let text = encoded();
+        for expected in [
+            "ferry_hub_rollout_halted{replica_set_namespace=\"apps\",replica_set=\"web\"} 1",
+            "ferry_hub_rollout_halted{replica_set_namespace=\"apps\",replica_set=\"api\"} 0",
+            "ferry_hub_rollout_rolled_back{replica_set_namespace=\"apps\",replica_set=\"web\"} 0",
+            "ferry_hub_rollout_gates_holding{replica_set_namespace=\"apps\",replica_set=\"web\"} 2",
+            "ferry_hub_clusters_disconnected 0",
+        ] {
+            assert!(text.contains(expected), "{expected} in:\n{text}");
+        }
+        metrics.rollouts.forget("apps", "web");
+        let text = encoded();
+        assert!(!text.contains("replica_set=\"web\""), "{text}");
+        assert!(text.contains("replica_set=\"api\""), "{text}");
+        metrics.rollouts.clear();
+        assert!(!encoded().contains("ferry_hub_rollout_"));
     }
 }

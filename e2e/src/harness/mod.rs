@@ -1,6 +1,6 @@
 //! The machinery: the Go control plane built and run, ferry's hub and agents
 //! as tasks and as processes, the links between them, the spokes' audit logs,
-//! Helm, and the container image as tests read it.
+//! Helm, promtool, and the container image as tests read it.
 
 pub mod agent_client;
 pub mod agent_process;
@@ -17,5 +17,6 @@ pub mod joined_agent;
 pub mod leader_process;
 pub mod link;
 pub mod local_pod;
+pub mod promtool;
 pub mod sockets;
 pub mod test_log;

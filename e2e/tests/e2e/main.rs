@@ -11,6 +11,7 @@ mod agent_port_limits;
 mod agent_readiness;
 mod agent_sigterm;
 mod agent_spoke_connections;
+mod alert_rules;
 mod applied_manifest_work;
 mod available_means_exists;
 mod bad_input;

@@ -16,6 +16,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::json;
 use tokio::sync::{Mutex, watch};
 use tracing::{debug, info, warn};
@@ -100,6 +101,21 @@ pub struct ClusterLiveness {
     /// sessions of a cluster that turns up here have their token reviewed
     /// at once instead of at the next review interval.
     not_accepted: watch::Sender<NotAccepted>,
+    /// Set by each sweep: the accepted clusters whose agent is not
+    /// connected ([`disconnected_accepted`]).
+    disconnected: Gauge,
+}
+
+/// How many of `clusters` the hub accepts yet hold no connected agent, once
+/// the sweep has marked those in `marked` disconnected.
+pub fn disconnected_accepted(clusters: &[ManagedCluster], marked: &BTreeSet<String>) -> usize {
+    clusters
+        .iter()
+        .filter(|c| c.spec.hub_accepts_client)
+        .filter(|c| {
+            !c.status.as_ref().is_some_and(|s| s.connected) || marked.contains(&c.name_any())
+        })
+        .count()
 }
 
 impl ClusterLiveness {
@@ -113,7 +129,15 @@ impl ClusterLiveness {
             held: Arc::default(),
             connecting: Arc::default(),
             not_accepted: watch::Sender::new(NotAccepted::default()),
+            disconnected: Gauge::default(),
         }
+    }
+
+    /// Sets `gauge` to the accepted clusters not connected at each sweep
+    /// (and to 0 when the sweeper stops: another replica sweeps then).
+    pub fn with_disconnected_gauge(mut self, gauge: Gauge) -> Self {
+        self.disconnected = gauge;
+        self
     }
 
     /// The clusters not accepted as of the latest sweep; each sweep marks
@@ -396,8 +420,9 @@ impl ClusterLiveness {
             .collect();
         let now = Timestamp::now();
         let mut marked = 0;
+        let mut marked_names: BTreeSet<String> = BTreeSet::new();
         let mut named: BTreeSet<String> = BTreeSet::new();
-        for cluster in clusters.items {
+        for cluster in &clusters.items {
             let status = cluster.status.clone().unwrap_or_default();
             if !status.connected {
                 continue;
@@ -407,8 +432,9 @@ impl ClusterLiveness {
                     let reason = format!("no heartbeat for more than {} s", limit.as_secs());
                     let heard = status.last_seen_time.parse().unwrap_or(now);
                     // Lost to a concurrent change: the next sweep sees it.
-                    if self.mark_disconnected(&cluster, &reason, heard).await? {
+                    if self.mark_disconnected(cluster, &reason, heard).await? {
                         marked += 1;
+                        marked_names.insert(cluster.name_any());
                     }
                 }
                 continue;
@@ -423,10 +449,14 @@ impl ClusterLiveness {
                 status.served_by
             );
             let heard = lease.and_then(vouches_until).unwrap_or(now).min(now);
-            if self.mark_disconnected(&cluster, &reason, heard).await? {
+            if self.mark_disconnected(cluster, &reason, heard).await? {
                 marked += 1;
+                marked_names.insert(cluster.name_any());
             }
         }
+        let disconnected = disconnected_accepted(&clusters.items, &marked_names);
+        self.disconnected
+            .set(i64::try_from(disconnected).unwrap_or(i64::MAX));
         for (identity, lease) in &leases {
             if identity == &self.identity || named.contains(identity) || vouches_at(lease, now) {
                 continue;
@@ -509,11 +539,46 @@ pub async fn run_liveness_sweeper(
         () = sweeping => {}
         () = shutdown => {}
     }
+    liveness.disconnected.set(0);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_api::managed_cluster::{ManagedClusterSpec, ManagedClusterStatus};
+
+    fn cluster(name: &str, accepted: bool, connected: bool) -> ManagedCluster {
+        let mut cluster = ManagedCluster::new(
+            name,
+            ManagedClusterSpec {
+                hub_accepts_client: accepted,
+                ..Default::default()
+            },
+        );
+        cluster.status = Some(ManagedClusterStatus {
+            connected,
+            ..Default::default()
+        });
+        cluster
+    }
+
+    #[test]
+    fn accepted_clusters_not_connected_or_just_marked_count_as_disconnected() {
+        let clusters = [
+            cluster("up", true, true),
+            cluster("down", true, false),
+            cluster("refused", false, false),
+            cluster("silent", true, true),
+            ManagedCluster::new("never-seen", ManagedClusterSpec::default()),
+        ];
+        let marked = BTreeSet::from(["silent".to_string()]);
+        let never_seen_accepted = usize::from(ManagedClusterSpec::default().hub_accepts_client);
+        assert_eq!(
+            disconnected_accepted(&clusters, &marked),
+            2 + never_seen_accepted
+        );
+        assert_eq!(disconnected_accepted(&clusters[..1], &BTreeSet::new()), 0);
+    }
 
     #[test]
     fn a_cluster_seen_within_the_limit_is_not_silent() {

@@ -34,8 +34,10 @@ use super::revisions::{current_revision, protected_hashes, sync_revisions};
 use super::rollback::{
     FailureOutcome, failure_outcome, record_rollback, rollback_to_record, rollback_writes,
 };
+use super::rollout_signals::rollout_signals;
 use super::status::{replica_set_status, write_status};
 use crate::cluster_sets::membership::{compile_sets, eligible};
+use crate::metrics::RolloutMetrics;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
@@ -87,6 +89,8 @@ struct Context {
     /// Where the gates' health expressions (tenant CEL) are evaluated:
     /// bounded threads, a deadline, one evaluation per namespace.
     health: HealthPool,
+    /// The rollout gauges, set from each status decided.
+    rollout_metrics: RolloutMetrics,
 }
 
 impl Context {
@@ -344,6 +348,8 @@ impl Context {
             );
         }
         fill_budget_status(&rs, &mut status, &verdict);
+        self.rollout_metrics
+            .set(&namespace, &rs.name_any(), &rollout_signals(&status));
         if let Some(version) = write_status(&self.client, &rs, status).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
@@ -419,6 +425,8 @@ impl Context {
         self.refused.lock().await.remove(&owner_label(&rs));
         self.rollbacks.lock().await.remove(&owner_label(&rs));
         self.written.lock().await.remove(&owner_label(&rs));
+        self.rollout_metrics
+            .forget(&rs.namespace().unwrap_or_default(), &rs.name_any());
         // Listed from the API, not the cache: the finalizer must not go
         // while a work the cache has not seen yet exists.
         let works: Api<ManifestWork> = Api::all(self.client.clone());
@@ -537,6 +545,7 @@ fn using_labels(
 pub async fn run_replica_set_controller(
     client: Client,
     health: HealthPoolConfig,
+    rollout_metrics: RolloutMetrics,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (replica_sets, rs_writer) = reflector::store();
@@ -637,6 +646,7 @@ pub async fn run_replica_set_controller(
         rollbacks: Mutex::new(BTreeMap::new()),
         written: Mutex::new(BTreeMap::new()),
         health: HealthPool::new(health),
+        rollout_metrics: rollout_metrics.clone(),
     });
     let label_sets = replica_sets.clone();
     let mapper_sets = replica_sets.clone();
@@ -696,4 +706,7 @@ pub async fn run_replica_set_controller(
         context,
     )
     .await;
+    // Another replica leads now (or the hub stops): its gauges are the
+    // ones that count.
+    rollout_metrics.clear();
 }

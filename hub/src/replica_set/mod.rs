@@ -35,6 +35,8 @@ pub mod revisions;
 pub mod rollback;
 /// A rollout strategy resolved, and each cluster's state in it.
 pub mod rollout;
+/// What the alerts read of a rollout: halted, rolled back, gates holding.
+pub mod rollout_signals;
 /// Phase 5: the status, counted and written.
 pub mod status;
 
