@@ -171,6 +171,9 @@ pub struct HubMetrics {
     /// 1 while this replica holds the leader Lease (runs the controllers
     /// that must run once), else 0.
     pub leader: Gauge,
+    /// 1 while the leader finds the ClusterProfile CRD served and publishes
+    /// profiles, else 0 (not installed, or not leading).
+    pub cluster_profile_crd_served: Gauge,
     /// Work upserts sent to agents.
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
@@ -221,6 +224,7 @@ impl Default for HubMetrics {
         Self {
             sessions: Gauge::default(),
             leader: Gauge::default(),
+            cluster_profile_crd_served: Gauge::default(),
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
@@ -266,6 +270,11 @@ impl HubMetrics {
             "leader",
             "1 while this replica holds the leader Lease",
             self.leader.clone(),
+        );
+        registry.register(
+            "cluster_profile_crd_served",
+            "1 while the leader finds the ClusterProfile CRD served and publishes profiles",
+            self.cluster_profile_crd_served.clone(),
         );
         registry.register(
             "work_upserts_sent",
