@@ -145,7 +145,11 @@ async fn metric(addr: SocketAddr, name: &str) -> f64 {
 /// match the live status.
 async fn delivered_reports(addr: SocketAddr) -> f64 {
     metric(addr, r#"ferry_hub_status_reports_total{outcome="written"}"#).await
-        + metric(addr, r#"ferry_hub_status_reports_total{outcome="unchanged"}"#).await
+        + metric(
+            addr,
+            r#"ferry_hub_status_reports_total{outcome="unchanged"}"#,
+        )
+        .await
 }
 
 /// Waits until the hub has taken a report past `baseline` reports.

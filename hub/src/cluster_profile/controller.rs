@@ -232,7 +232,11 @@ async fn crd_served(api: &Api<ClusterProfile>) -> Result<bool, kube::Error> {
 
 /// Publishes profiles until `stop` completes: the watches, the controller
 /// and the deletion of gone clusters' profiles.
-async fn publish(client: Client, namespace: String, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+async fn publish(
+    client: Client,
+    namespace: String,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let stop = Box::pin(stop).shared();
     let (clusters, cluster_writer) = reflector::store::<ManagedCluster>();
     let (profiles, profile_writer) = reflector::store::<ClusterProfile>();

@@ -287,7 +287,11 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
 /// profile of the same name from another cluster manager is never touched.
 pub fn is_ferrys(profile: &ClusterProfile) -> bool {
     profile.spec.cluster_manager.name == CLUSTER_MANAGER
-        && profile.labels().get(CLUSTER_MANAGER_LABEL).map(String::as_str) == Some(CLUSTER_MANAGER)
+        && profile
+            .labels()
+            .get(CLUSTER_MANAGER_LABEL)
+            .map(String::as_str)
+            == Some(CLUSTER_MANAGER)
 }
 
 /// Whether the live profile (None: there is none) differs from `desired`
@@ -299,10 +303,7 @@ pub fn spec_differs(desired: &DesiredProfile, live: Option<&ClusterProfile>) -> 
     }
     let labels = live.labels();
     // The set label must also go when the cluster lost its set.
-    desired
-        .labels
-        .iter()
-        .any(|(k, v)| labels.get(k) != Some(v))
+    desired.labels.iter().any(|(k, v)| labels.get(k) != Some(v))
         || (!desired.labels.contains_key(PROFILE_CLUSTER_SET_LABEL)
             && labels.contains_key(PROFILE_CLUSTER_SET_LABEL))
 }
@@ -400,10 +401,16 @@ mod tests {
             ])
         );
         let healthy = find(&profile, CONTROL_PLANE_HEALTHY);
-        assert_eq!((healthy.status.as_str(), healthy.reason.as_str()), ("True", "AgentConnected"));
+        assert_eq!(
+            (healthy.status.as_str(), healthy.reason.as_str()),
+            ("True", "AgentConnected")
+        );
         assert!(healthy.message.contains("hub-0"), "{}", healthy.message);
         let joined = find(&profile, JOINED);
-        assert_eq!((joined.status.as_str(), joined.reason.as_str()), ("True", "AgentJoined"));
+        assert_eq!(
+            (joined.status.as_str(), joined.reason.as_str()),
+            ("True", "AgentJoined")
+        );
         assert_eq!(
             profile.status.properties,
             vec![
@@ -455,21 +462,38 @@ mod tests {
     #[test]
     fn a_cluster_never_connected_or_denied_is_not_joined_and_publishes_no_version() {
         let profile = render(&cluster(None, None), &[], NOW);
-        assert_eq!(find(&profile, CONTROL_PLANE_HEALTHY).reason, "AgentNeverConnected");
+        assert_eq!(
+            find(&profile, CONTROL_PLANE_HEALTHY).reason,
+            "AgentNeverConnected"
+        );
         let joined = find(&profile, JOINED);
-        assert_eq!((joined.status.as_str(), joined.reason.as_str()), ("False", "AgentNeverConnected"));
+        assert_eq!(
+            (joined.status.as_str(), joined.reason.as_str()),
+            ("False", "AgentNeverConnected")
+        );
         assert!(profile.status.properties.is_empty());
 
         let mut denied = cluster(Some(connected()), None);
         denied.spec.hub_accepts_client = false;
         let joined = find(&render(&denied, &[], NOW), JOINED).clone();
-        assert_eq!((joined.status.as_str(), joined.reason.as_str()), ("False", "HubDeniedClient"));
+        assert_eq!(
+            (joined.status.as_str(), joined.reason.as_str()),
+            ("False", "HubDeniedClient")
+        );
     }
 
     #[test]
     fn unchanged_conditions_keep_their_transition_time_and_changed_ones_take_now() {
-        let before = render(&cluster(Some(connected()), None), &[], "2026-01-01T00:00:00Z");
-        let again = render(&cluster(Some(connected()), None), &before.status.conditions, NOW);
+        let before = render(
+            &cluster(Some(connected()), None),
+            &[],
+            "2026-01-01T00:00:00Z",
+        );
+        let again = render(
+            &cluster(Some(connected()), None),
+            &before.status.conditions,
+            NOW,
+        );
         assert_eq!(
             find(&again, CONTROL_PLANE_HEALTHY).last_transition_time,
             "2026-01-01T00:00:00Z"
@@ -479,8 +503,14 @@ mod tests {
             ..connected()
         };
         let after = render(&cluster(Some(gone), None), &before.status.conditions, NOW);
-        assert_eq!(find(&after, CONTROL_PLANE_HEALTHY).last_transition_time, NOW);
-        assert_eq!(find(&after, JOINED).last_transition_time, "2026-01-01T00:00:00Z");
+        assert_eq!(
+            find(&after, CONTROL_PLANE_HEALTHY).last_transition_time,
+            NOW
+        );
+        assert_eq!(
+            find(&after, JOINED).last_transition_time,
+            "2026-01-01T00:00:00Z"
+        );
     }
 
     #[test]
@@ -507,7 +537,9 @@ mod tests {
         // Others' labels, conditions and properties are not ferry's to compare.
         same.labels_mut().insert("team".into(), "x".into());
         let status = same.status.get_or_insert_with(Default::default);
-        status.conditions.push(condition("Other", "True", "Why", String::new(), NOW));
+        status
+            .conditions
+            .push(condition("Other", "True", "Why", String::new(), NOW));
         status.properties.push(Property {
             name: "other".into(),
             value: "1".into(),
