@@ -3,7 +3,8 @@
 //! inventory reads it: the CRD installed from the upstream Go module (not
 //! ferry's copy) after the hub started, profiles read untyped by the
 //! upstream group and kind. A profile per cluster with the manager, labels
-//! and properties; a cluster joined later gets one; a stopped agent makes
+//! and properties, readable with exactly the rights of the example reader;
+//! a cluster joined later gets one; a stopped agent makes
 //! `ControlPlaneHealthy` say so, and a restarted one brings it back; a
 //! deleted cluster's profile, a deleted profile and a stray one are each
 //! put right; another manager's profile is left alone; the CRD going away
@@ -24,14 +25,21 @@ use ferry_e2e::helpers::cluster_inventory::{
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_hub::join::hub_side::join_cluster;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// Where the hub publishes in this test: a namespace of its own, which
-/// the test (not the hub) creates.
-const INVENTORY: &str = "cluster-inventory";
+/// Where the hub publishes in this test: the chart's default (the release
+/// namespace, `ferry`), which the test (not the hub) creates, as does the
+/// example reader.
+const INVENTORY: &str = "ferry";
+/// The consumer of `examples/cluster-profile-reader.yaml`.
+const READER: &str = "system:serviceaccount:ferry:inventory-reader";
 /// Long enough for a sweep (every 30 s) or a CRD check (every 10 s) on a
 /// loaded machine.
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -94,6 +102,31 @@ async fn create_profile(profiles: &Api<DynamicObject>, name: &str, manager: &str
         .unwrap_or_else(|e| panic!("create ClusterProfile {name}: {e}"));
 }
 
+/// Applies every object of `examples/cluster-profile-reader.yaml`.
+async fn apply_reader_example(client: &Client) {
+    let path = workspace_dir().join("examples/cluster-profile-reader.yaml");
+    let text = std::fs::read_to_string(&path).expect("read the example");
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let object: DynamicObject =
+            serde::Deserialize::deserialize(document).expect("an object of the example");
+        let resource = match object.types.as_ref().map(|t| t.kind.as_str()) {
+            Some("ServiceAccount") => ApiResource::erase::<ServiceAccount>(&()),
+            Some("Role") => ApiResource::erase::<Role>(&()),
+            Some("RoleBinding") => ApiResource::erase::<RoleBinding>(&()),
+            other => panic!("the example holds an unexpected {other:?}"),
+        };
+        let namespace = object.namespace().expect("namespaced");
+        Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &resource)
+            .patch(
+                &object.name_any(),
+                &PatchParams::apply("ferry-e2e"),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {}: {e}", object.name_any()));
+    }
+}
+
 async fn create_namespace(client: &Client, name: &str) {
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
@@ -136,6 +169,25 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
         .expect("a profile per joined cluster");
     }
     assert_eq!(crd_served(&fleet).await, 1.0);
+
+    // A consumer with exactly the example's rights reads them, and can
+    // write nothing.
+    apply_reader_example(&client).await;
+    let reader = cluster_profiles(
+        &fleet.hub.client_as(READER).await.expect("reader client"),
+        INVENTORY,
+    );
+    let listed = reader
+        .list(&ListParams::default().labels("x-k8s.io/cluster-manager=ferry"))
+        .await
+        .expect("the reader lists ferry's profiles");
+    let mut names: Vec<String> = listed.items.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    assert_eq!(names, ["cluster-a", "cluster-b"]);
+    match reader.delete("cluster-a", &DeleteParams::default()).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {}
+        other => panic!("the reader must not delete a profile: {other:?}"),
+    }
 
     // The cluster's set follows its label.
     clusters

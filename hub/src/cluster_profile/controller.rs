@@ -2,9 +2,10 @@
 //! ClusterProfiles of one namespace, server-side applies each cluster's
 //! profile (spec, then status through the status subresource) when ferry's
 //! part of it differs, and deletes the profile of a cluster that is gone.
-//! A profile cannot be owned by a cluster-scoped ManagedCluster across
-//! namespaces in a way the garbage collector honours, so deletion is
-//! explicit: on the cluster's delete event, and by a sweep of ferry's
+//! Profiles carry no owner reference (the garbage collector would allow the
+//! cluster-scoped ManagedCluster as owner, but it and the hub would then
+//! both act on a cluster re-created under the same name), so deletion is
+//! explicit, one deleter: on the cluster's delete event, and by a sweep of ferry's
 //! profiles whose cluster does not exist (a delete missed while the hub was
 //! away or not leading).
 //!
