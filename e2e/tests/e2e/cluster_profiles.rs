@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 /// namespace, `ferry`), which the test (not the hub) creates, as does the
 /// example reader.
 const INVENTORY: &str = "ferry";
-/// The consumer of `examples/cluster-profile-reader.yaml`.
+/// The consumer of `examples/cluster-inventory/profile-reader.yaml`.
 const READER: &str = "system:serviceaccount:ferry:inventory-reader";
 /// Long enough for a sweep (every 30 s) or a CRD check (every 10 s) on a
 /// loaded machine.
@@ -102,9 +102,9 @@ async fn create_profile(profiles: &Api<DynamicObject>, name: &str, manager: &str
         .unwrap_or_else(|e| panic!("create ClusterProfile {name}: {e}"));
 }
 
-/// Applies every object of `examples/cluster-profile-reader.yaml`.
+/// Applies every object of `examples/cluster-inventory/profile-reader.yaml`.
 async fn apply_reader_example(client: &Client) {
-    let path = workspace_dir().join("examples/cluster-profile-reader.yaml");
+    let path = workspace_dir().join("examples/cluster-inventory/profile-reader.yaml");
     let text = std::fs::read_to_string(&path).expect("read the example");
     for document in serde_yaml::Deserializer::from_str(&text) {
         let object: DynamicObject =
