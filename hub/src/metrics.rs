@@ -171,9 +171,9 @@ pub struct HubMetrics {
     /// 1 while this replica holds the leader Lease (runs the controllers
     /// that must run once), else 0.
     pub leader: Gauge,
-    /// 1 while the leader finds the ClusterProfile CRD served and publishes
-    /// profiles, else 0 (not installed, or not leading).
-    pub cluster_profile_crd_served: Gauge,
+    /// 1 while the leader publishes ClusterProfiles, else 0 (no CRD, no
+    /// namespace, turned off, or not leading).
+    pub cluster_profiles_publishing: Gauge,
     /// Work upserts sent to agents.
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
@@ -224,7 +224,7 @@ impl Default for HubMetrics {
         Self {
             sessions: Gauge::default(),
             leader: Gauge::default(),
-            cluster_profile_crd_served: Gauge::default(),
+            cluster_profiles_publishing: Gauge::default(),
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
@@ -272,9 +272,9 @@ impl HubMetrics {
             self.leader.clone(),
         );
         registry.register(
-            "cluster_profile_crd_served",
-            "1 while the leader finds the ClusterProfile CRD served and publishes profiles",
-            self.cluster_profile_crd_served.clone(),
+            "cluster_profiles_publishing",
+            "1 while the leader publishes ClusterProfiles (their CRD served, their namespace there)",
+            self.cluster_profiles_publishing.clone(),
         );
         registry.register(
             "work_upserts_sent",

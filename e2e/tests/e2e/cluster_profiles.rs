@@ -2,7 +2,7 @@
 //! ManagedCluster (issue 33), read here as a consumer of the cluster
 //! inventory reads it: the CRD installed from the upstream Go module (not
 //! ferry's copy) after the hub started, profiles read untyped by the
-//! upstream group and kind. A profile per cluster with the manager, labels
+//! upstream group and kind; the namespace created after the CRD. A profile per cluster with the manager, labels
 //! and properties, readable with exactly the rights of the example reader;
 //! a cluster joined later gets one; a stopped agent makes
 //! `ControlPlaneHealthy` say so, and a restarted one brings it back; a
@@ -40,10 +40,10 @@ use serde_json::{Value, json};
 const INVENTORY: &str = "ferry";
 /// The consumer of `examples/cluster-inventory/profile-reader.yaml`.
 const READER: &str = "system:serviceaccount:ferry:inventory-reader";
-/// Long enough for a sweep (every 30 s) or a CRD check (every 10 s) on a
-/// loaded machine.
+/// Long enough for a sweep (every 30 s) or a CRD and namespace check
+/// (every 10 s) on a loaded machine.
 const TIMEOUT: Duration = Duration::from_secs(90);
-const CRD_SERVED: &str = "ferry_hub_cluster_profile_crd_served";
+const PUBLISHING: &str = "ferry_hub_cluster_profiles_publishing";
 
 fn condition<'a>(profile: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
     profile.data["status"]["conditions"]
@@ -82,8 +82,8 @@ fn published(name: &'static str, set: &'static str) -> impl Fn(&DynamicObject) -
     }
 }
 
-async fn crd_served(fleet: &Fleet) -> f64 {
-    hub_metric(fleet.hub_probes_addr, CRD_SERVED)
+async fn publishing(fleet: &Fleet) -> f64 {
+    hub_metric(fleet.hub_probes_addr, PUBLISHING)
         .await
         .expect("scrape the hub")
 }
@@ -142,7 +142,6 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
     options.cluster_profile_namespace = Some(INVENTORY.into());
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
     let client = fleet.hub_client.clone();
-    create_namespace(&client, INVENTORY).await;
     let clusters: Api<ManagedCluster> = Api::all(client.clone());
     for name in ["cluster-a", "cluster-b"] {
         wait_until(&clusters, name, "connected", TIMEOUT, |c| {
@@ -156,6 +155,8 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
     install_cluster_profile_crd(&client)
         .await
         .expect("install the upstream CRD");
+    // And the namespace after the CRD: the hub waits for both.
+    create_namespace(&client, INVENTORY).await;
     let profiles = cluster_profiles(&client, INVENTORY);
     for name in ["cluster-a", "cluster-b"] {
         wait_until(
@@ -168,7 +169,7 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
         .await
         .expect("a profile per joined cluster");
     }
-    assert_eq!(crd_served(&fleet).await, 1.0);
+    assert_eq!(publishing(&fleet).await, 1.0);
 
     // A consumer with exactly the example's rights reads them, and can
     // write nothing.
@@ -323,10 +324,10 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
         .await
         .expect("delete the CRD");
     let deadline = Instant::now() + TIMEOUT;
-    while crd_served(&fleet).await != 0.0 {
+    while publishing(&fleet).await != 0.0 {
         assert!(
             Instant::now() < deadline,
-            "{CRD_SERVED} still 1 {TIMEOUT:?} after the CRD was deleted"
+            "{PUBLISHING} still 1 {TIMEOUT:?} after the CRD was deleted"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -10,9 +10,10 @@
 //! away or not leading).
 //!
 //! The CRD is SIG Multicluster's, not ferry's: the hub does not install
-//! it. While the API server does not serve it the leader says so (a
-//! warning and `ferry_hub_cluster_profile_crd_served` at 0) and checks
-//! again every [`CRD_CHECK`]; everything else the hub does goes on.
+//! it, nor the namespace. While the API server does not serve the CRD, or
+//! the namespace does not exist, the leader says so (a warning and
+//! `ferry_hub_cluster_profiles_publishing` at 0) and checks again every
+//! [`CRD_CHECK`]; everything else the hub does goes on.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use tracing::{debug, info, warn};
 
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
+use k8s_openapi::api::core::v1::Namespace;
 
 use super::render::{ClusterProfile, is_ferrys, render, spec_differs, status_differs};
 use crate::metrics::HubMetrics;
@@ -41,7 +43,8 @@ use crate::watch::{SettledObjects, resync_every, run_controller, watch};
 pub const CLUSTER_PROFILE_FIELD_MANAGER: &str = "ferry-clusterprofiles";
 
 /// How often the leader checks whether the ClusterProfile CRD is served
-/// (while it is not, and while it is, to notice it going away).
+/// and the namespace exists (while not, and while so, to notice either
+/// going away).
 pub const CRD_CHECK: Duration = Duration::from_secs(10);
 
 /// How often every cluster's profile is reconciled and ferry's profiles
@@ -221,13 +224,52 @@ fn error_policy(
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Whether the API server serves ClusterProfiles in `namespace`: Ok(false)
-/// when it answers 404 (no CRD); Err for any other failure.
-async fn crd_served(api: &Api<ClusterProfile>) -> Result<bool, kube::Error> {
-    match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+/// Whether the hub can publish: what the last check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readiness {
+    /// The namespace exists and the CRD is served.
+    Ready,
+    /// The configured namespace does not exist.
+    NoNamespace,
+    /// The API server does not serve ClusterProfiles (no CRD).
+    NoCrd,
+}
+
+/// Checks that `namespace` exists (one GET, so a missing namespace costs
+/// one request per check instead of a failed write per cluster) and that
+/// the API server serves ClusterProfiles (a list of at most one, 404 without
+/// the CRD). Fails on any other API error.
+async fn readiness(
+    namespaces: &Api<Namespace>,
+    profiles: &Api<ClusterProfile>,
+    namespace: &str,
+) -> Result<Readiness, kube::Error> {
+    if namespaces.get_opt(namespace).await?.is_none() {
+        return Ok(Readiness::NoNamespace);
+    }
+    match profiles
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(Readiness::Ready),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Readiness::NoCrd),
         Err(e) => Err(e),
+    }
+}
+
+/// Says why nothing is published, once per change.
+fn report(found: Readiness, namespace: &str) {
+    match found {
+        Readiness::Ready => {
+            info!(%namespace, "publishing a ClusterProfile (multicluster.x-k8s.io) for every ManagedCluster")
+        }
+        Readiness::NoNamespace => {
+            warn!(%namespace, "the ClusterProfile namespace does not exist: no cluster is published to the cluster inventory until it is created (the hub creates none); everything else goes on")
+        }
+        Readiness::NoCrd => warn!(
+            crd = "clusterprofiles.multicluster.x-k8s.io",
+            "the API server does not serve ClusterProfiles: no cluster is published to the cluster inventory until the CRD is installed (deploy/crds/clusterprofiles.yaml); everything else goes on"
+        ),
     }
 }
 
@@ -314,11 +356,11 @@ async fn publish(
     );
 }
 
-/// Runs the ClusterProfile publisher until `shutdown` completes: while the
-/// API server serves the ClusterProfile CRD, every ManagedCluster has a
-/// profile in `options.namespace`; while it does not, the hub logs it, sets
-/// `metrics.cluster_profile_crd_served` to 0 and checks again every
-/// [`CRD_CHECK`]. Never fails: API errors are logged and retried.
+/// Runs the ClusterProfile publisher until `shutdown` completes: while
+/// `options.namespace` exists and the API server serves the ClusterProfile
+/// CRD, every ManagedCluster has a profile there; while not, the hub logs
+/// why, sets `metrics.cluster_profiles_publishing` to 0 and checks again
+/// every [`CRD_CHECK`]. Never fails: API errors are logged and retried.
 pub async fn run_cluster_profile_controller(
     client: Client,
     options: ClusterProfileOptions,
@@ -326,58 +368,53 @@ pub async fn run_cluster_profile_controller(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let shutdown = Box::pin(shutdown).shared();
-    let api: Api<ClusterProfile> = Api::namespaced(client.clone(), &options.namespace);
-    let gauge = metrics.cluster_profile_crd_served.clone();
-    // Whether the last check found the CRD (None: not checked yet), so the
-    // log speaks at transitions only.
-    let mut last: Option<bool> = None;
+    let namespace = options.namespace;
+    let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), &namespace);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let gauge = metrics.cluster_profiles_publishing.clone();
+    // What the last check found (None: not checked yet), so the log speaks
+    // at changes only.
+    let mut last: Option<Readiness> = None;
     loop {
-        let served = tokio::select! {
+        let found = tokio::select! {
             () = shutdown.clone() => break,
-            served = crd_served(&api) => served,
+            found = readiness(&namespaces, &profiles, &namespace) => found,
         };
-        match served {
-            Ok(true) => {
-                gauge.set(1);
-                info!(namespace = %options.namespace, "publishing a ClusterProfile (multicluster.x-k8s.io) for every ManagedCluster");
-                last = Some(true);
-                // Published until the CRD goes away or the hub stops.
-                let watching = {
-                    let api = api.clone();
-                    async move {
-                        let mut checks = tokio::time::interval(CRD_CHECK);
-                        checks.tick().await;
-                        loop {
-                            checks.tick().await;
-                            if let Ok(false) = crd_served(&api).await {
-                                return;
-                            }
-                        }
-                    }
-                };
-                tokio::select! {
-                    () = publish(client.clone(), options.namespace.clone(), shutdown.clone()) => {}
-                    () = watching => {
-                        gauge.set(0);
-                        warn!(crd = "clusterprofiles.multicluster.x-k8s.io", "the ClusterProfile CRD went away: publishing stopped until it is back");
-                        last = Some(false);
-                    }
+        match found {
+            Ok(found) => {
+                if last != Some(found) {
+                    report(found, &namespace);
                 }
-            }
-            Ok(false) => {
-                gauge.set(0);
-                if last != Some(false) {
-                    warn!(
-                        crd = "clusterprofiles.multicluster.x-k8s.io",
-                        "the API server does not serve ClusterProfiles: no cluster is published to the cluster inventory until the CRD is installed (deploy/crds/clusterprofiles.yaml); everything else goes on"
-                    );
-                }
-                last = Some(false);
+                last = Some(found);
             }
             Err(error) => {
-                warn!(%error, "checking whether ClusterProfiles are served; checking again");
+                warn!(%error, "checking whether ClusterProfiles can be published; checking again")
             }
         }
+        if last == Some(Readiness::Ready) {
+            gauge.set(1);
+            // Published until the namespace or the CRD goes away, or the
+            // hub stops.
+            let watching = async {
+                let mut checks = tokio::time::interval(CRD_CHECK);
+                checks.tick().await;
+                loop {
+                    checks.tick().await;
+                    match readiness(&namespaces, &profiles, &namespace).await {
+                        Ok(Readiness::Ready) | Err(_) => {}
+                        Ok(found) => return found,
+                    }
+                }
+            };
+            tokio::select! {
+                () = publish(client.clone(), namespace.clone(), shutdown.clone()) => {}
+                found = watching => {
+                    report(found, &namespace);
+                    last = Some(found);
+                }
+            }
+        }
+        gauge.set(0);
         tokio::select! {
             () = shutdown.clone() => break,
             () = tokio::time::sleep(CRD_CHECK) => {}
