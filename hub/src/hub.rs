@@ -18,6 +18,7 @@ use crate::admission::policies::own_username;
 use crate::admission::watchdog::{PolicyHealth, run_watchdog};
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::certs::reload::CertLoadError;
+use crate::cluster_profile::ClusterProfileOptions;
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
 use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls, SessionConfig};
@@ -83,6 +84,9 @@ pub struct HubListeners {
     pub watch_policies: bool,
     /// The limits of the pool rollout gates' health expressions run on.
     pub health_pool: HealthPoolConfig,
+    /// Where the leader publishes a ClusterProfile per ManagedCluster;
+    /// None publishes none.
+    pub cluster_profiles: Option<ClusterProfileOptions>,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -330,6 +334,29 @@ pub async fn run_hub(
                 stop,
             )
         });
+    let profile_options = listeners.cluster_profiles.clone();
+    let cluster_profile_controller = while_leading(
+        leading.clone(),
+        stop_rx.clone(),
+        "cluster profiles",
+        |stop| {
+            let (client, options, metrics) =
+                (client.clone(), profile_options.clone(), metrics.clone());
+            async move {
+                // Without options it waits for the stop: a controller that
+                // returned at once would be restarted at once, for ever.
+                match options {
+                    Some(options) => {
+                        crate::cluster_profile::run_cluster_profile_controller(
+                            client, options, metrics, stop,
+                        )
+                        .await
+                    }
+                    None => stop.await,
+                }
+            }
+        },
+    );
     let watch_policies = listeners.watch_policies;
     let policy_watchdog = while_leading(
         leading.clone(),
@@ -370,6 +397,7 @@ pub async fn run_hub(
             cluster_set_controller,
             taint_controller,
             replica_set_controller,
+            cluster_profile_controller,
             policy_watchdog
         );
         Ok(())

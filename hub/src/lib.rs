@@ -8,6 +8,8 @@ pub mod admission;
 pub mod api_client;
 /// Serving certificates that follow their files.
 pub mod certs;
+/// ClusterProfiles (SIG Multicluster's cluster inventory) of the clusters.
+pub mod cluster_profile;
 /// Cluster sets and bindings: which clusters a namespace's placements reach.
 pub mod cluster_sets;
 /// ManagedClusters: liveness, the unreachable taint, labels and claims.

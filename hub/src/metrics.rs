@@ -237,6 +237,9 @@ pub struct HubMetrics {
     /// 1 while this replica holds the leader Lease (runs the controllers
     /// that must run once), else 0.
     pub leader: Gauge,
+    /// 1 while the leader publishes ClusterProfiles, else 0 (no CRD, no
+    /// namespace, turned off, or not leading).
+    pub cluster_profiles_publishing: Gauge,
     /// Work upserts sent to agents.
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
@@ -292,6 +295,7 @@ impl Default for HubMetrics {
         Self {
             sessions: Gauge::default(),
             leader: Gauge::default(),
+            cluster_profiles_publishing: Gauge::default(),
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
@@ -339,6 +343,11 @@ impl HubMetrics {
             "leader",
             "1 while this replica holds the leader Lease",
             self.leader.clone(),
+        );
+        registry.register(
+            "cluster_profiles_publishing",
+            "1 while the leader publishes ClusterProfiles (their CRD served, their namespace there)",
+            self.cluster_profiles_publishing.clone(),
         );
         registry.register(
             "work_upserts_sent",

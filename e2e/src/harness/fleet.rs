@@ -16,6 +16,7 @@ use ferry_hub::admission::webhook::{
 };
 use ferry_hub::certs::reload::{CaSource, CertSource};
 use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::cluster_profile::ClusterProfileOptions;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::{InstallCrdsError, install_crds, install_crds_for};
 use ferry_hub::grpc::config::GrpcTls;
@@ -188,6 +189,9 @@ pub struct FleetOptions {
     /// Whether the leader checks and repairs the admission policies
     /// (`HubListeners::watch_policies`).
     pub watch_policies: bool,
+    /// The namespace the leader publishes ClusterProfiles to
+    /// (`HubListeners::cluster_profiles`); None (the default) publishes none.
+    pub cluster_profile_namespace: Option<String>,
 }
 
 /// The fleet's default `unreachable_grace`: longer than a replica Lease
@@ -222,6 +226,7 @@ impl FleetOptions {
             elect_leader: false,
             unreachable_grace: UNREACHABLE_GRACE,
             watch_policies: false,
+            cluster_profile_namespace: None,
         }
     }
 }
@@ -337,6 +342,7 @@ pub struct Fleet {
     elect_leader: bool,
     unreachable_grace: Duration,
     watch_policies: bool,
+    cluster_profiles: Option<ClusterProfileOptions>,
 }
 
 /// Starts the hub's and every spoke's control plane, all at once.
@@ -475,6 +481,7 @@ async fn start_more_replicas(
     tls: &FleetTls,
     session: &ferry_hub::grpc::config::SessionConfig,
     unreachable_grace: Duration,
+    cluster_profiles: &Option<ClusterProfileOptions>,
 ) -> Result<Vec<Replica>, FleetError> {
     let mut started = Vec::new();
     for index in 1..replicas.max(1) {
@@ -492,6 +499,7 @@ async fn start_more_replicas(
             unreachable_grace,
             watch_policies: false,
             health_pool: Default::default(),
+            cluster_profiles: cluster_profiles.clone(),
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -674,6 +682,10 @@ impl Fleet {
             },
             transport: options.transport.clone(),
         };
+        let cluster_profiles = options
+            .cluster_profile_namespace
+            .clone()
+            .map(|namespace| ClusterProfileOptions { namespace });
         let listeners = HubListeners {
             grpc: listener,
             grpc_tls: tls.grpc.clone(),
@@ -684,6 +696,7 @@ impl Fleet {
             unreachable_grace: options.unreachable_grace,
             watch_policies: options.watch_policies,
             health_pool: Default::default(),
+            cluster_profiles: cluster_profiles.clone(),
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -705,6 +718,7 @@ impl Fleet {
             &tls,
             &session,
             options.unreachable_grace,
+            &cluster_profiles,
         )
         .await?;
         let replica_addrs: Vec<std::net::SocketAddr> = std::iter::once(hub_addr)
@@ -727,6 +741,7 @@ impl Fleet {
             elect_leader: options.elect_leader,
             unreachable_grace: options.unreachable_grace,
             watch_policies: options.watch_policies,
+            cluster_profiles,
             webhook,
         })
     }
@@ -926,6 +941,7 @@ impl Fleet {
                 unreachable_grace: self.unreachable_grace,
                 watch_policies: self.watch_policies,
                 health_pool: Default::default(),
+                cluster_profiles: self.cluster_profiles.clone(),
             };
             self.hub_run = Some(
                 spawn_hub(

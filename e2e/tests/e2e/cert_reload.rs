@@ -212,6 +212,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
             failure_policy: FailurePolicy::default(),
         }),
         leader_election: None,
+        cluster_profiles: None,
         replica_lease: replica_lease(0, Duration::from_secs(1)),
         unreachable_grace: ferry_e2e::harness::fleet::UNREACHABLE_GRACE,
         watch_policies: false,

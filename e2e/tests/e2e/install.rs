@@ -855,6 +855,15 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         "pruning revisions beyond revisionHistoryLimit",
     ),
     (
+        "multicluster.x-k8s.io",
+        "clusterprofiles",
+        "delete",
+        // hub/src/cluster_profile/controller.rs deletes a profile only when
+        // its ManagedCluster is deleted or a ferry profile names no cluster;
+        // the core path deletes no cluster (e2e cluster_profiles:: does both).
+        "deleting the ClusterProfile of a deleted cluster or of no cluster",
+    ),
+    (
         "work.ferry.dev",
         "manifestworkreplicasets",
         "get",

@@ -18,6 +18,7 @@ mod bad_input;
 mod cert_reload;
 mod chaos;
 mod charts;
+mod cluster_profiles;
 mod cluster_sets;
 mod condition_rules;
 mod crash_window;

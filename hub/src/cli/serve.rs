@@ -13,6 +13,7 @@ use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
 use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::certs::tls::ServingCert;
+use ferry_hub::cluster_profile::ClusterProfileOptions;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::install_crds;
 use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
@@ -199,6 +200,17 @@ pub struct ServeArgs {
     /// default), so the hub ends itself before the kubelet kills it.
     #[arg(long, env = "FERRY_SHUTDOWN_GRACE_SECONDS", default_value_t = 25)]
     pub shutdown_grace_seconds: u64,
+    /// Publish a ClusterProfile (SIG Multicluster's cluster inventory,
+    /// `multicluster.x-k8s.io/v1alpha1`) for every ManagedCluster. The
+    /// leader does so while the API server serves the ClusterProfile CRD
+    /// (deploy/crds/clusterprofiles.yaml, which the hub does not install);
+    /// without it the hub logs so and serves everything else.
+    #[arg(long, env = "FERRY_CLUSTER_PROFILES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cluster_profiles: bool,
+    /// Namespace the ClusterProfiles are written to; it must exist.
+    /// Defaults to the replica Lease's namespace (the hub's own).
+    #[arg(long, env = "FERRY_CLUSTER_PROFILE_NAMESPACE")]
+    pub cluster_profile_namespace: Option<String>,
     /// How many rollout-gate health expressions (tenant CEL) may be
     /// evaluated at once, each on a blocking thread of its own; an
     /// evaluation past its deadline keeps its slot until it ends, so at
@@ -268,6 +280,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace_seconds,
         health_eval_permits,
         health_eval_deadline_ms,
+        cluster_profiles,
+        cluster_profile_namespace,
     } = args;
     // Installed before anything waits on the API server, so a stop during
     // start-up is bounded too.
@@ -291,6 +305,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
         duration: Duration::from_secs(replica_lease_seconds.max(3)),
     };
+    let cluster_profiles = cluster_profiles.then(|| ClusterProfileOptions {
+        namespace: cluster_profile_namespace.unwrap_or_else(|| replica_lease.namespace.clone()),
+    });
     let leader_election = leader_election_namespace.map(|namespace| {
         let lease_duration = Duration::from_secs(leader_lease_seconds.max(3));
         LeaderElection {
@@ -320,6 +337,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         install_crds(&client).await?;
     }
     let listeners = HubListeners {
+        cluster_profiles,
         watch_policies: watch_admission_policies,
         leader_election,
         replica_lease,
