@@ -872,6 +872,25 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // last wrote (the gates' memory); the core path's cache keeps up.
         "re-reading a replica set whose cached copy is behind its last status write",
     ),
+    (
+        "work.ferry.dev",
+        "managedclusters",
+        "get",
+        // hub/src/grpc/identity.rs answers a connect's accept check from the
+        // replica's ManagedCluster cache and reads the API server only for a
+        // cluster that cache has not seen yet (a connect right after its
+        // join); the core path's cache has every cluster.
+        "reading a cluster the accept check's cache has not seen yet",
+    ),
+    (
+        "work.ferry.dev",
+        "managedclusters",
+        "patch",
+        // hub/src/clusters/taints.rs taints a cluster only once its agent
+        // stayed away past the grace, and a join no longer writes it twice
+        // (e2e placement:: and liveness:: take agents away).
+        "tainting a cluster whose agent stayed away past the grace, and removing it",
+    ),
 ];
 
 /// Grants of the agent's fixed rules the core path does not use, each with
