@@ -5,45 +5,26 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::Instant;
 
-use crate::harness::controlplane_build::cache_dir;
+use crate::harness::go_tool::{GoTool, GoToolError, ensure_go_tool};
 use crate::harness::image::workspace_dir;
 
 /// The Helm release built and used.
 pub const HELM_VERSION: &str = "v4.3.1";
 
-/// The Go module path of the Helm CLI.
-const HELM_PACKAGE: &str = "helm.sh/helm/v4/cmd/helm";
+/// The Helm CLI's Go command.
+const HELM: GoTool = GoTool {
+    binary: "helm",
+    package: "helm.sh/helm/v4/cmd/helm",
+    version: HELM_VERSION,
+};
 
 /// Helm could not be built or run.
 #[derive(Debug, thiserror::Error)]
 pub enum HelmError {
-    /// Creating or moving the cached binary failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The path involved.
-        path: PathBuf,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// No cache directory.
+    /// Helm could not be built from its Go module.
     #[error(transparent)]
-    Cache(#[from] crate::harness::controlplane_build::BuildError),
-    /// `go install` could not start or failed.
-    #[error(
-        "go install {HELM_PACKAGE}@{HELM_VERSION} with {go}: {detail} (set FERRY_GO to a Go toolchain)"
-    )]
-    GoInstall {
-        /// The go command.
-        go: String,
-        /// Spawn error or exit status.
-        detail: String,
-    },
+    Build(#[from] GoToolError),
     /// A helm command could not start or failed; its output is kept.
     #[error("helm {args} failed ({status}):\n{output}")]
     Command {
@@ -56,71 +37,10 @@ pub enum HelmError {
     },
 }
 
-static BUILD_LOCK: Mutex<()> = Mutex::new(());
-
 /// Path of the cached Helm binary, building it first when the cache lacks it
 /// (a cold build takes minutes and needs the Go module proxy). Blocking.
 pub fn ensure_helm() -> Result<PathBuf, HelmError> {
-    let _guard = BUILD_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = cache_dir()?.join(format!("helm-{HELM_VERSION}"));
-    let binary = dir.join("helm");
-    if binary.is_file() {
-        return Ok(binary);
-    }
-    // go install writes into GOBIN; a per-process directory keeps a
-    // concurrent build from seeing a half-written binary.
-    let partial = cache_dir()?.join(format!(".helm-{HELM_VERSION}.{}", std::process::id()));
-    for path in [&dir, &partial] {
-        std::fs::create_dir_all(path).map_err(|source| HelmError::Io {
-            action: "creating",
-            path: path.clone(),
-            source,
-        })?;
-    }
-    let go = std::env::var("FERRY_GO").unwrap_or_else(|_| "go".into());
-    let _ = writeln_stderr(format_args!(
-        "ferry-e2e: building Helm {HELM_VERSION} into {} (a cold build takes minutes)",
-        binary.display()
-    ));
-    let started = Instant::now();
-    let status = Command::new(&go)
-        .args(["install", &format!("{HELM_PACKAGE}@{HELM_VERSION}")])
-        .env("GOBIN", &partial)
-        .env("GOFLAGS", "-mod=mod")
-        .env("CGO_ENABLED", "0")
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| HelmError::GoInstall {
-            go: go.clone(),
-            detail: e.to_string(),
-        })?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(HelmError::GoInstall {
-            go,
-            detail: status.to_string(),
-        });
-    }
-    std::fs::rename(partial.join("helm"), &binary).map_err(|source| HelmError::Io {
-        action: "moving the built helm to",
-        path: binary.clone(),
-        source,
-    })?;
-    let _ = std::fs::remove_dir_all(&partial);
-    let _ = writeln_stderr(format_args!(
-        "ferry-e2e: Helm built in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(binary)
-}
-
-// libtest captures `eprintln!` but not writes to the stderr handle, so the
-// progress of a minutes-long build shows up under `cargo test` too.
-fn writeln_stderr(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
-    use std::io::Write as _;
-    writeln!(std::io::stderr(), "{args}")
+    Ok(ensure_go_tool(HELM)?)
 }
 
 /// The charts directory, `deploy/charts`.

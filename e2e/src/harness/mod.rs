@@ -9,6 +9,7 @@ pub mod browser;
 pub mod controlplane;
 pub mod controlplane_build;
 pub mod fleet;
+pub mod go_tool;
 pub mod helm;
 pub mod hub_metrics;
 pub mod hub_process;

@@ -46,18 +46,23 @@ async fn a_revision_an_unreachable_cluster_never_ran_is_not_complete_nor_stable(
     .await;
 
     let clusters: Api<ManagedCluster> = Api::all(hub.clone());
-    wait_until(
-        &clusters,
-        "spoke-a",
-        "connected, untainted",
-        APPLY_TIMEOUT,
-        |c| {
-            c.status.as_ref().is_some_and(|s| s.connected)
-                && c.spec.taints.iter().all(|t| t.key != UNREACHABLE_TAINT)
-        },
-    )
-    .await
-    .expect("spoke-a is connected");
+    // Both connect first: a cluster that never connected is unreachable
+    // without a taint being written, so spoke-b stopped before its first
+    // connect would never be tainted.
+    for spoke in ["spoke-a", "spoke-b"] {
+        wait_until(
+            &clusters,
+            spoke,
+            "connected, untainted",
+            APPLY_TIMEOUT,
+            |c| {
+                c.status.as_ref().is_some_and(|s| s.connected)
+                    && c.spec.taints.iter().all(|t| t.key != UNREACHABLE_TAINT)
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{spoke} is connected: {e}"));
+    }
     // spoke-b goes away for longer than the grace: tainted, still chosen.
     fleet.stop_agent("spoke-b").await;
     wait_until(
