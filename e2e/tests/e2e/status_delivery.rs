@@ -123,15 +123,21 @@ async fn wait_hub_allowed(admin: &Client, verb: &str, subresource: &str, allowed
 
 /// Waits until hub metric `name` satisfies `done`, and returns its value.
 async fn wait_metric(addr: SocketAddr, name: &str, done: impl Fn(f64) -> bool) -> f64 {
+    wait_sum(addr, &[name], done).await
+}
+
+/// Waits until the sum of hub metrics `names` satisfies `done`, and returns
+/// it.
+async fn wait_sum(addr: SocketAddr, names: &[&str], done: impl Fn(f64) -> bool) -> f64 {
     let deadline = Instant::now() + METRIC_TIMEOUT;
     loop {
-        let value = hub_metric(addr, name).await.expect("scrape hub metrics");
+        let value = metric_sum(addr, names).await;
         if done(value) {
             return value;
         }
         assert!(
             Instant::now() < deadline,
-            "{name} = {value} did not reach the expected value within {METRIC_TIMEOUT:?}"
+            "{names:?} = {value} did not reach the expected value within {METRIC_TIMEOUT:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -141,32 +147,20 @@ async fn metric(addr: SocketAddr, name: &str) -> f64 {
     hub_metric(addr, name).await.expect("scrape hub metrics")
 }
 
-/// Reports the hub has taken from a newest session: written, or found to
-/// match the live status.
-async fn delivered_reports(addr: SocketAddr) -> f64 {
-    metric(addr, r#"ferry_hub_status_reports_total{outcome="written"}"#).await
-        + metric(
-            addr,
-            r#"ferry_hub_status_reports_total{outcome="unchanged"}"#,
-        )
-        .await
+async fn metric_sum(addr: SocketAddr, names: &[&str]) -> f64 {
+    let mut sum = 0.0;
+    for name in names {
+        sum += metric(addr, name).await;
+    }
+    sum
 }
 
-/// Waits until the hub has taken a report past `baseline` reports.
-async fn wait_delivered(addr: SocketAddr, baseline: f64) {
-    let deadline = Instant::now() + METRIC_TIMEOUT;
-    loop {
-        let value = delivered_reports(addr).await;
-        if value > baseline {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no report taken past {baseline} within {METRIC_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+/// Reports the hub has taken from a newest session: written, or found to
+/// match the live status.
+const DELIVERED: [&str; 2] = [
+    r#"ferry_hub_status_reports_total{outcome="written"}"#,
+    r#"ferry_hub_status_reports_total{outcome="unchanged"}"#,
+];
 
 fn restricted_fleet() -> FleetOptions {
     FleetOptions {
@@ -597,12 +591,12 @@ async fn a_session_older_than_the_clusters_newest_cannot_write_its_status() {
     // The restarted agent reports the work once it has synced, and that
     // report may land after its session is recorded: the outcome counters
     // say when the hub has taken it (written or found unchanged).
-    let delivered = delivered_reports(metrics).await;
+    let delivered = metric_sum(metrics, &DELIVERED).await;
     fleet.start_agent(CLUSTER);
     wait_new_session(&clusters, CLUSTER, raw, APPLY_TIMEOUT)
         .await
         .expect("the agent's new session is recorded");
-    wait_delivered(metrics, delivered).await;
+    wait_sum(metrics, &DELIVERED, |v| v > delivered).await;
     let settled = works.get("sessions").await.expect("read");
 
     // The older session reports the current generation with another
