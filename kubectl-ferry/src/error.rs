@@ -42,6 +42,17 @@ pub enum CliError {
     /// `rollout undo` cannot be done.
     #[error(transparent)]
     Undo(#[from] crate::rollout_history::UndoError),
+    /// A write of the replica set was refused because it changed since it
+    /// was read (HTTP 409), on every attempt.
+    #[error(
+        "manifestworkreplicaset {namespace}/{name} changed between every read and write (the hub writes its status as the rollout moves): nothing was changed; run the command again"
+    )]
+    ChangedSinceRead {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// The API server does not serve a ferry resource: this is not a hub, or
     /// its CRDs are not installed.
     #[error(

@@ -76,7 +76,9 @@ pub async fn list_replica_set_works(client: &Client, rs: &WorkRef) -> Result<Vec
 }
 
 /// Writes `replica_set` (as read, changed) back; its resourceVersion makes
-/// a concurrent change fail the write rather than be lost.
+/// a concurrent change fail the write rather than be lost, as
+/// [`CliError::ChangedSinceRead`] (read again and decide again). Other
+/// refusals and transport failures are their own errors.
 pub async fn replace_replica_set(
     client: &Client,
     rs: &WorkRef,
@@ -85,9 +87,15 @@ pub async fn replace_replica_set(
     let object: DynamicObject =
         serde_json::from_value(replica_set).map_err(|e| CliError::Print(e.to_string()))?;
     let action = format!("update manifestworkreplicaset {}/{}", rs.namespace, rs.name);
-    replica_sets(client, &rs.namespace)
+    match replica_sets(client, &rs.namespace)
         .replace(&rs.name, &PostParams::default(), &object)
         .await
-        .map_err(|e| CliError::from_kube(&action, REPLICA_SETS, e))?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(CliError::ChangedSinceRead {
+            namespace: rs.namespace.clone(),
+            name: rs.name.clone(),
+        }),
+        Err(error) => Err(CliError::from_kube(&action, REPLICA_SETS, error)),
+    }
 }

@@ -163,6 +163,41 @@ pub fn with_revision(mut replica_set: Value, template: Value, overrides: Value) 
     replica_set
 }
 
+/// What `rollout undo` does to the replica set as last read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UndoPlan {
+    /// Its template and overrides already are the revision's: nothing to write.
+    AlreadyThere,
+    /// Write this object back (the replica set as read, with the revision's
+    /// template and overrides; its resourceVersion guards the write).
+    Write(Value),
+}
+
+/// Decides `rollout undo --to-revision wanted` against `replica_set` as just
+/// read. Pure, so it is decided again on every fresh read after a write
+/// lost to a concurrent change. Fails as [`undo_fields`] does.
+pub fn undo_plan(
+    replica_set: Value,
+    revisions: &[Value],
+    wanted: i64,
+) -> Result<UndoPlan, UndoError> {
+    let (template, overrides) = undo_fields(revisions, wanted)?;
+    let spec = &replica_set["spec"];
+    let current_overrides = spec
+        .get("overrides")
+        .filter(|o| !o.is_null())
+        .cloned()
+        .unwrap_or_else(|| Value::Array(Vec::new()));
+    if spec["manifestWorkTemplate"] == template && current_overrides == overrides {
+        return Ok(UndoPlan::AlreadyThere);
+    }
+    Ok(UndoPlan::Write(with_revision(
+        replica_set,
+        template,
+        overrides,
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +259,32 @@ mod tests {
         assert!(undone["spec"].get("overrides").is_none());
         assert_eq!(undone["spec"]["placementRefs"][0]["name"], "p");
         assert_eq!(undone["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn undo_plans_nothing_when_the_replica_set_already_holds_the_revision() {
+        let revisions = [revision(1, "aaa", "1"), revision(2, "bbb", "2")];
+        let (template, _) = undo_fields(&revisions, 1).expect("found");
+        let there = json!({"metadata": {"name": "app"},
+            "spec": {"manifestWorkTemplate": template}});
+        assert_eq!(
+            undo_plan(there.clone(), &revisions, 1).expect("plan"),
+            UndoPlan::AlreadyThere
+        );
+        let UndoPlan::Write(written) = undo_plan(there, &revisions, 2).expect("plan") else {
+            panic!("revision 2 differs from what is there");
+        };
+        assert_eq!(
+            written["spec"]["manifestWorkTemplate"]["workload"]["manifests"][0]["data"]["v"],
+            "2"
+        );
+        assert_eq!(
+            undo_plan(json!({}), &revisions, 7).expect_err("missing"),
+            UndoError::NoSuchRevision {
+                wanted: 7,
+                available: "1, 2".into()
+            }
+        );
     }
 
     #[test]

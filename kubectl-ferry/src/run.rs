@@ -1,5 +1,8 @@
 //! One command from parsed arguments to the text to print.
 
+use std::time::Duration;
+
+use backon::{ConstantBuilder, Retryable};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -25,10 +28,14 @@ use crate::rollout_fetch::{
     get_replica_set as get_replica_set_json, list_replica_set_works, list_revisions,
     replace_replica_set,
 };
-use crate::rollout_history::{history_rows, history_table, undo_fields, with_revision};
+use crate::rollout_history::{UndoPlan, history_rows, history_table, undo_plan};
 use crate::rollout_view::rollout_status;
 use crate::work_ref::parse_work_ref;
 use crate::work_rows::works_table;
+
+/// How many times `rollout undo` reads and writes the replica set again after
+/// a write lost to a concurrent change, before it gives up.
+const UNDO_RETRIES: usize = 7;
 
 /// Runs `cli` against the cluster its flags name, with ages relative to
 /// `now`, and returns what to print on stdout. Fails with a [`CliError`]
@@ -254,22 +261,36 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     to_revision,
                 } => {
                     let rs = parse_work_ref(replica_set, cli.global.namespace.as_deref())?;
-                    let object = get_replica_set_json(client, &rs).await?;
                     let revisions = list_revisions(client, &rs).await?;
-                    let (template, overrides) = undo_fields(&revisions, *to_revision)?;
-                    let spec = &object["spec"];
-                    let current_overrides = spec
-                        .get("overrides")
-                        .cloned()
-                        .unwrap_or_else(|| Value::Array(Vec::new()));
-                    if spec["manifestWorkTemplate"] == template && current_overrides == overrides {
+                    // The hub writes the replica set's status as its rollout
+                    // moves, and every write changes its resourceVersion: a
+                    // write refused for a change since the read is decided
+                    // again on a fresh read, a bounded number of times.
+                    let undo_once = || async {
+                        let object = get_replica_set_json(client, &rs).await?;
+                        match undo_plan(object, &revisions, *to_revision)? {
+                            UndoPlan::AlreadyThere => Ok(false),
+                            UndoPlan::Write(object) => {
+                                replace_replica_set(client, &rs, object).await?;
+                                Ok(true)
+                            }
+                        }
+                    };
+                    let written = undo_once
+                        .retry(
+                            ConstantBuilder::new()
+                                .with_delay(Duration::from_millis(20))
+                                .with_max_times(UNDO_RETRIES)
+                                .with_jitter(),
+                        )
+                        .when(|e| matches!(e, CliError::ChangedSinceRead { .. }))
+                        .await?;
+                    if !written {
                         return Ok(format!(
                             "manifestworkreplicaset.work.ferry.dev/{} skipped rollback (current template already matches revision {to_revision})\n",
                             rs.name
                         ));
                     }
-                    replace_replica_set(client, &rs, with_revision(object, template, overrides))
-                        .await?;
                     Ok(format!(
                         "manifestworkreplicaset.work.ferry.dev/{} rolled back to revision {to_revision}\n",
                         rs.name
