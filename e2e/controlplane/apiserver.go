@@ -70,6 +70,9 @@ func startAPIServer(ctx context.Context, o *options, creds *credentials, ln net.
 		// memory and goroutines per control plane.
 		"--enable-priority-and-fairness=false",
 	}
+	if !o.watchCache {
+		args = append(args, "--watch-cache=false")
+	}
 	if o.auditLog != "" {
 		policyFile := filepath.Join(o.dataDir, "audit-policy.yaml")
 		if err := os.WriteFile(policyFile, []byte(auditPolicy), 0o600); err != nil {

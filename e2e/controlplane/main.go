@@ -41,6 +41,7 @@ type options struct {
 	etcdClientPort   int
 	etcdPeerPort     int
 	exitOnStdinClose bool
+	watchCache       bool
 }
 
 // readyInfo is the contract with the Rust harness; field order and names
@@ -73,6 +74,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.apiserverPort, "apiserver-port", 0, "kube-apiserver port on 127.0.0.1 (0 picks a free port)")
 	fs.IntVar(&o.etcdClientPort, "etcd-client-port", 0, "etcd client port on 127.0.0.1 (0 picks a free port)")
 	fs.IntVar(&o.etcdPeerPort, "etcd-peer-port", 0, "etcd peer port on 127.0.0.1 (0 picks a free port)")
+	fs.BoolVar(&o.watchCache, "watch-cache", true, "serve watches from the API server's watch cache; off, every watch reads etcd, so one from a compacted resource version fails with 410 Gone")
 	fs.BoolVar(&o.exitOnStdinClose, "exit-on-stdin-close", false, "shut down when stdin reaches EOF (so the control plane dies with its parent)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

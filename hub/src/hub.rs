@@ -82,6 +82,10 @@ pub struct HubListeners {
     /// and enforced, fails `/readyz` naming any that is not, and
     /// re-applies it (`crate::admission::watchdog`).
     pub watch_policies: bool,
+    /// How often the leader reconciles every Placement and
+    /// ManifestWorkReplicaSet again with no change seen: the net for an
+    /// event lost any other way (a reconcile writes only what changed).
+    pub controller_sweep: Duration,
     /// The limits of the pool rollout gates' health expressions run on.
     pub health_pool: HealthPoolConfig,
     /// Where the leader publishes a ClusterProfile per ManagedCluster;
@@ -97,6 +101,10 @@ fn reporting_instance() -> Option<String> {
         .into_iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
+
+/// The default of [`HubListeners::controller_sweep`]
+/// (`--controller-sweep-seconds`).
+pub const DEFAULT_CONTROLLER_SWEEP: Duration = Duration::from_secs(30);
 
 /// Runs one hub replica until `shutdown` completes or a component fails.
 pub async fn run_hub(
@@ -166,6 +174,7 @@ pub async fn run_hub(
     // disconnected at once.
     // Kept for as long as the hub runs: dropping every receiver releases it.
     let unreachable_grace = listeners.unreachable_grace;
+    let controller_sweep = listeners.controller_sweep;
     let health_pool = listeners.health_pool;
     let mut lease_held = keep_replica_lease(client.clone(), &listeners.replica_lease).await?;
     if lease_held.wait_for(|held| *held).await.is_err() {
@@ -315,7 +324,7 @@ pub async fn run_hub(
     });
     let placement_controller =
         while_leading(leading.clone(), stop_rx.clone(), "placement", |stop| {
-            crate::placement::run_placement_controller(client.clone(), stop)
+            crate::placement::run_placement_controller(client.clone(), controller_sweep, stop)
         });
     let cluster_set_controller =
         while_leading(leading.clone(), stop_rx.clone(), "cluster sets", |stop| {
@@ -331,6 +340,7 @@ pub async fn run_hub(
                 client.clone(),
                 health_pool,
                 rollout_metrics.clone(),
+                controller_sweep,
                 stop,
             )
         });

@@ -95,6 +95,10 @@ impl ReadyInfo {
 pub struct ControlPlaneOptions {
     /// Record write requests in an audit log under the data directory.
     pub audit: bool,
+    /// Serve watches straight from etcd (`--watch-cache=false`): a watch
+    /// from a resource version etcd compacted away then fails with 410
+    /// Gone, which the watch cache would have hidden.
+    pub without_watch_cache: bool,
 }
 
 /// A running control plane.
@@ -269,6 +273,9 @@ async fn spawn(
         .kill_on_drop(true);
     if options.audit {
         command.arg("--audit-log").arg(data_dir.join("audit.log"));
+    }
+    if options.without_watch_cache {
+        command.arg("--watch-cache=false");
     }
     if let Some(ports) = ports {
         command

@@ -20,7 +20,7 @@ use ferry_hub::cluster_profile::ClusterProfileOptions;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::{InstallCrdsError, install_crds, install_crds_for};
 use ferry_hub::grpc::config::GrpcTls;
-use ferry_hub::hub::{HubListeners, run_hub};
+use ferry_hub::hub::{DEFAULT_CONTROLLER_SWEEP, HubListeners, run_hub};
 use ferry_hub::join::hub_side::{JoinError, join_cluster};
 use ferry_hub::leader::LeaderElection;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
@@ -355,6 +355,7 @@ async fn start_control_planes(
             name,
             ControlPlaneOptions {
                 audit: options.audit_spokes,
+                ..Default::default()
             },
         )
     }));
@@ -497,6 +498,7 @@ async fn start_more_replicas(
             leader_election: leader_election(replicas, index, false),
             replica_lease: replica_lease(index, session.heartbeat_interval),
             unreachable_grace,
+            controller_sweep: DEFAULT_CONTROLLER_SWEEP,
             watch_policies: false,
             health_pool: Default::default(),
             cluster_profiles: cluster_profiles.clone(),
@@ -694,6 +696,7 @@ impl Fleet {
             leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
             unreachable_grace: options.unreachable_grace,
+            controller_sweep: DEFAULT_CONTROLLER_SWEEP,
             watch_policies: options.watch_policies,
             health_pool: Default::default(),
             cluster_profiles: cluster_profiles.clone(),
@@ -939,6 +942,7 @@ impl Fleet {
                 leader_election: leader_election(self.replicas.len() + 1, 0, self.elect_leader),
                 replica_lease: replica_lease(0, self.session.heartbeat_interval),
                 unreachable_grace: self.unreachable_grace,
+                controller_sweep: DEFAULT_CONTROLLER_SWEEP,
                 watch_policies: self.watch_policies,
                 health_pool: Default::default(),
                 cluster_profiles: self.cluster_profiles.clone(),

@@ -83,6 +83,15 @@ impl HubProcess {
         plane: &ControlPlane,
         options: HubProcessOptions,
     ) -> Result<Self, HubProcessError> {
+        Self::start_with_kubeconfig(plane.info.kubeconfig.clone(), options).await
+    }
+
+    /// As [`HubProcess::start`], with the hub's API server access read from
+    /// `kubeconfig` (e.g. the admin's, pointed through a [`super::link::Link`]).
+    pub async fn start_with_kubeconfig(
+        kubeconfig: PathBuf,
+        options: HubProcessOptions,
+    ) -> Result<Self, HubProcessError> {
         let binary = sibling_binary("ferry-hub", "FERRY_HUB_BIN");
         if !binary.exists() {
             return Err(HubProcessError::Missing(binary));
@@ -100,7 +109,6 @@ impl HubProcess {
         std::fs::write(dir.path().join("tls.crt"), &cert.chain_pem)
             .map_err(io("writing tls.crt"))?;
         std::fs::write(dir.path().join("tls.key"), &cert.key_pem).map_err(io("writing tls.key"))?;
-        let kubeconfig = plane.info.kubeconfig.clone();
         let child = spawn(&binary, dir.path(), &kubeconfig, &options)?;
         let hub = Self {
             binary,
@@ -208,7 +216,11 @@ fn spawn(
         .env("RUST_LOG", "warn")
         .envs(options.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        // The hub logs on stdout; panics and start-up errors go to stderr.
+        .stdout(log.try_clone().map_err(|source| HubProcessError::Io {
+            action: "opening hub.log".into(),
+            source,
+        })?)
         .stderr(log)
         .kill_on_drop(true)
         .spawn()

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod browser;
 pub mod controlplane;
 pub mod controlplane_build;
+pub mod etcd;
 pub mod fleet;
 pub mod go_tool;
 pub mod helm;

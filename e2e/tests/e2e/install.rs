@@ -347,7 +347,10 @@ async fn wait_connected(clusters: &Api<ManagedCluster>, name: &str, agent: &mut 
 }
 
 async fn core_path() -> Record {
-    let audited = ControlPlaneOptions { audit: true };
+    let audited = ControlPlaneOptions {
+        audit: true,
+        ..Default::default()
+    };
     let (hub, spoke_a, spoke_b) = tokio::try_join!(
         ControlPlane::start("hub-install", audited.clone()),
         ControlPlane::start("spoke-install-a", audited.clone()),
@@ -1048,9 +1051,15 @@ const INSTALL_CRDS_RARELY_USED: &[(&str, &str, &str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_install_crds_the_hub_installs_its_crds_with_the_charts_permissions_and_uses_each_added_grant()
  {
-    let hub = ControlPlane::start("hub-install-crds", ControlPlaneOptions { audit: true })
-        .await
-        .expect("control plane starts");
+    let hub = ControlPlane::start(
+        "hub-install-crds",
+        ControlPlaneOptions {
+            audit: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("control plane starts");
     let admin = hub.client().await.expect("admin client");
     // As `helm install --skip-crds --set installCRDs=true`: the hub is the
     // one to create its CRDs.

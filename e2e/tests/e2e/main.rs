@@ -72,6 +72,7 @@ mod policies_fail_closed;
 mod preauth_limits;
 mod progressive_rollout;
 mod protocol_skew;
+mod relist_after_expiry;
 mod replica_set_defects;
 mod report_flood;
 mod restarts;

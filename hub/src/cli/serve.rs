@@ -194,6 +194,13 @@ pub struct ServeArgs {
     /// agent never connected is tainted at once.
     #[arg(long, env = "FERRY_UNREACHABLE_GRACE_SECONDS", default_value_t = 60)]
     pub unreachable_grace_seconds: u64,
+    /// Seconds between two reconciles of every Placement and
+    /// ManifestWorkReplicaSet by the leader with no change seen: the net
+    /// for an event lost any other way. Watches trigger every reconcile
+    /// that matters; this only bounds how long a lost one goes unnoticed.
+    #[arg(long, env = "FERRY_CONTROLLER_SWEEP_SECONDS", default_value_t = ferry_hub::hub::DEFAULT_CONTROLLER_SWEEP.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub controller_sweep_seconds: u64,
     /// Seconds the hub has to stop after SIGTERM or Ctrl-C (releasing its
     /// Leases, closing agent streams); past them it exits whatever it is
     /// doing. Keep it below the pod's terminationGracePeriodSeconds (30 by
@@ -277,6 +284,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         replica_lease_namespace,
         replica_lease_seconds,
         unreachable_grace_seconds,
+        controller_sweep_seconds,
         shutdown_grace_seconds,
         health_eval_permits,
         health_eval_deadline_ms,
@@ -342,6 +350,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         leader_election,
         replica_lease,
         unreachable_grace: Duration::from_secs(unreachable_grace_seconds),
+        controller_sweep: Duration::from_secs(controller_sweep_seconds),
         health_pool: HealthPoolConfig {
             permits: health_eval_permits.max(1),
             deadline: Duration::from_millis(health_eval_deadline_ms.max(1)),

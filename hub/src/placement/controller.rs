@@ -52,10 +52,6 @@ use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, Pl
 /// that `Balance` follows other placements' decisions.
 const RESYNC: Duration = Duration::from_secs(300);
 
-/// How often every placement is reconciled whatever its triggers
-/// ([`resync_every`]).
-const SWEEP: Duration = Duration::from_secs(30);
-
 /// A placement could not be brought up to date; it is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
@@ -738,10 +734,12 @@ fn in_namespaces(
         .collect()
 }
 
-/// Runs the placement controller until `shutdown` completes. Watch errors
-/// never end it: they are logged and retried with backoff.
+/// Runs the placement controller until `shutdown` completes, reconciling
+/// every placement again each `sweep`. Watch errors never end it: they are
+/// logged and retried with backoff.
 pub async fn run_placement_controller(
     client: Client,
+    sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (placements, placement_writer) = reflector::store();
@@ -843,7 +841,7 @@ pub async fn run_placement_controller(
                 .collect();
             in_namespaces(&set_placements, |ns| bound.contains(ns))
         })
-        .reconcile_all_on(resync_every(SWEEP));
+        .reconcile_all_on(resync_every(sweep));
     run_controller(
         "placement",
         controller,

@@ -51,10 +51,6 @@ use ferry_api::rollout_approval::RolloutApproval;
 use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-/// How often every replica set is reconciled whatever its triggers
-/// ([`resync_every`]); a reconcile writes only what changed.
-const RESYNC_ALL: Duration = Duration::from_secs(30);
-
 struct Context {
     client: Client,
     placements: Store<Placement>,
@@ -540,12 +536,14 @@ fn using_labels(
         .collect()
 }
 
-/// Runs the replica set controller until `shutdown` completes; watch errors
-/// are logged and retried with backoff.
+/// Runs the replica set controller until `shutdown` completes, reconciling
+/// every replica set again each `sweep`; watch errors are logged and
+/// retried with backoff.
 pub async fn run_replica_set_controller(
     client: Client,
     health: HealthPoolConfig,
     rollout_metrics: RolloutMetrics,
+    sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (replica_sets, rs_writer) = reflector::store();
@@ -695,7 +693,7 @@ pub async fn run_replica_set_controller(
                 .and_then(|v| v.split_once('.'))
                 .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
         })
-        .reconcile_all_on(resync_every(RESYNC_ALL));
+        .reconcile_all_on(resync_every(sweep));
     run_controller(
         "replica set",
         controller,
