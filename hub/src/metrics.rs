@@ -146,8 +146,9 @@ pub struct MessageKindLabel {
 /// Label naming one ManifestWork.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkLabel {
-    /// The work's namespace (its cluster).
-    pub namespace: String,
+    /// The work's namespace (its cluster). Not `namespace`: a Prometheus
+    /// scrape sets that to the hub pod's namespace and renames ours.
+    pub work_namespace: String,
     /// The work's name.
     pub name: String,
 }

@@ -290,7 +290,7 @@ async fn store_undecodable(client: &Client, namespace: &str, names: &[&str]) {
 }
 
 fn undecodable_series(namespace: &str, name: &str) -> String {
-    format!("ferry_hub_undecodable_works{{namespace=\"{namespace}\",name=\"{name}\"}} 1")
+    format!("ferry_hub_undecodable_works{{work_namespace=\"{namespace}\",name=\"{name}\"}} 1")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -321,11 +321,11 @@ impl Feed {
             None => self.clear(&work),
             Some(error) => {
                 warn!(
-                    namespace = %work.namespace,
+                    namespace = %work.work_namespace,
                     name = %work.name,
                     %error,
                     "ManifestWork {}/{} cannot be decoded and is skipped; agents keep its last version that decoded, if any",
-                    work.namespace,
+                    work.work_namespace,
                     work.name,
                 );
                 self.metrics.undecodable_works.get_or_create(&work).set(1);
@@ -344,7 +344,7 @@ impl Feed {
 
 fn label(metadata: &ObjectMeta) -> WorkLabel {
     WorkLabel {
-        namespace: metadata.namespace.clone().unwrap_or_default(),
+        work_namespace: metadata.namespace.clone().unwrap_or_default(),
         name: metadata.name.clone().unwrap_or_default(),
     }
 }
@@ -418,7 +418,7 @@ mod tests {
 
     fn flagged(feed: &Feed, ns: &str, name: &str) -> Option<i64> {
         let work = WorkLabel {
-            namespace: ns.into(),
+            work_namespace: ns.into(),
             name: name.into(),
         };
         feed.metrics.undecodable_works.get(&work).map(|g| g.get())
