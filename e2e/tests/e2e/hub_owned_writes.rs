@@ -4,6 +4,9 @@
 //! hub-owned-writes policy), and a decision naming a cluster outside the
 //! namespace's bound sets (written as an administrator, as a routed-around
 //! write would be) gets no work and is named in the replica set's status.
+//! Nor can a tenant with every right on ClusterProfiles forge, change or
+//! disown one ferry publishes; profiles of other cluster managers stay
+//! theirs to write.
 
 use std::time::Duration;
 
@@ -14,6 +17,7 @@ use ferry_api::placement::PlacementDecision;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::cluster_inventory::{cluster_profiles, install_cluster_profile_crd};
 use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
@@ -45,12 +49,16 @@ async fn create_namespace(client: &Client, name: &str) {
         .expect("create namespace");
 }
 
-/// Grants `TEAM` every verb on every ferry resource (and subresource) in
-/// `TENANT`: broader than the README's tenant role, so only the admission
-/// policy stands in the way.
+/// Grants `TEAM` every verb on every ferry resource and ClusterProfile (and
+/// subresource) in `TENANT`: broader than the README's tenant role, so only
+/// the admission policy stands in the way.
 async fn grant_tenant_everything(admin: &Client) {
     let rule = PolicyRule {
-        api_groups: Some(vec!["cluster.ferry.dev".into(), "work.ferry.dev".into()]),
+        api_groups: Some(vec![
+            "cluster.ferry.dev".into(),
+            "work.ferry.dev".into(),
+            "multicluster.x-k8s.io".into(),
+        ]),
         resources: Some(vec!["*".into(), "*/status".into()]),
         verbs: vec!["*".into()],
         ..Default::default()
@@ -226,6 +234,90 @@ async fn a_tenant_cannot_write_decisions_or_its_replica_sets_status() {
     )
     .await
     .expect("a tenant may still edit its replica set");
+}
+
+fn profile(name: &str, manager: &str) -> kube::api::DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name, "namespace": TENANT,
+            "labels": {"x-k8s.io/cluster-manager": manager}},
+        "spec": {"displayName": name, "clusterManager": {"name": manager}},
+    }))
+    .expect("profile")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_forge_change_or_disown_ferrys_cluster_profiles() {
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane");
+    let admin = hub.client().await.expect("admin client");
+    install_crds(&admin).await.expect("CRDs and policies");
+    install_cluster_profile_crd(&admin)
+        .await
+        .expect("the ClusterProfile CRD");
+    create_namespace(&admin, TENANT).await;
+    grant_tenant_everything(&admin).await;
+    // A profile as the hub publishes it (written here by an administrator).
+    cluster_profiles(&admin, TENANT)
+        .create(&PostParams::default(), &profile("spoke-a", "ferry"))
+        .await
+        .expect("an administrator may write ferry's profile");
+
+    let profiles = cluster_profiles(&hub.client_as(TEAM).await.expect("tenant"), TENANT);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let forged = until_refused("tenant creates a ferry profile", || async {
+        profiles
+            .create(&dry, &profile("invented", "ferry"))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's ferry-labelled profile is refused");
+    assert!(
+        forged.contains(TEAM),
+        "the refusal names the requester: {forged}"
+    );
+    let healthy = json!({"status": {"conditions": [{"type": "ControlPlaneHealthy",
+        "status": "True", "reason": "Forged", "message": "",
+        "lastTransitionTime": "2026-11-28T00:00:00Z"}]}});
+    until_refused("tenant marks ferry's profile healthy", || async {
+        profiles
+            .patch_status("spoke-a", &patch, &Patch::Merge(&healthy))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's status patch of ferry's profile is refused");
+    // Taking the label off would make it look like someone else's profile:
+    // the object as it was is ferry's, so that is refused too.
+    until_refused("tenant disowns ferry's profile", || async {
+        profiles
+            .patch(
+                "spoke-a",
+                &patch,
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"x-k8s.io/cluster-manager": "other"}}}),
+                ),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's relabelling of ferry's profile is refused");
+    // Another cluster manager's profile is not ferry's to guard.
+    profiles
+        .create(&dry, &profile("elsewhere", "other-manager"))
+        .await
+        .expect("a profile of another cluster manager is admitted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,11 @@
 //! PlacementDecisions (the object and its status) and the status of
 //! Placements, ManifestWorkReplicaSets (gates, rollout) and
 //! ManagedClusterSets. A tenant able to write these could otherwise name
-//! clusters outside its bound sets or mark a gate passed.
+//! clusters outside its bound sets or mark a gate passed. Also the
+//! ClusterProfiles ferry publishes (labelled with ferry as their cluster
+//! manager, before or after the write): tools that read the inventory trust
+//! them, so a forged one could show a cluster healthy or invent one.
+//! Profiles of other cluster managers in the same namespace are theirs.
 //!
 //! The hub's username is known only where it runs: the hub asks the API
 //! server who it is (`SelfSubjectReview`) at start and applies the policy
@@ -14,9 +18,13 @@
 //! removes a deleted Placement's decisions, and the placement controller
 //! writes a deleted decision back.
 
-use k8s_openapi::api::admissionregistration::v1::{NamedRuleWithOperations, Validation};
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, NamedRuleWithOperations, Validation,
+};
+use kube::Resource;
 
 use super::policy_builder::PolicyDef;
+use crate::cluster_profile::render::{CLUSTER_MANAGER, CLUSTER_MANAGER_LABEL, ClusterProfile};
 use ferry_api::contract::{CLUSTER_GROUP, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
@@ -64,12 +72,32 @@ fn rule(writers: &[String]) -> String {
     )
 }
 
+/// CEL: a request outside the ClusterProfile group, or one whose object
+/// (as written, or as it was) is labelled with ferry as its manager.
+fn ferrys_profiles_only() -> String {
+    let labelled = |object: &str| {
+        format!(
+            "({object} != null && has({object}.metadata.labels) && \
+             '{CLUSTER_MANAGER_LABEL}' in {object}.metadata.labels && \
+             {object}.metadata.labels['{CLUSTER_MANAGER_LABEL}'] == '{CLUSTER_MANAGER}')"
+        )
+    };
+    format!(
+        "request.resource.group != '{}' || {} || {}",
+        ClusterProfile::group(&()),
+        labelled("object"),
+        labelled("oldObject")
+    )
+}
+
 /// The policy for a hub running as `writers` (its usernames; at most
 /// [`MAX_WRITERS`] are named): CREATE and UPDATE of `placementdecisions`
 /// and `placementdecisions/status`, `placements/status`,
-/// `managedclustersets/status` (group `cluster.ferry.dev`) and
-/// `manifestworkreplicasets/status` (group `work.ferry.dev`), refused for
-/// anyone else. Never fails; with no writers only administrators may write.
+/// `managedclustersets/status` (group `cluster.ferry.dev`),
+/// `manifestworkreplicasets/status` (group `work.ferry.dev`) and of the
+/// ClusterProfiles labelled with ferry as their manager (and their status),
+/// refused for anyone else. Never fails; with no writers only
+/// administrators may write.
 pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
     let rule_for = |group: &str, resources: &[&str], scope: &str| NamedRuleWithOperations {
         api_groups: Some(vec![group.into()]),
@@ -95,14 +123,22 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
                 "Namespaced",
             ),
             rule_for(CLUSTER_GROUP, &["managedclustersets/status"], "Cluster"),
+            rule_for(
+                &ClusterProfile::group(&()),
+                &["clusterprofiles", "clusterprofiles/status"],
+                "Namespaced",
+            ),
         ],
-        match_conditions: Vec::new(),
+        match_conditions: vec![MatchCondition {
+            name: "ferrys-cluster-profiles-only".into(),
+            expression: ferrys_profiles_only(),
+        }],
         variables: Vec::new(),
         validations: vec![Validation {
             expression: rule(writers),
             message: Some(format!(
-                "only the ferry hub writes placement decisions and the status of placements, \
-                 replica sets and cluster sets (policy {HUB_WRITES_POLICY_NAME})"
+                "only the ferry hub writes placement decisions, the status of placements, \
+                 replica sets and cluster sets, and ferry's cluster profiles (policy {HUB_WRITES_POLICY_NAME})"
             )),
             message_expression: Some(format!(
                 "request.userInfo.username + ' may not write ' + request.resource.resource + \
@@ -138,10 +174,28 @@ mod tests {
             "placements/status",
             "manifestworkreplicasets/status",
             "managedclustersets/status",
+            "clusterprofiles",
+            "clusterprofiles/status",
         ] {
             assert!(all.iter().any(|a| a == r), "{r} matched");
         }
         assert_eq!(rules[2].scope.as_deref(), Some("Cluster"));
+        assert_eq!(
+            rules[3].api_groups.as_deref(),
+            Some(&["multicluster.x-k8s.io".to_string()][..])
+        );
+        // Profiles are checked only when ferry's label is on the object
+        // written or on the object as it was; every other request is.
+        let condition = &spec.match_conditions.expect("conditions")[0].expression;
+        assert!(condition.starts_with("request.resource.group != 'multicluster.x-k8s.io' || "));
+        for object in ["object", "oldObject"] {
+            assert!(
+                condition.contains(&format!(
+                    "{object}.metadata.labels['x-k8s.io/cluster-manager'] == 'ferry'"
+                )),
+                "{condition}"
+            );
+        }
         let expression = &spec.validations.expect("validations")[0].expression;
         assert!(expression.contains("['system:serviceaccount:x:hub']"));
         assert!(expression.contains("'system:masters' in request.userInfo.groups"));
