@@ -20,6 +20,7 @@ use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_semantics::text::first_few;
 
 /// What the rollout does now.
+#[derive(Debug)]
 pub struct RolloutPlan {
     /// The clusters to write now, each with the placement choosing it.
     pub start: Vec<(String, String)>,
