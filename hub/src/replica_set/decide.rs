@@ -297,13 +297,21 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         let (start, to_write, revision) = match &outcome {
             FailureOutcome::RollBack { to, .. } => {
                 let stable = render_chosen(&to.spec, &chosen.wanted, &s.gates.clusters);
+                // A recorded rollback goes on whatever the view, but never
+                // to a decided cluster the cache lacks (one a held
+                // placement keeps): its stable rendering would lack the
+                // cluster's labels. It is written back once the cache
+                // knows it.
                 let start = rollback_writes(
                     &current.hash,
                     &chosen.wanted,
                     &s.existing,
                     &rendered,
                     &stable,
-                );
+                )
+                .into_iter()
+                .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
+                .collect();
                 (start, stable, to.reference.hash.clone())
             }
             _ => (plan.start.clone(), rendered.clone(), current.hash.clone()),
@@ -713,6 +721,30 @@ mod tests {
         assert_eq!(d.record_rollback, None);
         assert!(d.budget.delete.is_empty() && d.window_to_record().is_none());
         assert_eq!(d.action(false), Action::await_change());
+    }
+
+    #[test]
+    fn a_recorded_rollback_writes_no_cluster_the_cache_lacks() {
+        let first = first_rollback();
+        // Failed over with cluster c not in the new leader's cache yet,
+        // its placement holding its decisions (so c stays chosen though no
+        // bound set is seen to hold it).
+        let mut gap = snapshot(recorded(&first), &CLUSTERS, &["a", "b"], &all_failed());
+        let mut held = serde_json::to_value(&*gap.placements[0]).expect("placement");
+        held["status"]["conditions"] = json!([{"type": PLACEMENT_DECISIONS_HELD,
+            "status": "True", "reason": "GrantLost", "message": "held",
+            "lastTransitionTime": WRITTEN}]);
+        gap.placements = vec![Arc::new(serde_json::from_value(held).expect("placement"))];
+        let d = decide(&gap);
+        assert!(d.chosen.wanted.contains_key("c") && d.unbound.is_empty());
+        assert!(matches!(d.outcome, FailureOutcome::RollBack { .. }), "kept");
+        assert_eq!(d.rollback_memory.as_ref().map(|r| &r.at), Some(&first.at));
+        // The rollback goes on for a and b, not for c's label-less rendering.
+        assert_eq!(written(&d), ["a", "b"]);
+        assert_writes_stable(&d);
+        // Once the cache knows c, it is written back too.
+        let settled = snapshot(recorded(&first), &CLUSTERS, &CLUSTERS, &all_failed());
+        assert_eq!(written(&decide(&settled)), CLUSTERS);
     }
 
     #[test]
