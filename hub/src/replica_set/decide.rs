@@ -129,7 +129,8 @@ pub struct Decision<'a> {
 }
 
 impl Decision<'_> {
-    /// The budget window to record before the deletions, if any.
+    /// The budget window to record before the deletions, if any. Never
+    /// fails.
     pub fn window_to_record(&self) -> Option<Window> {
         self.budget.window
     }
