@@ -438,6 +438,7 @@ pub fn decide_status(
 mod tests {
     use super::*;
     use crate::replica_set::decisions::tests::{decision, placement};
+    use crate::replica_set::plan::tests::succeeded_work;
     use crate::replica_set::revisions::spec_revision_hash;
     use crate::replica_set::rollback::ROLLBACK_ALL;
     use crate::replica_set::rollback::tests::{rs as progressive_rs, spec, work};
@@ -793,6 +794,60 @@ mod tests {
             assert_eq!(d.budget.waiting.len(), waiting);
             // It looks again when the window ends (540 s on).
             assert_eq!(d.look_again, Some(Duration::from_secs(540)));
+        }
+    }
+
+    #[test]
+    fn the_second_decision_differs_from_the_first_only_by_the_health_verdicts() {
+        let mut rs = progressive_rs(ROLLBACK_ALL);
+        rs.spec.placement_refs[0].rollout_strategy = serde_json::from_value(json!({
+            "type": "ProgressivePerGroup", "progressivePerGroup": {"gates": [
+                {"afterGroup": "canary", "health": {"expression": "group.succeeded == 1"}}]}}))
+        .expect("strategy");
+        let canary = succeeded_work(&rs, "a");
+        let mut s = snapshot(rs, &["a", "b"], &["a", "b"], &[("a", canary)]);
+        s.placements = vec![placement(&[
+            (0, "canary", &["p-decision-1"], 1),
+            (1, "", &["p-decision-2"], 1),
+        ])];
+        s.decisions = vec![
+            decision("p-decision-1", 0, "canary", &["a"]),
+            decision("p-decision-2", 1, "", &["b"]),
+        ];
+        let first = decide(&s);
+        let asked: Vec<(&str, &str)> = first
+            .health_requests
+            .iter()
+            .map(|r| (r.placement.as_str(), r.after_group.as_str()))
+            .collect();
+        assert_eq!(asked, [("p", "canary")]);
+        assert_eq!(written(&first), Vec::<String>::new(), "held until judged");
+        // Everything but the gates' verdicts is the same the second time.
+        let same = |d: &Decision<'_>| {
+            format!(
+                "{:?}",
+                (
+                    &d.record_rollback,
+                    &d.budget,
+                    &d.rollback_memory,
+                    &d.refused,
+                    &d.chosen,
+                    &d.unbound,
+                    &d.rendered,
+                    (&d.current, &d.stable, &d.outcome),
+                )
+            )
+        };
+        let before = same(&first);
+        drop(first);
+        for (verdict, starts) in [(true, vec!["b".to_string()]), (false, Vec::new())] {
+            s.gates
+                .health
+                .insert(("p".into(), "canary".into()), Ok(verdict));
+            let second = decide(&s);
+            assert!(second.health_requests.is_empty(), "asked again");
+            assert_eq!(same(&second), before);
+            assert_eq!(written(&second), starts, "verdict {verdict}");
         }
     }
 
