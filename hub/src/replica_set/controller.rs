@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
@@ -20,23 +20,15 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
 use tracing::warn;
 
-use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
-use super::budget::{budget_verdict, fill_budget_status, record_window};
-use super::decisions::chosen_by_decisions;
-use super::deploy::{REFUSAL_RETRY, Refused, delete_work, deploy, owner_label, spec_hash};
+use super::budget::record_window;
+use super::decide::{Snapshot, decide, decide_status, gate_inputs};
+use super::deploy::{Refused, delete_work, deploy, owner_label};
 use super::error::{ReplicaSetError, failed};
-use super::gates::GateInputs;
 use super::health_pool::{HealthPool, HealthPoolConfig};
-use super::plan::plan_rollout;
-use super::render::render_chosen;
-use super::revision_status::{RevisionInputs, fill_revision_status};
-use super::revisions::{current_revision, protected_hashes, sync_revisions};
-use super::rollback::{
-    FailureOutcome, failure_outcome, record_rollback, rollback_to_record, rollback_writes,
-};
+use super::revisions::{protected_hashes, sync_revisions};
+use super::rollback::record_rollback;
 use super::rollout_signals::rollout_signals;
-use super::status::{replica_set_status, write_status};
-use crate::cluster_sets::membership::{compile_sets, eligible};
+use super::status::write_status;
 use crate::metrics::RolloutMetrics;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
@@ -48,7 +40,6 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
 use ferry_api::rollout_approval::RolloutApproval;
-use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 struct Context {
@@ -101,201 +92,99 @@ impl Context {
             .collect()
     }
 
-    /// Brings the works and the status of `rs` up to date, one phase
-    /// after the other: the chosen clusters, their renderings, the rollout
-    /// plan, the works, the status.
+    /// Brings the works and the status of `rs` up to date: gathers what
+    /// the reconcile reads, [`decide`]s, then carries the decision out in
+    /// its order (records before the writes they announce) and writes the
+    /// status.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         let rs = self.current(rs).await?;
-        let mut chosen =
-            chosen_by_decisions(&rs, &self.placements.state(), &self.decisions.state());
-        // Decisions are data a tenant could have written: a cluster outside
-        // the sets bound to the namespace is never written a work.
-        let namespace = rs.namespace().unwrap_or_default();
-        let eligible = eligible(
-            &compile_sets(&self.sets.state()),
-            &self.bindings.state(),
-            &namespace,
-            &[],
-            &self.clusters.state(),
-        );
-        // A placement holding its decisions after its grant was lost (a
-        // condition only the hub writes) keeps its clusters: the hold is
-        // what keeps a lost binding from removing the application.
-        let held: std::collections::BTreeSet<String> = self
-            .placements
-            .state()
-            .iter()
-            .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-            .filter(|p| {
-                p.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True")
-                })
-            })
-            .map(|p| p.name_any())
-            .collect();
-        // A decided cluster the cluster cache does not hold yet can be
-        // neither rendered nor judged: its placement waits (no start, no
-        // deletion, no halt) until the cache catches up.
-        chosen.unsettle_unknown(|cluster| self.clusters.get(&ObjectRef::new(cluster)).is_some());
-        let unbound = refuse_unbound(&mut chosen, &eligible, &held);
-        let existing = self.generated(&rs);
-        // Their works, if any, are neither rewritten nor deleted here.
-        let deployable: BTreeMap<String, Arc<ManifestWork>> = existing
-            .iter()
-            .filter(|(cluster, _)| !unbound.contains(cluster))
-            .map(|(c, w)| (c.clone(), w.clone()))
-            .collect();
-        let rendered = render_chosen(&rs.spec, &chosen.wanted, &self.clusters);
-        let now = Timestamp::now();
         let owner = owner_label(&rs);
-        // Refusals of a rendering the cluster no longer gets are void.
-        let mut refused = self
-            .refused
-            .lock()
-            .await
-            .get(&owner)
-            .cloned()
-            .unwrap_or_default();
-        refused.retain(|cluster, r| {
-            now.duration_since(r.at) < REFUSAL_RETRY
-                && rendered
-                    .get(cluster)
-                    .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
-        });
-        let mut inputs = GateInputs {
-            clusters: self
-                .clusters
-                .state()
-                .into_iter()
-                .map(|c| (c.name_any(), c))
-                .collect(),
-            approvals: self.approvals.state(),
-            defined_groups: self
-                .placements
-                .state()
-                .iter()
-                .filter(|p| p.namespace() == rs.namespace())
-                .map(|p| {
-                    let groups = p
-                        .spec
-                        .decision_strategy
-                        .as_ref()
-                        .map(|d| {
-                            d.group_strategy
-                                .decision_groups
-                                .iter()
-                                .map(|g| g.group_name.clone())
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    (p.name_any(), groups)
-                })
-                .collect(),
-            health: BTreeMap::new(),
-        };
+        let namespace = rs.namespace().unwrap_or_default();
+        let now = Timestamp::now();
+        let existing = self.generated(&rs);
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
-        let previous_stable = rs
-            .status
-            .as_ref()
-            .and_then(|s| s.rollout.as_ref())
-            .and_then(|r| r.stable_revision.clone());
         let protected = protected_hashes(&rs, &existing);
         let revisions =
             sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
-        let current = current_revision(&rs.spec, &revisions);
-        let mut plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
-        // The plan decides which health expressions it needs; they run on
-        // the bounded pool (awaited, never on a runtime worker), and the
-        // plan is made again, the same in everything but their verdicts.
-        if !plan.health_requests.is_empty() {
-            let namespace = rs.namespace().unwrap_or_default();
-            for request in std::mem::take(&mut plan.health_requests) {
+        let placements = self.placements.state();
+        let mut snapshot = Snapshot {
+            gates: gate_inputs(
+                &rs,
+                &placements,
+                self.clusters.state(),
+                self.approvals.state(),
+            ),
+            rs: rs.clone(),
+            placements,
+            decisions: self.decisions.state(),
+            sets: self.sets.state(),
+            bindings: self.bindings.state(),
+            existing,
+            revisions,
+            remembered: self.rollbacks.lock().await.get(&owner).cloned(),
+            refused: self
+                .refused
+                .lock()
+                .await
+                .get(&owner)
+                .cloned()
+                .unwrap_or_default(),
+            now,
+        };
+        let mut decision = decide(&snapshot);
+        // The gates' health expressions (tenant CEL) run on the bounded
+        // pool, awaited, never on a runtime worker; then the decision is
+        // made again, the same in everything but their verdicts.
+        if !decision.health_requests.is_empty() {
+            let requests = std::mem::take(&mut decision.health_requests);
+            drop(decision);
+            for request in requests {
                 let verdict = self
                     .health
                     .evaluate(&namespace, &request.expression, &request.facts)
                     .await;
-                inputs
+                snapshot
+                    .gates
                     .health
                     .insert((request.placement, request.after_group), verdict);
             }
-            plan = plan_rollout(&rs, &chosen, &rendered, &existing, &refused, &inputs, now);
+            decision = decide(&snapshot);
         }
-        // Past maxFailures the failure strategy decides: abortAll leaves
-        // every cluster where it is, rollbackAll writes the stable revision
-        // to the clusters holding the failed one.
-        let remembered = self.rollbacks.lock().await.get(&owner).cloned();
-        let outcome = failure_outcome(
-            &rs,
-            remembered.as_ref(),
-            &current,
-            previous_stable.as_ref(),
-            &revisions,
-            &plan,
-            now,
-        );
         {
             let mut rollbacks = self.rollbacks.lock().await;
-            match &outcome {
-                FailureOutcome::RollBack { status, .. } => {
+            match &decision.rollback_memory {
+                Some(status) => {
                     rollbacks.insert(owner.clone(), status.clone());
                 }
-                _ => {
+                None => {
                     rollbacks.remove(&owner);
                 }
             }
         }
-        let stable_rendered = match &outcome {
-            FailureOutcome::RollBack { to, .. } => {
-                Some(render_chosen(&to.spec, &chosen.wanted, &self.clusters))
-            }
-            _ => None,
-        };
-        let (start, to_write, write_revision) = match (&outcome, &stable_rendered) {
-            (FailureOutcome::RollBack { to, .. }, Some(stable)) => (
-                rollback_writes(&current.hash, &chosen.wanted, &existing, &rendered, stable),
-                stable,
-                to.reference.hash.as_str(),
-            ),
-            _ => (plan.start.clone(), &rendered, current.hash.as_str()),
-        };
-        // Decide, then act: a rollback is in the status before the first
-        // of its works is written, so a leader taking over in between
-        // continues it (failure_outcome reads it back) and never pushes
-        // the failed revision out again.
-        if let Some(rollback) = rollback_to_record(&rs, &outcome)
+        // Record before act: the rollback, then the budget's window, are in
+        // the status before the first work they decide is written or
+        // deleted; a failed record writes no work.
+        if let Some(rollback) = &decision.record_rollback
             && let Some(version) = record_rollback(&self.client, &rs, rollback).await?
         {
             self.written.lock().await.insert(owner.clone(), version);
         }
-        // A missing placement stops everything (OCM): its clusters are not
-        // in the decisions, and deleting their works would take the
-        // application off them.
-        let mut newly_refused = false;
-        // The deletion budget: the window is recorded before its deletions
-        // are made, so a new leader continues it.
-        let verdict = budget_verdict(
-            &rs,
-            &deployable,
-            &chosen.wanted,
-            chosen.missing.is_empty() && chosen.may_delete(),
-            now,
-        );
-        if let Some(version) = record_window(&self.client, &rs, &verdict).await? {
+        if let Some(version) = record_window(&self.client, &rs, &decision.budget).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
-        if chosen.missing.is_empty() {
+        let mut refused = decision.refused.clone();
+        let mut newly_refused = false;
+        if let Some(works) = &decision.works {
             let new = deploy(
                 &self.client,
                 &rs,
-                &start,
-                to_write,
-                write_revision,
-                &deployable,
-                &chosen.wanted,
-                &verdict.delete,
+                &works.start,
+                &works.specs,
+                &works.revision,
+                &works.existing,
+                &decision.chosen.wanted,
+                &works.delete,
                 now,
             )
             .await?;
@@ -312,77 +201,14 @@ impl Context {
         }
         // The status counts what the cache shows; the writes above come
         // back through the work watch and reconcile again.
-        let works = self.generated(&rs);
-        let mut status = replica_set_status(&rs, &chosen, &works, &rendered, &refused, &plan);
-        let generation = rs.meta().generation.unwrap_or(0);
-        // Its transition time comes from the status as written before (the
-        // status built above does not carry this condition).
-        let previous = rs
-            .status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or_default();
-        let cluster_sets = refused_condition(&unbound, &namespace, generation, previous);
-        status.conditions.retain(|c| c.type_ != CLUSTERS_REFUSED);
-        status.conditions.push(cluster_sets);
-        if chosen.missing.is_empty() {
-            fill_revision_status(
-                &rs,
-                &mut status,
-                &RevisionInputs {
-                    chosen: &chosen,
-                    works: &works,
-                    rendered: &rendered,
-                    refused: &refused,
-                    revisions: &revisions,
-                    current: &current,
-                    stable: previous_stable.as_ref(),
-                    outcome: &outcome,
-                    clusters: &self.clusters,
-                    now,
-                },
-            );
-        }
-        fill_budget_status(&rs, &mut status, &verdict);
+        let generated = self.generated(&rs);
+        let status = decide_status(&snapshot, &decision, &generated, &refused);
         self.rollout_metrics
             .set(&namespace, &rs.name_any(), &rollout_signals(&status));
         if let Some(version) = write_status(&self.client, &rs, status).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
-        if !chosen.missing.is_empty() {
-            // The placement's return is seen by the placement watch.
-            return Ok(Action::await_change());
-        }
-        // Decisions being rewritten come back through the placement and
-        // decision watches; a refusal the plan has not counted yet does not.
-        if newly_refused {
-            return Ok(Action::requeue(Duration::from_secs(2)));
-        }
-        // A soak, a deadline or a refusal ends by time alone: look again
-        // then.
-        let retry = refused
-            .values()
-            .map(|r| REFUSAL_RETRY - now.duration_since(r.at))
-            .min();
-        let retry = match (retry, verdict.retry_at) {
-            (a, Some(at)) => {
-                let at = SignedDuration::from_secs((at - now.as_second()).max(1));
-                Some(a.map_or(at, |a| a.min(at)))
-            }
-            (a, None) => a,
-        };
-        let look_again = match (plan.look_again, retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        Ok(match look_again {
-            Some(after) => Action::requeue(
-                Duration::try_from(after)
-                    .unwrap_or_default()
-                    .max(Duration::from_millis(500)),
-            ),
-            None => Action::await_change(),
-        })
+        Ok(decision.action(newly_refused))
     }
 
     /// `rs` as the cache has it, or read from the API server when the cache

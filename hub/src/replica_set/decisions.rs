@@ -207,7 +207,7 @@ fn unsettled_because(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ferry_api::contract::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL};
     use serde_json::json;
@@ -224,7 +224,7 @@ mod tests {
 
     /// A placement whose status lists `groups`: (index, name, objects,
     /// clusters count).
-    fn placement(groups: &[(i32, &str, &[&str], i32)]) -> Arc<Placement> {
+    pub(crate) fn placement(groups: &[(i32, &str, &[&str], i32)]) -> Arc<Placement> {
         let groups: Vec<_> = groups
             .iter()
             .map(|(index, name, objects, count)| {
@@ -245,7 +245,7 @@ mod tests {
     }
 
     /// Decision object `name` labelled as group (`index`, `group`).
-    fn decision(
+    pub(crate) fn decision(
         name: &str,
         index: usize,
         group: &str,

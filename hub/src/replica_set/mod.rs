@@ -9,6 +9,8 @@ pub mod bound;
 pub mod budget;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
+/// Decide, then act: the reconcile as a pure decision the controller carries out.
+pub mod decide;
 /// Phase 1: the clusters the placements chose.
 pub mod decisions;
 /// Phase 4: writing the works of started clusters, deleting unchosen ones.

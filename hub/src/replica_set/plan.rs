@@ -20,6 +20,7 @@ use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_semantics::text::first_few;
 
 /// What the rollout does now.
+#[derive(Debug)]
 pub struct RolloutPlan {
     /// The clusters to write now, each with the placement choosing it.
     pub start: Vec<(String, String)>,
@@ -184,7 +185,7 @@ pub fn halted_message(placement: &str, failed: &[&str], max_failures: usize) -> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::replica_set::deploy::{Refusal, RefusedBy, spec_hash};
     use ferry_api::manifest_work::ManifestWorkSpec;
@@ -340,7 +341,7 @@ mod tests {
         );
     }
 
-    fn succeeded_work(rs: &ManifestWorkReplicaSet, cluster: &str) -> Arc<ManifestWork> {
+    pub(crate) fn succeeded_work(rs: &ManifestWorkReplicaSet, cluster: &str) -> Arc<ManifestWork> {
         let condition = |type_: &str| {
             json!({"type": type_, "status": "True", "reason": "x", "observedGeneration": 1,
                    "lastTransitionTime": "2026-11-27T04:00:00Z"})

@@ -4,9 +4,9 @@
 //! Shared by the controller and `ferry-hub render`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use ferry_fleet_semantics::overrides::{Override, RenderError, ResourceIdentifier, render};
 
@@ -59,17 +59,17 @@ pub type Rendered = BTreeMap<String, Result<ManifestWorkSpec, RenderFailure>>;
 
 /// Reconcile phase 2: each `wanted` cluster's own work spec, the template
 /// of `spec` with its overrides and placeholders for the cluster's labels
-/// (from `clusters`); a failure fails that cluster only.
+/// (from `clusters`, by name); a failure fails that cluster only.
 pub fn render_chosen(
     spec: &ManifestWorkReplicaSetSpec,
     wanted: &BTreeMap<String, String>,
-    clusters: &Store<ManagedCluster>,
+    clusters: &BTreeMap<String, Arc<ManagedCluster>>,
 ) -> Rendered {
     wanted
         .keys()
         .map(|cluster| {
             let labels = clusters
-                .get(&ObjectRef::new(cluster))
+                .get(cluster)
                 .map(|c| c.labels().clone())
                 .unwrap_or_default();
             (cluster.clone(), render_for_cluster(spec, cluster, &labels))

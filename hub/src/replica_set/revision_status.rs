@@ -9,7 +9,6 @@ use ferry_fleet_semantics::rollout::ClusterState;
 use ferry_semantics::contract::{DEGRADED, PLACEMENT_ROLLED_OUT, ROLLED_BACK};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::decisions::Chosen;
 use super::deploy::Refused;
@@ -42,8 +41,8 @@ pub struct RevisionInputs<'a> {
     pub stable: Option<&'a RevisionRef>,
     /// What the failure strategy did.
     pub outcome: &'a FailureOutcome<'a>,
-    /// The clusters, for their unreachable taint.
-    pub clusters: &'a Store<ManagedCluster>,
+    /// The clusters by name, for their unreachable taint.
+    pub clusters: &'a BTreeMap<String, Arc<ManagedCluster>>,
     /// Now.
     pub now: Timestamp,
 }
@@ -195,8 +194,8 @@ pub fn fill_revision_status(
             };
             let unreachable = inputs
                 .clusters
-                .get(&ObjectRef::new(cluster))
-                .is_some_and(|c| crate::clusters::taints::is_unreachable(&c));
+                .get(cluster)
+                .is_some_and(|c| crate::clusters::taints::is_unreachable(c));
             ClusterReport {
                 cluster: cluster.clone(),
                 waiting: !rolling_back && revision.as_deref() != Some(&inputs.current.hash),

@@ -244,7 +244,7 @@ pub fn rolled_back(existing: &BTreeMap<String, Arc<ManifestWork>>, to: &str, at:
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ferry_api::manifest_work::ManifestWorkSpec;
     use ferry_api::replica_set::{
@@ -252,7 +252,7 @@ mod tests {
     };
     use serde_json::json;
 
-    fn rs(failure_strategy: &str) -> ManifestWorkReplicaSet {
+    pub(crate) fn rs(failure_strategy: &str) -> ManifestWorkReplicaSet {
         serde_json::from_value(json!({
             "apiVersion": "work.ferry.dev/v1alpha1",
             "kind": "ManifestWorkReplicaSet",
@@ -263,7 +263,7 @@ mod tests {
         .expect("replica set")
     }
 
-    fn reference(number: i64, hash: &str) -> RevisionRef {
+    pub(crate) fn reference(number: i64, hash: &str) -> RevisionRef {
         RevisionRef {
             number,
             hash: hash.into(),
@@ -292,7 +292,7 @@ mod tests {
         }
     }
 
-    fn spec(value: &str) -> ManifestWorkSpec {
+    pub(crate) fn spec(value: &str) -> ManifestWorkSpec {
         serde_json::from_value(
             json!({"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "d"}, "data": {"v": value}}]}}),
@@ -300,7 +300,11 @@ mod tests {
         .expect("spec")
     }
 
-    fn work(spec: ManifestWorkSpec, revision: Option<&str>, at: &str) -> Arc<ManifestWork> {
+    pub(crate) fn work(
+        spec: ManifestWorkSpec,
+        revision: Option<&str>,
+        at: &str,
+    ) -> Arc<ManifestWork> {
         let mut w = ManifestWork::new("app", spec);
         let mut annotations =
             BTreeMap::from([(TEMPLATE_APPLIED_AT_ANNOTATION.to_string(), at.to_string())]);
