@@ -173,6 +173,16 @@ impl Context {
         if let Some(version) = record_window(&self.client, &rs, &decision.budget).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
+        // A gate that passes now is in the status before the first work of
+        // the groups after it: a leader taking over reads it passed and
+        // keeps it so, rather than judging it again (a health expression
+        // may no longer hold) with some of those groups already written.
+        if !decision.record_gates.is_empty() {
+            let status = decide_status(&snapshot, &decision, &snapshot.existing, &decision.refused);
+            if let Some(version) = write_status(&self.client, &rs, status).await? {
+                self.written.lock().await.insert(owner.clone(), version);
+            }
+        }
         let mut refused = decision.refused.clone();
         let mut newly_refused = false;
         if let Some(works) = &decision.works {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_fleet_semantics::deletion_budget::{Verdict, Window};
+use ferry_fleet_semantics::rollout_gates::GateState;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -41,6 +42,7 @@ use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
 
 /// Everything one reconcile of a replica set reads, taken once: the
 /// decision is made from this and nothing else.
+#[derive(Clone)]
 pub struct Snapshot {
     /// The replica set, as current as the controller could read it.
     pub rs: Arc<ManifestWorkReplicaSet>,
@@ -126,6 +128,12 @@ pub struct Decision<'a> {
     /// When a soak, a deadline, a refusal or a budget window ends by time
     /// alone (None: only a change brings the replica set back).
     pub look_again: Option<Duration>,
+    /// The gates (placement, afterGroup) this decision passes that the
+    /// status as read does not hold passed, when clusters start after
+    /// them: the status recording the pass is written before those works,
+    /// so a leader taking over keeps the gate passed (a passed gate stays
+    /// passed) instead of judging it again.
+    pub record_gates: Vec<(String, String)>,
 }
 
 impl Decision<'_> {
@@ -330,6 +338,10 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         }
     });
     let look_again = look_again(&plan, &refused, &budget, now);
+    let record_gates = match &works {
+        Some(w) if !w.start.is_empty() => gates_passing_now(rs, &plan),
+        _ => Vec::new(),
+    };
     Decision {
         health_requests,
         record_rollback,
@@ -345,7 +357,45 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         plan,
         outcome,
         look_again,
+        record_gates,
     }
+}
+
+/// The gates `plan` holds passed that the status of `rs` as read does not
+/// hold passed for the same revision, as (placement, afterGroup). Never
+/// fails.
+pub fn gates_passing_now(rs: &ManifestWorkReplicaSet, plan: &RolloutPlan) -> Vec<(String, String)> {
+    let passed = GateState::Passed.as_str();
+    let recorded: BTreeSet<(&str, &str, &str)> = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .map(|r| r.placements.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|p| {
+            p.gates
+                .iter()
+                .filter(|g| g.state == passed)
+                .map(|g| (p.name.as_str(), p.revision.as_str(), g.after_group.as_str()))
+        })
+        .collect();
+    plan.placements
+        .iter()
+        .flat_map(|p| {
+            p.gates
+                .iter()
+                .filter(|g| g.state == passed)
+                .filter(|g| {
+                    !recorded.contains(&(
+                        p.name.as_str(),
+                        p.revision.as_str(),
+                        g.after_group.as_str(),
+                    ))
+                })
+                .map(|g| (p.name.clone(), g.after_group.clone()))
+        })
+        .collect()
 }
 
 /// The soonest a soak, a deadline, a refusal or a budget window ends by
@@ -849,6 +899,62 @@ mod tests {
             assert_eq!(same(&second), before);
             assert_eq!(written(&second), starts, "verdict {verdict}");
         }
+    }
+
+    #[test]
+    fn a_gate_pass_is_recorded_before_its_groups_works_and_a_new_leader_keeps_it_passed() {
+        let mut rs = progressive_rs(ROLLBACK_ALL);
+        rs.spec.placement_refs[0].rollout_strategy = serde_json::from_value(json!({
+            "type": "ProgressivePerGroup", "progressivePerGroup": {"gates": [
+                {"afterGroup": "canary", "health": {"expression": "group.succeeded == 1"}}]}}))
+        .expect("strategy");
+        let canary = succeeded_work(&rs, "a");
+        let mut s = snapshot(rs, &["a", "b"], &["a", "b"], &[("a", canary)]);
+        s.placements = vec![placement(&[
+            (0, "canary", &["p-decision-1"], 1),
+            (1, "", &["p-decision-2"], 1),
+        ])];
+        s.decisions = vec![
+            decision("p-decision-1", 0, "canary", &["a"]),
+            decision("p-decision-2", 1, "", &["b"]),
+        ];
+        s.gates
+            .health
+            .insert(("p".into(), "canary".into()), Ok(true));
+        let passing = decide(&s);
+        assert_eq!(written(&passing), ["b"]);
+        assert_eq!(
+            passing.record_gates,
+            [("p".to_string(), "canary".to_string())]
+        );
+        // The record is the status as it stands before b's work is written.
+        let recorded = decide_status(&s, &passing, &s.existing, &passing.refused);
+        drop(passing);
+        // A new leader reads it, b's work not written yet, and the health
+        // expression no longer holds: the gate stays passed, b still
+        // starts, and nothing more needs recording.
+        let mut after = s.clone();
+        let mut rs = (*after.rs).clone();
+        rs.status = Some(recorded);
+        after.rs = Arc::new(rs);
+        after
+            .gates
+            .health
+            .insert(("p".into(), "canary".into()), Ok(false));
+        let continued = decide(&after);
+        assert_eq!(written(&continued), ["b"], "the pass is never reversed");
+        assert!(
+            continued.record_gates.is_empty(),
+            "{:?}",
+            continued.record_gates
+        );
+        // Without the record, the same leader would hold b back.
+        let mut unrecorded = s.clone();
+        unrecorded
+            .gates
+            .health
+            .insert(("p".into(), "canary".into()), Ok(false));
+        assert!(written(&decide(&unrecorded)).is_empty());
     }
 
     #[test]

@@ -33,7 +33,7 @@ use super::rollout::RolloutError;
 
 /// What the gates and the cohort read beyond the works: the clusters (by
 /// name) and the approvals (of every namespace).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct GateInputs {
     /// ManagedClusters by name.
     pub clusters: BTreeMap<String, Arc<ManagedCluster>>,
