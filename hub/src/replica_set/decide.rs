@@ -847,8 +847,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_second_decision_differs_from_the_first_only_by_the_health_verdicts() {
+    /// Cluster a (group canary) succeeded on the current revision; b (the
+    /// next group) waits behind a health gate after canary.
+    fn health_gated() -> Snapshot {
         let mut rs = progressive_rs(ROLLBACK_ALL);
         rs.spec.placement_refs[0].rollout_strategy = serde_json::from_value(json!({
             "type": "ProgressivePerGroup", "progressivePerGroup": {"gates": [
@@ -864,6 +865,12 @@ mod tests {
             decision("p-decision-1", 0, "canary", &["a"]),
             decision("p-decision-2", 1, "", &["b"]),
         ];
+        s
+    }
+
+    #[test]
+    fn the_second_decision_differs_from_the_first_only_by_the_health_verdicts() {
+        let mut s = health_gated();
         let first = decide(&s);
         let asked: Vec<(&str, &str)> = first
             .health_requests
@@ -903,21 +910,7 @@ mod tests {
 
     #[test]
     fn a_gate_pass_is_recorded_before_its_groups_works_and_a_new_leader_keeps_it_passed() {
-        let mut rs = progressive_rs(ROLLBACK_ALL);
-        rs.spec.placement_refs[0].rollout_strategy = serde_json::from_value(json!({
-            "type": "ProgressivePerGroup", "progressivePerGroup": {"gates": [
-                {"afterGroup": "canary", "health": {"expression": "group.succeeded == 1"}}]}}))
-        .expect("strategy");
-        let canary = succeeded_work(&rs, "a");
-        let mut s = snapshot(rs, &["a", "b"], &["a", "b"], &[("a", canary)]);
-        s.placements = vec![placement(&[
-            (0, "canary", &["p-decision-1"], 1),
-            (1, "", &["p-decision-2"], 1),
-        ])];
-        s.decisions = vec![
-            decision("p-decision-1", 0, "canary", &["a"]),
-            decision("p-decision-2", 1, "", &["b"]),
-        ];
+        let mut s = health_gated();
         s.gates
             .health
             .insert(("p".into(), "canary".into()), Ok(true));
