@@ -36,6 +36,33 @@ pub async fn wait_new_session(
     .await
 }
 
+/// The agent version a [`RawSession`] says in its Hello, so the hub's
+/// record of a session tells a test's sessions from the agent's.
+pub const RAW_SESSION_VERSION: &str = "raw-session";
+
+/// Waits until the hub records a connected session of `cluster` opened by
+/// its real agent (not a [`RawSession`]) other than `previous`: the signal
+/// that the agent (re)connected, whatever test sessions opened meanwhile.
+pub async fn wait_agent_session(
+    clusters: &Api<ManagedCluster>,
+    cluster: &str,
+    previous: String,
+    timeout: Duration,
+) -> Result<ManagedCluster, WaitError> {
+    wait_until(
+        clusters,
+        cluster,
+        "a session of the agent",
+        timeout,
+        move |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.connected && s.session_id != previous && s.agent_version != RAW_SESSION_VERSION
+            })
+        },
+    )
+    .await
+}
+
 /// A session a test drives: what it sends, and a task that ends when the
 /// hub ends the stream.
 pub struct RawSession {
@@ -75,7 +102,7 @@ pub async fn open_raw_session(
         body: Some(agent_message::Body::Hello(v1::Hello {
             protocol_version: PROTOCOL_VERSION,
             cluster_name: cluster.into(),
-            agent_version: "raw-session".into(),
+            agent_version: RAW_SESSION_VERSION.into(),
             known_works: vec![],
         })),
     })

@@ -16,7 +16,9 @@ use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, UpdateS
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions, HUB_USER, grant_hub};
 use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::link::LinkState;
-use ferry_e2e::helpers::sessions::{open_raw_session, raw_session, session_of, wait_new_session};
+use ferry_e2e::helpers::sessions::{
+    open_raw_session, raw_session, session_of, wait_agent_session, wait_new_session,
+};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, edit_and_wait, feedback_value, manifest_work, strategy_config,
@@ -648,13 +650,18 @@ async fn a_third_live_session_of_a_cluster_ends_the_oldest_and_the_agent_is_serv
         .expect("token");
     // The agent's session, then two more with the cluster's token: the
     // agent's is pushed out, reconnects as the newest, and pushes out the
-    // oldest remaining one, the first extra session.
-    let before = session_of(&clusters, CLUSTER).await;
+    // oldest remaining one, the first extra session. The agent must hold
+    // its session first (under load it may connect after the test's).
+    let before = wait_agent_session(&clusters, CLUSTER, String::new(), APPLY_TIMEOUT)
+        .await
+        .expect("the agent connects")
+        .status
+        .map(|s| s.session_id)
+        .unwrap_or_default();
     let first = open_raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
-    wait_new_session(&clusters, CLUSTER, before, APPLY_TIMEOUT)
+    wait_new_session(&clusters, CLUSTER, before.clone(), APPLY_TIMEOUT)
         .await
         .expect("the first extra session is recorded");
-    let first_id = session_of(&clusters, CLUSTER).await;
     let second = open_raw_session(&fleet.hub_url, &token, CLUSTER, vec![]).await;
     tokio::time::timeout(APPLY_TIMEOUT, first.ended)
         .await
@@ -664,14 +671,11 @@ async fn a_third_live_session_of_a_cluster_ends_the_oldest_and_the_agent_is_serv
         !second.ended.is_finished(),
         "a session with one newer stays"
     );
-    let agent = wait_new_session(&clusters, CLUSTER, first_id, APPLY_TIMEOUT)
+    // The second extra session's record may come first: the agent's new
+    // session is the one to wait for, not merely a newer one.
+    wait_agent_session(&clusters, CLUSTER, before, APPLY_TIMEOUT)
         .await
         .expect("the agent reconnects as the newest");
-    assert_ne!(
-        agent.status.map(|s| s.agent_version).as_deref(),
-        Some("raw-session"),
-        "the newest session is the agent's"
-    );
     let works = fleet
         .create_work(&manifest_work(
             CLUSTER,
