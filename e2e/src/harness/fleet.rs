@@ -21,6 +21,8 @@ use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::{InstallCrdsError, install_crds, install_crds_for};
 use ferry_hub::grpc::config::GrpcTls;
 use ferry_hub::hub::{DEFAULT_CONTROLLER_SWEEP, HubListeners, run_hub};
+
+use super::reserved_port::ReservedPort;
 use ferry_hub::join::hub_side::{JoinError, join_cluster};
 use ferry_hub::leader::LeaderElection;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
@@ -330,6 +332,9 @@ pub struct Fleet {
     hub_addr: std::net::SocketAddr,
     /// Where the hub serves `/metrics`.
     pub hub_probes_addr: std::net::SocketAddr,
+    /// The ports of `hub_addr` and `hub_probes_addr`, held across restarts.
+    hub_port: ReservedPort,
+    hub_probes_port: ReservedPort,
     /// The CA of the hub's serving certificate.
     pub hub_ca_pem: String,
     grpc_tls: Option<GrpcTls>,
@@ -665,14 +670,13 @@ impl Fleet {
         let tls = FleetTls::generate(&options)?;
         let scheme = if options.tls { "https" } else { "http" };
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(FleetError::Bind)?;
-        let probes = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(FleetError::Bind)?;
-        let hub_addr = listener.local_addr().map_err(FleetError::Bind)?;
-        let hub_probes_addr = probes.local_addr().map_err(FleetError::Bind)?;
+        // Held for the fleet's life, so a restarted hub gets them back.
+        let hub_port = ReservedPort::new().map_err(FleetError::Bind)?;
+        let hub_probes_port = ReservedPort::new().map_err(FleetError::Bind)?;
+        let listener = hub_port.listen().map_err(FleetError::Bind)?;
+        let probes = hub_probes_port.listen().map_err(FleetError::Bind)?;
+        let hub_addr = hub_port.addr();
+        let hub_probes_addr = hub_probes_port.addr();
         let hub_url = format!("{scheme}://{hub_addr}");
         let session = ferry_hub::grpc::config::SessionConfig {
             heartbeat_interval: options.heartbeat,
@@ -736,6 +740,8 @@ impl Fleet {
             spokes,
             hub_addr,
             hub_probes_addr,
+            hub_port,
+            hub_probes_port,
             hub_ca_pem: tls.hub_ca_pem,
             grpc_tls: tls.grpc,
             session,
@@ -928,12 +934,8 @@ impl Fleet {
     /// Starts the hub again on the same address, with nothing in memory.
     pub async fn start_hub(&mut self) -> Result<(), FleetError> {
         if self.hub_run.is_none() {
-            let grpc = tokio::net::TcpListener::bind(self.hub_addr)
-                .await
-                .map_err(FleetError::Bind)?;
-            let probes = tokio::net::TcpListener::bind(self.hub_probes_addr)
-                .await
-                .map_err(FleetError::Bind)?;
+            let grpc = self.hub_port.listen().map_err(FleetError::Bind)?;
+            let probes = self.hub_probes_port.listen().map_err(FleetError::Bind)?;
             let listeners = HubListeners {
                 grpc,
                 grpc_tls: self.grpc_tls.clone(),
@@ -1021,20 +1023,21 @@ impl Drop for Fleet {
 /// for it, kept so a restarted hub serves it where the API server expects.
 struct Webhook {
     addr: std::net::SocketAddr,
+    /// Held across the hub's restarts.
+    port: ReservedPort,
     cert: ServingCert,
     failure_policy: FailurePolicy,
 }
 
 impl Webhook {
     async fn new(failure_policy: FailurePolicy) -> Result<Self, FleetError> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(FleetError::Bind)?;
-        let addr = listener.local_addr().map_err(FleetError::Bind)?;
+        let port = ReservedPort::new().map_err(FleetError::Bind)?;
+        let addr = port.addr();
         let cert = ServingCert::generate(&[addr.ip().to_string()])
             .map_err(|e| FleetError::Admission(e.to_string()))?;
         Ok(Self {
             addr,
+            port,
             cert,
             failure_policy,
         })
@@ -1042,9 +1045,7 @@ impl Webhook {
 
     async fn options(&self) -> Result<AdmissionOptions, FleetError> {
         Ok(AdmissionOptions {
-            listener: tokio::net::TcpListener::bind(self.addr)
-                .await
-                .map_err(FleetError::Bind)?,
+            listener: self.port.listen().map_err(FleetError::Bind)?,
             target: WebhookTarget::Url(format!("https://{}", self.addr)),
             cert: self.cert.clone(),
             max_work_bytes: DEFAULT_MAX_WORK_BYTES,

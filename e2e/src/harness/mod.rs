@@ -20,5 +20,6 @@ pub mod leader_process;
 pub mod link;
 pub mod local_pod;
 pub mod promtool;
+pub mod reserved_port;
 pub mod sockets;
 pub mod test_log;
