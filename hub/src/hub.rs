@@ -184,7 +184,8 @@ pub async fn run_hub(
         .with_disconnected_gauge(metrics.clusters_disconnected.clone());
     // One copy of every ManagedCluster per replica, kept by the reassert
     // watch: agent authentication reads whether a cluster is accepted here
-    // instead of a GET per connect.
+    // instead of a GET per connect, and the leader's liveness sweep reads
+    // the clusters here instead of a LIST per heartbeat.
     let (cluster_cache, cluster_cache_writer) = kube::runtime::reflector::store();
     let reasserting = reassert_held_sessions(
         liveness.clone(),
@@ -193,11 +194,20 @@ pub async fn run_hub(
     );
     let heartbeat = session.heartbeat_interval;
     let swept = liveness.clone();
+    let swept_clusters = cluster_cache.clone();
     let sweeper = while_leading(
         leading.clone(),
         stop_rx.clone(),
         "liveness sweep",
-        move |stop| run_liveness_sweeper(swept.clone(), heartbeat, heartbeat * 5, stop),
+        move |stop| {
+            run_liveness_sweeper(
+                swept.clone(),
+                swept_clusters.clone(),
+                heartbeat,
+                heartbeat * 5,
+                stop,
+            )
+        },
     );
     let auth = Arc::new(
         AgentAuthenticator::new(client.clone(), session.auth.clone())

@@ -101,16 +101,41 @@ pub async fn wait_metric_above(
     baseline: f64,
     timeout: Duration,
 ) -> Result<f64, MetricWaitError> {
+    wait_metric_where(addr, name, "more than", baseline, |v| v > baseline, timeout).await
+}
+
+/// Waits until `name` at `addr` (a [`sum_of`] selector) is at most
+/// `ceiling`, scraping every 50 ms: the signal that a gauge came down (a
+/// periodic sweep counted something as over). Fails with the last value on
+/// timeout.
+pub async fn wait_metric_at_most(
+    addr: SocketAddr,
+    name: &str,
+    ceiling: f64,
+    timeout: Duration,
+) -> Result<f64, MetricWaitError> {
+    wait_metric_where(addr, name, "at most", ceiling, |v| v <= ceiling, timeout).await
+}
+
+async fn wait_metric_where(
+    addr: SocketAddr,
+    name: &str,
+    relation: &'static str,
+    bound: f64,
+    holds: impl Fn(f64) -> bool,
+    timeout: Duration,
+) -> Result<f64, MetricWaitError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let value = hub_metric(addr, name).await?;
-        if value > baseline {
+        if holds(value) {
             return Ok(value);
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(MetricWaitError::Timeout {
                 name: name.to_string(),
-                baseline,
+                relation,
+                bound,
                 last: value,
                 timeout,
             });
@@ -125,13 +150,15 @@ pub enum MetricWaitError {
     /// Scraping failed.
     #[error(transparent)]
     Scrape(#[from] ScrapeError),
-    /// The metric stayed at or below the baseline.
-    #[error("{name} stayed at {last} (waiting for more than {baseline}) for {timeout:?}")]
+    /// The metric never reached the bound.
+    #[error("{name} stayed at {last} (waiting for {relation} {bound}) for {timeout:?}")]
     Timeout {
         /// The metric.
         name: String,
-        /// The value it had to exceed.
-        baseline: f64,
+        /// How it had to compare with `bound` ("more than", "at most").
+        relation: &'static str,
+        /// The value it had to reach.
+        bound: f64,
         /// Its last value.
         last: f64,
         /// How long it was watched.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::hub_metrics::{wait_metric_above, wait_metric_at_most};
 use ferry_e2e::harness::link::LinkState;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::APPLY_TIMEOUT;
@@ -254,4 +255,73 @@ async fn a_cluster_whose_replica_lease_lapsed_is_marked_disconnected_and_others_
             .is_some_and(|s| s.connected && s.served_by == "alive")
     );
     fleet.stop().await;
+}
+
+/// The hub API server's LIST requests for ManagedClusters so far, every
+/// client's, from its own request counter.
+async fn cluster_lists(hub: &Client) -> f64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a GET request");
+    let text = hub.request_text(request).await.expect("API server metrics");
+    text.lines()
+        .filter(|line| line.starts_with("apiserver_request_total{"))
+        .filter(|line| {
+            line.contains("resource=\"managedclusters\"") && line.contains("verb=\"LIST\"")
+        })
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// The leader's liveness sweep reads the replica's watch-fed ManagedCluster
+/// cache: it used to LIST every cluster each heartbeat, about 1 KB per
+/// cluster each time on the API server (issue 32). With a 1 s heartbeat,
+/// many sweeps run while a black-holed cluster is marked disconnected and
+/// counted by the sweep, and the API server answers no ManagedCluster LIST
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_liveness_sweep_reads_the_cluster_cache_instead_of_listing_every_heartbeat() {
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.heartbeat = Duration::from_secs(1);
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    wait_until(
+        &clusters,
+        "cluster-a",
+        "connected",
+        APPLY_TIMEOUT,
+        connected,
+    )
+    .await
+    .expect("the agent's session shows as connected");
+    // From here the test reads nothing of ManagedClusters through the API
+    // server: the sweep's own gauge says when a sweep saw the cluster
+    // connected, and later disconnected (several sweeps apart: the hub
+    // notices the silence only after missed heartbeats).
+    wait_metric_at_most(
+        fleet.hub_probes_addr,
+        "ferry_hub_clusters_disconnected",
+        0.0,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("a sweep counts the connected cluster as connected");
+    let before = cluster_lists(&fleet.hub_client).await;
+
+    fleet.spoke("cluster-a").link.set(LinkState::Frozen);
+    wait_metric_above(
+        fleet.hub_probes_addr,
+        "ferry_hub_clusters_disconnected",
+        0.0,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("a sweep counts the black-holed cluster as disconnected");
+    let after = cluster_lists(&fleet.hub_client).await;
+    assert_eq!(
+        after,
+        before,
+        "the hub API server answered {} ManagedCluster LISTs while the sweep ran every second",
+        after - before
+    );
 }

@@ -133,6 +133,19 @@ pub async fn create_works(
     Ok(())
 }
 
+/// The hub API server's LISTs of ManagedClusters so far and the bytes it
+/// answered them with (its own `apiserver_request_total` and
+/// `apiserver_response_sizes`): a read every idle cluster costs the API
+/// server when something lists the whole fleet periodically.
+async fn cluster_lists(admin: &Client) -> (f64, f64) {
+    let text = apiserver_metrics(admin).await;
+    let wanted = "resource=\"managedclusters\",scope=\"cluster\",subresource=\"\",verb=\"LIST\"";
+    (
+        sum_of_prefix(&text, &format!("apiserver_request_total{{{wanted}")),
+        sum_of_prefix(&text, &format!("apiserver_response_sizes_sum{{{wanted}")),
+    )
+}
+
 /// The hub API server's write requests (POST, PUT, PATCH, DELETE) so far,
 /// from its own request counters: in all, to ManagedClusters, to Leases,
 /// and TokenReviews (a POST each, stored nowhere).
@@ -174,9 +187,12 @@ pub async fn p3_idle(
     window: Duration,
 ) -> Result<Row, ScenarioError> {
     let before = api_writes(&bench.admin).await;
+    let lists_before = cluster_lists(&bench.admin).await;
+    let (_, idle_cpu_before) = hub_usage(bench)?;
     let started = Instant::now();
     tokio::time::sleep(window).await;
     let after = api_writes(&bench.admin).await;
+    let lists_after = cluster_lists(&bench.admin).await;
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let rate = |a: f64, b: f64| (b - a).max(0.0) / secs;
     let (rss, cpu) = hub_usage(bench)?;
@@ -190,7 +206,7 @@ pub async fn p3_idle(
         hub_cpu_seconds: cpu - cpu_before,
         wall: connect,
         bottleneck: format!(
-            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s; idle hub API writes {:.2}/s over {:.0} s ({:.2}/s to ManagedClusters, {:.2}/s to Leases, {:.2}/s TokenReviews)",
+            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s; idle hub API writes {:.2}/s over {:.0} s ({:.2}/s to ManagedClusters, {:.2}/s to Leases, {:.2}/s TokenReviews); idle ManagedCluster LISTs {:.2}/s answering {:.1} KiB/s; idle hub CPU {:.3} cores",
             baseline_kib / 1024,
             rss / 1024,
             connect.as_secs_f64(),
@@ -199,6 +215,9 @@ pub async fn p3_idle(
             rate(before.1, after.1),
             rate(before.2, after.2),
             rate(before.3, after.3),
+            rate(lists_before.0, lists_after.0),
+            rate(lists_before.1, lists_after.1) / 1024.0,
+            (cpu - idle_cpu_before).max(0.0) / secs,
         ),
         ..Default::default()
     })
