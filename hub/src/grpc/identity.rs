@@ -33,6 +33,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use crate::grpc::peer_budget::PeerBudget;
+use crate::grpc::review_pace::ReviewPace;
 use crate::metrics::RefusalReason;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
@@ -264,6 +265,8 @@ pub struct AgentAuthenticator {
     /// Token hash to why it was refused.
     refused: Cache<[u8; 32], AuthError>,
     budget: PeerBudget,
+    /// When live sessions' periodic reviews may start.
+    pace: ReviewPace,
     /// Seconds each TokenReview takes.
     review_seconds: Histogram,
 }
@@ -284,6 +287,7 @@ impl AgentAuthenticator {
                 .time_to_live(options.review_interval)
                 .build(),
             budget: PeerBudget::per_minute(options.peer_reviews_per_minute),
+            pace: ReviewPace::per_second(options.live_reviews_per_second),
             options,
             review_seconds: crate::metrics::latency_histogram(),
         }
@@ -314,6 +318,14 @@ impl AgentAuthenticator {
             sessions,
             self.options.live_reviews_per_second,
         )
+    }
+
+    /// When a live session whose periodic review is due at `now` may be
+    /// reviewed: the next free slot of the replica's pace (see
+    /// [`ReviewPace`]), so a connect storm's sessions coming due together
+    /// are spread out.
+    pub fn live_review_slot(&self, now: tokio::time::Instant) -> tokio::time::Instant {
+        self.pace.reserve(now)
     }
 
     /// The cluster whose agent sent the request with `metadata` from `peer`:

@@ -17,6 +17,8 @@ pub mod message_caps;
 pub mod peer_budget;
 /// Which agent protocol versions this hub serves.
 pub mod protocol;
+/// The replica-wide pace of live sessions' periodic token reviews.
+pub mod review_pace;
 /// One agent's stream: works out, status in, until the session ends.
 pub mod session;
 /// TLS handshakes of the agent port, with reloading certificates.

@@ -220,8 +220,9 @@ impl Lifetime {
         ))
     }
 
-    /// Reviews the token every review interval, and at once when a sweep
-    /// finds the cluster not accepted (a sweep's answer may be stale, so the
+    /// Reviews the token every review interval (once due, at the next slot
+    /// of the replica's review pace), and at once when a sweep finds the
+    /// cluster not accepted (a sweep's answer may be stale, so the
     /// review decides); returns the status the session ends with.
     async fn expire(mut self) -> Status {
         let expired = tokio::time::sleep(self.max_age);
@@ -229,12 +230,22 @@ impl Lifetime {
         let review = tokio::time::sleep(self.next_review());
         tokio::pin!(review);
         let mut sweeps = true;
+        // Whether `review` is sleeping until the slot the replica's pace
+        // gave this session, rather than until the review comes due.
+        let mut slotted = false;
         loop {
             let due = tokio::select! {
                 () = &mut expired => return self.max_age_reached(),
                 () = &mut review => {
-                    review.as_mut().reset(tokio::time::Instant::now() + self.next_review());
-                    true
+                    let now = tokio::time::Instant::now();
+                    let slot = if slotted { now } else { self.auth.live_review_slot(now) };
+                    slotted = slot > now;
+                    if slotted {
+                        review.as_mut().reset(slot);
+                    } else {
+                        review.as_mut().reset(now + self.next_review());
+                    }
+                    !slotted
                 }
                 // Each sweep wakes this; a cluster it lists has its session
                 // reviewed now (once more than needed if the sweep listed
