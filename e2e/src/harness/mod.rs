@@ -1,6 +1,6 @@
 //! The machinery: the Go control plane built and run, ferry's hub and agents
 //! as tasks and as processes, the links between them, the spokes' audit logs,
-//! Helm, promtool, and the container image as tests read it.
+//! Helm, promtool, krew, and the container image as tests read it.
 
 pub mod agent_client;
 pub mod agent_process;
@@ -16,6 +16,7 @@ pub mod hub_metrics;
 pub mod hub_process;
 pub mod image;
 pub mod joined_agent;
+pub mod krew;
 pub mod leader_process;
 pub mod link;
 pub mod local_pod;

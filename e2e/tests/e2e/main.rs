@@ -52,6 +52,7 @@ mod image;
 mod install;
 mod join_both_sides;
 mod join_files;
+mod krew_plugin;
 mod kubectl_plugin;
 mod leader_chaos;
 mod leader_election;
