@@ -177,4 +177,22 @@ mod tests {
         assert!(c.message.len() < 1024, "{}", c.message.len());
         assert_eq!(waiting_condition(&[], 3, &[]), None);
     }
+
+    #[test]
+    fn the_example_annotation_parses() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/maintenance-windows.yaml"),
+        )
+        .expect("the example");
+        let patch: serde_json::Value = serde_yaml::from_str(&text).expect("yaml");
+        let windows = patch["metadata"]["annotations"][MAINTENANCE_WINDOWS_ANNOTATION]
+            .as_str()
+            .expect("the annotation");
+        let clusters: BTreeMap<_, _> = [cluster("cluster-a", Some(windows))].into_iter().collect();
+        // Saturday 2026-11-28 03:00 Berlin: open.
+        assert!(
+            closed_clusters(&clusters, "2026-11-28T02:00:00Z".parse().expect("time")).is_empty()
+        );
+    }
 }
