@@ -252,7 +252,7 @@ pub fn state_at(windows: &Windows, now: Timestamp) -> WindowState {
     let closes = windows
         .0
         .iter()
-        .filter_map(|w| Some(open_occurrence(w, now)?.checked_add(w.duration).ok()?))
+        .filter_map(|w| open_occurrence(w, now)?.checked_add(w.duration).ok())
         .max();
     let Some(mut closes) = closes else {
         let opens_at = windows.0.iter().filter_map(|w| next_start(w, now)).min();
@@ -264,7 +264,7 @@ pub fn state_at(windows: &Windows, now: Timestamp) -> WindowState {
         let later = windows
             .0
             .iter()
-            .filter_map(|w| Some(open_occurrence(w, closes)?.checked_add(w.duration).ok()?))
+            .filter_map(|w| open_occurrence(w, closes)?.checked_add(w.duration).ok())
             .max();
         match later {
             Some(later) if later > closes => closes = later,

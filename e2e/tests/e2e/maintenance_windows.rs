@@ -140,7 +140,7 @@ async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
     let says_b_waits = |rs: &ManifestWorkReplicaSet| {
         waiting(rs).is_some_and(|c| {
             c.reason == "OutsideMaintenanceWindow"
-                && c.message.contains(&format!("1 clusters wait"))
+                && c.message.contains("1 clusters wait")
                 && c.message.contains(&format!("spoke-b until {until}"))
         })
     };
