@@ -86,6 +86,49 @@ async fn wait_complete(hub: &Client, name: &str, generation: i64) -> ManifestWor
     .unwrap_or_else(|e| panic!("{name} complete at generation {generation}: {e}"))
 }
 
+/// The first whole minute at least `lead` from now.
+fn whole_minute_after(lead: SignedDuration) -> Timestamp {
+    Timestamp::now()
+        .checked_add(lead)
+        .and_then(|t| {
+            t.round(
+                TimestampRound::new()
+                    .smallest(Unit::Minute)
+                    .mode(RoundMode::Ceil),
+            )
+        })
+        .expect("a time")
+}
+
+/// Gives `cluster` one ten-minute window a day, opening daily at the UTC
+/// time of day of `opens` (so, less than a day ahead, next at `opens`).
+async fn set_daily_window(hub: &Client, cluster: &str, opens: Timestamp) {
+    let utc = opens.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    let windows = json!([{"schedule": format!("{} {} * * *", utc.minute(), utc.hour()),
+        "duration": "10m", "timeZone": "UTC"}])
+    .to_string();
+    Api::<ManagedCluster>::all(hub.clone())
+        .patch(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {MAINTENANCE_WINDOWS_ANNOTATION: windows}}}),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate {cluster}: {e}"));
+}
+
+/// Whether `rs` says spoke-b alone waits, until `opens`.
+fn says_waits_until(rs: &ManifestWorkReplicaSet, opens: Timestamp) -> bool {
+    let until = opens.strftime(KUBE_TIME_FORMAT).to_string();
+    waiting(rs).is_some_and(|c| {
+        c.reason == "OutsideMaintenanceWindow"
+            && c.message.contains("1 clusters wait")
+            && c.message.contains(&format!("spoke-b until {until}"))
+    })
+}
+
 #[tokio::test]
 async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
     let fleet = Fleet::start(FleetOptions {
@@ -110,40 +153,12 @@ async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
     let first = revision(&wait_complete(&hub, "app", 1).await).expect("revision 1");
     assert_eq!(first.number, 1);
 
-    // spoke-b gets one window a day, opening at a whole minute at least
-    // 30 s ahead (so the hub decides well before it) for ten minutes.
-    let opens = Timestamp::now()
-        .checked_add(SignedDuration::from_secs(30))
-        .and_then(|t| {
-            t.round(
-                TimestampRound::new()
-                    .smallest(Unit::Minute)
-                    .mode(RoundMode::Ceil),
-            )
-        })
-        .expect("a time");
-    let utc = opens.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
-    let windows = json!([{"schedule": format!("{} {} * * *", utc.minute(), utc.hour()),
-        "duration": "10m", "timeZone": "UTC"}])
-    .to_string();
-    Api::<ManagedCluster>::all(hub.clone())
-        .patch(
-            "spoke-b",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {MAINTENANCE_WINDOWS_ANNOTATION: windows}}}),
-            ),
-        )
-        .await
-        .expect("annotate spoke-b");
-    let until = opens.strftime(KUBE_TIME_FORMAT).to_string();
-    let says_b_waits = |rs: &ManifestWorkReplicaSet| {
-        waiting(rs).is_some_and(|c| {
-            c.reason == "OutsideMaintenanceWindow"
-                && c.message.contains("1 clusters wait")
-                && c.message.contains(&format!("spoke-b until {until}"))
-        })
-    };
+    // spoke-b gets one ten-minute window a day, opening at a whole minute
+    // six hours ahead: closed through every check below, whatever the
+    // machine's load.
+    let far = whole_minute_after(SignedDuration::from_hours(6));
+    set_daily_window(&hub, "spoke-b", far).await;
+    let says_b_waits = |rs: &ManifestWorkReplicaSet| says_waits_until(rs, far);
     // A new replica set's first work waits too: once it says so, the
     // hub's cluster cache holds the window (no race with the revision
     // below).
@@ -182,11 +197,8 @@ async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
     })
     .await
     .expect("spoke-a, always open, gets revision 2");
-    assert!(
-        Timestamp::now() < opens,
-        "the checks ran before the window opened"
-    );
     assert_eq!(held(&hub, "spoke-b", "app").await, Some(first.hash.clone()));
+    let until = far.strftime(KUBE_TIME_FORMAT).to_string();
     let status = succeeded(
         &kubectl_ferry(
             &fleet.hub.info.kubeconfig,
@@ -201,8 +213,21 @@ async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
         "{status}"
     );
 
-    // The window opens by its schedule: both replica sets go on, nothing
-    // else touched (the sweep is an hour away).
+    // The window moves to open at a whole minute at least a minute ahead.
+    // Once the hub says both wait until then, it has decided with the new
+    // window while still closed; at the opening both replica sets go on
+    // with nothing else touched (the sweep is an hour away), so the
+    // reconcile that writes spoke-b is the requeue at the opening.
+    let soon = whole_minute_after(SignedDuration::from_secs(60));
+    set_daily_window(&hub, "spoke-b", soon).await;
+    // Both watched at once: each must be seen before the opening.
+    let moved = |rs: &ManifestWorkReplicaSet| says_waits_until(rs, soon);
+    let (app, probe) = tokio::join!(
+        wait_until(&sets, "app", "spoke-b waits for the moved window", APPLY_TIMEOUT, moved),
+        wait_until(&sets, "probe", "spoke-b waits for the moved window", APPLY_TIMEOUT, moved),
+    );
+    app.expect("app waits for the moved window");
+    probe.expect("probe waits for the moved window");
     let done = wait_complete(&hub, "app", generation).await;
     assert_eq!(revision(&done), Some(second.clone()));
     assert_eq!(held(&hub, "spoke-b", "app").await, Some(second.hash));
