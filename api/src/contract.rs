@@ -49,6 +49,12 @@ pub const DECISION_GROUP_INDEX_LABEL: &str = "cluster.ferry.dev/decision-group-i
 pub const DECISION_GROUP_NAME_LABEL: &str = "cluster.ferry.dev/decision-group-name";
 /// Key of the taint a disconnected cluster carries.
 pub const UNREACHABLE_TAINT: &str = "cluster.ferry.dev/unreachable";
+/// ManagedCluster annotation: the cluster's maintenance windows, a JSON
+/// list of `{"schedule": "0 2 * * SAT", "duration": "4h", "timeZone":
+/// "Europe/Berlin"}` (see `ferry_fleet_semantics::maintenance_windows`).
+/// A rollout writes a new revision to the cluster only inside one of them;
+/// absent, the cluster is always open. Unparsable: closed.
+pub const MAINTENANCE_WINDOWS_ANNOTATION: &str = "cluster.ferry.dev/maintenance-windows";
 
 /// Label on a generated ManifestWork naming its replica set as
 /// `<namespace>.<name>`.

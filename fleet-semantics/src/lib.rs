@@ -12,6 +12,7 @@ pub mod cohort;
 pub mod decision_rewrite;
 pub mod deletion_budget;
 pub mod lost_grant;
+pub mod maintenance_windows;
 pub mod overrides;
 pub mod placement;
 pub mod revision;

@@ -1,7 +1,8 @@
 //! `kubectl ferry rollout status`: a replica set's rollout as people read
 //! it. Per placement, its decision groups (waves) in order with how many of
 //! their clusters hold the current revision and how they fare, which group
-//! is moving, what each gate waits for, and the churn (late joiners,
+//! is moving, what each gate waits for, which clusters wait for their
+//! maintenance window and until when, and the churn (late joiners,
 //! unreachable clusters). Pure: objects in, text out.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, PlacementRollout};
 use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
+use ferry_semantics::contract::WAITING_FOR_MAINTENANCE_WINDOW;
 use kube::{Resource, ResourceExt};
 
 use crate::table::{indent, render};
@@ -136,6 +138,15 @@ pub fn rollout_status(
             "PlacementRolledOut: {} ({}): {}\n",
             c.status, c.reason, c.message
         ));
+    }
+    // Which clusters wait for their maintenance window, and until when:
+    // the hub's condition names how many and the first few, soonest first.
+    if let Some(c) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == WAITING_FOR_MAINTENANCE_WINDOW && c.status == "True")
+    {
+        out.push_str(&format!("Waiting for maintenance windows: {}\n", c.message));
     }
     let rollouts: Vec<PlacementRollout> = status.rollout.map(|r| r.placements).unwrap_or_default();
     for reference in &rs.spec.placement_refs {
@@ -376,5 +387,21 @@ mod tests {
         assert!(text.contains("moving"), "{text}");
         assert!(text.contains("waiting"), "{text}");
         assert!(!text.contains("GATE AFTER"), "{text}");
+    }
+
+    #[test]
+    fn clusters_waiting_for_their_window_are_named_with_until_when() {
+        let mut rs = rs();
+        rs.status = serde_json::from_value(json!({"conditions": [{
+            "type": WAITING_FOR_MAINTENANCE_WINDOW, "status": "True",
+            "reason": "OutsideMaintenanceWindow", "observedGeneration": 1,
+            "lastTransitionTime": "2026-11-27T04:00:00Z",
+            "message": "1 clusters wait for their maintenance window before the new revision is written: b until 2026-11-28T02:00:00Z"}]}))
+        .expect("status");
+        let text = rollout_status(&rs, &BTreeMap::new(), &BTreeMap::new());
+        assert!(
+            text.contains("Waiting for maintenance windows: 1 clusters wait for their maintenance window before the new revision is written: b until 2026-11-28T02:00:00Z"),
+            "{text}"
+        );
     }
 }

@@ -60,6 +60,11 @@ pub const PLACEMENT_DECISIONS_HELD: &str = "PlacementDecisionsHeld";
 /// generated works wait for the deletion budget; the message names how many
 /// and the first few clusters. Absent when none wait.
 pub const DELETIONS_WAITING: &str = "DeletionsWaiting";
+/// ManifestWorkReplicaSet condition type (ferry's): True while clusters
+/// wait for their maintenance window before a new revision is written to
+/// them; the message names how many, and the first few with when their
+/// window opens. Absent when none wait.
+pub const WAITING_FOR_MAINTENANCE_WINDOW: &str = "WaitingForMaintenanceWindow";
 /// ManagedClusterSet condition type (OCM's): True when no cluster belongs
 /// to the set.
 pub const CLUSTER_SET_EMPTY: &str = "ClusterSetEmpty";

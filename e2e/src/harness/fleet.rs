@@ -194,6 +194,10 @@ pub struct FleetOptions {
     /// The namespace the leader publishes ClusterProfiles to
     /// (`HubListeners::cluster_profiles`); None (the default) publishes none.
     pub cluster_profile_namespace: Option<String>,
+    /// How often the first hub replica's controllers reconcile everything
+    /// again (`HubListeners::controller_sweep`): long for tests proving a
+    /// reconcile comes from a watch or a requeue, not from the sweep.
+    pub controller_sweep: Duration,
 }
 
 /// The fleet's default `unreachable_grace`: longer than a replica Lease
@@ -228,6 +232,7 @@ impl FleetOptions {
             elect_leader: false,
             unreachable_grace: UNREACHABLE_GRACE,
             watch_policies: false,
+            controller_sweep: DEFAULT_CONTROLLER_SWEEP,
             cluster_profile_namespace: None,
         }
     }
@@ -700,7 +705,7 @@ impl Fleet {
             leader_election: leader_election(options.hub_replicas, 0, options.elect_leader),
             replica_lease: replica_lease(0, session.heartbeat_interval),
             unreachable_grace: options.unreachable_grace,
-            controller_sweep: DEFAULT_CONTROLLER_SWEEP,
+            controller_sweep: options.controller_sweep,
             watch_policies: options.watch_policies,
             health_pool: Default::default(),
             cluster_profiles: cluster_profiles.clone(),

@@ -58,6 +58,7 @@ mod leader_chaos;
 mod leader_election;
 mod liveness;
 mod lost_grant;
+mod maintenance_windows;
 mod manifest_config_matching;
 mod mixed_kinds;
 mod motivating_cases;

@@ -337,13 +337,19 @@ fn referring(
 }
 
 /// What of a cluster the replica sets react to: its labels (overrides,
-/// placeholders) and whether it is unreachable (the rollout stops waiting
-/// for it).
+/// placeholders), whether it is unreachable (the rollout stops waiting
+/// for it) and its maintenance windows.
 fn labels_and_reachability(cluster: &ManagedCluster) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     predicates::labels(cluster).hash(&mut hasher);
     super::gates::is_unreachable(Some(cluster)).hash(&mut hasher);
+    // A window opening or closing by a change of the annotation (the
+    // opening by time alone comes from the decision's requeue).
+    cluster
+        .annotations()
+        .get(ferry_api::contract::MAINTENANCE_WINDOWS_ANNOTATION)
+        .hash(&mut hasher);
     Some(hasher.finish())
 }
 

@@ -29,6 +29,7 @@ use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{Revision, current_revision};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_to_record, rollback_writes};
 use super::status::replica_set_status;
+use super::windows::{closed_clusters, waiting_condition};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::managed_cluster::ManagedCluster;
@@ -39,6 +40,7 @@ use ferry_api::replica_set::{
 };
 use ferry_api::rollout_approval::RolloutApproval;
 use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
+use ferry_semantics::contract::WAITING_FOR_MAINTENANCE_WINDOW;
 
 /// Everything one reconcile of a replica set reads, taken once: the
 /// decision is made from this and nothing else.
@@ -267,7 +269,19 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
     // The plan decides which health expressions it needs; the caller runs
     // them on the bounded pool (awaited, never on a runtime worker) and
     // decides again, the same in everything but their verdicts.
-    let mut plan = plan_rollout(rs, &chosen, &rendered, &s.existing, &refused, &s.gates, now);
+    // Maintenance windows hold new revisions (never a rollback's writes,
+    // never deletions: those are decided apart from the plan below).
+    let closed = closed_clusters(&s.gates.clusters, now);
+    let mut plan = plan_rollout(
+        rs,
+        &chosen,
+        &rendered,
+        &s.existing,
+        &refused,
+        &s.gates,
+        &closed,
+        now,
+    );
     let health_requests = std::mem::take(&mut plan.health_requests);
     // Past maxFailures the failure strategy decides: abortAll leaves
     // every cluster where it is, rollbackAll writes the stable revision
@@ -481,6 +495,18 @@ pub fn decide_status(
         );
     }
     fill_budget_status(rs, &mut status, &decision.budget);
+    // Only while the rollout plan is in charge: a rollback's writes are
+    // not held, so nothing waits then.
+    let waiting = match decision.outcome {
+        FailureOutcome::RollBack { .. } => &[][..],
+        _ => decision.plan.waiting.as_slice(),
+    };
+    status
+        .conditions
+        .retain(|c| c.type_ != WAITING_FOR_MAINTENANCE_WINDOW);
+    if let Some(windows) = waiting_condition(waiting, generation, previous) {
+        status.conditions.push(windows);
+    }
     status
 }
 
@@ -972,5 +998,96 @@ mod tests {
             );
             assert_eq!(one.action(false), two.action(false));
         }
+    }
+
+    /// `s` with cluster `name` given a window every night at 02:00 UTC for
+    /// an hour.
+    fn with_nightly_window(mut s: Snapshot, name: &str) -> Snapshot {
+        let mut c = (*cluster(name)).clone();
+        c.metadata.annotations = Some(
+            [(
+                ferry_api::contract::MAINTENANCE_WINDOWS_ANNOTATION.to_string(),
+                r#"[{"schedule":"0 2 * * *","duration":"1h"}]"#.to_string(),
+            )]
+            .into(),
+        );
+        s.gates.clusters.insert(name.into(), Arc::new(c));
+        s
+    }
+
+    /// Every chosen cluster holding the stable revision, healthy.
+    fn all_stable() -> Vec<(&'static str, Arc<ManifestWork>)> {
+        CLUSTERS
+            .map(|c| (c, held("good", &stable().hash, false)))
+            .to_vec()
+    }
+
+    #[test]
+    fn a_cluster_outside_its_window_is_not_written_and_waits_until_it_opens() {
+        let s = with_nightly_window(
+            snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_stable()),
+            "b",
+        );
+        let d = decide(&s);
+        assert_eq!(written(&d), ["a", "c"]);
+        let opens: Timestamp = "2026-11-28T02:00:00Z".parse().expect("time");
+        assert_eq!(
+            d.plan.waiting,
+            [(
+                "b".to_string(),
+                super::super::windows::Closed::Until(Some(opens))
+            )]
+        );
+        // Looked at again when the window opens, not later.
+        let until = Duration::try_from(opens.duration_since(now())).expect("ahead");
+        assert!(
+            d.look_again.is_some_and(|a| a <= until),
+            "{:?}",
+            d.look_again
+        );
+        assert!(!d.plan.all_complete);
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        let waiting = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == WAITING_FOR_MAINTENANCE_WINDOW)
+            .expect("condition");
+        assert_eq!(waiting.status, "True");
+        assert!(
+            waiting.message.contains("b until 2026-11-28T02:00:00Z"),
+            "{}",
+            waiting.message
+        );
+    }
+
+    #[test]
+    fn a_cluster_inside_its_window_is_written() {
+        let mut s = with_nightly_window(
+            snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_stable()),
+            "b",
+        );
+        s.now = "2026-11-28T02:30:00Z".parse().expect("time");
+        let d = decide(&s);
+        assert_eq!(written(&d), CLUSTERS);
+        assert!(d.plan.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_rollback_is_written_outside_the_window() {
+        let s = with_nightly_window(
+            snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_failed()),
+            "a",
+        );
+        let d = decide(&s);
+        assert!(matches!(d.outcome, FailureOutcome::RollBack { .. }));
+        assert_eq!(written(&d), CLUSTERS);
+        assert_writes_stable(&d);
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        assert!(
+            !status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == WAITING_FOR_MAINTENANCE_WINDOW)
+        );
     }
 }

@@ -41,5 +41,6 @@ pub mod rollout;
 pub mod rollout_signals;
 /// Phase 5: the status, counted and written.
 pub mod status;
+pub mod windows;
 
 pub use controller::run_replica_set_controller;

@@ -15,6 +15,8 @@ use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recor
 use super::render::Rendered;
 use super::revisions::spec_revision_hash;
 use super::rollout::{cluster_state, resolve};
+use super::windows::Closed;
+use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_semantics::text::first_few;
@@ -43,12 +45,23 @@ pub struct RolloutPlan {
     /// The gates' health expressions this plan needed and `inputs` had
     /// no verdict for: evaluate them and plan again.
     pub health_requests: Vec<HealthRequest>,
+    /// The clusters held for their maintenance window: they would be
+    /// written a new revision (or their first work) now or later in this
+    /// rollout, and their window is closed.
+    pub waiting: Vec<(String, Closed)>,
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
 /// `rendered` works and the `existing` ones, as of `now`. A cluster whose
 /// rendering the hub API server `refused` counts as failed. Gates, the
-/// cohort and unreachable clusters (read from `inputs`) hold clusters back.
+/// cohort and unreachable clusters (read from `inputs`) hold clusters back,
+/// and so does a `closed` maintenance window: such a cluster is not
+/// written a new revision (nor its first work), takes no `Progressive`
+/// slot, does not count as failed, and keeps the rollout incomplete; the
+/// plan looks again when its window opens. A rewrite of the revision the
+/// cluster already holds (drift of its work, a new rendering of the same
+/// revision) is not held.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
     chosen: &Chosen,
@@ -56,6 +69,7 @@ pub fn plan_rollout(
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     refused: &Refused,
     inputs: &GateInputs,
+    closed: &BTreeMap<String, Closed>,
     now: Timestamp,
 ) -> RolloutPlan {
     let revision = spec_revision_hash(&rs.spec);
@@ -69,6 +83,7 @@ pub fn plan_rollout(
     let mut held = Vec::new();
     let mut all_complete = true;
     let mut health_requests = Vec::new();
+    let mut waiting = Vec::new();
     for reference in &rs.spec.placement_refs {
         let mut clusters: Vec<(&(usize, String), &String)> = wanted
             .iter()
@@ -107,7 +122,25 @@ pub fn plan_rollout(
                 }
             })
             .collect();
-        let gated = placement_gates(
+        // A cluster whose window is closed is held like one the rollout
+        // has not reached yet, when what it would be written is a new
+        // revision.
+        let held_for_window: Vec<(String, Closed)> = states
+            .iter()
+            .filter(|c| c.state == ClusterState::ToApply)
+            .filter(|c| {
+                existing
+                    .get(&c.name)
+                    .and_then(|w| w.metadata.annotations.as_ref()?.get(REVISION_ANNOTATION))
+                    != Some(&revision)
+            })
+            .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
+            .collect();
+        for opens in held_for_window.iter().filter_map(|(_, c)| c.opens_at()) {
+            let again = opens.duration_since(now).max(SignedDuration::from_secs(1));
+            look_again = Some(look_again.map_or(again, |l| l.min(again)));
+        }
+        let mut gated = placement_gates(
             rs, reference, &gates, &revision, &states, existing, inputs, now,
         );
         if let Some(again) = gated.look_again {
@@ -121,6 +154,11 @@ pub fn plan_rollout(
             Some(previous) if !settled => placements.push(previous.clone()),
             _ => placements.push(gated.status),
         }
+        gated
+            .context
+            .held
+            .extend(held_for_window.iter().map(|(c, _)| c.clone()));
+        waiting.extend(held_for_window);
         let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
         // A halt (and so a rollbackAll) needs a settled view: mid-rewrite
@@ -171,6 +209,7 @@ pub fn plan_rollout(
         problems,
         placements,
         health_requests,
+        waiting,
     }
 }
 
@@ -245,6 +284,7 @@ pub(crate) mod tests {
             &BTreeMap::new(),
             &refused,
             &GateInputs::default(),
+            &BTreeMap::new(),
             now,
         );
         assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
@@ -257,6 +297,7 @@ pub(crate) mod tests {
             &BTreeMap::new(),
             &refused,
             &GateInputs::default(),
+            &BTreeMap::new(),
             now,
         );
         assert!(plan.start.is_empty());
@@ -278,6 +319,7 @@ pub(crate) mod tests {
                 &BTreeMap::new(),
                 &Refused::new(),
                 &GateInputs::default(),
+                &BTreeMap::new(),
                 Timestamp::now(),
             )
         };
@@ -306,6 +348,7 @@ pub(crate) mod tests {
                 &BTreeMap::new(),
                 &refused,
                 &GateInputs::default(),
+                &BTreeMap::new(),
                 Timestamp::now(),
             )
         };
@@ -331,6 +374,7 @@ pub(crate) mod tests {
             &BTreeMap::new(),
             &refused,
             &GateInputs::default(),
+            &BTreeMap::new(),
             Timestamp::now(),
         );
         assert!(plan.start.is_empty());
@@ -396,6 +440,7 @@ pub(crate) mod tests {
                 &existing,
                 &Refused::new(),
                 inputs,
+                &BTreeMap::new(),
                 now,
             )
         };

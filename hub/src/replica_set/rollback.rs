@@ -289,6 +289,7 @@ pub(crate) mod tests {
             problems: vec![],
             placements: vec![],
             health_requests: vec![],
+            waiting: vec![],
         }
     }
 

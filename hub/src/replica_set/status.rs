@@ -444,6 +444,7 @@ mod missing_placement_tests {
             problems: vec![],
             placements: vec![],
             health_requests: vec![],
+            waiting: vec![],
         };
         let status = replica_set_status(
             &rs,
@@ -551,6 +552,7 @@ mod size_tests {
             problems: vec![],
             placements: vec![],
             health_requests: vec![],
+            waiting: vec![],
         };
         let status = replica_set_status(&rs, &chosen, &BTreeMap::new(), &rendered, &refused, &plan);
         let size = serde_json::to_vec(&status).expect("serialises").len();
