@@ -377,6 +377,29 @@ pub async fn run_hub(
             }
         },
     );
+    // Placements in the inventory refer to the profiles' namespace, so they
+    // are published only beside the profiles.
+    let decision_namespace = listeners.cluster_profiles.clone().map(|o| o.namespace);
+    let inventory_decision_controller = while_leading(
+        leading.clone(),
+        stop_rx.clone(),
+        "inventory placement decisions",
+        |stop| {
+            let (client, namespace, metrics) =
+                (client.clone(), decision_namespace.clone(), metrics.clone());
+            async move {
+                match namespace {
+                    Some(namespace) => {
+                        crate::inventory_decisions::run_inventory_decision_controller(
+                            client, namespace, metrics, stop,
+                        )
+                        .await
+                    }
+                    None => stop.await,
+                }
+            }
+        },
+    );
     let watch_policies = listeners.watch_policies;
     let policy_watchdog = while_leading(
         leading.clone(),
@@ -418,6 +441,7 @@ pub async fn run_hub(
             taint_controller,
             replica_set_controller,
             cluster_profile_controller,
+            inventory_decision_controller,
             policy_watchdog
         );
         Ok(())

@@ -20,6 +20,9 @@ pub mod crds;
 pub mod grpc;
 /// The composition root: wires every part of a hub replica together.
 pub mod hub;
+/// Placements' decisions published in the cluster inventory
+/// (`multicluster.x-k8s.io` PlacementDecisions, KEP-5313).
+pub mod inventory_decisions;
 /// Joining a cluster: the hub side, the spoke side, both, and accepting it.
 pub mod join;
 /// Leader election: the controllers that must run once run in the replica

@@ -241,6 +241,9 @@ pub struct HubMetrics {
     /// 1 while the leader publishes ClusterProfiles, else 0 (no CRD, no
     /// namespace, turned off, or not leading).
     pub cluster_profiles_publishing: Gauge,
+    /// 1 while the leader publishes placements' vendor-neutral
+    /// PlacementDecisions (`multicluster.x-k8s.io`), else 0.
+    pub inventory_decisions_publishing: Gauge,
     /// Work upserts sent to agents.
     pub upserts_sent: Counter,
     /// Work deletes sent to agents.
@@ -297,6 +300,7 @@ impl Default for HubMetrics {
             sessions: Gauge::default(),
             leader: Gauge::default(),
             cluster_profiles_publishing: Gauge::default(),
+            inventory_decisions_publishing: Gauge::default(),
             upserts_sent: Counter::default(),
             deletes_sent: Counter::default(),
             status_reports: Family::default(),
@@ -349,6 +353,11 @@ impl HubMetrics {
             "cluster_profiles_publishing",
             "1 while the leader publishes ClusterProfiles (their CRD served, their namespace there)",
             self.cluster_profiles_publishing.clone(),
+        );
+        registry.register(
+            "inventory_decisions_publishing",
+            "1 while the leader publishes placements' multicluster.x-k8s.io PlacementDecisions (their CRD served)",
+            self.inventory_decisions_publishing.clone(),
         );
         registry.register(
             "work_upserts_sent",

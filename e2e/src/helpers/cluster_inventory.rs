@@ -17,6 +17,9 @@ pub const MODULE: &str = "sigs.k8s.io/cluster-inventory-api";
 pub const VERSION: &str = "v0.1.0";
 /// The ClusterProfile CRD's file in the module.
 pub const CLUSTER_PROFILE_CRD: &str = "config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml";
+/// The PlacementDecision CRD's file in the module (KEP-5313).
+pub const PLACEMENT_DECISION_CRD: &str =
+    "config/crd/bases/multicluster.x-k8s.io_placementdecisions.yaml";
 
 /// The module or its CRD could not be had or installed.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +108,16 @@ pub fn module_file(file: &str) -> Result<String, InventoryError> {
 /// Installs the module's ClusterProfile CRD on `client`'s API server (by
 /// server-side apply) and waits until it is Established.
 pub async fn install_cluster_profile_crd(client: &kube::Client) -> Result<(), InventoryError> {
-    let path = tokio::task::spawn_blocking(|| module_dir().map(|d| d.join(CLUSTER_PROFILE_CRD)))
+    install_module_crd(client, CLUSTER_PROFILE_CRD).await
+}
+
+/// Installs the module's CRD in `file` on `client`'s API server (by
+/// server-side apply) and waits until it is Established.
+pub async fn install_module_crd(
+    client: &kube::Client,
+    file: &'static str,
+) -> Result<(), InventoryError> {
+    let path = tokio::task::spawn_blocking(move || module_dir().map(|d| d.join(file)))
         .await
         .map_err(|e| InventoryError::Download {
             detail: e.to_string(),
@@ -143,10 +155,20 @@ pub async fn install_cluster_profile_crd(client: &kube::Client) -> Result<(), In
 /// ClusterProfiles of `namespace` as a consumer reads them: untyped, by the
 /// upstream group, version and kind.
 pub fn cluster_profiles(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    inventory_api(client, namespace, "ClusterProfile")
+}
+
+/// `multicluster.x-k8s.io` PlacementDecisions of `namespace` as a consumer
+/// reads them: untyped, by the upstream group, version and kind.
+pub fn inventory_placement_decisions(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    inventory_api(client, namespace, "PlacementDecision")
+}
+
+fn inventory_api(client: &kube::Client, namespace: &str, kind: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "multicluster.x-k8s.io",
         "v1alpha1",
-        "ClusterProfile",
+        kind,
     ));
     Api::namespaced_with(client.clone(), namespace, &resource)
 }

@@ -19,8 +19,8 @@ use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::hub_metric;
 use ferry_e2e::harness::image::workspace_dir;
 use ferry_e2e::helpers::cluster_inventory::{
-    CLUSTER_PROFILE_CRD, MODULE, VERSION, cluster_profiles, install_cluster_profile_crd,
-    module_file,
+    CLUSTER_PROFILE_CRD, MODULE, PLACEMENT_DECISION_CRD, VERSION, cluster_profiles,
+    install_cluster_profile_crd, module_file,
 };
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_hub::join::hub_side::join_cluster;
@@ -339,30 +339,33 @@ async fn every_managed_cluster_has_a_cluster_profile_that_follows_it() {
 /// The shipped copies are the module's file, apart from a header of
 /// comment lines naming the module and version.
 #[tokio::test]
-async fn the_shipped_cluster_profile_crd_is_the_upstream_modules_file() {
-    let upstream = tokio::task::spawn_blocking(|| module_file(CLUSTER_PROFILE_CRD))
-        .await
-        .expect("blocking task")
-        .expect("the module's CRD file (go mod download)");
-    for shipped in [
-        "deploy/crds/clusterprofiles.yaml",
-        "deploy/charts/ferry-hub/crds/clusterprofiles.yaml",
+async fn the_shipped_inventory_crds_are_the_upstream_modules_files() {
+    for (file, shipped) in [
+        (CLUSTER_PROFILE_CRD, "clusterprofiles.yaml"),
+        (PLACEMENT_DECISION_CRD, "inventory-placementdecisions.yaml"),
     ] {
-        let text = std::fs::read_to_string(workspace_dir().join(shipped))
-            .unwrap_or_else(|e| panic!("read {shipped}: {e}"));
-        let body_at = text
-            .lines()
-            .take_while(|l| l.starts_with('#'))
-            .map(|l| l.len() + 1)
-            .sum::<usize>();
-        let (header, body) = text.split_at(body_at);
-        assert!(
-            header.contains(MODULE) && header.contains(VERSION),
-            "{shipped}'s header does not name {MODULE} {VERSION}:\n{header}"
-        );
-        assert!(
-            body == upstream,
-            "{shipped} differs from {CLUSTER_PROFILE_CRD} of {MODULE}@{VERSION}; copy it again under the header"
-        );
+        let upstream = tokio::task::spawn_blocking(move || module_file(file))
+            .await
+            .expect("blocking task")
+            .expect("the module's CRD file (go mod download)");
+        for dir in ["deploy/crds", "deploy/charts/ferry-hub/crds"] {
+            let shipped = format!("{dir}/{shipped}");
+            let text = std::fs::read_to_string(workspace_dir().join(&shipped))
+                .unwrap_or_else(|e| panic!("read {shipped}: {e}"));
+            let body_at = text
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .map(|l| l.len() + 1)
+                .sum::<usize>();
+            let (header, body) = text.split_at(body_at);
+            assert!(
+                header.contains(MODULE) && header.contains(VERSION),
+                "{shipped}'s header does not name {MODULE} {VERSION}:\n{header}"
+            );
+            assert!(
+                body == upstream,
+                "{shipped} differs from {file} of {MODULE}@{VERSION}; copy it again under the header"
+            );
+        }
     }
 }

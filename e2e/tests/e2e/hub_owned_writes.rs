@@ -17,7 +17,10 @@ use ferry_api::placement::PlacementDecision;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::helpers::cluster_inventory::{cluster_profiles, install_cluster_profile_crd};
+use ferry_e2e::helpers::cluster_inventory::{
+    PLACEMENT_DECISION_CRD, cluster_profiles, install_cluster_profile_crd, install_module_crd,
+    inventory_placement_decisions,
+};
 use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
@@ -318,6 +321,103 @@ async fn a_tenant_cannot_forge_change_or_disown_ferrys_cluster_profiles() {
         .create(&dry, &profile("elsewhere", "other-manager"))
         .await
         .expect("a profile of another cluster manager is admitted");
+}
+
+/// A `multicluster.x-k8s.io` PlacementDecision in the tenant's namespace:
+/// ferry's when `placement` labels it (as the hub writes them).
+fn slice(name: &str, placement: Option<&str>, clusters: &[&str]) -> kube::api::DynamicObject {
+    let labels = match placement {
+        Some(p) => json!({PLACEMENT_LABEL: p, "multicluster.x-k8s.io/decision-key": p}),
+        None => json!({"multicluster.x-k8s.io/decision-key": name}),
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "PlacementDecision",
+        "metadata": {"name": name, "namespace": TENANT, "labels": labels},
+        "decisions": clusters.iter().map(|c| json!({"clusterProfileRef": {"name": c}})).collect::<Vec<_>>(),
+        "schedulerName": if placement.is_some() { "ferry" } else { "other-scheduler" },
+    }))
+    .expect("slice")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_forge_change_or_disown_ferrys_inventory_placement_decisions() {
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane");
+    let admin = hub.client().await.expect("admin client");
+    install_crds(&admin).await.expect("CRDs and policies");
+    install_module_crd(&admin, PLACEMENT_DECISION_CRD)
+        .await
+        .expect("the upstream PlacementDecision CRD");
+    create_namespace(&admin, TENANT).await;
+    grant_tenant_everything(&admin).await;
+    // A slice as the hub publishes it (written here by an administrator).
+    inventory_placement_decisions(&admin, TENANT)
+        .create(
+            &PostParams::default(),
+            &slice("p-decision-1", Some("p"), &["spoke-a"]),
+        )
+        .await
+        .expect("an administrator may write ferry's slice");
+
+    let slices = inventory_placement_decisions(&hub.client_as(TEAM).await.expect("tenant"), TENANT);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    // A consumer trusting ferry's slices would send work to a cluster the
+    // placement never chose.
+    let forged = until_refused("tenant creates a ferry slice", || async {
+        slices
+            .create(&dry, &slice("invented", Some("p"), &["anywhere"]))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's ferry-labelled slice is refused");
+    assert!(
+        forged.contains(TEAM),
+        "the refusal names the requester: {forged}"
+    );
+    until_refused("tenant rewrites ferry's slice", || async {
+        slices
+            .patch(
+                "p-decision-1",
+                &patch,
+                &Patch::Merge(json!({"decisions": [{"clusterProfileRef": {"name": "anywhere"}}]})),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's edit of ferry's slice is refused");
+    // Taking ferry's label off: the object as it was is ferry's.
+    until_refused("tenant disowns ferry's slice", || async {
+        slices
+            .patch(
+                "p-decision-1",
+                &patch,
+                &Patch::Json::<()>(
+                    serde_json::from_value(json!([{"op": "remove",
+                        "path": "/metadata/labels/cluster.ferry.dev~1placement"}]))
+                    .expect("json patch"),
+                ),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a tenant's unlabelling of ferry's slice is refused");
+    // Another scheduler's slice in the namespace is not ferry's to guard.
+    slices
+        .create(&dry, &slice("elsewhere", None, &["spoke-b"]))
+        .await
+        .expect("a slice of another scheduler is admitted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

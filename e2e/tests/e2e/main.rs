@@ -50,6 +50,7 @@ mod ignore_on_spoke_change;
 mod ignore_on_spoke_present;
 mod image;
 mod install;
+mod inventory_placement_decisions;
 mod join_both_sides;
 mod join_files;
 mod krew_plugin;

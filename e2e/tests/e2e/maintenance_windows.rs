@@ -223,8 +223,20 @@ async fn a_rollout_waits_for_a_closed_window_and_proceeds_when_it_opens() {
     // Both watched at once: each must be seen before the opening.
     let moved = |rs: &ManifestWorkReplicaSet| says_waits_until(rs, soon);
     let (app, probe) = tokio::join!(
-        wait_until(&sets, "app", "spoke-b waits for the moved window", APPLY_TIMEOUT, moved),
-        wait_until(&sets, "probe", "spoke-b waits for the moved window", APPLY_TIMEOUT, moved),
+        wait_until(
+            &sets,
+            "app",
+            "spoke-b waits for the moved window",
+            APPLY_TIMEOUT,
+            moved
+        ),
+        wait_until(
+            &sets,
+            "probe",
+            "spoke-b waits for the moved window",
+            APPLY_TIMEOUT,
+            moved
+        ),
     );
     app.expect("app waits for the moved window");
     probe.expect("probe waits for the moved window");

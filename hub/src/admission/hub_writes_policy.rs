@@ -9,6 +9,10 @@
 //! manager, before or after the write): tools that read the inventory trust
 //! them, so a forged one could show a cluster healthy or invent one.
 //! Profiles of other cluster managers in the same namespace are theirs.
+//! Likewise the vendor-neutral PlacementDecisions ferry publishes (labelled
+//! with the placement they mirror): a forged one would send a consumer's
+//! work to clusters the placement did not choose. Other schedulers'
+//! slices (without ferry's label, before and after) are theirs.
 //!
 //! The hub's username is known only where it runs: the hub asks the API
 //! server who it is (`SelfSubjectReview`) at start and applies the policy
@@ -25,7 +29,8 @@ use kube::Resource;
 
 use super::policy_builder::PolicyDef;
 use crate::cluster_profile::render::{CLUSTER_MANAGER, CLUSTER_MANAGER_LABEL, ClusterProfile};
-use ferry_api::contract::{CLUSTER_GROUP, WORK_GROUP};
+use crate::inventory_decisions::render::InventoryPlacementDecision;
+use ferry_api::contract::{CLUSTER_GROUP, PLACEMENT_LABEL, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const HUB_WRITES_POLICY_NAME: &str = "hub-owned-writes.cluster.ferry.dev";
@@ -72,14 +77,21 @@ fn rule(writers: &[String]) -> String {
     )
 }
 
-/// CEL: a request outside the ClusterProfile group, or one whose object
-/// (as written, or as it was) is labelled with ferry as its manager.
-fn ferrys_profiles_only() -> String {
+/// CEL: a request outside the inventory group (`multicluster.x-k8s.io`),
+/// or one for an inventory object that is ferry's (as written, or as it
+/// was): a ClusterProfile labelled with ferry as its manager, a
+/// PlacementDecision labelled with the placement it mirrors.
+fn ferrys_inventory_only() -> String {
     let labelled = |object: &str| {
         format!(
             "({object} != null && has({object}.metadata.labels) && \
+             ((request.resource.resource == '{profiles}' && \
              '{CLUSTER_MANAGER_LABEL}' in {object}.metadata.labels && \
-             {object}.metadata.labels['{CLUSTER_MANAGER_LABEL}'] == '{CLUSTER_MANAGER}')"
+             {object}.metadata.labels['{CLUSTER_MANAGER_LABEL}'] == '{CLUSTER_MANAGER}') || \
+             (request.resource.resource == '{decisions}' && \
+             '{PLACEMENT_LABEL}' in {object}.metadata.labels)))",
+            profiles = ClusterProfile::plural(&()),
+            decisions = InventoryPlacementDecision::plural(&()),
         )
     };
     format!(
@@ -95,8 +107,9 @@ fn ferrys_profiles_only() -> String {
 /// and `placementdecisions/status`, `placements/status`,
 /// `managedclustersets/status` (group `cluster.ferry.dev`),
 /// `manifestworkreplicasets/status` (group `work.ferry.dev`) and of the
-/// ClusterProfiles labelled with ferry as their manager (and their status),
-/// refused for anyone else. Never fails; with no writers only
+/// ClusterProfiles labelled with ferry as their manager (and their status)
+/// and of the `multicluster.x-k8s.io` PlacementDecisions labelled with a
+/// placement, refused for anyone else. Never fails; with no writers only
 /// administrators may write.
 pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
     let rule_for = |group: &str, resources: &[&str], scope: &str| NamedRuleWithOperations {
@@ -125,20 +138,24 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
             rule_for(CLUSTER_GROUP, &["managedclustersets/status"], "Cluster"),
             rule_for(
                 &ClusterProfile::group(&()),
-                &["clusterprofiles", "clusterprofiles/status"],
+                &[
+                    "clusterprofiles",
+                    "clusterprofiles/status",
+                    "placementdecisions",
+                ],
                 "Namespaced",
             ),
         ],
         match_conditions: vec![MatchCondition {
-            name: "ferrys-cluster-profiles-only".into(),
-            expression: ferrys_profiles_only(),
+            name: "ferrys-inventory-objects-only".into(),
+            expression: ferrys_inventory_only(),
         }],
         variables: Vec::new(),
         validations: vec![Validation {
             expression: rule(writers),
             message: Some(format!(
                 "only the ferry hub writes placement decisions, the status of placements, \
-                 replica sets and cluster sets, and ferry's cluster profiles (policy {HUB_WRITES_POLICY_NAME})"
+                 replica sets and cluster sets, and ferry's cluster profiles and inventory placement decisions (policy {HUB_WRITES_POLICY_NAME})"
             )),
             message_expression: Some(format!(
                 "request.userInfo.username + ' may not write ' + request.resource.resource + \
@@ -195,7 +212,20 @@ mod tests {
                 )),
                 "{condition}"
             );
+            assert!(
+                condition.contains(&format!(
+                    "'cluster.ferry.dev/placement' in {object}.metadata.labels"
+                )),
+                "{condition}"
+            );
         }
+        assert!(
+            rules[3]
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.iter().any(|r| r == "placementdecisions")),
+            "the inventory's PlacementDecisions are matched"
+        );
         let expression = &spec.validations.expect("validations")[0].expression;
         assert!(expression.contains("['system:serviceaccount:x:hub']"));
         assert!(expression.contains("'system:masters' in request.userInfo.groups"));
