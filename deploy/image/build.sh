@@ -3,7 +3,9 @@
 # container tool or a registry: `ferry-tools image` (tools/src/image/) writes
 # the root filesystem rootfs.sh assembles for the Containerfile as one
 # deterministic layer, the image config (non-root user 65532, entrypoint, OCI
-# labels) and an OCI layout directory. The e2e image test runs the same
+# labels), its CycloneDX SBOM (files and the crates of each binary, from this
+# workspace's cargo metadata) as an artifact referring to the image, and an
+# OCI layout directory. The e2e image test runs the same
 # writer.
 #
 # deploy/Containerfile produces the same filesystem and config with
@@ -29,7 +31,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 workspace=$(cd "$here/../.." && pwd)
 
 if [ -n "${FERRY_TOOLS:-}" ]; then
-  exec "$FERRY_TOOLS" image "$@"
+  exec "$FERRY_TOOLS" image --workspace "$workspace/Cargo.toml" "$@"
 fi
 exec cargo run --quiet --release --locked --manifest-path "$workspace/Cargo.toml" \
-  -p ferry-tools --bin ferry-tools -- image "$@"
+  -p ferry-tools --bin ferry-tools -- image --workspace "$workspace/Cargo.toml" "$@"

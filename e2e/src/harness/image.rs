@@ -101,6 +101,9 @@ struct Descriptor {
     #[serde(rename = "mediaType", default)]
     media_type: String,
     digest: String,
+    /// Set on artifacts (an SBOM, a signature), absent on images.
+    #[serde(rename = "artifactType", default)]
+    artifact_type: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -317,10 +320,16 @@ pub fn unpack(layout: &Path, root: &Path) -> Result<RuntimeConfig, ImageError> {
         source,
     })?;
     let index: Index = json(&index_bytes, index_path, "an OCI index")?;
-    let [manifest_desc] = index.manifests.as_slice() else {
+    // Artifacts referring to the image (its SBOM) are listed beside it.
+    let images: Vec<&Descriptor> = index
+        .manifests
+        .iter()
+        .filter(|m| m.artifact_type.is_none())
+        .collect();
+    let [manifest_desc] = images.as_slice() else {
         return Err(layout_error(format!(
-            "index.json lists {} manifests, expected one image",
-            index.manifests.len()
+            "index.json lists {} images, expected one",
+            images.len()
         )));
     };
     let manifest: Manifest = json(

@@ -44,6 +44,10 @@ enum Command {
         /// The tag in index.json (default: the version).
         #[arg(long, env = "FERRY_IMAGE_TAG")]
         tag: Option<String>,
+        /// The workspace's Cargo.toml the binaries were built from: the
+        /// SBOM lists the crates its resolve graph links into each.
+        #[arg(long, default_value = "Cargo.toml")]
+        workspace: PathBuf,
     },
     /// Write kubectl-ferry's krew plugin: one archive per platform
     /// (`kubectl-ferry_<os>_<arch>.tar.gz`: the binary and the license) and
@@ -81,20 +85,23 @@ fn main() -> anyhow::Result<()> {
             image_version,
             source,
             tag,
+            workspace,
         } => {
             let started = Instant::now();
             let meta = ImageMeta {
                 tag: tag.unwrap_or_else(|| image_version.clone()),
                 version: image_version,
                 source,
+                workspace,
             };
             let written = write_image(&out_dir, &[hub, agent], &meta)
                 .with_context(|| format!("writing the image to {}", out_dir.display()))?;
             println!(
-                "ferry-tools image: localhost/ferry:{} ({}) in {}: {} files, {} bytes uncompressed, \
+                "ferry-tools image: localhost/ferry:{} ({}, SBOM {}) in {}: {} files, {} bytes uncompressed, \
                  layer {} bytes, in {:.1} s",
                 meta.tag,
                 written.manifest_digest,
+                written.sbom_digest,
                 written.out.display(),
                 written.files,
                 written.layer.tar_size,

@@ -38,4 +38,8 @@ pub enum ImageError {
         #[source]
         source: std::io::Error,
     },
+    /// The SBOM could not be made: cargo's resolve graph unreadable, a
+    /// binary with no workspace package, or the document invalid.
+    #[error("the image's SBOM: {0}")]
+    Sbom(String),
 }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use super::error::ImageError;
 use super::layer::{Layer, sha256_name};
 use super::rootfs::{CA_BUNDLE, USER_ID};
+use super::sbom::SBOM_TYPE;
 
 /// The media type of an OCI manifest.
 pub const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -18,6 +19,8 @@ pub const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const CONFIG_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 /// The media type of a gzip-compressed layer.
 pub const LAYER_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+/// The media type of the empty config of an artifact manifest (OCI 1.1).
+pub const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
 
 /// What the image says about itself: its labels and its tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,15 +31,20 @@ pub struct ImageMeta {
     pub source: String,
     /// The tag, `org.opencontainers.image.ref.name` in `index.json`.
     pub tag: String,
+    /// The workspace's `Cargo.toml`: the binaries' crates in the SBOM come
+    /// from its resolve graph.
+    pub workspace: PathBuf,
 }
 
 impl Default for ImageMeta {
-    /// The workspace version as version and tag, the project's repository as source.
+    /// The workspace version as version and tag, the project's repository as
+    /// source, the workspace this crate was built in.
     fn default() -> Self {
         Self {
             version: env!("CARGO_PKG_VERSION").into(),
             source: "https://github.com/ferry-rs/ferry".into(),
             tag: env!("CARGO_PKG_VERSION").into(),
+            workspace: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")),
         }
     }
 }
@@ -99,8 +107,15 @@ fn write_file(path: PathBuf, bytes: &[u8]) -> Result<(), ImageError> {
 
 /// Finishes the layout in `out`, whose blob directory holds `layer` under a
 /// temporary name: moves the layer to its digest and writes config,
-/// manifest, `index.json` and `oci-layout`. Returns the manifest's digest.
-pub fn finish(out: &Path, meta: &ImageMeta, layer: &Layer) -> Result<String, ImageError> {
+/// manifest, the `sbom` as an artifact whose subject is the image (OCI 1.1
+/// referrer), `index.json` listing both and `oci-layout`. Returns the
+/// image manifest's digest and the SBOM artifact manifest's.
+pub fn finish(
+    out: &Path,
+    meta: &ImageMeta,
+    layer: &Layer,
+    sbom: &[u8],
+) -> Result<(String, String), ImageError> {
     let layer_path = blobs_dir(out).join(layer.digest.trim_start_matches("sha256:"));
     std::fs::rename(&layer.path, &layer_path).map_err(|source| ImageError::Write {
         path: layer_path,
@@ -116,20 +131,38 @@ pub fn finish(out: &Path, meta: &ImageMeta, layer: &Layer) -> Result<String, Ima
     });
     let manifest_bytes = to_bytes(&manifest);
     let manifest_digest = write_blob(out, &manifest_bytes)?;
-    let mut manifest_descriptor =
-        descriptor(MANIFEST_TYPE, &manifest_digest, manifest_bytes.len() as u64);
+    let subject = descriptor(MANIFEST_TYPE, &manifest_digest, manifest_bytes.len() as u64);
+    let mut manifest_descriptor = subject.clone();
     manifest_descriptor["annotations"] = json!({"org.opencontainers.image.ref.name": meta.tag});
+    let sbom_digest = write_blob(out, sbom)?;
+    let empty = b"{}";
+    let empty_digest = write_blob(out, empty)?;
+    let mut sbom_layer = descriptor(SBOM_TYPE, &sbom_digest, sbom.len() as u64);
+    sbom_layer["annotations"] = json!({"org.opencontainers.image.title": "sbom.cdx.json"});
+    let artifact = json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "artifactType": SBOM_TYPE,
+        "config": descriptor(EMPTY_TYPE, &empty_digest, empty.len() as u64),
+        "layers": [sbom_layer],
+        "subject": subject,
+    });
+    let artifact_bytes = to_bytes(&artifact);
+    let artifact_digest = write_blob(out, &artifact_bytes)?;
+    let mut artifact_descriptor =
+        descriptor(MANIFEST_TYPE, &artifact_digest, artifact_bytes.len() as u64);
+    artifact_descriptor["artifactType"] = json!(SBOM_TYPE);
     let index = json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [manifest_descriptor],
+        "manifests": [manifest_descriptor, artifact_descriptor],
     });
     write_file(out.join("index.json"), &to_bytes(&index))?;
     write_file(
         out.join("oci-layout"),
         &to_bytes(&json!({"imageLayoutVersion": "1.0.0"})),
     )?;
-    Ok(manifest_digest)
+    Ok((manifest_digest, artifact_digest))
 }
 
 /// Compact JSON with keys in a fixed order, so equal documents are equal

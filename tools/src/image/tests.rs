@@ -172,6 +172,123 @@ fn writing_the_same_binaries_twice_gives_the_same_image_digest() {
     let second = written(dir.path(), "two");
     assert_eq!(first.manifest_digest, second.manifest_digest);
     assert_eq!(first.layer.digest, second.layer.digest);
+    assert_eq!(first.sbom_digest, second.sbom_digest, "the SBOM too");
+}
+
+/// The components of a CycloneDX document by `bom-ref`.
+fn components(sbom: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    sbom["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .map(|c| {
+            (
+                c["bom-ref"].as_str().expect("bom-ref").to_string(),
+                c.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_sbom_is_an_artifact_of_the_image_listing_its_files_and_each_binarys_crates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let image = written(dir.path(), "oci");
+    let index = json(&image.out.join("index.json"));
+    let entry = &index["manifests"][1];
+    assert_eq!(entry["digest"], image.sbom_digest.as_str());
+    assert_eq!(entry["artifactType"], SBOM_TYPE);
+    let artifact: serde_json::Value =
+        serde_json::from_slice(&blob(&image.out, &image.sbom_digest)).expect("artifact manifest");
+    assert_eq!(
+        artifact["subject"]["digest"],
+        image.manifest_digest.as_str()
+    );
+    assert_eq!(artifact["config"]["mediaType"], EMPTY_TYPE);
+    assert_eq!(artifact["layers"][0]["mediaType"], SBOM_TYPE);
+    let bytes = blob(
+        &image.out,
+        artifact["layers"][0]["digest"].as_str().expect("digest"),
+    );
+    // Read back and validated by the CycloneDX library as a consumer would.
+    let parsed =
+        cyclonedx_bom::prelude::Bom::parse_from_json_v1_5(bytes.as_slice()).expect("CycloneDX 1.5");
+    use cyclonedx_bom::prelude::Validate as _;
+    assert!(parsed.validate().passed(), "{:?}", parsed.validate());
+    let sbom: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(sbom["metadata"]["component"]["type"], "container");
+    assert!(sbom["metadata"].get("timestamp").is_none(), "no timestamp");
+    let all = components(&sbom);
+    // Every file with its SHA-256, the binaries as shipped.
+    let hub = &all["file:/usr/local/bin/ferry-hub"];
+    let shipped = hex_sha256(&std::fs::read(dir.path().join("ferry-hub")).expect("binary"));
+    assert_eq!(hub["hashes"][0]["alg"], "SHA-256");
+    assert_eq!(hub["hashes"][0]["content"], shipped.as_str());
+    assert!(all.contains_key("file:/etc/passwd"));
+    // Each binary's crates: its package and what it links, not test-only
+    // crates.
+    let linked = |binary: &str| -> Vec<String> {
+        sbom["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .find(|d| d["ref"] == format!("file:/usr/local/bin/{binary}"))
+            .map(|d| {
+                d["dependsOn"]
+                    .as_array()
+                    .expect("dependsOn")
+                    .iter()
+                    .map(|r| r.as_str().expect("ref").to_string())
+                    .collect()
+            })
+            .expect("the binary's dependencies")
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let hub_crates = linked("ferry-hub");
+    let agent_crates = linked("ferry-agent");
+    assert!(hub_crates.contains(&format!("crate:ferry-hub@{version}")));
+    assert!(agent_crates.contains(&format!("crate:ferry-agent@{version}")));
+    for both in ["tokio@", "kube-client@", "tonic@", "rustls@"] {
+        assert!(
+            hub_crates
+                .iter()
+                .any(|c| c.starts_with(&format!("crate:{both}")))
+                && agent_crates
+                    .iter()
+                    .any(|c| c.starts_with(&format!("crate:{both}"))),
+            "{both} in both binaries"
+        );
+    }
+    assert!(
+        !agent_crates
+            .iter()
+            .any(|c| c.starts_with("crate:ferry-fleet-semantics@")),
+        "the agent does not link the fleet rules"
+    );
+    for dev_only in ["proptest@", "tempfile@", "fantoccini@", "ferry-e2e@"] {
+        assert!(
+            !hub_crates
+                .iter()
+                .chain(&agent_crates)
+                .any(|c| c.starts_with(&format!("crate:{dev_only}"))),
+            "{dev_only} is test-only"
+        );
+    }
+    let tokio = hub_crates
+        .iter()
+        .find(|c| c.starts_with("crate:tokio@"))
+        .expect("tokio");
+    assert_eq!(
+        all[tokio]["purl"],
+        format!("pkg:cargo/{}", tokio.trim_start_matches("crate:")).as_str()
+    );
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[test]
