@@ -401,7 +401,18 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                 }
             }
             Desired::Delete { work, option } => {
-                let dependents = shared.dependencies.dependents(&work.name);
+                // A delete for a work that vanished from the hub carries no
+                // name; the one this worker applied under still counts.
+                let work_name = if work.name.is_empty() {
+                    name.clone().unwrap_or_default()
+                } else {
+                    work.name.clone()
+                };
+                let dependents = if work_name.is_empty() {
+                    Vec::new()
+                } else {
+                    shared.dependencies.dependents(&work_name)
+                };
                 let since = *dependents_wait_since.get_or_insert_with(tokio::time::Instant::now);
                 let left = shared.dependents_timeout.saturating_sub(since.elapsed());
                 if !dependents.is_empty() && !left.is_zero() {

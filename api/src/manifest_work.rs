@@ -61,7 +61,7 @@ pub struct ManifestWorkSpec {
         {
             "rule": "self.all(d, self.exists_one(e, e.name == d.name))",
             "message": "spec.dependsOn names a work more than once",
-            "reason": "FieldValueDuplicate"
+            "reason": "FieldValueInvalid"
         }
     ]))]
     pub depends_on: Vec<WorkDependency>,
