@@ -3,7 +3,8 @@
 //! work it names is on the cluster with its condition True, the wait is
 //! reported in `DependenciesReady`, a cycle is reported and never applied, a
 //! work naming itself is refused by the hub API server, and a deleted work
-//! keeps its objects while another work still depends on it.
+//! keeps its objects while another work still depends on it, for at most the
+//! agent's timeout.
 //!
 //! Order is proven by what the agent reported while works waited and by the
 //! spoke objects' resourceVersions (etcd revisions, which only grow), never
@@ -452,5 +453,56 @@ async fn a_deleted_work_keeps_its_objects_until_its_dependents_are_gone() {
     .expect("base goes");
     assert!(config_maps.get_opt("base").await.expect("read").is_none());
     assert!(config_maps.get_opt("app").await.expect("read").is_none());
+    fleet.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_that_stays_cannot_pin_a_deleted_work_past_the_timeout() {
+    let mut fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    fleet.stop_agent(CLUSTER).await;
+    fleet.set_agent_options(CLUSTER, |o| {
+        o.dependents_deletion_timeout = std::time::Duration::from_secs(5);
+    });
+    fleet.start_agent(CLUSTER);
+    let base = manifest_work(
+        CLUSTER,
+        "base",
+        vec![config_map("default", "base", json!({}))],
+    );
+    let mut app = manifest_work(
+        CLUSTER,
+        "app",
+        vec![config_map("default", "app", json!({}))],
+    );
+    app.spec.depends_on = depends_on(&["base"]);
+    let works = fleet.create_work(&base).await.expect("create base");
+    fleet.create_work(&app).await.expect("create app");
+    wait_applied(&works, "base").await.expect("base applied");
+    wait_applied(&works, "app").await.expect("app applied");
+
+    // app is never deleted: base goes anyway once the timeout has passed.
+    works
+        .delete("base", &DeleteParams::default())
+        .await
+        .expect("delete base");
+    wait_deleted(
+        &works,
+        "base",
+        "base released after the timeout",
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("base goes although app still depends on it");
+    let config_maps = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some("default"));
+    assert!(config_maps.get_opt("base").await.expect("read").is_none());
+    // The dependent stays applied: nothing of it is deleted.
+    config_maps.get("app").await.expect("app's object stays");
+    let app = works.get("app").await.expect("app");
+    assert!(
+        work_condition(&app, "Applied").is_some_and(|c| c.status == "True"),
+        "{app:?}"
+    );
     fleet.stop().await;
 }
