@@ -30,6 +30,10 @@ pub struct AgentOptions {
     /// How long a work the hub does not have (a rebuilt hub, a work removed
     /// while the hub was away) keeps its objects before they are released.
     pub eviction_grace: Duration,
+    /// How long a deleted work keeps its objects while other works of the
+    /// cluster still depend on it (`spec.dependsOn`); then it is released
+    /// anyway, so a stuck dependent cannot pin objects forever.
+    pub dependents_deletion_timeout: Duration,
     /// At shutdown, how long passes in flight may run on before they are
     /// abandoned (kept well under Kubernetes' default 30 s grace period).
     pub shutdown_grace: Duration,
@@ -62,6 +66,7 @@ impl Default for AgentOptions {
         Self {
             resync_interval: Duration::from_secs(600),
             eviction_grace: Duration::from_secs(3600),
+            dependents_deletion_timeout: crate::work_workers::DEFAULT_DEPENDENTS_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
             telemetry: Telemetry::default(),
             max_json_raw_length: ferry_semantics::MAX_RAW_FEEDBACK_BYTES,
@@ -127,6 +132,7 @@ pub async fn run_agent(
         board.clone(),
         options.resync_interval,
         options.eviction_grace,
+        options.dependents_deletion_timeout,
         telemetry.metrics.clone(),
     ));
     let run = async {

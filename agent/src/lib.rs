@@ -7,6 +7,7 @@ pub mod applied_works;
 pub mod applier;
 pub mod conditions;
 pub mod deletion;
+pub mod dependencies;
 pub mod discovery;
 pub mod drift;
 pub mod executor;

@@ -60,6 +60,15 @@ struct Cli {
     /// 100 years (3153600000) or more turns eviction off, as in OCM.
     #[arg(long, env = "FERRY_EVICTION_GRACE_SECONDS", default_value_t = 3600)]
     eviction_grace_seconds: u64,
+    /// Seconds a deleted work keeps its objects while other works of the
+    /// cluster still depend on it (spec.dependsOn); then it is released
+    /// anyway, so a stuck dependent cannot pin objects forever.
+    #[arg(
+        long,
+        env = "FERRY_DEPENDENTS_DELETION_TIMEOUT_SECONDS",
+        default_value_t = 300
+    )]
+    dependents_deletion_timeout_seconds: u64,
     /// Seconds passes still running at SIGTERM may take to finish before they
     /// are abandoned (safe: objects are recorded before they are created).
     /// Keep it under the Pod's terminationGracePeriodSeconds.
@@ -198,6 +207,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let options = AgentOptions {
         resync_interval: Duration::from_secs(cli.resync_seconds.max(1)),
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
+        dependents_deletion_timeout: Duration::from_secs(cli.dependents_deletion_timeout_seconds),
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
         telemetry,
         max_json_raw_length: cli.max_json_raw_length,

@@ -20,14 +20,19 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use crate::conditions::{carry_work_transition_times, condition, is_complete};
+use crate::conditions::{carry_work_transition_times, condition, condition_of, is_complete};
 use crate::deletion::{Progress, release_work};
+use crate::dependencies::{DependencyIndex, Gate, wire_dependencies};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
-use ferry_semantics::contract::DELETING;
+use ferry_semantics::contract::{
+    APPLIED, AVAILABLE, DELETING, DEPENDENCIES_READY, REASON_DEPENDENCIES_NOT_READY,
+    REASON_DEPENDENCIES_READY, REASON_WAITING_FOR_DEPENDENTS,
+};
 use ferry_semantics::drift_report::{drop_corrections, settle_drift};
+use ferry_semantics::text::first_few;
 
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -69,7 +74,18 @@ struct Shared {
     eviction_grace: Duration,
     drift: Arc<DriftWatches>,
     metrics: Arc<AgentMetrics>,
+    /// The works of this cluster by name, for `spec.dependsOn`.
+    dependencies: DependencyIndex,
+    /// How long a deleted work keeps its objects for works that still
+    /// depend on it.
+    dependents_timeout: Duration,
 }
+
+/// Default of [`WorkManager::new`]'s `dependents_timeout` (the agent's
+/// `--dependents-deletion-timeout-seconds`): long enough for a dependent's
+/// own deletion to finish, short enough that a stuck dependent cannot pin a
+/// deleted work's objects for long.
+pub const DEFAULT_DEPENDENTS_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The works this agent holds.
 pub struct WorkManager {
@@ -85,13 +101,16 @@ pub struct WorkManager {
 impl WorkManager {
     /// A manager applying with `reconciler`, reporting into `board`,
     /// re-checking every work at least every `resync`, evicting works the
-    /// hub does not have `eviction_grace` after it first said so, and
-    /// counting drift watches and corrections in `metrics`.
+    /// hub does not have `eviction_grace` after it first said so, keeping
+    /// a deleted work's objects for at most `dependents_timeout` while other
+    /// works depend on it, and counting drift watches and corrections in
+    /// `metrics`.
     pub fn new(
         reconciler: Arc<Reconciler>,
         board: Arc<StatusBoard>,
         resync: Duration,
         eviction_grace: Duration,
+        dependents_timeout: Duration,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
@@ -102,6 +121,8 @@ impl WorkManager {
                 eviction_grace,
                 drift: DriftWatches::new(metrics.clone()),
                 metrics,
+                dependencies: DependencyIndex::default(),
+                dependents_timeout,
             }),
             workers: Mutex::new(HashMap::new()),
             recorded: Mutex::new(HashSet::new()),
@@ -310,32 +331,138 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
     // pass): what it writes then corrects drift.
     let mut settled_generation = None;
     let mut spoke_woke = false;
+    // The work's name, once a wish named it: its key among the works of
+    // this cluster that others may depend on.
+    let mut name: Option<String> = None;
+    // The generation whose dependencies were all ready when it was first
+    // applied: it stays applied (and corrected) whatever they do later; a
+    // new generation waits again.
+    let mut released_generation: Option<i64> = None;
+    // Wakes a work waiting for its dependencies, or a deleted work waiting
+    // for its dependents, when another work of the cluster changes.
+    let mut works_changed = shared.dependencies.subscribe();
+    // When this deletion started waiting for the works that depend on it.
+    let mut dependents_wait_since: Option<tokio::time::Instant> = None;
+    let withdraw = |name: &Option<String>| {
+        if let Some(name) = name {
+            shared.dependencies.withdraw(name, &uid);
+        }
+    };
     loop {
         let wish = desired.borrow_and_update().clone();
+        // Seen from here on: a change while this pass runs still wakes the
+        // wait below.
+        works_changed.borrow_and_update();
         if !matches!(wish, Desired::Apply(_)) {
             settled_generation = None;
         }
+        // Set when the pass waits for other works rather than for a retry,
+        // with how long at most.
+        let mut waits_for_works: Option<Duration> = None;
         let settled = match wish {
             Desired::Apply(upsert) => {
                 generation = upsert.generation;
-                let correcting = spoke_woke && settled_generation == Some(generation);
-                let settled = apply(&uid, &upsert, &shared, &mut drift, correcting).await;
-                settled_generation = settled.then_some(generation);
-                settled
+                dependents_wait_since = None;
+                let work_name = upsert
+                    .work
+                    .as_ref()
+                    .map(|w| w.name.clone())
+                    .unwrap_or_default();
+                let depends_on = wire_dependencies(upsert.spec.as_ref());
+                shared
+                    .dependencies
+                    .declare(&work_name, &uid, depends_on.clone());
+                name = Some(work_name.clone());
+                let gate = if depends_on.is_empty() || released_generation == Some(generation) {
+                    Gate::Open
+                } else {
+                    shared.dependencies.gate(&work_name, &depends_on)
+                };
+                match gate {
+                    Gate::Closed { reason, message } => {
+                        debug!(%uid, generation, %message, "waiting for dependencies");
+                        settled_generation = None;
+                        publish(&uid, waiting_report(&upsert, reason, message), &shared).await;
+                        waits_for_works = Some(shared.resync);
+                        true
+                    }
+                    Gate::Open => {
+                        if !depends_on.is_empty() && released_generation != Some(generation) {
+                            info!(%uid, generation, "dependencies ready; applying");
+                        }
+                        released_generation = (!depends_on.is_empty()).then_some(generation);
+                        let correcting = spoke_woke && settled_generation == Some(generation);
+                        let gated = released_generation.is_some();
+                        let settled =
+                            apply(&uid, &upsert, &shared, &mut drift, correcting, gated).await;
+                        settled_generation = settled.then_some(generation);
+                        settled
+                    }
+                }
             }
             Desired::Delete { work, option } => {
-                match release(&uid, option.as_ref(), &shared, &mut drift).await {
-                    Step::Finished => {
-                        shared.reconciler.forget_work(&uid).await;
-                        let message = "Every object of the work is deleted or orphaned".to_string();
-                        let report = deletion_report(work, generation, true, message);
-                        shared.board.publish(&uid, report).await;
-                        return;
+                // A delete for a work that vanished from the hub carries no
+                // name; the one this worker applied under still counts.
+                let work_name = if work.name.is_empty() {
+                    name.clone().unwrap_or_default()
+                } else {
+                    work.name.clone()
+                };
+                let dependents = if work_name.is_empty() {
+                    Vec::new()
+                } else {
+                    shared.dependencies.dependents(&work_name)
+                };
+                let since = *dependents_wait_since.get_or_insert_with(tokio::time::Instant::now);
+                let left = shared.dependents_timeout.saturating_sub(since.elapsed());
+                if !dependents.is_empty() && !left.is_zero() {
+                    let message = format!(
+                        "kept while works of this cluster still depend on it: {}; released once they are gone or no longer name it, or {}s after the deletion began",
+                        first_few(&dependents, ", "),
+                        shared.dependents_timeout.as_secs()
+                    );
+                    let status = deletion_report(
+                        work,
+                        generation,
+                        false,
+                        REASON_WAITING_FOR_DEPENDENTS,
+                        message,
+                    );
+                    publish(&uid, status, &shared).await;
+                    waits_for_works = Some(left);
+                    true
+                } else {
+                    if !dependents.is_empty() {
+                        warn!(%uid, ?dependents, timeout = ?shared.dependents_timeout,
+                            "works still depend on a deleted work; releasing it after the timeout");
                     }
-                    Step::Pending(message) => {
-                        let status = deletion_report(work, generation, false, message);
-                        publish(&uid, status, &shared).await;
-                        false
+                    match release(&uid, option.as_ref(), &shared, &mut drift).await {
+                        Step::Finished => {
+                            shared.reconciler.forget_work(&uid).await;
+                            let message =
+                                "Every object of the work is deleted or orphaned".to_string();
+                            let report = deletion_report(
+                                work,
+                                generation,
+                                true,
+                                "ResourcesReleased",
+                                message,
+                            );
+                            shared.board.publish(&uid, report).await;
+                            withdraw(&name);
+                            return;
+                        }
+                        Step::Pending(message) => {
+                            let status = deletion_report(
+                                work,
+                                generation,
+                                false,
+                                "DeletingResources",
+                                message,
+                            );
+                            publish(&uid, status, &shared).await;
+                            false
+                        }
                     }
                 }
             }
@@ -345,6 +472,7 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                         shared.reconciler.forget_work(&uid).await;
                         info!(%uid, "evicted a work the hub does not have");
                         shared.board.remove(&uid).await;
+                        withdraw(&name);
                         return;
                     }
                     Step::Pending(_) => false,
@@ -364,12 +492,16 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                 }
             },
         };
-        let wait = if settled {
+        let wait = if let Some(limit) = waits_for_works {
+            delays = retry.build();
+            limit
+        } else if settled {
             delays = retry.build();
             shared.resync
         } else {
             delays.next().unwrap_or(MAX_RETRY)
         };
+        let waiting = waits_for_works.is_some();
         spoke_woke = tokio::select! {
             changed = desired.changed() => {
                 if changed.is_err() {
@@ -381,8 +513,12 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                 debug!(%uid, "managed object changed on the spoke");
                 true
             }
+            // Another work of the cluster changed: the dependency (or
+            // dependent) waited for may be ready (or gone) now. The sender
+            // lives as long as the manager, so an error cannot happen.
+            _ = works_changed.changed(), if waiting => false,
             // After a settled pass the wait is the resync.
-            () = tokio::time::sleep(wait) => settled,
+            () = tokio::time::sleep(wait) => settled && !waiting,
         };
     }
 }
@@ -396,6 +532,7 @@ async fn apply(
     shared: &Shared,
     drift: &mut DriftWatch,
     correcting: bool,
+    dependencies_ready: bool,
 ) -> bool {
     // A completed work is no longer updated (OCM): its objects are neither
     // re-applied nor corrected, and its last report stands.
@@ -419,6 +556,18 @@ async fn apply(
         }
     }
     drift.track(&result.managed).await;
+    if dependencies_ready {
+        result.status.conditions.push(condition(
+            DEPENDENCIES_READY,
+            true,
+            REASON_DEPENDENCIES_READY,
+            format!(
+                "every work it depends on was ready when generation {} was applied; it stays applied if one turns not ready later",
+                upsert.generation
+            ),
+            upsert.generation,
+        ));
+    }
     publish(uid, result.status, shared).await;
     if result.retry {
         debug!(%uid, generation = upsert.generation, "work not fully applied; retrying");
@@ -434,7 +583,44 @@ async fn publish(uid: &str, mut status: v1::WorkStatus, shared: &Shared) {
         carry_work_transition_times(previous, &mut status);
     }
     settle_drift(previous.as_ref(), &mut status);
+    if let Some(work) = &status.work {
+        shared
+            .dependencies
+            .observe(&work.name, uid, &status.conditions);
+    }
     shared.board.publish(uid, status).await;
+}
+
+/// The report of a work whose current generation waits for its
+/// dependencies: why (`DependenciesReady=False`), and that nothing of this
+/// generation is applied yet. Objects of an earlier generation stay as they are.
+fn waiting_report(upsert: &v1::WorkUpsert, reason: &str, message: String) -> v1::WorkStatus {
+    let generation = upsert.generation;
+    v1::WorkStatus {
+        work: upsert.work.clone(),
+        generation,
+        conditions: vec![
+            condition(
+                APPLIED,
+                false,
+                REASON_DEPENDENCIES_NOT_READY,
+                format!(
+                    "generation {generation} waits for its dependencies (see DependenciesReady)"
+                ),
+                generation,
+            ),
+            condition_of(
+                AVAILABLE,
+                "Unknown",
+                REASON_DEPENDENCIES_NOT_READY,
+                "not applied yet: waiting for its dependencies",
+                generation,
+            ),
+            condition(DEPENDENCIES_READY, false, reason, message, generation),
+        ],
+        manifests: vec![],
+        gone: false,
+    }
 }
 
 enum Step {
@@ -513,13 +699,9 @@ fn deletion_report(
     work: v1::WorkRef,
     generation: i64,
     gone: bool,
+    reason: &str,
     message: String,
 ) -> v1::WorkStatus {
-    let reason = if gone {
-        "ResourcesReleased"
-    } else {
-        "DeletingResources"
-    };
     v1::WorkStatus {
         work: Some(work),
         generation,

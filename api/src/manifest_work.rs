@@ -26,7 +26,13 @@ use ferry_semantics::condition_rules;
     category = "ferry",
     printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.conditions[?(@.type==\"Applied\")].status"}"#,
     printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    // On the root, the only place a rule sees the work's own name: a work
+    // that waits for itself would wait forever.
+    validation = Rule::new("!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)")
+        .message(Message::Expression("'spec.dependsOn: a work cannot depend on itself (' + self.metadata.name + ')'".into()))
+        .field_path(".spec.dependsOn")
+        .reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ManifestWorkSpec {
@@ -45,6 +51,55 @@ pub struct ManifestWorkSpec {
     /// the agent's own rights (unless the agent requires an executor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<ManifestWorkExecutor>,
+    /// ferry addition: other works of this cluster (this namespace) that
+    /// must be ready before the agent applies any manifest of this one. The
+    /// agent enforces it, so it holds while the hub is down; see the README's
+    /// "Dependencies between works". OCM works never set it and are applied
+    /// as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_DEPENDENCIES), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.all(d, self.exists_one(e, e.name == d.name))",
+            "message": "spec.dependsOn names a work more than once",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
+    pub depends_on: Vec<WorkDependency>,
+}
+
+/// Most entries of `spec.dependsOn` (`maxItems`): enough for a stack of
+/// layers, small enough that the agent's checks and the CRD's pairwise
+/// uniqueness rule stay cheap.
+pub const MAX_DEPENDENCIES: usize = 16;
+
+/// The condition a dependency must have True when `condition` is omitted.
+pub const DEFAULT_DEPENDENCY_CONDITION: &str = "Available";
+
+/// ferry addition: one work this work waits for.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkDependency {
+    /// The name of a ManifestWork in the same namespace (the same cluster).
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub name: String,
+    /// The condition type on that work's status that must be `True`, as its
+    /// agent computes it: `Available` when omitted; a condition rule's type
+    /// (e.g. `Complete`) works too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 316))]
+    pub condition: Option<String>,
+}
+
+impl WorkDependency {
+    /// The condition type this dependency waits for (never fails).
+    pub fn condition_type(&self) -> &str {
+        self.condition
+            .as_deref()
+            .unwrap_or(DEFAULT_DEPENDENCY_CONDITION)
+    }
 }
 
 /// OCM's `spec.executor`.

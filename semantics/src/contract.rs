@@ -22,6 +22,31 @@ pub const COMPLETE: &str = "Complete";
 pub const DELETING: &str = "Deleting";
 /// Condition type: the manifest's status feedback rules were all evaluated.
 pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
+/// Condition type (ferry's) on a work with `spec.dependsOn`: True once every
+/// work it depends on was ready when the agent applied the work's current
+/// generation; False, with one of the `REASON_DEPENDENCY_*` reasons below,
+/// while the agent holds the generation back. Absent without `dependsOn`.
+pub const DEPENDENCIES_READY: &str = "DependenciesReady";
+/// Reason of `DependenciesReady=True`.
+pub const REASON_DEPENDENCIES_READY: &str = "DependenciesReady";
+/// Reason of `DependenciesReady=False`: a work it depends on exists on the
+/// cluster but its named condition is not True yet; the message names the
+/// work and the condition.
+pub const REASON_WAITING_FOR_DEPENDENCY: &str = "WaitingForDependency";
+/// Reason of `DependenciesReady=False`: a work it depends on is not on this
+/// cluster (not created yet, or deleted); the message names it.
+pub const REASON_DEPENDENCY_MISSING: &str = "DependencyMissing";
+/// Reason of `DependenciesReady=False`: the work is part of a cycle of
+/// `dependsOn` (the message names the works in order); it is never applied
+/// until the cycle is broken.
+pub const REASON_DEPENDENCY_CYCLE: &str = "DependencyCycle";
+/// Reason of `Applied=False` on a work whose current generation waits for
+/// its dependencies (its `DependenciesReady` condition says which).
+pub const REASON_DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
+/// Reason of `Deleting=True` while a deleted work keeps its objects because
+/// works of the same cluster still depend on it (the message names them),
+/// for at most the agent's dependents deletion timeout.
+pub const REASON_WAITING_FOR_DEPENDENTS: &str = "WaitingForDependents";
 
 /// Field manager of the agent's own writes, and of server-side apply when a
 /// work names no manager.

@@ -24,6 +24,7 @@ mod condition_rules;
 mod crash_window;
 mod create_only_read_only;
 mod dashboard;
+mod depends_on;
 mod drift;
 mod drift_report;
 mod eviction;

@@ -34,6 +34,15 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
                 .map(manifest_config)
                 .collect(),
             executor: work.spec.executor.as_ref().map(executor),
+            depends_on: work
+                .spec
+                .depends_on
+                .iter()
+                .map(|d| v1::Dependency {
+                    name: d.name.clone(),
+                    condition: d.condition_type().to_string(),
+                })
+                .collect(),
         }),
         labels: work
             .labels()
@@ -178,7 +187,7 @@ mod tests {
         ServerSideApplyConfig, UpdateStrategy,
     };
     use ferry_api::manifest_work::{
-        ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
+        ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount, WorkDependency,
     };
 
     #[test]
@@ -223,6 +232,16 @@ mod tests {
                         }),
                     },
                 }),
+                depends_on: vec![
+                    WorkDependency {
+                        name: "crds".into(),
+                        condition: None,
+                    },
+                    WorkDependency {
+                        name: "job".into(),
+                        condition: Some("Complete".into()),
+                    },
+                ],
             },
         );
         work.metadata.namespace = Some("cluster-a".into());
@@ -244,6 +263,18 @@ mod tests {
             ),
             ("ServiceAccount", "team", "deployer")
         );
+        let depends_on: Vec<(&str, &str)> = upsert
+            .spec
+            .as_ref()
+            .map(|s| {
+                s.depends_on
+                    .iter()
+                    .map(|d| (d.name.as_str(), d.condition.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The default readiness rule travels spelled out.
+        assert_eq!(depends_on, [("crds", "Available"), ("job", "Complete")]);
         let r = upsert.work.expect("ref");
         assert_eq!((r.uid.as_str(), r.namespace.as_str()), ("u1", "cluster-a"));
         let spec = upsert.spec.expect("spec");

@@ -187,8 +187,9 @@ impl WorkIndex {
 /// One watched object: a work, or one the Rust types cannot decode (of which
 /// only the metadata is known).
 enum Watched {
-    Work(ManifestWork),
-    Undecodable(ObjectMeta),
+    // Both boxed: a re-list holds many of these, and the two differ in size.
+    Work(Box<ManifestWork>),
+    Undecodable(Box<ObjectMeta>),
 }
 
 impl Watched {
@@ -199,9 +200,9 @@ impl Watched {
         match serde_json::to_value(&object).and_then(serde_json::from_value::<ManifestWork>) {
             Ok(mut work) => {
                 work.metadata.managed_fields = None;
-                (Watched::Work(work), None)
+                (Watched::Work(Box::new(work)), None)
             }
-            Err(error) => (Watched::Undecodable(object.metadata), Some(error)),
+            Err(error) => (Watched::Undecodable(Box::new(object.metadata)), Some(error)),
         }
     }
 
@@ -228,8 +229,8 @@ impl Watched {
     /// lets the deletion go through as for any other work.
     fn resolve(self, previous: Option<&Arc<ManifestWork>>) -> Option<Arc<ManifestWork>> {
         let metadata = match self {
-            Watched::Work(work) => return Some(Arc::new(work)),
-            Watched::Undecodable(metadata) => metadata,
+            Watched::Work(work) => return Some(Arc::new(*work)),
+            Watched::Undecodable(metadata) => *metadata,
         };
         let previous = previous.filter(|p| p.metadata.uid == metadata.uid);
         if metadata.deletion_timestamp.is_none() {

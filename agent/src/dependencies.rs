@@ -1,0 +1,552 @@
+//! `spec.dependsOn` between the works of this cluster, enforced by the agent
+//! so that it holds while the hub is down.
+//!
+//! The agent keeps one index of the works it holds, by name (all of them live
+//! in the cluster's namespace on the hub, so names are unique): what each
+//! depends on and the conditions the agent itself last computed for it. A
+//! work's worker asks the index whether its dependencies are ready before it
+//! applies a generation, and waits for the index to change (an event, not a
+//! poll) when they are not. The decisions are pure functions ([`gate`],
+//! [`find_cycle`], [`dependents`]) over a snapshot of the index.
+//!
+//! Chosen behaviour (documented in the README, "Dependencies between works"):
+//! - a generation is applied only once every dependency exists on this agent
+//!   with its named condition True; after that the generation stays applied
+//!   (drift is still corrected) even if a dependency later turns not ready,
+//!   and nothing is deleted; a new generation waits again;
+//! - a work in a cycle is never applied and says so;
+//! - a deleted work that others still depend on keeps its objects until those
+//!   dependents are gone or no longer name it, for at most a timeout.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+use ferry_proto::v1;
+use ferry_semantics::contract::{
+    REASON_DEPENDENCY_CYCLE, REASON_DEPENDENCY_MISSING, REASON_WAITING_FOR_DEPENDENCY,
+};
+use ferry_semantics::text::{clipped, first_few};
+use tokio::sync::watch;
+
+/// Longest message the dependency conditions carry, in bytes.
+pub const MAX_DEPENDENCY_MESSAGE_BYTES: usize = 1024;
+
+/// The condition a dependency waits for when the wire leaves it empty.
+pub const DEFAULT_CONDITION: &str = "Available";
+
+/// What the index knows of one work.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkView {
+    /// The hub UID of the work the entry is for (a work deleted and created
+    /// again under the same name is another work).
+    pub uid: String,
+    /// The works it depends on, with the condition each must have True.
+    pub depends_on: Vec<(String, String)>,
+    /// Its work conditions as this agent last reported them: (type, status).
+    pub conditions: Vec<(String, String)>,
+}
+
+/// Whether a work may be applied now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Every dependency is ready.
+    Open,
+    /// Not yet: the `DependenciesReady=False` reason and message.
+    Closed {
+        /// One of the `REASON_DEPENDENCY_*`/`REASON_WAITING_FOR_DEPENDENCY` reasons.
+        reason: &'static str,
+        /// Which work and which condition, bounded in length.
+        message: String,
+    },
+}
+
+/// The shortest cycle of `dependsOn` through `start`, as the works in order
+/// from `start` back to it (`[a, b, a]`), or None. Works missing from
+/// `graph` have no dependencies. Visits each work at most once, so it is
+/// linear in the size of the graph. Never fails.
+pub fn find_cycle(start: &str, graph: &BTreeMap<String, WorkView>) -> Option<Vec<String>> {
+    let deps_of = |name: &str| -> Vec<&str> {
+        graph
+            .get(name)
+            .map(|w| w.depends_on.iter().map(|(d, _)| d.as_str()).collect())
+            .unwrap_or_default()
+    };
+    // Breadth first, so the cycle reported is a shortest one.
+    let mut parent: HashMap<&str, &str> = HashMap::new();
+    let mut queue: VecDeque<&str> = VecDeque::new();
+    for dep in deps_of(start) {
+        if dep == start {
+            return Some(vec![start.to_string(), start.to_string()]);
+        }
+        if !parent.contains_key(dep) {
+            parent.insert(dep, start);
+            queue.push_back(dep);
+        }
+    }
+    while let Some(name) = queue.pop_front() {
+        for dep in deps_of(name) {
+            if dep == start {
+                // Walk back from `name` to `start`.
+                let mut path = vec![start.to_string(), name.to_string()];
+                let mut at = name;
+                while let Some(&up) = parent.get(at) {
+                    if up == start {
+                        break;
+                    }
+                    path.push(up.to_string());
+                    at = up;
+                }
+                path.push(start.to_string());
+                path.reverse();
+                return Some(path);
+            }
+            if !parent.contains_key(dep) && dep != start {
+                parent.insert(dep, name);
+                queue.push_back(dep);
+            }
+        }
+    }
+    None
+}
+
+/// Whether the work `name`, depending on `depends_on` ((work, condition)
+/// pairs), may be applied, judged from `graph` (every work this agent holds).
+/// A cycle through the work closes the gate for good (until it is broken);
+/// otherwise the first dependency that is missing or whose condition is not
+/// True closes it, and the message counts the others. Never fails.
+pub fn gate(
+    name: &str,
+    depends_on: &[(String, String)],
+    graph: &BTreeMap<String, WorkView>,
+) -> Gate {
+    if let Some(cycle) = find_cycle(name, graph) {
+        let message = format!(
+            "dependsOn forms a cycle: {}; none of these works is applied until it is broken",
+            first_few(&cycle, " -> ")
+        );
+        return Gate::Closed {
+            reason: REASON_DEPENDENCY_CYCLE,
+            message: clipped(message, MAX_DEPENDENCY_MESSAGE_BYTES),
+        };
+    }
+    let mut blocked: Vec<(&'static str, String)> = Vec::new();
+    for (dep, condition) in depends_on {
+        let condition = if condition.is_empty() {
+            DEFAULT_CONDITION
+        } else {
+            condition.as_str()
+        };
+        match graph.get(dep) {
+            None => blocked.push((
+                REASON_DEPENDENCY_MISSING,
+                format!("work {dep} is not on this cluster (waiting for it to exist with {condition}=True)"),
+            )),
+            Some(view) => {
+                let status = view
+                    .conditions
+                    .iter()
+                    .find(|(t, _)| t == condition)
+                    .map_or("absent", |(_, s)| s.as_str());
+                if status != "True" {
+                    blocked.push((
+                        REASON_WAITING_FOR_DEPENDENCY,
+                        format!("waiting for work {dep} to be {condition}=True (it is {status})"),
+                    ));
+                }
+            }
+        }
+    }
+    let Some((reason, first)) = blocked.first().cloned() else {
+        return Gate::Open;
+    };
+    let message = if blocked.len() > 1 {
+        format!(
+            "{first}; and {} more dependencies not ready",
+            blocked.len() - 1
+        )
+    } else {
+        first
+    };
+    Gate::Closed {
+        reason,
+        message: clipped(message, MAX_DEPENDENCY_MESSAGE_BYTES),
+    }
+}
+
+/// The works of `graph` other than `name` that depend on `name`, by name in
+/// order. Never fails.
+pub fn dependents(name: &str, graph: &BTreeMap<String, WorkView>) -> Vec<String> {
+    graph
+        .iter()
+        .filter(|(other, view)| {
+            other.as_str() != name && view.depends_on.iter().any(|(d, _)| d == name)
+        })
+        .map(|(other, _)| other.clone())
+        .collect()
+}
+
+/// The (work, condition) pairs of a wire spec's `dependsOn`, the condition
+/// defaulted to `Available`. Never fails.
+pub fn wire_dependencies(spec: Option<&v1::WorkSpec>) -> Vec<(String, String)> {
+    spec.map(|s| {
+        s.depends_on
+            .iter()
+            .map(|d| {
+                let condition = if d.condition.is_empty() {
+                    DEFAULT_CONDITION.to_string()
+                } else {
+                    d.condition.clone()
+                };
+                (d.name.clone(), condition)
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The works this agent holds, by name, and a signal that wakes whoever
+/// waits for one of them to change. Held in memory only: a restarted agent
+/// rebuilds it as the hub resends its works.
+pub struct DependencyIndex {
+    works: Mutex<BTreeMap<String, WorkView>>,
+    changed: watch::Sender<u64>,
+}
+
+impl Default for DependencyIndex {
+    fn default() -> Self {
+        Self {
+            works: Mutex::new(BTreeMap::new()),
+            changed: watch::Sender::new(0),
+        }
+    }
+}
+
+impl DependencyIndex {
+    /// Runs `f` on the index and wakes the waiters if it returns true. A
+    /// poisoned lock (a panic elsewhere while holding it) is taken over:
+    /// the map is always left whole.
+    fn update(&self, f: impl FnOnce(&mut BTreeMap<String, WorkView>) -> bool) {
+        let changed = {
+            let mut works = self.works.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut works)
+        };
+        if changed {
+            self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        }
+    }
+
+    fn snapshot<T>(&self, f: impl FnOnce(&BTreeMap<String, WorkView>) -> T) -> T {
+        let works = self.works.lock().unwrap_or_else(|e| e.into_inner());
+        f(&works)
+    }
+
+    /// Records that the work `name` (hub UID `uid`) depends on
+    /// `depends_on`, replacing an entry of another UID under that name (the
+    /// newer work). Never fails.
+    pub fn declare(&self, name: &str, uid: &str, depends_on: Vec<(String, String)>) {
+        self.update(|works| {
+            let entry = works.entry(name.to_string()).or_default();
+            if entry.uid == uid && entry.depends_on == depends_on {
+                return false;
+            }
+            if entry.uid != uid {
+                entry.conditions.clear();
+            }
+            entry.uid = uid.to_string();
+            entry.depends_on = depends_on;
+            true
+        });
+    }
+
+    /// Records the conditions the agent just reported for the work `name`
+    /// of UID `uid`; waiters wake only when a condition's status changed.
+    /// A report of a UID the index does not hold under that name is ignored.
+    pub fn observe(&self, name: &str, uid: &str, conditions: &[v1::Condition]) {
+        let current: Vec<(String, String)> = conditions
+            .iter()
+            .map(|c| (c.r#type.clone(), c.status.clone()))
+            .collect();
+        self.update(|works| match works.get_mut(name) {
+            Some(entry) if entry.uid == uid && entry.conditions != current => {
+                entry.conditions = current;
+                true
+            }
+            _ => false,
+        });
+    }
+
+    /// Forgets the work `name` of UID `uid` (released or evicted). Never fails.
+    pub fn withdraw(&self, name: &str, uid: &str) {
+        self.update(|works| {
+            if works.get(name).is_some_and(|w| w.uid == uid) {
+                works.remove(name);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Whether the work `name` may be applied now (see [`gate`]).
+    pub fn gate(&self, name: &str, depends_on: &[(String, String)]) -> Gate {
+        self.snapshot(|works| gate(name, depends_on, works))
+    }
+
+    /// The works that still depend on `name` (see [`dependents`]).
+    pub fn dependents(&self, name: &str) -> Vec<String> {
+        self.snapshot(|works| dependents(name, works))
+    }
+
+    /// A receiver that sees every later change of the index.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(edges: &[(&str, &[&str])]) -> BTreeMap<String, WorkView> {
+        edges
+            .iter()
+            .map(|(name, deps)| {
+                (
+                    name.to_string(),
+                    WorkView {
+                        uid: format!("uid-{name}"),
+                        depends_on: deps
+                            .iter()
+                            .map(|d| (d.to_string(), DEFAULT_CONDITION.to_string()))
+                            .collect(),
+                        conditions: vec![],
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn available(graph: &mut BTreeMap<String, WorkView>, name: &str, status: &str) {
+        let view = graph.get_mut(name).expect("work");
+        view.conditions = vec![("Available".into(), status.into())];
+    }
+
+    fn deps(names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), DEFAULT_CONDITION.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn no_cycle_in_a_chain_or_a_diamond() {
+        let chain = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &[])]);
+        assert_eq!(find_cycle("a", &chain), None);
+        let diamond = graph(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &["d"]), ("d", &[])]);
+        assert_eq!(find_cycle("a", &diamond), None);
+    }
+
+    #[test]
+    fn a_two_work_cycle_is_found_from_either_end() {
+        let g = graph(&[("a", &["b"]), ("b", &["a"])]);
+        assert_eq!(
+            find_cycle("a", &g),
+            Some(vec!["a".into(), "b".into(), "a".into()])
+        );
+        assert_eq!(
+            find_cycle("b", &g),
+            Some(vec!["b".into(), "a".into(), "b".into()])
+        );
+    }
+
+    #[test]
+    fn a_longer_cycle_is_reported_in_order() {
+        let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"]), ("x", &["a"])]);
+        let cycle = find_cycle("b", &g).expect("cycle");
+        assert_eq!(cycle, ["b", "c", "a", "b"]);
+        // A work that only depends on a cycle is not in it: it just waits.
+        assert_eq!(find_cycle("x", &g), None);
+    }
+
+    #[test]
+    fn a_self_dependency_is_a_cycle() {
+        let g = graph(&[("a", &["a"])]);
+        assert_eq!(find_cycle("a", &g), Some(vec!["a".into(), "a".into()]));
+    }
+
+    #[test]
+    fn the_gate_opens_only_when_every_dependency_has_its_condition_true() {
+        let mut g = graph(&[("app", &["crds", "db"]), ("crds", &[]), ("db", &[])]);
+        let gate_of = |g: &BTreeMap<String, WorkView>| gate("app", &deps(&["crds", "db"]), g);
+        match gate_of(&g) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_WAITING_FOR_DEPENDENCY);
+                assert!(
+                    message.contains("work crds to be Available=True (it is absent)"),
+                    "{message}"
+                );
+                assert!(message.contains("and 1 more"), "{message}");
+            }
+            Gate::Open => panic!("open without ready dependencies"),
+        }
+        available(&mut g, "crds", "True");
+        available(&mut g, "db", "False");
+        match gate_of(&g) {
+            Gate::Closed { message, .. } => {
+                assert!(
+                    message.contains("work db to be Available=True (it is False)"),
+                    "{message}"
+                );
+                assert!(!message.contains("more"), "{message}");
+            }
+            Gate::Open => panic!("open with db not available"),
+        }
+        available(&mut g, "db", "True");
+        assert_eq!(gate_of(&g), Gate::Open);
+    }
+
+    #[test]
+    fn a_missing_dependency_is_named() {
+        let g = graph(&[("app", &["db"])]);
+        match gate("app", &deps(&["db"]), &g) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_DEPENDENCY_MISSING);
+                assert!(
+                    message.contains("work db is not on this cluster"),
+                    "{message}"
+                );
+            }
+            Gate::Open => panic!("open with a missing dependency"),
+        }
+    }
+
+    #[test]
+    fn a_custom_condition_is_read_by_its_type() {
+        let mut g = graph(&[("app", &["job"]), ("job", &[])]);
+        g.get_mut("job").expect("job").conditions = vec![
+            ("Available".into(), "True".into()),
+            ("Complete".into(), "False".into()),
+        ];
+        let wanted = vec![("job".to_string(), "Complete".to_string())];
+        assert!(matches!(gate("app", &wanted, &g), Gate::Closed { .. }));
+        g.get_mut("job").expect("job").conditions[1].1 = "True".into();
+        assert_eq!(gate("app", &wanted, &g), Gate::Open);
+    }
+
+    #[test]
+    fn a_cycle_closes_the_gate_even_when_the_others_look_ready() {
+        let mut g = graph(&[("a", &["b"]), ("b", &["a"])]);
+        available(&mut g, "a", "True");
+        available(&mut g, "b", "True");
+        match gate("a", &deps(&["b"]), &g) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_DEPENDENCY_CYCLE);
+                assert!(message.contains("a -> b -> a"), "{message}");
+            }
+            Gate::Open => panic!("a cycle opened the gate"),
+        }
+    }
+
+    #[test]
+    fn messages_stay_bounded_whatever_the_names() {
+        let long = "x".repeat(253);
+        let names: Vec<String> = (0..16).map(|i| format!("{long}{i}")).collect();
+        let mut g: BTreeMap<String, WorkView> = BTreeMap::new();
+        for (i, n) in names.iter().enumerate() {
+            let next = names[(i + 1) % names.len()].clone();
+            g.insert(
+                n.clone(),
+                WorkView {
+                    uid: n.clone(),
+                    depends_on: vec![(next, "c".repeat(316))],
+                    conditions: vec![],
+                },
+            );
+        }
+        let Gate::Closed { message, .. } = gate(&names[0], &g[&names[0]].depends_on.clone(), &g)
+        else {
+            panic!("a cycle of 16 opened the gate");
+        };
+        assert!(
+            message.len() <= MAX_DEPENDENCY_MESSAGE_BYTES,
+            "{}",
+            message.len()
+        );
+    }
+
+    #[test]
+    fn dependents_are_the_others_naming_the_work() {
+        let g = graph(&[("crds", &[]), ("app", &["crds"]), ("cr", &["crds", "app"])]);
+        assert_eq!(dependents("crds", &g), ["app", "cr"]);
+        assert_eq!(dependents("cr", &g), Vec::<String>::new());
+    }
+
+    #[test]
+    fn wire_dependencies_default_to_available() {
+        let spec = v1::WorkSpec {
+            depends_on: vec![
+                v1::Dependency {
+                    name: "a".into(),
+                    condition: String::new(),
+                },
+                v1::Dependency {
+                    name: "b".into(),
+                    condition: "Complete".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            wire_dependencies(Some(&spec)),
+            [
+                ("a".to_string(), "Available".to_string()),
+                ("b".into(), "Complete".into())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_index_wakes_waiters_on_status_changes_only() {
+        let index = DependencyIndex::default();
+        let mut rx = index.subscribe();
+        index.declare("crds", "u1", vec![]);
+        assert!(rx.has_changed().expect("open"));
+        rx.borrow_and_update();
+        let ready = |status: &str| v1::Condition {
+            r#type: "Available".into(),
+            status: status.into(),
+            message: "m".into(),
+            ..Default::default()
+        };
+        index.observe("crds", "u1", &[ready("False")]);
+        assert!(rx.has_changed().expect("open"));
+        rx.borrow_and_update();
+        // A new message with the same status wakes nobody.
+        index.observe(
+            "crds",
+            "u1",
+            &[v1::Condition {
+                message: "other".into(),
+                ..ready("False")
+            }],
+        );
+        assert!(!rx.has_changed().expect("open"));
+        // A report of another work under the name is ignored.
+        index.observe("crds", "old", &[ready("True")]);
+        assert!(!rx.has_changed().expect("open"));
+        assert!(matches!(
+            index.gate("app", &deps(&["crds"])),
+            Gate::Closed { .. }
+        ));
+        index.observe("crds", "u1", &[ready("True")]);
+        assert!(rx.has_changed().expect("open"));
+        assert_eq!(index.gate("app", &deps(&["crds"])), Gate::Open);
+        index.withdraw("crds", "other-uid");
+        assert_eq!(index.gate("app", &deps(&["crds"])), Gate::Open);
+        index.withdraw("crds", "u1");
+        assert!(matches!(
+            index.gate("app", &deps(&["crds"])),
+            Gate::Closed { .. }
+        ));
+    }
+}
