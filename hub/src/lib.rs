@@ -36,6 +36,8 @@ pub mod placement;
 pub mod probes;
 /// ManifestWorkReplicaSet: one template on every placed cluster.
 pub mod replica_set;
+/// Runs a publisher only while the CRDs it writes are served.
+pub mod served_gate;
 /// Agents' status reports written to ManifestWork status, in session order.
 pub mod status;
 /// Readiness of reflector stores that many reconciles await at once.

@@ -400,9 +400,15 @@ async fn the_shipped_executor_role_names_only_its_listed_executors_not_kube_syst
         "kube-system/deployer",
         "kube-system/generic-garbage-collector",
     ] {
-        let refused = try_create(&works, &work_as(CLUSTER_A, "attack", attack))
-            .await
-            .expect_err("an executor the role does not list is refused");
+        // Retried until refused by the policy: the listed executor's
+        // admission above does not show that the API server has loaded the
+        // policy yet (it admits that work either way); an attack the role
+        // admitted for good stays admitted and fails here at the deadline.
+        let refused = until(&works, &work_as(CLUSTER_A, "attack", attack), |o| {
+            o.as_ref().is_err_and(|m| m.contains(EXECUTOR_POLICY_NAME))
+        })
+        .await
+        .expect_err("an executor the role does not list is refused");
         println!("refusal: {refused}");
         assert!(
             refused.contains(EXECUTOR_POLICY_NAME) && refused.contains(attack),

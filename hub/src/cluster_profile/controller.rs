@@ -36,6 +36,7 @@ use k8s_openapi::api::core::v1::Namespace;
 
 use super::render::{ClusterProfile, is_ferrys, render, spec_differs, status_differs};
 use crate::metrics::HubMetrics;
+use crate::served_gate::{CHECK_EVERY, Gate, run_while_ready};
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::{SettledObjects, resync_every, run_controller, watch};
 
@@ -45,7 +46,7 @@ pub const CLUSTER_PROFILE_FIELD_MANAGER: &str = "ferry-clusterprofiles";
 /// How often the leader checks whether the ClusterProfile CRD is served
 /// and the namespace exists (while not, and while so, to notice either
 /// going away).
-pub const CRD_CHECK: Duration = Duration::from_secs(10);
+pub const CRD_CHECK: Duration = CHECK_EVERY;
 
 /// How often every cluster's profile is reconciled and ferry's profiles
 /// are swept for clusters that are gone, whatever the triggers (writes
@@ -367,58 +368,21 @@ pub async fn run_cluster_profile_controller(
     metrics: Arc<HubMetrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let shutdown = Box::pin(shutdown).shared();
     let namespace = options.namespace;
     let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), &namespace);
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let gauge = metrics.cluster_profiles_publishing.clone();
-    // What the last check found (None: not checked yet), so the log speaks
-    // at changes only.
-    let mut last: Option<Readiness> = None;
-    loop {
-        let found = tokio::select! {
-            () = shutdown.clone() => break,
-            found = readiness(&namespaces, &profiles, &namespace) => found,
-        };
-        match found {
-            Ok(found) => {
-                if last != Some(found) {
-                    report(found, &namespace);
-                }
-                last = Some(found);
-            }
-            Err(error) => {
-                warn!(%error, "checking whether ClusterProfiles can be published; checking again")
-            }
-        }
-        if last == Some(Readiness::Ready) {
-            gauge.set(1);
-            // Published until the namespace or the CRD goes away, or the
-            // hub stops.
-            let watching = async {
-                let mut checks = tokio::time::interval(CRD_CHECK);
-                checks.tick().await;
-                loop {
-                    checks.tick().await;
-                    match readiness(&namespaces, &profiles, &namespace).await {
-                        Ok(Readiness::Ready) | Err(_) => {}
-                        Ok(found) => return found,
-                    }
-                }
-            };
-            tokio::select! {
-                () = publish(client.clone(), namespace.clone(), shutdown.clone()) => {}
-                found = watching => {
-                    report(found, &namespace);
-                    last = Some(found);
-                }
-            }
-        }
-        gauge.set(0);
-        tokio::select! {
-            () = shutdown.clone() => break,
-            () = tokio::time::sleep(CRD_CHECK) => {}
-        }
-    }
-    gauge.set(0);
+    let logged = namespace.clone();
+    let gate = Gate {
+        what: "ClusterProfiles",
+        ready: |found| found == Readiness::Ready,
+        report: Box::new(move |found| report(found, &logged)),
+        gauge: metrics.cluster_profiles_publishing.clone(),
+    };
+    run_while_ready(
+        gate,
+        || readiness(&namespaces, &profiles, &namespace),
+        |stop| publish(client.clone(), namespace.clone(), stop).boxed(),
+        shutdown,
+    )
+    .await;
 }

@@ -33,6 +33,7 @@ use ferry_api::placement::{Placement, PlacementDecision};
 
 use super::render::{InventoryPlacementDecision, SCHEDULER_NAME, differs, is_ferrys, render};
 use crate::metrics::HubMetrics;
+use crate::served_gate::{CHECK_EVERY, Gate, run_while_ready};
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::{SettledObjects, resync_every, run_controller, watch};
 
@@ -41,7 +42,7 @@ pub const INVENTORY_DECISION_FIELD_MANAGER: &str = "ferry-inventory-decisions";
 
 /// How often the leader checks whether the upstream PlacementDecision CRD
 /// is served (while not, and while so, to notice it going away).
-pub const CRD_CHECK: Duration = Duration::from_secs(10);
+pub const CRD_CHECK: Duration = CHECK_EVERY;
 
 /// How often every placement's slices are reconciled and orphans swept,
 /// whatever the triggers (writes happen only on change).
@@ -326,54 +327,18 @@ pub async fn run_inventory_decision_controller(
     metrics: Arc<HubMetrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let shutdown = Box::pin(shutdown).shared();
     let slices: Api<InventoryPlacementDecision> = Api::all(client.clone());
-    let gauge = metrics.inventory_decisions_publishing.clone();
-    // What the last check found (None: not checked yet), so the log speaks
-    // at changes only.
-    let mut last: Option<bool> = None;
-    loop {
-        let found = tokio::select! {
-            () = shutdown.clone() => break,
-            found = served(&slices) => found,
-        };
-        match found {
-            Ok(found) => {
-                if last != Some(found) {
-                    report(found);
-                }
-                last = Some(found);
-            }
-            Err(error) => {
-                warn!(%error, "checking whether PlacementDecisions can be published; checking again")
-            }
-        }
-        if last == Some(true) {
-            gauge.set(1);
-            // Published until the CRD goes away or the hub stops.
-            let watching = async {
-                let mut checks = tokio::time::interval(CRD_CHECK);
-                checks.tick().await;
-                loop {
-                    checks.tick().await;
-                    if let Ok(false) = served(&slices).await {
-                        return;
-                    }
-                }
-            };
-            tokio::select! {
-                () = publish(client.clone(), profile_namespace.clone(), shutdown.clone()) => {}
-                () = watching => {
-                    report(false);
-                    last = Some(false);
-                }
-            }
-        }
-        gauge.set(0);
-        tokio::select! {
-            () = shutdown.clone() => break,
-            () = tokio::time::sleep(CRD_CHECK) => {}
-        }
-    }
-    gauge.set(0);
+    let gate = Gate {
+        what: "PlacementDecisions",
+        ready: |serving| serving,
+        report: Box::new(report),
+        gauge: metrics.inventory_decisions_publishing.clone(),
+    };
+    run_while_ready(
+        gate,
+        || served(&slices),
+        |stop| publish(client.clone(), profile_namespace.clone(), stop).boxed(),
+        shutdown,
+    )
+    .await;
 }

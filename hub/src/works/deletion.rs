@@ -47,8 +47,9 @@ pub enum DeletionError {
         #[source]
         source: kube::Error,
     },
-    /// The work kept changing under the write.
-    #[error("ManifestWork {namespace}/{name} kept changing while its finalizer was removed")]
+    /// The work kept changing under the write (of its finalizer's removal
+    /// or of its `Deleting` condition).
+    #[error("ManifestWork {namespace}/{name} kept changing under the hub's write")]
     Contended {
         /// Work namespace.
         namespace: String,
@@ -94,6 +95,10 @@ pub fn with_deleting(conditions: &[Condition], deleting: Condition) -> Option<Ve
     updated.push(deleting);
     Some(updated)
 }
+
+/// How many times the status writer's `Deleting` is judged again on a
+/// fresh read after the work changed under it.
+const SET_DELETING_ATTEMPTS: usize = 3;
 
 /// Writes ferry's finalizer and `Deleting` condition on works.
 #[derive(Clone)]
@@ -207,24 +212,52 @@ impl WorkDeletion {
     }
 
     /// Sets the `Deleting` condition, leaving the other conditions and the
-    /// per-manifest status as they are. Writes nothing when it would not change.
+    /// per-manifest status as they are. Writes nothing when it would not
+    /// change. Judged first on `work` as given (the hub's index copy); when
+    /// the work changed since, on a fresh read, a few times: the agent's
+    /// report wins over a concurrent write. Fails on an API error, or with
+    /// `Contended` when the work keeps changing.
     pub async fn set_deleting(
         &self,
         work: &ManifestWork,
         reason: &str,
         message: &str,
     ) -> Result<bool, DeletionError> {
-        let conditions = work
+        let mut metadata = work.metadata.clone();
+        let mut conditions = work
             .status
             .as_ref()
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
-        self.write_deleting(&work.metadata, &conditions, reason, message)
-            .await
+        for _ in 0..SET_DELETING_ATTEMPTS {
+            match self
+                .write_deleting(&metadata, &conditions, reason, message)
+                .await
+            {
+                Err(DeletionError::Contended { .. }) => {
+                    let Some((fresh, current)) = self.read_conditions(work).await? else {
+                        return Ok(false);
+                    };
+                    if fresh.uid != work.metadata.uid {
+                        return Ok(false);
+                    }
+                    (metadata, conditions) = (fresh, current);
+                }
+                other => return other,
+            }
+        }
+        Err(DeletionError::Contended {
+            namespace: work.namespace().unwrap_or_default(),
+            name: work.name_any(),
+        })
     }
 
     /// Sets `Deleting` on the work with `metadata`, whose current conditions
-    /// are `conditions`.
+    /// are `conditions`, only if the work is still at `metadata`'s
+    /// resourceVersion: the conditions list is written whole, so a write
+    /// judged on an older copy would drop what was written since (one
+    /// writer's `Deleting` replacing another's). Fails with `Contended` when
+    /// the work changed.
     async fn write_deleting(
         &self,
         metadata: &ObjectMeta,
@@ -248,15 +281,28 @@ impl WorkDeletion {
             metadata: metadata.clone(),
             _phantom: Default::default(),
         };
-        let patch = json!({"status": {"conditions": updated}});
-        self.api(&work)
+        let patch = json!({
+            "metadata": {"resourceVersion": metadata.resource_version},
+            "status": {"conditions": updated},
+        });
+        match self
+            .api(&work)
             .patch_status(
                 &work.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(Self::error(&work, "setting Deleting on"))?;
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Err(DeletionError::Contended {
+                    namespace: work.namespace().unwrap_or_default(),
+                    name: work.name_any(),
+                });
+            }
+            Err(source) => return Err(Self::error(&work, "setting Deleting on")(source)),
+        }
         self.events
             .deleting_written(metadata, conditions, &deleting);
         Ok(true)
