@@ -159,12 +159,13 @@ pub fn sbom(
                 "{path}: no workspace package {binary} to list the crates of"
             ))
         })?;
+        let closure = crates.closure(id);
         let mut linked = Vec::new();
         for package in crates
             .metadata
             .packages
             .iter()
-            .filter(|p| crates.closure(id).contains(&p.id))
+            .filter(|p| closure.contains(&p.id))
         {
             let (name, version) = (package.name.as_str(), package.version.to_string());
             let reference = crate_ref(name, &version);
