@@ -139,8 +139,20 @@ fn release(dir: &Path, base: &str) -> PathBuf {
     manifest
 }
 
-#[tokio::test]
-async fn krew_validates_and_installs_the_plugin_ferry_tools_writes() {
+/// What both tests start from: krew and its validator built, a release
+/// written into `out` and served, and a `PATH` with the kubectl shim.
+struct Setup {
+    krew: PathBuf,
+    validator: PathBuf,
+    /// Holds every file of the test; removed when dropped.
+    work: tempfile::TempDir,
+    out: PathBuf,
+    served: Arc<Served>,
+    manifest: PathBuf,
+    path: String,
+}
+
+async fn setup() -> Setup {
     let (krew, validator) = tokio::task::spawn_blocking(ensure_krew)
         .await
         .expect("build task")
@@ -150,8 +162,29 @@ async fn krew_validates_and_installs_the_plugin_ferry_tools_writes() {
     std::fs::create_dir_all(&out).expect("release dir");
     let (base, served) = serve(&out).await;
     let manifest = release(&out, &base);
-    let shim = kubectl_shim(work.path(), &krew);
-    let path = path_with(&shim);
+    let path = path_with(&kubectl_shim(work.path(), &krew));
+    Setup {
+        krew,
+        validator,
+        work,
+        out,
+        served,
+        manifest,
+        path,
+    }
+}
+
+#[tokio::test]
+async fn krew_validates_and_installs_the_plugin_ferry_tools_writes() {
+    let Setup {
+        krew,
+        validator,
+        work,
+        out: _,
+        served,
+        manifest,
+        path,
+    } = setup().await;
 
     // krew's validator: structure, platforms, and an install per platform.
     let validated = run(
@@ -218,15 +251,15 @@ async fn krew_validates_and_installs_the_plugin_ferry_tools_writes() {
 
 #[tokio::test]
 async fn an_archive_changed_after_its_manifest_is_refused_and_nothing_installed() {
-    let (krew, validator) = tokio::task::spawn_blocking(ensure_krew)
-        .await
-        .expect("build task")
-        .expect("krew and validate-krew-manifest build from their Go module");
-    let work = tempfile::tempdir().expect("temp dir");
-    let out = work.path().join("release");
-    std::fs::create_dir_all(&out).expect("release dir");
-    let (base, served) = serve(&out).await;
-    let manifest = release(&out, &base);
+    let Setup {
+        krew,
+        validator,
+        work,
+        out,
+        served,
+        manifest,
+        path,
+    } = setup().await;
     let archive = out.join("kubectl-ferry_linux_amd64.tar.gz");
     let mut bytes = std::fs::read(&archive).expect("the archive");
     // One flipped byte inside the compressed stream: still served, not
@@ -234,8 +267,6 @@ async fn an_archive_changed_after_its_manifest_is_refused_and_nothing_installed(
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
     std::fs::write(&archive, bytes).expect("tamper with the archive");
-    let shim = kubectl_shim(work.path(), &krew);
-    let path = path_with(&shim);
 
     let validated = run(
         &validator,
