@@ -25,7 +25,7 @@ use ferry_semantics::ignore::{SsaInput, plan_server_side_apply};
 use ferry_semantics::list_items::ListSchema;
 use ferry_semantics::merge::{merge_patch, three_way_merge};
 use ferry_semantics::release::{
-    ApplyReferences, Owner, add_references, apply_references, without_owner,
+    ApplyReferences, Owner, add_managed_label, add_references, apply_references, without_owner,
 };
 use ferry_semantics::strategy::{Strategy, WhenDeleted};
 
@@ -267,6 +267,7 @@ async fn ssa_unless_unchanged(
     let references = marks(write, apply_references(live, write.owner, manager));
     let mut body = body.clone();
     add_references(&mut body, &references);
+    add_managed_label(&mut body);
     if let Some(live) = live
         && is_subset(&body, live, write.schema)
     {
@@ -322,13 +323,16 @@ async fn update(
         )
         .await;
     }
-    let desired = with_annotations(
+    let mut desired = with_annotations(
         write.desired,
         &[
             (OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[])),
             (LAST_APPLIED_ANNOTATION, last_applied),
         ],
     );
+    // Not in the last-applied record: the label is ferry's bookkeeping, and
+    // the three-way merge keeps setting it because `desired` has it.
+    add_managed_label(&mut desired);
     let (Some(live), Some(live_json)) = (live, live_json) else {
         let created = create(write, &desired, what).await?;
         return Ok(outcome(Applied::Created, Some(to_json(&created)), vec![]));
@@ -382,6 +386,7 @@ async fn create(
         &mut body,
         &marks(write, apply_references(None, write.owner, "")),
     );
+    add_managed_label(&mut body);
     let object: DynamicObject = serde_json::from_value(body).map_err(|e| ApplyError::Rejected {
         what: what.to_string(),
         message: format!("not a Kubernetes object: {e}"),

@@ -94,9 +94,14 @@ pub struct AgentMetrics {
     /// Objects written again, by kind, because they drifted on the spoke
     /// after their work was fully applied (seen by a watch or a resync).
     pub drift_corrections: Family<KindLabel, Counter>,
-    /// Drift watches open on the spoke, by kind (one per kind, or one per
-    /// namespace where the agent may not watch the kind cluster-wide).
+    /// Drift watches open on the spoke, by kind: the label-selected watch
+    /// of ferry's objects, plus one per object watched by name (or one
+    /// unfiltered watch past the bound, or per namespace where the agent may
+    /// not watch the kind cluster-wide).
     pub watches: Family<KindLabel, Gauge>,
+    /// Objects the drift watches received (listed, changed or deleted), by
+    /// kind: what a crowded spoke costs the agent.
+    pub watch_objects: Family<KindLabel, Counter>,
     /// 1 while a session with the hub is established (Welcome received).
     pub hub_connected: Gauge,
     /// Hub sessions established.
@@ -122,6 +127,7 @@ impl Default for AgentMetrics {
             apply_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             drift_corrections: Family::default(),
             watches: Family::default(),
+            watch_objects: Family::default(),
             hub_connected: Gauge::default(),
             sessions_started: Counter::default(),
             sessions_ended: Family::default(),
@@ -163,6 +169,11 @@ impl AgentMetrics {
             "watches_open",
             "Drift watches open on the spoke, by kind",
             self.watches.clone(),
+        );
+        registry.register(
+            "watch_objects_received",
+            "Objects the drift watches received (listed, changed or deleted), by kind",
+            self.watch_objects.clone(),
         );
         registry.register(
             "hub_connected",

@@ -37,6 +37,7 @@ use ferry_semantics::contract::{APPLIED, REASON_CONFLICTS_WITH_WORK, REASON_WRIT
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::ownership::{Verdict, WorkRank};
+use ferry_semantics::release::has_managed_label;
 use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
 use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, identify};
@@ -553,6 +554,7 @@ impl Reconciler {
         } = self.target(identity).await?;
         meta.resource = resource.plural.clone();
         meta.namespace = namespace.clone();
+        let managed_at = record.managed.len();
         record.managed.push(ManagedObject::new(
             &self.client,
             &resource,
@@ -683,6 +685,13 @@ impl Reconciler {
         let kind = format!("{}/{}", identity.api_version(), identity.kind);
         let started = Instant::now();
         let applied = apply_manifest(&write).await;
+        // Watched through the kind's label-selected watch only once the
+        // object is seen with ferry's label; until then, by name.
+        if let Ok(outcome) = &applied
+            && let Some(managed) = record.managed.get_mut(managed_at)
+        {
+            managed.set_labelled(outcome.object.as_ref().is_some_and(has_managed_label));
+        }
         let label = match &applied {
             Ok(outcome) => apply_outcome(&outcome.applied),
             Err(error) => apply_failure(error),

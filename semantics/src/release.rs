@@ -14,6 +14,50 @@ pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";
 /// `kind` of the owner references ferry puts on applied objects.
 pub const OWNER_KIND: &str = "AppliedManifestWork";
 
+/// Label ferry puts on every object it writes, so that the agent's drift
+/// watches ask the spoke's API server for ferry's objects only (a label
+/// selector) instead of streaming every object of a kind. Removed with
+/// ferry's annotations when the last work lets the object go.
+pub const MANAGED_LABEL: &str = "work.ferry.dev/managed";
+/// The value of [`MANAGED_LABEL`].
+pub const MANAGED_LABEL_VALUE: &str = "true";
+
+/// Puts [`MANAGED_LABEL`] on a body about to be written, creating
+/// `metadata.labels` (or replacing a non-object there) as needed. Does
+/// nothing to a value that is not an object.
+pub fn add_managed_label(body: &mut Value) {
+    let Some(object) = body.as_object_mut() else {
+        return;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    let labels = metadata
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(
+            MANAGED_LABEL.into(),
+            Value::String(MANAGED_LABEL_VALUE.into()),
+        );
+    }
+}
+
+/// Whether `object` carries [`MANAGED_LABEL`] with ferry's value: whether
+/// the label-selected drift watch of its kind sees it. Never fails.
+pub fn has_managed_label(object: &Value) -> bool {
+    object["metadata"]["labels"][MANAGED_LABEL] == MANAGED_LABEL_VALUE
+}
+
 /// The record that owns a work's objects on the spoke.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -320,7 +364,8 @@ pub fn without_owner(mut references: ApplyReferences, owner: &Owner) -> ApplyRef
 }
 
 /// The merge patch that removes `owner`'s mark from `object` and, when no
-/// other ferry work holds it any more, ferry's annotations too. None when
+/// other ferry work holds it any more, ferry's annotations and
+/// [`MANAGED_LABEL`] too. None when
 /// there is nothing to remove.
 pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
     let all = owner_references(object);
@@ -344,6 +389,9 @@ pub fn release_patch(object: &Value, owner: &Owner) -> Option<Value> {
             .collect();
         if !removed.is_empty() {
             metadata.insert("annotations".into(), Value::Object(removed));
+        }
+        if object["metadata"]["labels"].get(MANAGED_LABEL).is_some() {
+            metadata.insert("labels".into(), json!({ MANAGED_LABEL: null }));
         }
     }
     if metadata.is_empty() {
@@ -496,6 +544,43 @@ mod tests {
         let patch = release_patch(&shared, &owner("a")).expect("patch");
         assert_eq!(patch["metadata"]["ownerReferences"], json!([b]));
         assert!(patch["metadata"].get("annotations").is_none());
+        assert!(patch["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn releasing_the_last_ferry_owner_removes_the_managed_label_and_keeps_the_others() {
+        let mut obj = object(json!([owner_reference(&owner("a"))]));
+        obj["metadata"]["labels"] = json!({MANAGED_LABEL: MANAGED_LABEL_VALUE, "app": "web"});
+        let patch = release_patch(&obj, &owner("a")).expect("patch");
+        assert_eq!(patch["metadata"]["labels"], json!({MANAGED_LABEL: null}));
+        let mut shared = object(json!([
+            owner_reference(&owner("a")),
+            owner_reference(&owner("b"))
+        ]));
+        shared["metadata"]["labels"] = json!({MANAGED_LABEL: MANAGED_LABEL_VALUE});
+        let patch = release_patch(&shared, &owner("a")).expect("patch");
+        assert!(patch["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn the_managed_label_is_added_beside_the_manifests_labels_and_read_back() {
+        let mut body = json!({"metadata": {"name": "x", "labels": {"app": "web"}}});
+        assert!(!has_managed_label(&body));
+        add_managed_label(&mut body);
+        assert_eq!(
+            body["metadata"]["labels"],
+            json!({"app": "web", MANAGED_LABEL: MANAGED_LABEL_VALUE})
+        );
+        assert!(has_managed_label(&body));
+        let mut bare = json!({"kind": "ConfigMap"});
+        add_managed_label(&mut bare);
+        assert!(has_managed_label(&bare));
+        let mut odd = json!({"metadata": {"labels": "not a map"}});
+        add_managed_label(&mut odd);
+        assert!(has_managed_label(&odd));
+        let mut scalar = json!(3);
+        add_managed_label(&mut scalar);
+        assert_eq!(scalar, json!(3));
     }
 
     #[test]

@@ -25,11 +25,14 @@ pub fn ferry_owners(object: &Value) -> usize {
         .unwrap_or(0)
 }
 
-/// Whether `object` carries any `work.ferry.dev/` annotation.
+/// Whether `object` carries any `work.ferry.dev/` annotation or label (the
+/// managed label goes with the annotations when ferry lets an object go).
 pub fn has_ferry_annotations(object: &Value) -> bool {
-    object["metadata"]["annotations"]
-        .as_object()
-        .is_some_and(|a| a.keys().any(|k| k.starts_with("work.ferry.dev/")))
+    ["annotations", "labels"].iter().any(|field| {
+        object["metadata"][field]
+            .as_object()
+            .is_some_and(|a| a.keys().any(|k| k.starts_with("work.ferry.dev/")))
+    })
 }
 
 /// Puts `HOLD_FINALIZER` on object `name`, as a spoke controller would.

@@ -56,6 +56,7 @@ mod join_both_sides;
 mod join_files;
 mod krew_plugin;
 mod kubectl_plugin;
+mod label_selected_drift_watches;
 mod leader_chaos;
 mod leader_election;
 mod liveness;

@@ -12,6 +12,7 @@ use ferry_e2e::helpers::work_helpers::{
     edit_and_wait, manifest_condition, manifest_work, set_at, wait_applied,
 };
 use ferry_semantics::hash::LAST_APPLIED_ANNOTATION;
+use ferry_semantics::release::{MANAGED_LABEL, MANAGED_LABEL_VALUE};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,8 +53,8 @@ async fn update_keeps_fields_set_by_others_and_removes_fields_dropped_from_the_m
     );
     assert_eq!(
         now["metadata"]["labels"],
-        json!({"keep": "yes", "extra": "x"}),
-        "drop removed, extra kept"
+        json!({"keep": "yes", "extra": "x", MANAGED_LABEL: MANAGED_LABEL_VALUE}),
+        "drop removed, extra kept, ferry's own label set"
     );
     assert!(now["metadata"]["annotations"][LAST_APPLIED_ANNOTATION].is_string());
     fleet.stop().await;

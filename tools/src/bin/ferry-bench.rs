@@ -72,6 +72,11 @@ struct Cli {
     /// many works applied and print where its resident memory is. 0 = off.
     #[arg(long, default_value_t = 0)]
     agent_rss: usize,
+    /// `--agent-rss`: unrelated objects (ConfigMaps and Secrets) written on
+    /// the spoke before the agent starts, some of them changing while drift
+    /// is timed. 0 = an empty spoke.
+    #[arg(long, default_value_t = 0)]
+    crowd: usize,
     /// `--agent-rss`: an extra argument for `ferry-agent` (repeatable).
     #[arg(long, allow_hyphen_values = true)]
     agent_arg: Vec<String>,
@@ -107,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
     if cli.agent_rss > 0 {
         return ferry_tools::bench::agent_rss::agent_rss(
             cli.agent_rss,
+            cli.crowd,
             &cli.agent_arg,
             Duration::from_secs(10),
         )
