@@ -20,6 +20,7 @@ pub mod krew;
 pub mod leader_process;
 pub mod link;
 pub mod local_pod;
+pub mod oci_registry;
 pub mod promtool;
 pub mod reserved_port;
 pub mod sockets;

@@ -88,6 +88,7 @@ mod rollout_gates;
 mod rollout_rollback;
 mod server_side_apply;
 mod session_age;
+mod signed_artifacts;
 mod simulated_agents;
 mod stable_revision;
 mod status_delivery;
