@@ -152,29 +152,35 @@ pub fn strip_ferry_annotations(manifest: &mut Value) {
     }
 }
 
-/// Sets `annotations` on `manifest`, creating `metadata.annotations` (or
-/// replacing a non-object there) as needed. Does nothing to a value that is
+/// The map at `metadata.<field>` of `manifest`, created (or replacing a
+/// non-object there, as does `metadata`) as needed. None when `manifest` is
 /// not an object.
-pub fn set_annotations(manifest: &mut Value, annotations: &[(&str, String)]) {
-    let Some(object) = manifest.as_object_mut() else {
-        return;
-    };
+pub(crate) fn metadata_map_mut<'a>(
+    manifest: &'a mut Value,
+    field: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let object = manifest.as_object_mut()?;
     let metadata = object
         .entry("metadata")
         .or_insert_with(|| Value::Object(Map::new()));
     if !metadata.is_object() {
         *metadata = Value::Object(Map::new());
     }
-    let Some(metadata) = metadata.as_object_mut() else {
-        return;
-    };
     let map = metadata
-        .entry("annotations")
+        .as_object_mut()?
+        .entry(field)
         .or_insert_with(|| Value::Object(Map::new()));
     if !map.is_object() {
         *map = Value::Object(Map::new());
     }
-    if let Some(map) = map.as_object_mut() {
+    map.as_object_mut()
+}
+
+/// Sets `annotations` on `manifest`, creating `metadata.annotations` (or
+/// replacing a non-object there) as needed. Does nothing to a value that is
+/// not an object.
+pub fn set_annotations(manifest: &mut Value, annotations: &[(&str, String)]) {
+    if let Some(map) = metadata_map_mut(manifest, "annotations") {
         for (key, value) in annotations {
             map.insert(key.to_string(), Value::String(value.clone()));
         }

@@ -7,7 +7,7 @@
 use ferry_proto::v1;
 use serde_json::{Map, Value, json};
 
-use crate::hash::is_ferry_annotation;
+use crate::hash::{is_ferry_annotation, metadata_map_mut};
 
 /// `apiVersion` of the owner references ferry puts on applied objects.
 pub const OWNER_API_VERSION: &str = "work.ferry.dev/v1alpha1";
@@ -26,25 +26,7 @@ pub const MANAGED_LABEL_VALUE: &str = "true";
 /// `metadata.labels` (or replacing a non-object there) as needed. Does
 /// nothing to a value that is not an object.
 pub fn add_managed_label(body: &mut Value) {
-    let Some(object) = body.as_object_mut() else {
-        return;
-    };
-    let metadata = object
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !metadata.is_object() {
-        *metadata = Value::Object(Map::new());
-    }
-    let Some(metadata) = metadata.as_object_mut() else {
-        return;
-    };
-    let labels = metadata
-        .entry("labels")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !labels.is_object() {
-        *labels = Value::Object(Map::new());
-    }
-    if let Some(labels) = labels.as_object_mut() {
+    if let Some(labels) = metadata_map_mut(body, "labels") {
         labels.insert(
             MANAGED_LABEL.into(),
             Value::String(MANAGED_LABEL_VALUE.into()),

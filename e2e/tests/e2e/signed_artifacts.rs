@@ -163,20 +163,17 @@ fn sign_and_verify(host: &str) {
     let key = release.join("cosign.key");
     let public = release.join("cosign.pub");
     let (key, public) = (key.to_str().expect("path"), public.to_str().expect("path"));
-    let sign = |reference: &str| {
-        must(
-            &cosign,
-            &[
-                "sign",
-                "--key",
-                key,
-                "--tlog-upload=false",
-                "--allow-http-registry",
-                "--yes",
-                reference,
-            ],
-            home,
-        )
+    let sign = |what: &[&str]| {
+        let mut args = vec![
+            "sign",
+            "--key",
+            key,
+            "--tlog-upload=false",
+            "--allow-http-registry",
+            "--yes",
+        ];
+        args.extend_from_slice(what);
+        must(&cosign, &args, home)
     };
     let verify = |reference: &str, public: &str| {
         run(
@@ -193,21 +190,8 @@ fn sign_and_verify(host: &str) {
         )
     };
 
-    // The index the tag names and every manifest in it, then the tag.
-    must(
-        &cosign,
-        &[
-            "sign",
-            "--key",
-            key,
-            "--tlog-upload=false",
-            "--allow-http-registry",
-            "--yes",
-            "--recursive",
-            &index,
-        ],
-        home,
-    );
+    // The index the tag names and every manifest in it.
+    sign(&["--recursive", &index]);
     let index_digest = index.rsplit('@').next().expect("digest").to_string();
     for (reference, digest) in [
         (&tag, &index_digest),
@@ -342,7 +326,7 @@ fn sign_and_verify(host: &str) {
         );
         assert!(out.ok, "helm push {chart}:\n{}{}", out.stdout, out.stderr);
         let reference = format!("{host}/charts/{chart}@{}", pushed_digest(&out));
-        sign(&reference);
+        sign(&[&reference]);
         let out = verify(&reference, public);
         assert!(
             out.ok,
