@@ -14,7 +14,9 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
+};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -219,6 +221,16 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Acquire)
 }
 
+/// The span `make` builds while export is on, else a disabled span, so a
+/// process without an exporter does not even build the span's fields.
+pub fn span(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if enabled() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
+}
+
 /// The W3C trace context (`traceparent`, `tracestate`) of `span`, to put
 /// into an outgoing message. Empty while export is off or the span is not
 /// sampled-in, so nothing is written to the wire then.
@@ -261,11 +273,7 @@ pub fn extract(carrier: &HashMap<String, String>) -> Option<Context> {
     }
     use opentelemetry::trace::TraceContextExt as _;
     let context = TraceContextPropagator::new().extract(carrier);
-    context
-        .span()
-        .span_context()
-        .is_valid()
-        .then_some(context)
+    context.span().span_context().is_valid().then_some(context)
 }
 
 #[cfg(test)]
