@@ -18,6 +18,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
 };
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -122,30 +123,43 @@ pub fn init(
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // One of the two formatters; an absent layer is a no-op.
-    let (json_logs, plain_logs) = if json {
-        (Some(tracing_subscriber::fmt::layer().json()), None)
+    // RUST_LOG filters the logs only: a hub logging at `warn` still
+    // exports its info-level spans.
+    let logs = if json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_filter(filter)
+            .boxed()
     } else {
-        (None, Some(tracing_subscriber::fmt::layer()))
+        tracing_subscriber::fmt::layer().with_filter(filter).boxed()
     };
     let (otel, provider) = match args.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
         Some(endpoint) => {
             let provider = tracer_provider(endpoint, args.trace_sampling_ratio, identity)?;
             let tracer = provider.tracer("ferry");
-            let layer = tracing_opentelemetry::layer().with_tracer(tracer);
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(traced_spans());
             (Some(layer), Some(provider))
         }
         None => (None, None),
     };
     tracing_subscriber::registry()
-        .with(filter)
-        .with(json_logs)
-        .with(plain_logs)
+        .with(logs)
         .with(otel)
         .try_init()?;
     if provider.is_some() {
         ENABLED.store(true, Ordering::Release);
     }
     Ok(TelemetryGuard { provider })
+}
+
+/// What is exported: ferry's own spans at `info` and above (the work's
+/// journey), not the debug spans of the libraries under it.
+fn traced_spans() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_target("ferry_hub", tracing::Level::INFO)
+        .with_target("ferry_agent", tracing::Level::INFO)
 }
 
 fn tracer_provider(

@@ -131,25 +131,28 @@ fn jaeger_log(dir: &Path) -> String {
 
 /// Polls `path` on Jaeger's query API until `done` holds for its JSON.
 async fn wait_for(jaeger: &Jaeger, what: &str, done: impl Fn(&Value) -> bool, path: &str) -> Value {
+    let last = std::sync::Mutex::new(String::new());
     let poll = async {
         loop {
             if let Ok((200, body)) = get(jaeger.query, path).await
                 && let Ok(value) = serde_json::from_str::<Value>(&body)
-                && done(&value)
             {
-                return value;
+                if done(&value) {
+                    return value;
+                }
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = body;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     };
-    tokio::time::timeout(TRACE_TIMEOUT, poll)
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "waiting for {what}; jaeger log:\n{}",
-                jaeger_log(jaeger._dir.path())
-            )
-        })
+    match tokio::time::timeout(TRACE_TIMEOUT, poll).await {
+        Ok(value) => value,
+        Err(_) => panic!(
+            "waiting for {what}; last answer of {path}:\n{}\njaeger log:\n{}",
+            last.lock().unwrap_or_else(|p| p.into_inner()),
+            jaeger_log(jaeger._dir.path())
+        ),
+    }
 }
 
 /// One trace of Jaeger's v1 JSON: its spans as (service, operation).
