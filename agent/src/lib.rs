@@ -23,6 +23,7 @@ pub mod release;
 pub mod rule_conditions;
 pub mod session;
 pub mod spoke_client;
+pub mod spoke_trace;
 pub mod status_board;
 pub mod telemetry;
 pub mod work_workers;

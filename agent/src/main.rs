@@ -111,6 +111,9 @@ struct Cli {
     #[arg(long, env = "FERRY_WORKER_THREADS", default_value_t = 2,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     worker_threads: u16,
+    /// OpenTelemetry trace export (off unless an endpoint is given).
+    #[command(flatten)]
+    trace: ferry_telemetry::TraceArgs,
 }
 
 /// Threads for blocking calls at most (name resolution, file reads, CEL
@@ -157,14 +160,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     else {
         anyhow::bail!("--hub-url, --cluster-name and --token-file are required");
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if cli.log_json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    let identity = ferry_telemetry::ServiceIdentity {
+        service_name: "ferry-agent",
+        attributes: vec![("ferry.cluster", cluster_name.clone())],
+    };
+    let traces = ferry_telemetry::init(cli.log_json, &cli.trace, identity)?;
     let read = |path: &std::path::PathBuf| {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
     };
@@ -217,6 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         write_as_executor: cli.write_as_executor.then_some(spoke),
     };
     run_agent(client, config, options, shutdown_signal()).await;
+    traces.shutdown().await;
     Ok(())
 }
 

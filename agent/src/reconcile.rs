@@ -10,7 +10,7 @@ use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::Value;
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, info_span, warn};
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
@@ -377,16 +377,40 @@ impl Reconciler {
                     meta.namespace = identity.namespace.clone().unwrap_or_default();
                     let result = match &mut record {
                         Ok(record) => {
-                            self.apply_one(
-                                value,
-                                identity,
-                                &spec.manifest_configs,
-                                &mut meta,
-                                record,
-                                &mut drift,
-                                (spec.executor.as_ref(), &policy),
-                            )
-                            .await
+                            // One span per manifest; the spoke calls it
+                            // makes are its children.
+                            let span = ferry_telemetry::span(|| {
+                                info_span!(
+                                    "apply_manifest",
+                                    ordinal = index,
+                                    kind = %identity.kind,
+                                    name = %identity.name,
+                                    namespace = identity.namespace.as_deref().unwrap_or_default(),
+                                    outcome = tracing::field::Empty,
+                                )
+                            });
+                            let result = self
+                                .apply_one(
+                                    value,
+                                    identity,
+                                    &spec.manifest_configs,
+                                    &mut meta,
+                                    record,
+                                    &mut drift,
+                                    (spec.executor.as_ref(), &policy),
+                                )
+                                .instrument(span.clone())
+                                .await;
+                            if !span.is_disabled() {
+                                span.record(
+                                    "outcome",
+                                    match &result {
+                                        Ok(report) => report.reason,
+                                        Err(_) => "failed",
+                                    },
+                                );
+                            }
+                            result
                         }
                         Err(problem) => Err(ManifestFailure::Record(problem.clone())),
                     };
@@ -525,6 +549,8 @@ impl Reconciler {
                 conditions: work_conditions,
                 manifests,
                 gone: false,
+                // Set by the worker, from the span of this pass.
+                trace_context: Default::default(),
             },
             retry,
             managed,

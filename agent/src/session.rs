@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use crate::Telemetry;
 use crate::metrics::ReasonLabel;
@@ -380,6 +380,19 @@ async fn connect_once(
     Err(SessionError::Closed)
 }
 
+/// The span of sending `status` to the hub, a child of the apply whose
+/// context the status carries.
+fn report_span(status: &v1::WorkStatus) -> tracing::Span {
+    let span = tracing::info_span!(
+        "report_status",
+        work.uid = %status.work.as_ref().map(|w| w.uid.as_str()).unwrap_or_default(),
+        generation = status.generation,
+        gone = status.gone,
+    );
+    ferry_telemetry::set_parent(&span, &status.trace_context);
+    span
+}
+
 /// Sends unsent statuses as they are published, and a heartbeat every
 /// `heartbeat`. Statuses that could not be sent go back on the board.
 async fn send_reports(
@@ -400,8 +413,10 @@ async fn send_reports(
                 }
                 let unsent = board.take_unsent().await;
                 for (i, status) in unsent.iter().enumerate() {
+                    // The report joins the trace of the apply it reports.
+                    let span = ferry_telemetry::span(|| report_span(status));
                     let message = v1::AgentMessage { body: Some(agent_message::Body::Status(status.clone())) };
-                    if outbound.send(message).await.is_err() {
+                    if outbound.send(message).instrument(span).await.is_err() {
                         board.requeue(&unsent[i..]).await;
                         metrics.status_reports_requeued.inc_by((unsent.len() - i) as u64);
                         return;

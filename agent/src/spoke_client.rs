@@ -118,6 +118,9 @@ pub fn spoke_client(config: Config) -> Result<Client, SpokeClientError> {
         )
         .option_layer(auth)
         .layer(headers)
+        // Spans only while traces are exported (set before this client is
+        // built); otherwise the stack is unchanged.
+        .option_layer(ferry_telemetry::enabled().then_some(crate::spoke_trace::SpokeTraceLayer))
         .map_err(BoxError::from)
         .service(http_client);
     Ok(ClientBuilder::new(service, config.default_namespace).build())

@@ -18,7 +18,7 @@ use ferry_proto::v1;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::conditions::{carry_work_transition_times, condition, condition_of, is_complete};
 use crate::deletion::{Progress, release_work};
@@ -542,7 +542,26 @@ async fn apply(
         debug!(%uid, "work is complete; not updating it");
         return true;
     }
-    let mut result = shared.reconciler.reconcile(upsert).await;
+    // The hub's send span is the parent, so this pass joins the trace of
+    // the generation it applies.
+    let span = ferry_telemetry::span(|| {
+        let work = upsert.work.as_ref();
+        info_span!(
+            "apply_work",
+            work = %work.map(|w| w.name.as_str()).unwrap_or_default(),
+            work.uid = %uid,
+            generation = upsert.generation,
+            manifests = upsert.spec.as_ref().map_or(0, |s| s.manifests_json.len()),
+            correcting,
+        )
+    });
+    ferry_telemetry::set_parent(&span, &upsert.trace_context);
+    let mut result = shared
+        .reconciler
+        .reconcile(upsert)
+        .instrument(span.clone())
+        .await;
+    result.status.trace_context = ferry_telemetry::inject(&span);
     if !correcting {
         drop_corrections(&mut result.status);
     }
@@ -583,12 +602,28 @@ async fn publish(uid: &str, mut status: v1::WorkStatus, shared: &Shared) {
         carry_work_transition_times(previous, &mut status);
     }
     settle_drift(previous.as_ref(), &mut status);
+    if let Some(previous) = &previous {
+        keep_reported_trace(previous, &mut status);
+    }
     if let Some(work) = &status.work {
         shared
             .dependencies
             .observe(&work.name, uid, &status.conditions);
     }
     shared.board.publish(uid, status).await;
+}
+
+/// A pass that changed nothing but its trace context keeps the context
+/// already reported, so the board sees no change and nothing is sent: with
+/// traces on, an idle work costs the hub no more reports than with them off.
+fn keep_reported_trace(previous: &v1::WorkStatus, status: &mut v1::WorkStatus) {
+    if status.trace_context.is_empty() || status.trace_context == previous.trace_context {
+        return;
+    }
+    let fresh = std::mem::replace(&mut status.trace_context, previous.trace_context.clone());
+    if status != previous {
+        status.trace_context = fresh;
+    }
 }
 
 /// The report of a work whose current generation waits for its
@@ -620,6 +655,7 @@ fn waiting_report(upsert: &v1::WorkUpsert, reason: &str, message: String) -> v1:
         ],
         manifests: vec![],
         gone: false,
+        trace_context: Default::default(),
     }
 }
 
@@ -708,5 +744,38 @@ fn deletion_report(
         conditions: vec![condition(DELETING, true, reason, message, generation)],
         manifests: vec![],
         gone,
+        trace_context: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traced(status: &v1::WorkStatus, parent: &str) -> v1::WorkStatus {
+        let mut status = status.clone();
+        status.trace_context = [("traceparent".to_owned(), parent.to_owned())].into();
+        status
+    }
+
+    #[test]
+    fn an_unchanged_pass_keeps_the_reported_trace() {
+        let base = v1::WorkStatus {
+            generation: 3,
+            ..Default::default()
+        };
+        let previous = traced(&base, "first");
+        let mut again = traced(&base, "second");
+        keep_reported_trace(&previous, &mut again);
+        assert_eq!(again, previous, "nothing new to report");
+
+        let mut changed = traced(&base, "second");
+        changed.generation = 4;
+        keep_reported_trace(&previous, &mut changed);
+        assert_eq!(changed.trace_context["traceparent"], "second");
+
+        let mut untraced = base.clone();
+        keep_reported_trace(&previous, &mut untraced);
+        assert!(untraced.trace_context.is_empty(), "tracing off writes none");
     }
 }

@@ -10,23 +10,23 @@ use cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_tracing(cli.log_json);
-    match cli.command {
+    // Only `serve` exports traces; the one-shot commands log.
+    let trace = match &cli.command {
+        Command::Serve(args) => args.trace.clone(),
+        _ => ferry_telemetry::TraceArgs::default(),
+    };
+    let identity = ferry_telemetry::ServiceIdentity {
+        service_name: "ferry-hub",
+        attributes: Vec::new(),
+    };
+    let telemetry = ferry_telemetry::init(cli.log_json, &trace, identity)?;
+    let result = match cli.command {
         Command::Serve(args) => cli::serve::run(args).await,
         Command::Join(args) => cli::join::run(args).await,
         Command::Accept(args) => cli::accept::run(args).await,
         Command::Crds(args) => cli::crds::run(args),
         Command::Render(args) => cli::render::run(args).await,
-    }
-}
-
-fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    };
+    telemetry.shutdown().await;
+    result
 }

@@ -25,6 +25,11 @@ fn valid_status() -> Vec<u8> {
             }],
             manifests: vec![],
             gone: false,
+            trace_context: [(
+                "traceparent".into(),
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            )]
+            .into(),
         })),
     }
     .encode_to_vec()

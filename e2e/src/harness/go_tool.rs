@@ -60,6 +60,66 @@ static BUILD_LOCK: Mutex<()> = Mutex::new(());
 /// Path of the cached `tool`, building it first when the cache lacks it.
 /// Blocking; fails when the cache or the build does.
 pub fn ensure_go_tool(tool: GoTool) -> Result<PathBuf, GoToolError> {
+    ensure_built(tool, |go, partial| {
+        Command::new(go)
+            .args(["install", &format!("{}@{}", tool.package, tool.version)])
+            .env("GOBIN", partial)
+            .env("GOFLAGS", "-mod=mod")
+            .env("CGO_ENABLED", "0")
+            .stdin(Stdio::null())
+            .status()
+    })
+}
+
+/// Like [`ensure_go_tool`], for a command whose module `go install
+/// pkg@version` refuses because its go.mod has `replace` directives (Jaeger):
+/// the module is downloaded into the module cache and the package built in
+/// it as the main module, with the module's own go.sum. `module` is the
+/// module path, `tool.package` the package path inside it. Blocking; fails
+/// when the cache, the download or the build does.
+pub fn ensure_go_module_tool(module: &'static str, tool: GoTool) -> Result<PathBuf, GoToolError> {
+    ensure_built(tool, |go, partial| {
+        let download = Command::new(go)
+            .args([
+                "mod",
+                "download",
+                "-json",
+                &format!("{module}@{}", tool.version),
+            ])
+            .stdin(Stdio::null())
+            .output()?;
+        if !download.status.success() {
+            return Ok(download.status);
+        }
+        let dir = module_dir(&download.stdout).ok_or_else(|| {
+            std::io::Error::other(format!("go mod download names no Dir for {module}"))
+        })?;
+        let relative = tool
+            .package
+            .strip_prefix(module)
+            .map(|rest| format!(".{rest}"))
+            .unwrap_or_else(|| ".".into());
+        Command::new(go)
+            .current_dir(dir)
+            .args(["build", "-o"])
+            .arg(partial.join(tool.binary))
+            .arg(relative)
+            .env("CGO_ENABLED", "0")
+            .stdin(Stdio::null())
+            .status()
+    })
+}
+
+/// The `Dir` of `go mod download -json` output.
+fn module_dir(json: &[u8]) -> Option<PathBuf> {
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    value.get("Dir")?.as_str().map(PathBuf::from)
+}
+
+fn ensure_built(
+    tool: GoTool,
+    build: impl FnOnce(&str, &std::path::Path) -> std::io::Result<std::process::ExitStatus>,
+) -> Result<PathBuf, GoToolError> {
     let _guard = BUILD_LOCK
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -96,14 +156,7 @@ pub fn ensure_go_tool(tool: GoTool) -> Result<PathBuf, GoToolError> {
         go,
         detail,
     };
-    let status = Command::new(&go)
-        .args(["install", &format!("{package}@{version}")])
-        .env("GOBIN", &partial)
-        .env("GOFLAGS", "-mod=mod")
-        .env("CGO_ENABLED", "0")
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| failed(go.clone(), e.to_string()))?;
+    let status = build(&go, &partial).map_err(|e| failed(go.clone(), e.to_string()))?;
     if !status.success() {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(failed(go, status.to_string()));

@@ -94,6 +94,7 @@ mod stable_revision;
 mod status_delivery;
 mod status_feedback;
 mod tenant_attacks;
+mod traces;
 mod true_reasons;
 mod unknown_kind;
 mod update_strategy;

@@ -46,6 +46,7 @@ fn random_report(i: usize) -> v1::AgentMessage {
             }],
             manifests: vec![],
             gone: false,
+            trace_context: Default::default(),
         })),
     }
 }

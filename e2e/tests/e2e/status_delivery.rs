@@ -292,6 +292,7 @@ fn report(work: &ManifestWork, uid: &str, generation: i64, reason: &str) -> v1::
         }],
         manifests: vec![],
         gone: false,
+        trace_context: Default::default(),
     }
 }
 

@@ -229,6 +229,10 @@ pub struct ServeArgs {
     /// the time limit.
     #[arg(long, env = "FERRY_HEALTH_EVAL_DEADLINE_MS", default_value_t = 500)]
     pub health_eval_deadline_ms: u64,
+    /// OpenTelemetry trace export (off unless an endpoint is given); read
+    /// by `main`, which installs the exporter before `run`.
+    #[command(flatten)]
+    pub trace: ferry_telemetry::TraceArgs,
 }
 
 /// This replica's name in the leader Lease: the pod name (`POD_NAME` from
@@ -290,6 +294,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         health_eval_deadline_ms,
         cluster_profiles,
         cluster_profile_namespace,
+        trace: _,
     } = args;
     // Installed before anything waits on the API server, so a stop during
     // start-up is bounded too.

@@ -19,7 +19,7 @@ use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
 use crate::grpc::config::SessionConfig;
@@ -313,8 +313,20 @@ impl Pusher {
             .is_ok()
     }
 
-    async fn send_delete(&self, delete: v1::WorkDelete) -> bool {
-        let sent = self.send(hub_message::Body::Delete(delete)).await;
+    async fn send_delete(&self, mut delete: v1::WorkDelete) -> bool {
+        let span = ferry_telemetry::span(|| {
+            let uid = delete
+                .work
+                .as_ref()
+                .map(|w| w.uid.as_str())
+                .unwrap_or_default();
+            info_span!("send_delete", cluster = %self.cluster, work.uid = %uid, evict = delete.evict)
+        });
+        delete.trace_context = ferry_telemetry::inject(&span);
+        let sent = self
+            .send(hub_message::Body::Delete(delete))
+            .instrument(span)
+            .await;
         if sent {
             self.metrics.deletes_sent.inc();
         }
@@ -341,14 +353,22 @@ impl Pusher {
             if !held.is_due(&uid, generation, labels) {
                 continue;
             }
-            let upsert = match work_upsert(work) {
+            let span = ferry_telemetry::span(
+                || info_span!("send_work", cluster = %self.cluster, work = %work.name_any(), work.uid = %uid, generation),
+            );
+            let mut upsert = match work_upsert(work) {
                 Ok(upsert) => upsert,
                 Err(error) => {
                     warn!(cluster = %self.cluster, work = %work.name_any(), %error, "cannot encode work");
                     continue;
                 }
             };
-            if !self.send(hub_message::Body::Upsert(upsert)).await {
+            upsert.trace_context = ferry_telemetry::inject(&span);
+            if !self
+                .send(hub_message::Body::Upsert(upsert))
+                .instrument(span)
+                .await
+            {
                 return false;
             }
             self.metrics.upserts_sent.inc();
@@ -368,6 +388,7 @@ impl Pusher {
                 }),
                 evict: !self.seen.contains(&uid),
                 delete_option: None,
+                trace_context: Default::default(),
             };
             let evict = delete.evict;
             if !self.send_delete(delete).await {
@@ -400,6 +421,7 @@ impl Pusher {
             work: Some(work_ref(work)),
             evict: false,
             delete_option: work.spec.delete_option.as_ref().map(delete_option),
+            trace_context: Default::default(),
         };
         self.send_delete(delete).await
     }

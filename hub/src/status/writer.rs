@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument as _;
 
 use ferry_proto::v1;
 use kube::api::{Patch, PatchParams};
@@ -181,6 +182,38 @@ impl StatusWriter {
     /// Fails when the API server refuses a read or write; see
     /// [`StatusWriteError::is_transient`] for which failures may be retried.
     pub async fn write(
+        &self,
+        cluster: &str,
+        report: &v1::WorkStatus,
+        basis: Basis,
+    ) -> Result<StatusOutcome, StatusWriteError> {
+        if !ferry_telemetry::enabled() {
+            return self.write_report(cluster, report, basis).await;
+        }
+        // The agent's apply span is the parent: the write joins the trace
+        // the hub began when it sent this generation.
+        let work = report.work.as_ref();
+        let span = tracing::info_span!(
+            "write_status",
+            cluster = %cluster,
+            work = %work.map(|w| w.name.as_str()).unwrap_or_default(),
+            work.uid = %work.map(|w| w.uid.as_str()).unwrap_or_default(),
+            generation = report.generation,
+            outcome = tracing::field::Empty,
+        );
+        ferry_telemetry::set_parent(&span, &report.trace_context);
+        let result = self
+            .write_report(cluster, report, basis)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(outcome) => span.record("outcome", outcome.label()),
+            Err(error) => span.record("outcome", tracing::field::display(error)),
+        };
+        result
+    }
+
+    async fn write_report(
         &self,
         cluster: &str,
         report: &v1::WorkStatus,

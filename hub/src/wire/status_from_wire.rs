@@ -431,6 +431,7 @@ mod tests {
             conditions,
             manifests,
             gone: false,
+            trace_context: Default::default(),
         }
     }
 
@@ -826,6 +827,7 @@ mod tests {
                     conditions,
                     manifests,
                     gone,
+                    trace_context: Default::default(),
                 })
         }
 

@@ -49,6 +49,8 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        // Set by the session that sends it, when traces are exported.
+        trace_context: Default::default(),
     })
 }
 

@@ -124,6 +124,7 @@ pub fn applied_status(work: &HeldWork, now: i64, tick: Option<i64>) -> v1::WorkS
         ],
         manifests,
         gone: false,
+        trace_context: Default::default(),
     }
 }
 
