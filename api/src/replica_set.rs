@@ -7,7 +7,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::manifest_work::{Condition, ManifestWorkSpec};
+use crate::manifest_work::{Condition, MAX_DEPENDENCIES, ManifestWorkSpec, WorkDependency};
 
 /// A ManifestWork template and the placements whose clusters get it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -22,7 +22,13 @@ use crate::manifest_work::{Condition, ManifestWorkSpec};
     category = "ferry",
     printcolumn = r#"{"name":"Placement","type":"string","jsonPath":".status.conditions[?(@.type==\"PlacementVerified\")].reason"}"#,
     printcolumn = r#"{"name":"Applied","type":"string","jsonPath":".status.conditions[?(@.type==\"ManifestworkApplied\")].reason"}"#,
-    printcolumn = r#"{"name":"Total","type":"integer","jsonPath":".status.summary.total"}"#
+    printcolumn = r#"{"name":"Total","type":"integer","jsonPath":".status.summary.total"}"#,
+    // On the root, the only place a rule sees the replica set's own name:
+    // one that waits for itself would never start a cluster.
+    validation = Rule::new("!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)")
+        .message(Message::Expression("'spec.dependsOn: a replica set cannot depend on itself (' + self.metadata.name + ')'".into()))
+        .field_path(".spec.dependsOn")
+        .reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
@@ -42,6 +48,14 @@ use crate::manifest_work::{Condition, ManifestWorkSpec};
         "rule": "!has(self.cascadeDeletionPolicy) || self.cascadeDeletionPolicy in ['Background', 'Foreground']",
         "messageExpression": "'cascadeDeletionPolicy must be Background or Foreground, not ' + self.cascadeDeletionPolicy",
         "fieldPath": ".cascadeDeletionPolicy",
+        "reason": "FieldValueInvalid"
+    },
+    {
+        // The rendered work carries both lists: together they must fit the
+        // work's own bound, and name each work once.
+        "rule": "!has(self.dependsOn) || !has(self.manifestWorkTemplate.dependsOn) || (size(self.dependsOn) + size(self.manifestWorkTemplate.dependsOn) <= 16 && self.dependsOn.all(d, !self.manifestWorkTemplate.dependsOn.exists(e, e.name == d.name)))",
+        "message": "dependsOn and manifestWorkTemplate.dependsOn together name at most 16 works, each once: every cluster's work carries both",
+        "fieldPath": ".dependsOn",
         "reason": "FieldValueInvalid"
     },
     {
@@ -84,6 +98,20 @@ pub struct ManifestWorkReplicaSetSpec {
     /// (ferry addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_summary: Option<StatusSummarySpec>,
+    /// Other replica sets of this namespace this one waits for (ferry
+    /// addition): a cluster gets its first work only once each of them has
+    /// its work there with the named condition True, and every work
+    /// carries `dependsOn` naming theirs, so the cluster's agent keeps the
+    /// order for every revision, even while the hub is down.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_DEPENDENCIES), extend("x-kubernetes-validations" = [
+        {
+            "rule": "self.all(d, self.exists_one(e, e.name == d.name))",
+            "message": "spec.dependsOn names a replica set more than once",
+            "reason": "FieldValueInvalid"
+        }
+    ]))]
+    pub depends_on: Vec<WorkDependency>,
 }
 
 /// What the bounded fleet summary aggregates.

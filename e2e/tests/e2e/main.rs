@@ -79,6 +79,7 @@ mod progressive_rollout;
 mod protocol_skew;
 mod relist_after_expiry;
 mod replica_set_defects;
+mod replica_set_depends_on;
 mod report_flood;
 mod restarts;
 mod restricted_mode;

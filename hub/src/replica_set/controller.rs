@@ -22,6 +22,8 @@ use tracing::warn;
 
 use super::budget::record_window;
 use super::decide::{Snapshot, decide, decide_status, gate_inputs};
+use super::decisions::chosen_by_decisions;
+use super::depends::{DependencyInputs, dependents};
 use super::deploy::{Refused, delete_work, deploy, owner_label};
 use super::error::{ReplicaSetError, failed};
 use super::health_pool::{HealthPool, HealthPoolConfig};
@@ -44,6 +46,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 
 struct Context {
     client: Client,
+    /// Every replica set: those a replica set depends on are read from it.
+    replica_sets: Store<ManifestWorkReplicaSet>,
     placements: Store<Placement>,
     decisions: Store<PlacementDecision>,
     works: Store<ManifestWork>,
@@ -92,6 +96,44 @@ impl Context {
             .collect()
     }
 
+    /// What the `dependsOn` of `rs` is judged from: the replica sets of
+    /// its namespace, and the works and chosen clusters of those it names
+    /// (at most `MAX_DEPENDENCIES`). Empty without `dependsOn`.
+    fn dependencies(
+        &self,
+        rs: &ManifestWorkReplicaSet,
+        placements: &[Arc<Placement>],
+        decisions: &[Arc<PlacementDecision>],
+    ) -> DependencyInputs {
+        if rs.spec.depends_on.is_empty() {
+            return DependencyInputs::default();
+        }
+        let namespace = rs.namespace();
+        let replica_sets: BTreeMap<String, Arc<ManifestWorkReplicaSet>> = self
+            .replica_sets
+            .state()
+            .into_iter()
+            .filter(|other| other.namespace() == namespace)
+            .map(|other| (other.name_any(), other))
+            .collect();
+        let mut inputs = DependencyInputs::default();
+        for dependency in &rs.spec.depends_on {
+            let Some(other) = replica_sets.get(&dependency.name) else {
+                continue;
+            };
+            inputs
+                .works
+                .insert(dependency.name.clone(), self.generated(other));
+            let placed = chosen_by_decisions(other, placements, decisions)
+                .wanted
+                .into_keys()
+                .collect();
+            inputs.placed.insert(dependency.name.clone(), placed);
+        }
+        inputs.replica_sets = replica_sets;
+        inputs
+    }
+
     /// Brings the works and the status of `rs` up to date: gathers what
     /// the reconcile reads, [`decide`]s, then carries the decision out in
     /// its order (records before the writes they announce) and writes the
@@ -108,6 +150,8 @@ impl Context {
         let revisions =
             sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
         let placements = self.placements.state();
+        let decisions = self.decisions.state();
+        let dependencies = self.dependencies(&rs, &placements, &decisions);
         let mut snapshot = Snapshot {
             gates: gate_inputs(
                 &rs,
@@ -117,7 +161,7 @@ impl Context {
             ),
             rs: rs.clone(),
             placements,
-            decisions: self.decisions.state(),
+            decisions,
             sets: self.sets.state(),
             bindings: self.bindings.state(),
             existing,
@@ -130,6 +174,7 @@ impl Context {
                 .get(&owner)
                 .cloned()
                 .unwrap_or_default(),
+            dependencies,
             now,
         };
         let mut decision = decide(&snapshot);
@@ -403,6 +448,15 @@ pub async fn run_replica_set_controller(
     )
     .reflect(rs_writer)
     .applied_settled();
+    // A replica set created, deleted or given a new spec may hold or free
+    // the replica sets depending on it (a cycle closes or opens, a missing
+    // dependency appears): its generation, not its status, matters here.
+    let dependency_stream = watch(
+        Api::<ManifestWorkReplicaSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .touched_settled()
+    .predicate_filter(predicates::generation, Default::default());
     // A placement going or coming back, or its status naming new
     // decision objects, changes what may be deleted.
     let placement_stream = watch(
@@ -472,6 +526,7 @@ pub async fn run_replica_set_controller(
         store_ready(&bindings),
     ]);
     let context = Arc::new(Context {
+        replica_sets: replica_sets.clone(),
         ready,
         sets,
         bindings,
@@ -492,6 +547,8 @@ pub async fn run_replica_set_controller(
     let mapper_sets = replica_sets.clone();
     let placement_sets = replica_sets.clone();
     let binding_sets = replica_sets.clone();
+    let dependent_sets = replica_sets.clone();
+    let named_sets = replica_sets.clone();
     let controller = Controller::for_stream(rs_stream, replica_sets)
         .watches_stream(decision_stream, move |decision: PlacementDecision| {
             match (decision.namespace(), decision.labels().get(PLACEMENT_LABEL)) {
@@ -529,11 +586,26 @@ pub async fn run_replica_set_controller(
                 .namespace()
                 .map(|namespace| ObjectRef::new(&approval.spec.replica_set).within(&namespace))
         })
-        .watches_stream(work_stream, |work: ManifestWork| {
-            work.labels()
-                .get(REPLICA_SET_LABEL)
-                .and_then(|v| v.split_once('.'))
-                .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
+        .watches_stream(dependency_stream, move |rs: ManifestWorkReplicaSet| {
+            let all = named_sets.state();
+            let namespace = rs.namespace().unwrap_or_default();
+            dependents(&all, &namespace, &rs.name_any())
+                .map(|other| ObjectRef::from_obj(&**other))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(work_stream, move |work: ManifestWork| {
+            // Its replica set, and those depending on it: its status (say
+            // Available) may start their clusters.
+            let Some(owner) = owner_of(work.labels()) else {
+                return Vec::new();
+            };
+            let all = dependent_sets.state();
+            let namespace = owner.namespace.clone().unwrap_or_default();
+            let mut concerned: Vec<_> = dependents(&all, &namespace, &owner.name)
+                .map(|rs| ObjectRef::from_obj(&**rs))
+                .collect();
+            concerned.push(owner);
+            concerned
         })
         .reconcile_all_on(resync_every(sweep));
     run_controller(

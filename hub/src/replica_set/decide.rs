@@ -21,6 +21,7 @@ use kube::{Resource, ResourceExt};
 use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
 use super::budget::{budget_verdict, fill_budget_status};
 use super::decisions::{Chosen, chosen_by_decisions};
+use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
 use super::deploy::{REFUSAL_RETRY, Refused, spec_hash};
 use super::gates::{GateInputs, HealthRequest};
 use super::plan::{RolloutPlan, plan_rollout};
@@ -40,7 +41,7 @@ use ferry_api::replica_set::{
 };
 use ferry_api::rollout_approval::RolloutApproval;
 use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
-use ferry_semantics::contract::WAITING_FOR_MAINTENANCE_WINDOW;
+use ferry_semantics::contract::{DEPENDENCIES_READY, WAITING_FOR_MAINTENANCE_WINDOW};
 
 /// Everything one reconcile of a replica set reads, taken once: the
 /// decision is made from this and nothing else.
@@ -69,6 +70,9 @@ pub struct Snapshot {
     pub remembered: Option<RollbackStatus>,
     /// The works the hub API server refused, as remembered.
     pub refused: Refused,
+    /// The replica sets of the namespace and the works and clusters of
+    /// those `rs` depends on (empty without `dependsOn`).
+    pub dependencies: DependencyInputs,
     /// Now.
     pub now: Timestamp,
 }
@@ -136,6 +140,9 @@ pub struct Decision<'a> {
     /// so a leader taking over keeps the gate passed (a passed gate stays
     /// passed) instead of judging it again.
     pub record_gates: Vec<(String, String)>,
+    /// The replica sets (this one among them) whose `dependsOn` form a
+    /// cycle: none of them starts a cluster.
+    pub dependency_cycle: Option<Vec<String>>,
 }
 
 impl Decision<'_> {
@@ -272,6 +279,17 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
     // Maintenance windows hold new revisions (never a rollback's writes,
     // never deletions: those are decided apart from the plan below).
     let closed = closed_clusters(&s.gates.clusters, now);
+    // dependsOn holds a cluster's first work until the replica sets it
+    // names are ready there (a cycle: everywhere).
+    let dependency_cycle = (!rs.spec.depends_on.is_empty())
+        .then(|| cycle_through(&rs.name_any(), &s.dependencies.replica_sets))
+        .flatten();
+    let waiting_on = holds(
+        rs,
+        chosen.wanted.keys(),
+        dependency_cycle.is_some(),
+        &s.dependencies,
+    );
     let mut plan = plan_rollout(
         rs,
         &chosen,
@@ -280,6 +298,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         &refused,
         &s.gates,
         &closed,
+        &waiting_on,
         now,
     );
     let health_requests = std::mem::take(&mut plan.health_requests);
@@ -372,6 +391,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         outcome,
         look_again,
         record_gates,
+        dependency_cycle,
     }
 }
 
@@ -506,6 +526,16 @@ pub fn decide_status(
         .retain(|c| c.type_ != WAITING_FOR_MAINTENANCE_WINDOW);
     if let Some(windows) = waiting_condition(waiting, generation, previous) {
         status.conditions.push(windows);
+    }
+    status.conditions.retain(|c| c.type_ != DEPENDENCIES_READY);
+    if let Some(dependencies) = dependencies_condition(
+        rs,
+        decision.dependency_cycle.as_deref(),
+        &decision.plan.waiting_for_dependencies,
+        generation,
+        previous,
+    ) {
+        status.conditions.push(dependencies);
     }
     status
 }
@@ -649,6 +679,7 @@ mod tests {
             revisions,
             remembered: None,
             refused: Refused::new(),
+            dependencies: DependencyInputs::default(),
             now: now(),
         }
     }

@@ -13,6 +13,8 @@ pub mod controller;
 pub mod decide;
 /// Phase 1: the clusters the placements chose.
 pub mod decisions;
+/// Replica-set `dependsOn`: clusters held for their dependencies, cycles.
+pub mod depends;
 /// Phase 4: writing the works of started clusters, deleting unchosen ones.
 pub mod deploy;
 /// `ferry-hub render`: a replica set's works, without writing them.

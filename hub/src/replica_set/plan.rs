@@ -10,6 +10,7 @@ use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, next_step_wit
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
+use super::depends::Hold;
 use super::deploy::Refused;
 use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
@@ -49,6 +50,10 @@ pub struct RolloutPlan {
     /// written a new revision (or their first work) now or later in this
     /// rollout, and their window is closed.
     pub waiting: Vec<(String, Closed)>,
+    /// The clusters held for their dependencies (`dependsOn`): they would
+    /// be written their first work now or later in this rollout, and a
+    /// replica set they depend on is not ready there.
+    pub waiting_for_dependencies: Vec<(String, Hold)>,
 }
 
 /// Plans the rollout of `rs` over the `chosen` clusters, from their
@@ -60,7 +65,9 @@ pub struct RolloutPlan {
 /// slot, does not count as failed, and keeps the rollout incomplete; the
 /// plan looks again when its window opens. A rewrite of the revision the
 /// cluster already holds (drift of its work, a new rendering of the same
-/// revision) is not held.
+/// revision) is not held. A cluster `dependencies` hold is held the same
+/// way, but only for its first work: later revisions on a started cluster
+/// are the agent's to gate (the works carry `dependsOn`).
 #[allow(clippy::too_many_arguments)]
 pub fn plan_rollout(
     rs: &ManifestWorkReplicaSet,
@@ -70,6 +77,7 @@ pub fn plan_rollout(
     refused: &Refused,
     inputs: &GateInputs,
     closed: &BTreeMap<String, Closed>,
+    dependencies: &BTreeMap<String, Hold>,
     now: Timestamp,
 ) -> RolloutPlan {
     let revision = spec_revision_hash(&rs.spec);
@@ -84,6 +92,7 @@ pub fn plan_rollout(
     let mut all_complete = true;
     let mut health_requests = Vec::new();
     let mut waiting = Vec::new();
+    let mut waiting_for_dependencies = Vec::new();
     for reference in &rs.spec.placement_refs {
         let mut clusters: Vec<(&(usize, String), &String)> = wanted
             .iter()
@@ -136,6 +145,13 @@ pub fn plan_rollout(
             })
             .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
             .collect();
+        // A cluster whose dependencies are not ready is held like one the
+        // rollout has not reached yet, when it would get its first work.
+        let held_for_dependencies: Vec<(String, Hold)> = states
+            .iter()
+            .filter(|c| c.state == ClusterState::ToApply && !existing.contains_key(&c.name))
+            .filter_map(|c| Some((c.name.clone(), dependencies.get(&c.name)?.clone())))
+            .collect();
         for opens in held_for_window.iter().filter_map(|(_, c)| c.opens_at()) {
             let again = opens.duration_since(now).max(SignedDuration::from_secs(1));
             look_again = Some(look_again.map_or(again, |l| l.min(again)));
@@ -159,6 +175,11 @@ pub fn plan_rollout(
             .held
             .extend(held_for_window.iter().map(|(c, _)| c.clone()));
         waiting.extend(held_for_window);
+        gated
+            .context
+            .held
+            .extend(held_for_dependencies.iter().map(|(c, _)| c.clone()));
+        waiting_for_dependencies.extend(held_for_dependencies);
         let step = next_step_with(&strategy.limits, &states, &gated.context);
         all_complete &= step.complete;
         // A halt (and so a rollbackAll) needs a settled view: mid-rewrite
@@ -210,6 +231,7 @@ pub fn plan_rollout(
         placements,
         health_requests,
         waiting,
+        waiting_for_dependencies,
     }
 }
 
@@ -285,6 +307,7 @@ pub(crate) mod tests {
             &refused,
             &GateInputs::default(),
             &BTreeMap::new(),
+            &BTreeMap::new(),
             now,
         );
         assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
@@ -297,6 +320,7 @@ pub(crate) mod tests {
             &BTreeMap::new(),
             &refused,
             &GateInputs::default(),
+            &BTreeMap::new(),
             &BTreeMap::new(),
             now,
         );
@@ -319,6 +343,7 @@ pub(crate) mod tests {
                 &BTreeMap::new(),
                 &Refused::new(),
                 &GateInputs::default(),
+                &BTreeMap::new(),
                 &BTreeMap::new(),
                 Timestamp::now(),
             )
@@ -349,6 +374,7 @@ pub(crate) mod tests {
                 &refused,
                 &GateInputs::default(),
                 &BTreeMap::new(),
+                &BTreeMap::new(),
                 Timestamp::now(),
             )
         };
@@ -375,6 +401,7 @@ pub(crate) mod tests {
             &refused,
             &GateInputs::default(),
             &BTreeMap::new(),
+            &BTreeMap::new(),
             Timestamp::now(),
         );
         assert!(plan.start.is_empty());
@@ -383,6 +410,46 @@ pub(crate) mod tests {
             "{:?}",
             plan.held
         );
+    }
+
+    #[test]
+    fn a_cluster_held_for_its_dependencies_waits_for_its_first_work_only() {
+        let all = rs(json!({"type": "All"}));
+        let waiting_on = BTreeMap::from([("a".to_string(), Hold::NoWork("db".into()))]);
+        let plan_with = |existing: &BTreeMap<String, Arc<ManifestWork>>| {
+            plan_rollout(
+                &all,
+                &chosen(),
+                &rendered(),
+                existing,
+                &Refused::new(),
+                &GateInputs::default(),
+                &BTreeMap::new(),
+                &waiting_on,
+                Timestamp::now(),
+            )
+        };
+        let plan = plan_with(&BTreeMap::new());
+        // a is held without taking the other cluster's turn.
+        assert_eq!(plan.start, vec![("b".to_string(), "p".to_string())]);
+        assert_eq!(
+            plan.waiting_for_dependencies,
+            vec![("a".to_string(), Hold::NoWork("db".into()))]
+        );
+        assert!(!plan.all_complete);
+        // Once a has a work (an older revision), a new one is the agent's
+        // to gate: the hub writes it.
+        let mut older = (*succeeded_work(&all, "a")).clone();
+        older
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(REVISION_ANNOTATION.into(), "old".into());
+        older.spec.delete_option = Some(Default::default());
+        let started = BTreeMap::from([("a".to_string(), Arc::new(older))]);
+        let plan = plan_with(&started);
+        assert!(plan.waiting_for_dependencies.is_empty());
+        assert!(plan.start.iter().any(|(c, _)| c == "a"), "{:?}", plan.start);
     }
 
     pub(crate) fn succeeded_work(rs: &ManifestWorkReplicaSet, cluster: &str) -> Arc<ManifestWork> {
@@ -440,6 +507,7 @@ pub(crate) mod tests {
                 &existing,
                 &Refused::new(),
                 inputs,
+                &BTreeMap::new(),
                 &BTreeMap::new(),
                 now,
             )

@@ -104,7 +104,13 @@ pub fn render_for_cluster(
     let template = serde_json::to_value(&spec.manifest_work_template)
         .map_err(|e| RenderFailure::Shape(e.to_string()))?;
     let rendered = render(&template, cluster, labels, &chosen)?;
-    serde_json::from_value(rendered).map_err(|e| RenderFailure::Shape(e.to_string()))
+    let mut work: ManifestWorkSpec =
+        serde_json::from_value(rendered).map_err(|e| RenderFailure::Shape(e.to_string()))?;
+    // A replica set's work on a cluster is named like the replica set
+    // (`deploy`), so the work a dependency replica set puts on this
+    // cluster has the dependency's name: the agent keeps the order there.
+    work.depends_on.extend(spec.depends_on.iter().cloned());
+    Ok(work)
 }
 
 #[cfg(test)]
@@ -147,6 +153,23 @@ mod tests {
             data(&render_for_cluster(&spec, "b", &us).expect("valid")),
             json!({"cluster": "b"})
         );
+    }
+
+    #[test]
+    fn the_work_waits_for_the_dependency_replica_sets_works_of_its_cluster() {
+        let mut spec = spec();
+        spec.manifest_work_template.depends_on =
+            vec![serde_json::from_value(json!({"name": "crds"})).expect("valid")];
+        spec.depends_on = vec![
+            serde_json::from_value(json!({"name": "db", "condition": "Complete"})).expect("valid"),
+        ];
+        let work = render_for_cluster(&spec, "a", &BTreeMap::new()).expect("valid");
+        let names: Vec<(&str, &str)> = work
+            .depends_on
+            .iter()
+            .map(|d| (d.name.as_str(), d.condition_type()))
+            .collect();
+        assert_eq!(names, [("crds", "Available"), ("db", "Complete")]);
     }
 
     #[test]

@@ -290,6 +290,7 @@ pub(crate) mod tests {
             placements: vec![],
             health_requests: vec![],
             waiting: vec![],
+            waiting_for_dependencies: vec![],
         }
     }
 

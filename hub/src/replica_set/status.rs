@@ -445,6 +445,7 @@ mod missing_placement_tests {
             placements: vec![],
             health_requests: vec![],
             waiting: vec![],
+            waiting_for_dependencies: vec![],
         };
         let status = replica_set_status(
             &rs,
@@ -553,6 +554,7 @@ mod size_tests {
             placements: vec![],
             health_requests: vec![],
             waiting: vec![],
+            waiting_for_dependencies: vec![],
         };
         let status = replica_set_status(&rs, &chosen, &BTreeMap::new(), &rendered, &refused, &plan);
         let size = serde_json::to_vec(&status).expect("serialises").len();
