@@ -68,9 +68,11 @@ async fn grant_tenant_replica_sets(admin: &Client) {
                 rules: Some(vec![PolicyRule {
                     api_groups: Some(vec!["work.ferry.dev".into()]),
                     resources: Some(vec!["manifestworkreplicasets".into()]),
-                    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
-                        .map(String::from)
-                        .to_vec(),
+                    verbs: [
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
                     ..Default::default()
                 }]),
             },
@@ -222,17 +224,23 @@ async fn app_starts_on_each_cluster_only_once_db_is_available_there() {
     create_as_tenant(&sets, &replica_set("app", "both", &["db"]))
         .await
         .expect("the tenant creates app");
-    let missing = wait_until(&admin_sets, "app", "app waits for db", APPLY_TIMEOUT, |rs| {
-        waits(
-            rs,
-            "DependencyMissing",
-            &[
-                "2 clusters wait",
-                "spoke-a (replica set db does not exist)",
-                "spoke-b (replica set db does not exist)",
-            ],
-        )
-    })
+    let missing = wait_until(
+        &admin_sets,
+        "app",
+        "app waits for db",
+        APPLY_TIMEOUT,
+        |rs| {
+            waits(
+                rs,
+                "DependencyMissing",
+                &[
+                    "2 clusters wait",
+                    "spoke-a (replica set db does not exist)",
+                    "spoke-b (replica set db does not exist)",
+                ],
+            )
+        },
+    )
     .await
     .expect("app names both clusters as waiting");
     println!("{:?}", dependencies_ready(&missing));
@@ -253,7 +261,10 @@ async fn app_starts_on_each_cluster_only_once_db_is_available_there() {
         waits(
             rs,
             "WaitingForDependency",
-            &["1 clusters wait", "spoke-b (replica set db does not place on it)"],
+            &[
+                "1 clusters wait",
+                "spoke-b (replica set db does not place on it)",
+            ],
         ) && rs.status.as_ref().is_some_and(|s| s.summary.total == 1)
     })
     .await

@@ -272,7 +272,7 @@ mod tests {
     fn each_way_of_not_being_ready_holds_the_cluster_and_says_why() {
         let app = rs("app", &["db"]);
         let mut inputs = DependencyInputs {
-            replica_sets: sets(&[app.clone()]),
+            replica_sets: sets(std::slice::from_ref(&app)),
             ..DependencyInputs::default()
         };
         assert_eq!(hold(&app, "c", &inputs), Some(Hold::Missing("db".into())));
