@@ -9,9 +9,15 @@
 //! poll) when they are not. The decisions are pure functions ([`gate`],
 //! [`find_cycle`], [`dependents`]) over a snapshot of the index.
 //!
+//! A dependency is ready when its named condition is True, or, with a
+//! `celExpression`, when that expression holds over its last reported
+//! status: [`gate`] says which rules to evaluate ([`Gate::Evaluate`]), the
+//! worker evaluates them on the agent's bounded rule pool, and [`conclude`]
+//! turns the verdicts into the decision.
+//!
 //! Chosen behaviour (documented in the README, "Dependencies between works"):
 //! - a generation is applied only once every dependency exists on this agent
-//!   with its named condition True; after that the generation stays applied
+//!   and is ready; after that the generation stays applied
 //!   (drift is still corrected) even if a dependency later turns not ready,
 //!   and nothing is deleted; a new generation waits again;
 //! - a work in a cycle is never applied and says so;
@@ -23,7 +29,8 @@ use std::sync::Mutex;
 
 use ferry_proto::v1;
 use ferry_semantics::contract::{
-    REASON_DEPENDENCY_CYCLE, REASON_DEPENDENCY_MISSING, REASON_WAITING_FOR_DEPENDENCY,
+    REASON_DEPENDENCY_CYCLE, REASON_DEPENDENCY_MISSING, REASON_DEPENDENCY_RULE_ERROR,
+    REASON_WAITING_FOR_DEPENDENCY,
 };
 use ferry_semantics::text::{clipped, first_few};
 use tokio::sync::watch;
@@ -34,16 +41,74 @@ pub const MAX_DEPENDENCY_MESSAGE_BYTES: usize = 1024;
 /// The condition a dependency waits for when the wire leaves it empty.
 pub const DEFAULT_CONDITION: &str = "Available";
 
+/// Longest part of a readiness rule quoted in a message, in bytes.
+const QUOTED_RULE_BYTES: usize = 160;
+
+/// How a dependency is judged ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// This condition type is True on its status.
+    Condition(String),
+    /// This CEL expression holds over it
+    /// (`ferry_semantics::dependency_rule`).
+    Rule(String),
+}
+
+/// One entry of a work's `dependsOn`: a work of this cluster and how it is
+/// judged ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// The work's name.
+    pub work: String,
+    /// Its readiness rule.
+    pub readiness: Readiness,
+}
+
+impl Need {
+    /// A need of `work` by condition type `condition`.
+    pub fn condition(work: &str, condition: &str) -> Self {
+        Self {
+            work: work.to_string(),
+            readiness: Readiness::Condition(condition.to_string()),
+        }
+    }
+}
+
 /// What the index knows of one work.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkView {
     /// The hub UID of the work the entry is for (a work deleted and created
     /// again under the same name is another work).
     pub uid: String,
-    /// The works it depends on, with the condition each must have True.
-    pub depends_on: Vec<(String, String)>,
+    /// The works it depends on, and how each is judged ready.
+    pub depends_on: Vec<Need>,
     /// Its work conditions as this agent last reported them: (type, status).
     pub conditions: Vec<(String, String)>,
+}
+
+/// A readiness rule to evaluate before the gate can open: the dependency
+/// (name and UID, to find its last status) and the expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleCheck {
+    /// The dependency's name.
+    pub work: String,
+    /// The dependency's hub UID.
+    pub uid: String,
+    /// The CEL expression.
+    pub expression: String,
+}
+
+/// What evaluating one [`RuleCheck`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The rule holds.
+    Ready,
+    /// The rule gave false.
+    NotReady,
+    /// The dependency has reported no status yet.
+    NoStatus,
+    /// The rule could not be evaluated: why (it names no work).
+    Error(String),
 }
 
 /// Whether a work may be applied now.
@@ -51,6 +116,9 @@ pub struct WorkView {
 pub enum Gate {
     /// Every dependency is ready.
     Open,
+    /// Every dependency judged by a condition is ready; these readiness
+    /// rules decide (see [`conclude`]).
+    Evaluate(Vec<RuleCheck>),
     /// Not yet: the `DependenciesReady=False` reason and message.
     Closed {
         /// One of the `REASON_DEPENDENCY_*`/`REASON_WAITING_FOR_DEPENDENCY` reasons.
@@ -58,6 +126,22 @@ pub enum Gate {
         /// Which work and which condition, bounded in length.
         message: String,
     },
+}
+
+impl Gate {
+    /// Why the work may not be applied (reason, message), or None when the
+    /// gate is open. Rules still to evaluate keep it closed: only
+    /// [`conclude`] opens a gate that has them.
+    pub fn blocked(self) -> Option<(&'static str, String)> {
+        match self {
+            Gate::Open => None,
+            Gate::Closed { reason, message } => Some((reason, message)),
+            Gate::Evaluate(checks) => Some((
+                REASON_DEPENDENCY_RULE_ERROR,
+                format!("{} readiness rules are not evaluated yet", checks.len()),
+            )),
+        }
+    }
 }
 
 /// The shortest cycle of `dependsOn` through `start`, as the works in order
@@ -68,7 +152,7 @@ pub fn find_cycle(start: &str, graph: &BTreeMap<String, WorkView>) -> Option<Vec
     let deps_of = |name: &str| -> Vec<&str> {
         graph
             .get(name)
-            .map(|w| w.depends_on.iter().map(|(d, _)| d.as_str()).collect())
+            .map(|w| w.depends_on.iter().map(|d| d.work.as_str()).collect())
             .unwrap_or_default()
     };
     // Breadth first, so the cycle reported is a shortest one.
@@ -109,16 +193,13 @@ pub fn find_cycle(start: &str, graph: &BTreeMap<String, WorkView>) -> Option<Vec
     None
 }
 
-/// Whether the work `name`, depending on `depends_on` ((work, condition)
-/// pairs), may be applied, judged from `graph` (every work this agent holds).
-/// A cycle through the work closes the gate for good (until it is broken);
-/// otherwise the first dependency that is missing or whose condition is not
-/// True closes it, and the message counts the others. Never fails.
-pub fn gate(
-    name: &str,
-    depends_on: &[(String, String)],
-    graph: &BTreeMap<String, WorkView>,
-) -> Gate {
+/// Whether the work `name`, depending on `depends_on`, may be applied,
+/// judged from `graph` (every work this agent holds). A cycle through the
+/// work closes the gate for good (until it is broken); otherwise the first
+/// dependency that is missing or whose condition is not True closes it, and
+/// the message counts the others; when only readiness rules are left, they
+/// are returned to evaluate. Never fails.
+pub fn gate(name: &str, depends_on: &[Need], graph: &BTreeMap<String, WorkView>) -> Gate {
     if let Some(cycle) = find_cycle(name, graph) {
         let message = format!(
             "dependsOn forms a cycle: {}; none of these works is applied until it is broken",
@@ -130,11 +211,26 @@ pub fn gate(
         };
     }
     let mut blocked: Vec<(&'static str, String)> = Vec::new();
-    for (dep, condition) in depends_on {
-        let condition = if condition.is_empty() {
-            DEFAULT_CONDITION
-        } else {
-            condition.as_str()
+    let mut rules: Vec<RuleCheck> = Vec::new();
+    for need in depends_on {
+        let dep = &need.work;
+        let condition = match &need.readiness {
+            Readiness::Condition(c) if c.is_empty() => DEFAULT_CONDITION,
+            Readiness::Condition(c) => c.as_str(),
+            Readiness::Rule(expression) => {
+                match graph.get(dep) {
+                    None => blocked.push((
+                        REASON_DEPENDENCY_MISSING,
+                        format!("work {dep} is not on this cluster (waiting for it to exist and satisfy its readiness rule)"),
+                    )),
+                    Some(view) => rules.push(RuleCheck {
+                        work: dep.clone(),
+                        uid: view.uid.clone(),
+                        expression: expression.clone(),
+                    }),
+                }
+                continue;
+            }
         };
         match graph.get(dep) {
             None => blocked.push((
@@ -156,6 +252,67 @@ pub fn gate(
             }
         }
     }
+    if blocked.is_empty() {
+        return if rules.is_empty() {
+            Gate::Open
+        } else {
+            Gate::Evaluate(rules)
+        };
+    }
+    closed(blocked)
+}
+
+/// The gate once the readiness rules `checks` gave `verdicts` (in order):
+/// open when every one is [`Verdict::Ready`], else closed by the first that
+/// is not, the message counting the others. Never fails.
+pub fn conclude(checks: &[RuleCheck], verdicts: &[Verdict]) -> Gate {
+    let blocked: Vec<(&'static str, String)> = checks
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(check, verdict)| {
+            let work = &check.work;
+            let rule = quoted(&check.expression);
+            match verdict {
+                Verdict::Ready => None,
+                Verdict::NotReady => Some((
+                    REASON_WAITING_FOR_DEPENDENCY,
+                    format!(
+                        "waiting for work {work} to satisfy its readiness rule {rule} (it is false)"
+                    ),
+                )),
+                Verdict::NoStatus => Some((
+                    REASON_WAITING_FOR_DEPENDENCY,
+                    format!(
+                        "waiting for work {work} to report a status for its readiness rule {rule}"
+                    ),
+                )),
+                Verdict::Error(error) => Some((
+                    REASON_DEPENDENCY_RULE_ERROR,
+                    format!("the readiness rule {rule} of work {work} {error}"),
+                )),
+            }
+        })
+        .collect();
+    if blocked.is_empty() && verdicts.len() >= checks.len() {
+        return Gate::Open;
+    }
+    if blocked.is_empty() {
+        return closed(vec![(
+            REASON_DEPENDENCY_RULE_ERROR,
+            "a readiness rule was not evaluated".to_string(),
+        )]);
+    }
+    closed(blocked)
+}
+
+/// `expression` in quotes, cut to a readable length.
+fn quoted(expression: &str) -> String {
+    format!("{:?}", clipped(expression.to_string(), QUOTED_RULE_BYTES))
+}
+
+/// The closed gate for `blocked` (reason, message) pairs, not empty: the
+/// first one's reason, its message and a count of the others.
+fn closed(blocked: Vec<(&'static str, String)>) -> Gate {
     let Some((reason, first)) = blocked.first().cloned() else {
         return Gate::Open;
     };
@@ -179,29 +336,44 @@ pub fn dependents(name: &str, graph: &BTreeMap<String, WorkView>) -> Vec<String>
     graph
         .iter()
         .filter(|(other, view)| {
-            other.as_str() != name && view.depends_on.iter().any(|(d, _)| d == name)
+            other.as_str() != name && view.depends_on.iter().any(|d| d.work == name)
         })
         .map(|(other, _)| other.clone())
         .collect()
 }
 
-/// The (work, condition) pairs of a wire spec's `dependsOn`, the condition
-/// defaulted to `Available`. Never fails.
-pub fn wire_dependencies(spec: Option<&v1::WorkSpec>) -> Vec<(String, String)> {
+/// The needs of a wire spec's `dependsOn`: its CEL expression when it has
+/// one, else its condition, defaulted to `Available`. Never fails.
+pub fn wire_dependencies(spec: Option<&v1::WorkSpec>) -> Vec<Need> {
     spec.map(|s| {
         s.depends_on
             .iter()
             .map(|d| {
-                let condition = if d.condition.is_empty() {
-                    DEFAULT_CONDITION.to_string()
+                let readiness = if !d.cel_expression.is_empty() {
+                    Readiness::Rule(d.cel_expression.clone())
+                } else if d.condition.is_empty() {
+                    Readiness::Condition(DEFAULT_CONDITION.to_string())
                 } else {
-                    d.condition.clone()
+                    Readiness::Condition(d.condition.clone())
                 };
-                (d.name.clone(), condition)
+                Need {
+                    work: d.name.clone(),
+                    readiness,
+                }
             })
             .collect()
     })
     .unwrap_or_default()
+}
+
+/// Whether some work of `works` judges `name` by a readiness rule, so any
+/// change of its status (not only of a condition) may change a gate.
+fn judged_by_rule(name: &str, works: &BTreeMap<String, WorkView>) -> bool {
+    works.values().any(|w| {
+        w.depends_on
+            .iter()
+            .any(|d| d.work == name && matches!(d.readiness, Readiness::Rule(_)))
+    })
 }
 
 /// The works this agent holds, by name, and a signal that wakes whoever
@@ -243,7 +415,7 @@ impl DependencyIndex {
     /// Records that the work `name` (hub UID `uid`) depends on
     /// `depends_on`, replacing an entry of another UID under that name (the
     /// newer work). Never fails.
-    pub fn declare(&self, name: &str, uid: &str, depends_on: Vec<(String, String)>) {
+    pub fn declare(&self, name: &str, uid: &str, depends_on: Vec<Need>) {
         self.update(|works| {
             let entry = works.entry(name.to_string()).or_default();
             if entry.uid == uid && entry.depends_on == depends_on {
@@ -259,19 +431,31 @@ impl DependencyIndex {
     }
 
     /// Records the conditions the agent just reported for the work `name`
-    /// of UID `uid`; waiters wake only when a condition's status changed.
-    /// A report of a UID the index does not hold under that name is ignored.
-    pub fn observe(&self, name: &str, uid: &str, conditions: &[v1::Condition]) {
+    /// of UID `uid`; `status_changed` says whether anything of its status
+    /// changed. Waiters wake when a condition's status changed, or, for a
+    /// work some other work judges by a readiness rule, when its status
+    /// changed at all. A report of a UID the index does not hold under that
+    /// name is ignored.
+    pub fn observe(
+        &self,
+        name: &str,
+        uid: &str,
+        conditions: &[v1::Condition],
+        status_changed: bool,
+    ) {
         let current: Vec<(String, String)> = conditions
             .iter()
             .map(|c| (c.r#type.clone(), c.status.clone()))
             .collect();
-        self.update(|works| match works.get_mut(name) {
-            Some(entry) if entry.uid == uid && entry.conditions != current => {
+        self.update(|works| {
+            let Some(entry) = works.get_mut(name).filter(|e| e.uid == uid) else {
+                return false;
+            };
+            if entry.conditions != current {
                 entry.conditions = current;
-                true
+                return true;
             }
-            _ => false,
+            status_changed && judged_by_rule(name, works)
         });
     }
 
@@ -288,7 +472,7 @@ impl DependencyIndex {
     }
 
     /// Whether the work `name` may be applied now (see [`gate`]).
-    pub fn gate(&self, name: &str, depends_on: &[(String, String)]) -> Gate {
+    pub fn gate(&self, name: &str, depends_on: &[Need]) -> Gate {
         self.snapshot(|works| gate(name, depends_on, works))
     }
 
@@ -317,7 +501,7 @@ mod tests {
                         uid: format!("uid-{name}"),
                         depends_on: deps
                             .iter()
-                            .map(|d| (d.to_string(), DEFAULT_CONDITION.to_string()))
+                            .map(|d| Need::condition(d, DEFAULT_CONDITION))
                             .collect(),
                         conditions: vec![],
                     },
@@ -331,11 +515,18 @@ mod tests {
         view.conditions = vec![("Available".into(), status.into())];
     }
 
-    fn deps(names: &[&str]) -> Vec<(String, String)> {
+    fn deps(names: &[&str]) -> Vec<Need> {
         names
             .iter()
-            .map(|n| (n.to_string(), DEFAULT_CONDITION.to_string()))
+            .map(|n| Need::condition(n, DEFAULT_CONDITION))
             .collect()
+    }
+
+    fn rule(work: &str, expression: &str) -> Need {
+        Need {
+            work: work.into(),
+            readiness: Readiness::Rule(expression.into()),
+        }
     }
 
     #[test]
@@ -387,7 +578,7 @@ mod tests {
                 );
                 assert!(message.contains("and 1 more"), "{message}");
             }
-            Gate::Open => panic!("open without ready dependencies"),
+            Gate::Open | Gate::Evaluate(_) => panic!("open without ready dependencies"),
         }
         available(&mut g, "crds", "True");
         available(&mut g, "db", "False");
@@ -399,7 +590,7 @@ mod tests {
                 );
                 assert!(!message.contains("more"), "{message}");
             }
-            Gate::Open => panic!("open with db not available"),
+            Gate::Open | Gate::Evaluate(_) => panic!("open with db not available"),
         }
         available(&mut g, "db", "True");
         assert_eq!(gate_of(&g), Gate::Open);
@@ -416,7 +607,7 @@ mod tests {
                     "{message}"
                 );
             }
-            Gate::Open => panic!("open with a missing dependency"),
+            Gate::Open | Gate::Evaluate(_) => panic!("open with a missing dependency"),
         }
     }
 
@@ -427,7 +618,7 @@ mod tests {
             ("Available".into(), "True".into()),
             ("Complete".into(), "False".into()),
         ];
-        let wanted = vec![("job".to_string(), "Complete".to_string())];
+        let wanted = vec![Need::condition("job", "Complete")];
         assert!(matches!(gate("app", &wanted, &g), Gate::Closed { .. }));
         g.get_mut("job").expect("job").conditions[1].1 = "True".into();
         assert_eq!(gate("app", &wanted, &g), Gate::Open);
@@ -443,7 +634,7 @@ mod tests {
                 assert_eq!(reason, REASON_DEPENDENCY_CYCLE);
                 assert!(message.contains("a -> b -> a"), "{message}");
             }
-            Gate::Open => panic!("a cycle opened the gate"),
+            Gate::Open | Gate::Evaluate(_) => panic!("a cycle opened the gate"),
         }
     }
 
@@ -458,7 +649,7 @@ mod tests {
                 n.clone(),
                 WorkView {
                     uid: n.clone(),
-                    depends_on: vec![(next, "c".repeat(316))],
+                    depends_on: vec![Need::condition(&next, &"c".repeat(316))],
                     conditions: vec![],
                 },
             );
@@ -487,11 +678,17 @@ mod tests {
             depends_on: vec![
                 v1::Dependency {
                     name: "a".into(),
-                    condition: String::new(),
+                    ..Default::default()
                 },
                 v1::Dependency {
                     name: "b".into(),
                     condition: "Complete".into(),
+                    ..Default::default()
+                },
+                v1::Dependency {
+                    name: "c".into(),
+                    condition: "Available".into(),
+                    cel_expression: "true".into(),
                 },
             ],
             ..Default::default()
@@ -499,8 +696,9 @@ mod tests {
         assert_eq!(
             wire_dependencies(Some(&spec)),
             [
-                ("a".to_string(), "Available".to_string()),
-                ("b".into(), "Complete".into())
+                Need::condition("a", "Available"),
+                Need::condition("b", "Complete"),
+                rule("c", "true"),
             ]
         );
     }
@@ -518,7 +716,7 @@ mod tests {
             message: "m".into(),
             ..Default::default()
         };
-        index.observe("crds", "u1", &[ready("False")]);
+        index.observe("crds", "u1", &[ready("False")], true);
         assert!(rx.has_changed().expect("open"));
         rx.borrow_and_update();
         // A new message with the same status wakes nobody.
@@ -529,16 +727,17 @@ mod tests {
                 message: "other".into(),
                 ..ready("False")
             }],
+            true,
         );
         assert!(!rx.has_changed().expect("open"));
         // A report of another work under the name is ignored.
-        index.observe("crds", "old", &[ready("True")]);
+        index.observe("crds", "old", &[ready("True")], true);
         assert!(!rx.has_changed().expect("open"));
         assert!(matches!(
             index.gate("app", &deps(&["crds"])),
             Gate::Closed { .. }
         ));
-        index.observe("crds", "u1", &[ready("True")]);
+        index.observe("crds", "u1", &[ready("True")], true);
         assert!(rx.has_changed().expect("open"));
         assert_eq!(index.gate("app", &deps(&["crds"])), Gate::Open);
         index.withdraw("crds", "other-uid");
@@ -548,5 +747,116 @@ mod tests {
             index.gate("app", &deps(&["crds"])),
             Gate::Closed { .. }
         ));
+    }
+
+    #[test]
+    fn readiness_rules_are_evaluated_only_once_the_conditions_hold() {
+        let mut g = graph(&[("app", &[]), ("crds", &[]), ("db", &[])]);
+        let needs = vec![Need::condition("crds", "Available"), rule("db", "x")];
+        g.get_mut("app").expect("app").depends_on = needs.clone();
+        // crds is not Available: closed without evaluating db's rule.
+        assert!(matches!(gate("app", &needs, &g), Gate::Closed { .. }));
+        available(&mut g, "crds", "True");
+        assert_eq!(
+            gate("app", &needs, &g),
+            Gate::Evaluate(vec![RuleCheck {
+                work: "db".into(),
+                uid: "uid-db".into(),
+                expression: "x".into(),
+            }])
+        );
+        // A rule's dependency that is not here is missing, not evaluated.
+        g.remove("db");
+        match gate("app", &needs, &g) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_DEPENDENCY_MISSING);
+                assert!(
+                    message.contains("work db is not on this cluster"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn verdicts_decide_the_gate_and_say_which_rule_waits() {
+        let checks = vec![
+            RuleCheck {
+                work: "db".into(),
+                uid: "u".into(),
+                expression: "work.status.ready".into(),
+            },
+            RuleCheck {
+                work: "cache".into(),
+                uid: "v".into(),
+                expression: "y".repeat(1000),
+            },
+        ];
+        assert_eq!(
+            conclude(&checks, &[Verdict::Ready, Verdict::Ready]),
+            Gate::Open
+        );
+        match conclude(&checks, &[Verdict::NotReady, Verdict::NoStatus]) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_WAITING_FOR_DEPENDENCY);
+                assert!(
+                    message.contains(
+                        "work db to satisfy its readiness rule \"work.status.ready\" (it is false)"
+                    ),
+                    "{message}"
+                );
+                assert!(message.contains("and 1 more"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match conclude(
+            &checks,
+            &[Verdict::Ready, Verdict::Error("does not compile: x".into())],
+        ) {
+            Gate::Closed { reason, message } => {
+                assert_eq!(reason, REASON_DEPENDENCY_RULE_ERROR);
+                assert!(
+                    message.contains("of work cache does not compile"),
+                    "{message}"
+                );
+                // The expression is quoted cut short.
+                assert!(message.len() < 400, "{}", message.len());
+            }
+            other => panic!("{other:?}"),
+        }
+        // A verdict missing is never taken for ready.
+        assert!(matches!(
+            conclude(&checks, &[Verdict::Ready]),
+            Gate::Closed { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_work_judged_by_a_rule_wakes_waiters_on_any_status_change() {
+        let index = DependencyIndex::default();
+        index.declare("db", "u-db", vec![]);
+        index.declare("app", "u-app", vec![rule("db", "true")]);
+        index.declare("other", "u-other", vec![]);
+        let mut rx = index.subscribe();
+        rx.borrow_and_update();
+        let available = [v1::Condition {
+            r#type: "Available".into(),
+            status: "True".into(),
+            ..Default::default()
+        }];
+        index.observe("db", "u-db", &available, true);
+        assert!(rx.has_changed().expect("open"));
+        rx.borrow_and_update();
+        // Same conditions, another feedback value: still a change for a rule.
+        index.observe("db", "u-db", &available, true);
+        assert!(rx.has_changed().expect("open"));
+        rx.borrow_and_update();
+        // Nothing changed: nobody wakes.
+        index.observe("db", "u-db", &available, false);
+        assert!(!rx.has_changed().expect("open"));
+        // A work judged by no rule wakes nobody on a status change alone.
+        index.observe("other", "u-other", &[], true);
+        assert!(!rx.has_changed().expect("open"));
     }
 }

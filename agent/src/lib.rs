@@ -8,6 +8,7 @@ pub mod applier;
 pub mod conditions;
 pub mod deletion;
 pub mod dependencies;
+pub mod dependency_rules;
 pub mod discovery;
 pub mod drift;
 pub mod executor;

@@ -254,6 +254,13 @@ impl Reconciler {
         }
     }
 
+    /// The bounded pool this reconciler evaluates CEL on (condition rules),
+    /// shared with dependencies' readiness rules so that together they
+    /// never take more threads than its bound.
+    pub fn rule_evaluator(&self) -> &RuleEvaluator {
+        &self.rules
+    }
+
     /// Sets the largest `JsonRaw` feedback value, in bytes, this reconciler
     /// reports (the agent's `--max-json-raw-length`); larger ones are left out
     /// with a reason on `StatusFeedbackSynced`.

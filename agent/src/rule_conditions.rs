@@ -11,6 +11,7 @@ use ferry_proto::v1;
 use ferry_semantics::condition_rules::{
     Progress, REASON_EXPRESSION_ERROR, RuleTarget, evaluate_condition_rules, expression_label,
 };
+use ferry_semantics::dependency_rule::{ReadinessError, evaluate_readiness};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, timeout_at};
@@ -128,6 +129,55 @@ impl RuleEvaluator {
     }
 }
 
+/// Why a dependency's readiness rule gave no verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadinessCheckError {
+    /// The rule itself is at fault (does not compile, fails, not a bool).
+    #[error("{0}")]
+    Rule(#[from] ReadinessError),
+    /// It ran past [`TIME_PER_EXPRESSION`]; it may still hold a permit
+    /// until it ends.
+    #[error("exceeded its {TIME_PER_EXPRESSION:?} time bound")]
+    TimedOut,
+    /// No permit came free within [`TIME_PER_EXPRESSION`].
+    #[error(
+        "was not evaluated within its {TIME_PER_EXPRESSION:?} time bound: other evaluations are still running"
+    )]
+    Busy,
+    /// The evaluation thread panicked.
+    #[error("evaluation failed: {0}")]
+    Panicked(String),
+}
+
+impl RuleEvaluator {
+    /// Whether the readiness rule `expression` holds for the dependency
+    /// `work` (see `ferry_semantics::dependency_rule`), evaluated on this
+    /// pool within [`TIME_PER_EXPRESSION`]. Fails when the rule is at
+    /// fault, runs past its bound, or the pool stays busy that long.
+    pub async fn check_readiness(
+        &self,
+        expression: &str,
+        work: Value,
+    ) -> Result<bool, ReadinessCheckError> {
+        let deadline = Instant::now() + TIME_PER_EXPRESSION;
+        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
+        else {
+            return Err(ReadinessCheckError::Busy);
+        };
+        let expression = expression.to_string();
+        let task = tokio::task::spawn_blocking(move || {
+            // Held until the evaluation really ends, even past its deadline.
+            let _permit = permit;
+            evaluate_readiness(&expression, &work)
+        });
+        match timeout_at(deadline, task).await {
+            Ok(Ok(verdict)) => Ok(verdict?),
+            Ok(Err(error)) => Err(ReadinessCheckError::Panicked(error.to_string())),
+            Err(_) => Err(ReadinessCheckError::TimedOut),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +237,28 @@ mod tests {
             "{}",
             out[0].message
         );
+    }
+
+    #[tokio::test]
+    async fn a_readiness_rule_past_its_time_bound_times_out() {
+        // About 5x10^5 steps: seconds in a debug build.
+        let items: Vec<i64> = (0..700).collect();
+        let work = json!({"status": {"items": items}});
+        let evaluator = RuleEvaluator::default();
+        let heavy = "work.status.items.all(x, work.status.items.all(y, x + y >= 0))";
+        assert_eq!(
+            evaluator.check_readiness(heavy, work.clone()).await,
+            Err(ReadinessCheckError::TimedOut)
+        );
+        assert_eq!(
+            evaluator
+                .check_readiness("work.status.items.size() == 700", work.clone())
+                .await,
+            Ok(true)
+        );
+        assert!(matches!(
+            evaluator.check_readiness("work.(", work).await,
+            Err(ReadinessCheckError::Rule(ReadinessError::Parse(_)))
+        ));
     }
 }

@@ -31,16 +31,17 @@ impl Default for StatusBoard {
 
 impl StatusBoard {
     /// Records `status` for `uid` and wakes the sender, unless it equals what
-    /// was last published.
-    pub async fn publish(&self, uid: &str, status: v1::WorkStatus) {
+    /// was last published; returns whether it was new.
+    pub async fn publish(&self, uid: &str, status: v1::WorkStatus) -> bool {
         let mut board = self.inner.lock().await;
         if board.latest.get(uid) == Some(&status) {
-            return;
+            return false;
         }
         board.latest.insert(uid.to_string(), status);
         board.unsent.insert(uid.to_string());
         drop(board);
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        true
     }
 
     /// The last published status of `uid`.

@@ -23,6 +23,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 use crate::conditions::{carry_work_transition_times, condition, condition_of, is_complete};
 use crate::deletion::{Progress, release_work};
 use crate::dependencies::{DependencyIndex, Gate, wire_dependencies};
+use crate::dependency_rules::{RuleBackoff, decide};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
@@ -343,6 +344,9 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
     let mut works_changed = shared.dependencies.subscribe();
     // When this deletion started waiting for the works that depend on it.
     let mut dependents_wait_since: Option<tokio::time::Instant> = None;
+    // Readiness rules of this work's dependencies that ran past their time
+    // bound, not run again for a while.
+    let mut rule_backoff = RuleBackoff::default();
     let withdraw = |name: &Option<String>| {
         if let Some(name) = name {
             shared.dependencies.withdraw(name, &uid);
@@ -378,15 +382,22 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                 } else {
                     shared.dependencies.gate(&work_name, &depends_on)
                 };
-                match gate {
-                    Gate::Closed { reason, message } => {
+                let gate = match gate {
+                    Gate::Evaluate(checks) => {
+                        let evaluator = shared.reconciler.rule_evaluator();
+                        decide(&checks, &shared.board, evaluator, &mut rule_backoff).await
+                    }
+                    decided => decided,
+                };
+                match gate.blocked() {
+                    Some((reason, message)) => {
                         debug!(%uid, generation, %message, "waiting for dependencies");
                         settled_generation = None;
                         publish(&uid, waiting_report(&upsert, reason, message), &shared).await;
                         waits_for_works = Some(shared.resync);
                         true
                     }
-                    Gate::Open => {
+                    None => {
                         if !depends_on.is_empty() && released_generation != Some(generation) {
                             info!(%uid, generation, "dependencies ready; applying");
                         }
@@ -605,12 +616,18 @@ async fn publish(uid: &str, mut status: v1::WorkStatus, shared: &Shared) {
     if let Some(previous) = &previous {
         keep_reported_trace(previous, &mut status);
     }
-    if let Some(work) = &status.work {
+    // Published first, so that a work woken by the change reads this status
+    // from the board when its readiness rule looks.
+    let observed = status
+        .work
+        .as_ref()
+        .map(|work| (work.name.clone(), status.conditions.clone()));
+    let changed = shared.board.publish(uid, status).await;
+    if let Some((name, conditions)) = observed {
         shared
             .dependencies
-            .observe(&work.name, uid, &status.conditions);
+            .observe(&name, uid, &conditions, changed);
     }
-    shared.board.publish(uid, status).await;
 }
 
 /// A pass that changed nothing but its trace context keeps the context

@@ -24,3 +24,6 @@ pub mod placement;
 pub mod replica_set;
 /// The `RolloutApproval` resource: an approval of one rollout gate.
 pub mod rollout_approval;
+/// An agent's status report turned into ManifestWork status, bounded: what
+/// the hub writes, and what a dependency's CEL readiness rule reads.
+pub mod status_from_wire;

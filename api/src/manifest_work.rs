@@ -78,6 +78,14 @@ pub const DEFAULT_DEPENDENCY_CONDITION: &str = "Available";
 /// ferry addition: one work this work waits for.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!(has(self.condition) && has(self.celExpression))",
+        "message": "a dependency is ready by its condition or by its celExpression, not both",
+        "fieldPath": ".celExpression",
+        "reason": "FieldValueForbidden"
+    }
+]))]
 pub struct WorkDependency {
     /// The name of a ManifestWork in the same namespace (the same cluster).
     #[schemars(
@@ -91,7 +99,26 @@ pub struct WorkDependency {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 316))]
     pub condition: Option<String>,
+    /// Instead of `condition`: a CEL expression over the dependency, true
+    /// when it is ready. The variable `work` holds the dependency as a
+    /// ManifestWork (`work.metadata.name`, and `work.status` as its agent
+    /// reports it: conditions, and per manifest its conditions and status
+    /// feedback; empty fields are absent, as on the hub, so test them with
+    /// `has()`), e.g. `work.status.resourceStatus.manifests.exists(m,
+    /// has(m.statusFeedback) && m.statusFeedback.values.exists(v,
+    /// v.name == 'ReadyReplicas' && v.fieldValue.integer >= 3))`. The agent
+    /// evaluates it under the time and concurrency bounds of condition
+    /// rules; an expression that does not compile, fails or is not a bool
+    /// keeps the work waiting and says why. Not accepted on a replica set's
+    /// own `spec.dependsOn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_DEPENDENCY_EXPRESSION_LENGTH))]
+    pub cel_expression: Option<String>,
 }
+
+/// Longest `dependsOn[].celExpression`, in bytes: the condition rules' limit.
+pub const MAX_DEPENDENCY_EXPRESSION_LENGTH: usize =
+    ferry_semantics::condition_rules::MAX_CEL_EXPRESSION_LENGTH;
 
 impl WorkDependency {
     /// The condition type this dependency waits for (never fails).

@@ -109,6 +109,11 @@ pub struct ManifestWorkReplicaSetSpec {
             "rule": "self.all(d, self.exists_one(e, e.name == d.name))",
             "message": "spec.dependsOn names a replica set more than once",
             "reason": "FieldValueInvalid"
+        },
+        {
+            "rule": "self.all(d, !has(d.celExpression))",
+            "message": "a replica set's own spec.dependsOn takes a condition, not a celExpression (the hub holds clusters by condition); put CEL readiness rules in the template's dependsOn",
+            "reason": "FieldValueForbidden"
         }
     ]))]
     pub depends_on: Vec<WorkDependency>,

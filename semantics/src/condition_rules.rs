@@ -251,7 +251,7 @@ fn message_of(
 
 /// Why one CEL expression gave no value.
 #[derive(Debug, thiserror::Error)]
-enum RunError {
+pub(crate) enum RunError {
     #[error("longer than {MAX_CEL_EXPRESSION_LENGTH} bytes")]
     TooLong,
     #[error("does not parse: {0}")]
@@ -263,14 +263,27 @@ enum RunError {
 /// Compiles and runs one expression with `object` (and `result` for
 /// message expressions) bound, plus OCM's `hasConditions` function.
 fn run(expression: &str, object: &CelValue, result: Option<bool>) -> Result<CelValue, RunError> {
+    let result = result.map(|r| ("result", CelValue::Bool(r)));
+    let variables: Vec<(&str, CelValue)> = std::iter::once(("object", object.clone()))
+        .chain(result)
+        .collect();
+    run_with(expression, &variables)
+}
+
+/// Compiles and runs one expression (at most [`MAX_CEL_EXPRESSION_LENGTH`]
+/// bytes) with `variables` bound, plus OCM's `hasConditions` function.
+/// Fails when it is too long, does not parse, or fails while running.
+pub(crate) fn run_with(
+    expression: &str,
+    variables: &[(&str, CelValue)],
+) -> Result<CelValue, RunError> {
     if expression.len() > MAX_CEL_EXPRESSION_LENGTH {
         return Err(RunError::TooLong);
     }
     let program = Program::compile(expression).map_err(|e| RunError::Parse(e.to_string()))?;
     let mut context = Context::default();
-    context.add_variable_from_value("object", object.clone());
-    if let Some(result) = result {
-        context.add_variable_from_value("result", result);
+    for (name, value) in variables {
+        context.add_variable_from_value(*name, value.clone());
     }
     context
         .add_function("hasConditions", has_conditions)

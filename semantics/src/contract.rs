@@ -40,6 +40,11 @@ pub const REASON_DEPENDENCY_MISSING: &str = "DependencyMissing";
 /// `dependsOn` (the message names the works in order); it is never applied
 /// until the cycle is broken.
 pub const REASON_DEPENDENCY_CYCLE: &str = "DependencyCycle";
+/// Reason of `DependenciesReady=False`: a dependency's `celExpression` did
+/// not compile, failed, gave something other than a bool, or ran past its
+/// time bound; the message names the work and says which. The work waits
+/// until the expression (or the dependency's status) changes.
+pub const REASON_DEPENDENCY_RULE_ERROR: &str = "DependencyRuleError";
 /// Reason of `Applied=False` on a work whose current generation waits for
 /// its dependencies (its `DependenciesReady` condition says which).
 pub const REASON_DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";

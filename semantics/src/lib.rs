@@ -9,6 +9,7 @@ pub mod compare;
 pub mod condition_rules;
 pub mod config_match;
 pub mod contract;
+pub mod dependency_rule;
 pub mod drift_report;
 pub mod equality;
 pub mod feedback;

@@ -39,6 +39,7 @@ fn depends_on(names: &[&str]) -> Vec<WorkDependency> {
         .map(|n| WorkDependency {
             name: n.to_string(),
             condition: None,
+            cel_expression: None,
         })
         .collect()
 }

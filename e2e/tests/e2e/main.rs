@@ -24,6 +24,7 @@ mod condition_rules;
 mod crash_window;
 mod create_only_read_only;
 mod dashboard;
+mod dependency_readiness_rules;
 mod depends_on;
 mod drift;
 mod drift_report;

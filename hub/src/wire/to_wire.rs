@@ -41,6 +41,7 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
                 .map(|d| v1::Dependency {
                     name: d.name.clone(),
                     condition: d.condition_type().to_string(),
+                    cel_expression: d.cel_expression.clone().unwrap_or_default(),
                 })
                 .collect(),
         }),
@@ -238,10 +239,17 @@ mod tests {
                     WorkDependency {
                         name: "crds".into(),
                         condition: None,
+                        cel_expression: None,
                     },
                     WorkDependency {
                         name: "job".into(),
                         condition: Some("Complete".into()),
+                        cel_expression: None,
+                    },
+                    WorkDependency {
+                        name: "db".into(),
+                        condition: None,
+                        cel_expression: Some("work.status.conditions.size() > 0".into()),
                     },
                 ],
             },
@@ -265,18 +273,32 @@ mod tests {
             ),
             ("ServiceAccount", "team", "deployer")
         );
-        let depends_on: Vec<(&str, &str)> = upsert
+        let depends_on: Vec<(&str, &str, &str)> = upsert
             .spec
             .as_ref()
             .map(|s| {
                 s.depends_on
                     .iter()
-                    .map(|d| (d.name.as_str(), d.condition.as_str()))
+                    .map(|d| {
+                        (
+                            d.name.as_str(),
+                            d.condition.as_str(),
+                            d.cel_expression.as_str(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        // The default readiness rule travels spelled out.
-        assert_eq!(depends_on, [("crds", "Available"), ("job", "Complete")]);
+        // The default readiness rule travels spelled out, so an agent that
+        // predates CEL rules waits for Available.
+        assert_eq!(
+            depends_on,
+            [
+                ("crds", "Available", ""),
+                ("job", "Complete", ""),
+                ("db", "Available", "work.status.conditions.size() > 0")
+            ]
+        );
         let r = upsert.work.expect("ref");
         assert_eq!((r.uid.as_str(), r.namespace.as_str()), ("u1", "cluster-a"));
         let spec = upsert.spec.expect("spec");

@@ -10,11 +10,11 @@ use ferry_proto::v1;
 use ferry_semantics::contract::{APPLIED, KUBE_TIME_FORMAT};
 use k8s_openapi::jiff::Timestamp;
 
-use ferry_api::manifest_work::{
+use crate::manifest_work::{
     Condition, FeedbackValue, FieldValue, ManifestCondition, ManifestResourceMeta,
     ManifestResourceStatus, ManifestWorkStatus, StatusFeedbackResult,
 };
-use ferry_api::manifest_work::{DriftedField, ManifestDrift};
+use crate::manifest_work::{DriftedField, ManifestDrift};
 use ferry_semantics::drift_report::{MAX_DRIFT_FIELDS, MAX_DRIFT_VALUE_BYTES};
 use ferry_semantics::text::prefix_within;
 
