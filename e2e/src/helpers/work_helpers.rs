@@ -248,3 +248,18 @@ pub fn set_at(target: &mut Value, pointer: &str, value: Value) {
         _ => panic!("{parent} is not a container"),
     }
 }
+
+/// (status, reason, message) of the work's `DependenciesReady` condition,
+/// if reported.
+pub fn dependencies_ready(work: &ManifestWork) -> Option<(String, String, String)> {
+    work_condition(work, "DependenciesReady")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Whether the work reports `DependenciesReady=False` with `reason` and a
+/// message containing `naming`.
+pub fn waits_for_dependencies_with(work: &ManifestWork, reason: &str, naming: &str) -> bool {
+    dependencies_ready(work).is_some_and(|(status, r, message)| {
+        status == "False" && r == reason && message.contains(naming)
+    })
+}

@@ -17,7 +17,8 @@ use ferry_e2e::harness::image::workspace_dir;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
-    APPLY_TIMEOUT, config_map, feedback_value, manifest_work, wait_applied, work_condition,
+    APPLY_TIMEOUT, config_map, dependencies_ready, feedback_value, manifest_work, wait_applied,
+    waits_for_dependencies_with,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde::Deserialize;
@@ -38,18 +39,6 @@ fn ruled(work: &str, expression: &str) -> WorkDependency {
         condition: None,
         cel_expression: Some(expression.into()),
     }
-}
-
-/// (status, reason, message) of the work's `DependenciesReady` condition.
-fn dependencies_ready(work: &ManifestWork) -> Option<(String, String, String)> {
-    work_condition(work, "DependenciesReady")
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-fn waits_with(work: &ManifestWork, reason: &str, naming: &str) -> bool {
-    dependencies_ready(work).is_some_and(|(status, r, message)| {
-        status == "False" && r == reason && message.contains(naming)
-    })
 }
 
 /// The example's work `db`: a three-replica Deployment whose well-known
@@ -115,7 +104,7 @@ async fn an_app_waits_until_its_databases_feedback_satisfies_its_rule() {
         "app waits for db's rule",
         APPLY_TIMEOUT,
         |w| {
-            waits_with(
+            waits_for_dependencies_with(
                 w,
                 "WaitingForDependency",
                 "work db to satisfy its readiness rule",
@@ -217,7 +206,7 @@ async fn a_tenants_bad_or_runaway_rule_is_reported_and_starves_nothing() {
         "broken",
         "the broken rule is reported",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "DependencyRuleError", "does not compile"),
+        |w| waits_for_dependencies_with(w, "DependencyRuleError", "does not compile"),
     )
     .await
     .expect("a rule that does not compile is reported");
@@ -243,7 +232,7 @@ async fn a_tenants_bad_or_runaway_rule_is_reported_and_starves_nothing() {
         "hog",
         "the runaway rule is stopped",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "DependencyRuleError", "time bound"),
+        |w| waits_for_dependencies_with(w, "DependencyRuleError", "time bound"),
     )
     .await
     .expect("a runaway rule is stopped at its time bound");

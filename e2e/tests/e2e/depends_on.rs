@@ -13,12 +13,13 @@
 use ferry_api::manifest_work::{ManifestWork, WorkDependency};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::image::workspace_dir;
+use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use ferry_e2e::helpers::work_helpers::{dependencies_ready, waits_for_dependencies_with};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -42,18 +43,6 @@ fn depends_on(names: &[&str]) -> Vec<WorkDependency> {
             cel_expression: None,
         })
         .collect()
-}
-
-/// (status, reason, message) of the work's `DependenciesReady` condition.
-fn dependencies_ready(work: &ManifestWork) -> Option<(String, String, String)> {
-    work_condition(work, "DependenciesReady")
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-fn waits_with(work: &ManifestWork, reason: &str, naming: &str) -> bool {
-    dependencies_ready(work).is_some_and(|(status, r, message)| {
-        status == "False" && r == reason && message.contains(naming)
-    })
 }
 
 /// The resourceVersion of a spoke object, as a number (etcd's revision).
@@ -94,7 +83,7 @@ async fn a_custom_resource_work_waits_for_its_crd_work_then_applies() {
         "widgets",
         "widgets waits for the missing widgets-crd",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "DependencyMissing", "widgets-crd"),
+        |w| waits_for_dependencies_with(w, "DependencyMissing", "widgets-crd"),
     )
     .await
     .expect("the dependent reports its wait");
@@ -188,7 +177,7 @@ async fn a_chain_of_three_created_in_reverse_applies_in_order() {
         "chain-3",
         "chain-3 waits for the missing chain-2",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "DependencyMissing", "chain-2"),
+        |w| waits_for_dependencies_with(w, "DependencyMissing", "chain-2"),
     )
     .await
     .expect("chain-3 waits");
@@ -201,7 +190,7 @@ async fn a_chain_of_three_created_in_reverse_applies_in_order() {
         "chain-2",
         "chain-2 waits for the missing chain-1",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "DependencyMissing", "chain-1"),
+        |w| waits_for_dependencies_with(w, "DependencyMissing", "chain-1"),
     )
     .await
     .expect("chain-2 waits");
@@ -211,7 +200,7 @@ async fn a_chain_of_three_created_in_reverse_applies_in_order() {
         "chain-3",
         "chain-3 waits for chain-2 to be Available",
         APPLY_TIMEOUT,
-        |w| waits_with(w, "WaitingForDependency", "chain-2 to be Available=True"),
+        |w| waits_for_dependencies_with(w, "WaitingForDependency", "chain-2 to be Available=True"),
     )
     .await
     .expect("chain-3 waits for chain-2's condition");
@@ -278,7 +267,7 @@ async fn a_cycle_is_reported_on_each_work_and_nothing_is_applied_until_it_is_bro
         ("cycle-c", "cycle-c -> cycle-a -> cycle-b -> cycle-c"),
     ] {
         wait_until(&works, name, "the cycle reported", APPLY_TIMEOUT, |w| {
-            waits_with(w, "DependencyCycle", cycle)
+            waits_for_dependencies_with(w, "DependencyCycle", cycle)
         })
         .await
         .expect("cycle reported");
@@ -314,46 +303,14 @@ async fn a_work_that_depends_on_itself_is_refused_when_a_tenant_writes_it() {
         .await
         .expect("fleet starts");
     // A tenant with every right on works of its cluster's namespace, and no more.
-    let meta = ObjectMeta {
-        name: Some("tenant-works".into()),
-        namespace: Some(CLUSTER.into()),
-        ..Default::default()
-    };
-    Api::<Role>::namespaced(fleet.hub_client.clone(), CLUSTER)
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: meta.clone(),
-                rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec!["work.ferry.dev".into()]),
-                    resources: Some(vec!["manifestworks".into()]),
-                    verbs: vec!["*".into()],
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create Role");
-    Api::<RoleBinding>::namespaced(fleet.hub_client.clone(), CLUSTER)
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: meta,
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: "tenant-works".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "User".into(),
-                    name: "tenant".into(),
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create RoleBinding");
+    grant_work_resources(
+        &fleet.hub_client,
+        CLUSTER,
+        "tenant-works",
+        "tenant",
+        &["manifestworks"],
+    )
+    .await;
     let tenant = fleet.hub.client_as("tenant").await.expect("tenant client");
     let works: Api<ManifestWork> = Api::namespaced(tenant, CLUSTER);
     let mut work = manifest_work(

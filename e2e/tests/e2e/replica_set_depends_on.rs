@@ -21,10 +21,10 @@ use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::image::workspace_dir;
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, work_condition};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -55,50 +55,14 @@ fn the_example_parses_into_a_replica_set_depending_on_another() {
 
 /// Lets user `TENANT` manage replica sets in `NAMESPACE`, nothing more.
 async fn grant_tenant_replica_sets(admin: &Client) {
-    let meta = ObjectMeta {
-        name: Some("replica-sets".into()),
-        namespace: Some(NAMESPACE.into()),
-        ..Default::default()
-    };
-    Api::<Role>::namespaced(admin.clone(), NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: meta.clone(),
-                rules: Some(vec![PolicyRule {
-                    api_groups: Some(vec!["work.ferry.dev".into()]),
-                    resources: Some(vec!["manifestworkreplicasets".into()]),
-                    verbs: [
-                        "get", "list", "watch", "create", "update", "patch", "delete",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create Role");
-    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata: meta,
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "Role".into(),
-                    name: "replica-sets".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "User".into(),
-                    name: TENANT.into(),
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    ..Default::default()
-                }]),
-            },
-        )
-        .await
-        .expect("create RoleBinding");
+    grant_work_resources(
+        admin,
+        NAMESPACE,
+        "replica-sets",
+        TENANT,
+        &["manifestworkreplicasets"],
+    )
+    .await;
 }
 
 fn replica_set(name: &str, placement: &str, depends_on: &[&str]) -> ManifestWorkReplicaSet {
