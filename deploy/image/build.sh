@@ -14,7 +14,7 @@
 # usage: build.sh OUT_DIR HUB_BINARY AGENT_BINARY
 #   OUT_DIR               the OCI layout directory to (re)create
 #   HUB_BINARY, AGENT_BINARY  the shipped builds:
-#                         `cargo build --profile dist -p ferry-hub -p ferry-agent`
+#                         `deploy/image/build-binaries.sh` (cargo build --profile dist)
 #                         writes target/dist/ferry-hub and target/dist/ferry-agent
 # environment:
 #   FERRY_IMAGE_VERSION   org.opencontainers.image.version (default: the workspace version)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the shipped image is reproducible: builds it twice from one
-# commit, in two fresh clones at different paths with separate cargo target
-# directories (nothing shared but the registry's downloaded sources), and
-# compares the image digests. On a difference it says which file differs.
+# commit (deploy/image/build-binaries.sh, then build.sh), in two fresh clones
+# at different paths with separate cargo target directories (nothing shared
+# but the registry's downloaded sources), and compares the image digests. On a difference it says which file differs.
 # Slow by nature (two cold `--profile dist` builds, fat LTO: about 30 min on
 # 2 cores), so CI does not run it; run it before a release.
 #
@@ -37,8 +37,8 @@ for i in 0 1; do
   git -C "$src" checkout --quiet --detach "$commit"
   echo "check-reproducible: build $((i + 1)) of 2 in $src" >&2
   started=$(date +%s)
-  (cd "$src" && CARGO_TARGET_DIR="$target" CARGO_INCREMENTAL=0 \
-    cargo build --quiet --profile dist --locked -p ferry-hub -p ferry-agent)
+  CARGO_TARGET_DIR="$target" CARGO_INCREMENTAL=0 "$src/deploy/image/build-binaries.sh" >/dev/null 2>&1 \
+    || { echo "check-reproducible: build $((i + 1)) failed" >&2; exit 1; }
   echo "check-reproducible: built in $(( $(date +%s) - started )) s" >&2
   "$src/deploy/image/build.sh" "$work/oci-$i" "$target/dist/ferry-hub" "$target/dist/ferry-agent" >/dev/null
 done
