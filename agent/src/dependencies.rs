@@ -128,22 +128,6 @@ pub enum Gate {
     },
 }
 
-impl Gate {
-    /// Why the work may not be applied (reason, message), or None when the
-    /// gate is open. Rules still to evaluate keep it closed: only
-    /// [`conclude`] opens a gate that has them.
-    pub fn blocked(self) -> Option<(&'static str, String)> {
-        match self {
-            Gate::Open => None,
-            Gate::Closed { reason, message } => Some((reason, message)),
-            Gate::Evaluate(checks) => Some((
-                REASON_DEPENDENCY_RULE_ERROR,
-                format!("{} readiness rules are not evaluated yet", checks.len()),
-            )),
-        }
-    }
-}
-
 /// The shortest cycle of `dependsOn` through `start`, as the works in order
 /// from `start` back to it (`[a, b, a]`), or None. Works missing from
 /// `graph` have no dependencies. Visits each work at most once, so it is
@@ -262,13 +246,13 @@ pub fn gate(name: &str, depends_on: &[Need], graph: &BTreeMap<String, WorkView>)
     closed(blocked)
 }
 
-/// The gate once the readiness rules `checks` gave `verdicts` (in order):
-/// open when every one is [`Verdict::Ready`], else closed by the first that
-/// is not, the message counting the others. Never fails.
-pub fn conclude(checks: &[RuleCheck], verdicts: &[Verdict]) -> Gate {
-    let blocked: Vec<(&'static str, String)> = checks
+/// What keeps a work waiting once each readiness rule of a
+/// [`Gate::Evaluate`] has its verdict: None when every one is
+/// [`Verdict::Ready`], else the `DependenciesReady=False` reason and message
+/// of the first that is not, counting the others. Never fails.
+pub fn conclude(checked: &[(RuleCheck, Verdict)]) -> Option<(&'static str, String)> {
+    let blocked: Vec<(&'static str, String)> = checked
         .iter()
-        .zip(verdicts)
         .filter_map(|(check, verdict)| {
             let work = &check.work;
             let rule = quoted(&check.expression);
@@ -293,16 +277,7 @@ pub fn conclude(checks: &[RuleCheck], verdicts: &[Verdict]) -> Gate {
             }
         })
         .collect();
-    if blocked.is_empty() && verdicts.len() >= checks.len() {
-        return Gate::Open;
-    }
-    if blocked.is_empty() {
-        return closed(vec![(
-            REASON_DEPENDENCY_RULE_ERROR,
-            "a readiness rule was not evaluated".to_string(),
-        )]);
-    }
-    closed(blocked)
+    first_blocked(blocked)
 }
 
 /// `expression` in quotes, cut to a readable length.
@@ -310,12 +285,19 @@ fn quoted(expression: &str) -> String {
     format!("{:?}", clipped(expression.to_string(), QUOTED_RULE_BYTES))
 }
 
-/// The closed gate for `blocked` (reason, message) pairs, not empty: the
-/// first one's reason, its message and a count of the others.
+/// The gate for `blocked` (reason, message) pairs: open when there are
+/// none, else closed as [`first_blocked`] says.
 fn closed(blocked: Vec<(&'static str, String)>) -> Gate {
-    let Some((reason, first)) = blocked.first().cloned() else {
-        return Gate::Open;
-    };
+    first_blocked(blocked).map_or(Gate::Open, |(reason, message)| Gate::Closed {
+        reason,
+        message,
+    })
+}
+
+/// The first of `blocked` (reason, message) pairs, its message counting the
+/// others and bounded in length; None when there are none.
+fn first_blocked(blocked: Vec<(&'static str, String)>) -> Option<(&'static str, String)> {
+    let (reason, first) = blocked.first().cloned()?;
     let message = if blocked.len() > 1 {
         format!(
             "{first}; and {} more dependencies not ready",
@@ -324,10 +306,7 @@ fn closed(blocked: Vec<(&'static str, String)>) -> Gate {
     } else {
         first
     };
-    Gate::Closed {
-        reason,
-        message: clipped(message, MAX_DEPENDENCY_MESSAGE_BYTES),
-    }
+    Some((reason, clipped(message, MAX_DEPENDENCY_MESSAGE_BYTES)))
 }
 
 /// The works of `graph` other than `name` that depend on `name`, by name in
@@ -366,29 +345,47 @@ pub fn wire_dependencies(spec: Option<&v1::WorkSpec>) -> Vec<Need> {
     .unwrap_or_default()
 }
 
-/// Whether some work of `works` judges `name` by a readiness rule, so any
-/// change of its status (not only of a condition) may change a gate.
-fn judged_by_rule(name: &str, works: &BTreeMap<String, WorkView>) -> bool {
-    works.values().any(|w| {
-        w.depends_on
-            .iter()
-            .any(|d| d.work == name && matches!(d.readiness, Readiness::Rule(_)))
-    })
-}
-
 /// The works this agent holds, by name, and a signal that wakes whoever
 /// waits for one of them to change. Held in memory only: a restarted agent
 /// rebuilds it as the hub resends its works.
 pub struct DependencyIndex {
-    works: Mutex<BTreeMap<String, WorkView>>,
+    works: Mutex<Works>,
     changed: watch::Sender<u64>,
 }
 
 impl Default for DependencyIndex {
     fn default() -> Self {
         Self {
-            works: Mutex::new(BTreeMap::new()),
+            works: Mutex::new(Works::default()),
             changed: watch::Sender::new(0),
+        }
+    }
+}
+
+/// The index's state: the works by name, and how many readiness rules name
+/// each work, kept with every declare and withdraw so that a status report
+/// (the agent's hot path) learns in one lookup whether a rule reads it.
+#[derive(Default)]
+struct Works {
+    by_name: BTreeMap<String, WorkView>,
+    judged_by_rules: HashMap<String, usize>,
+}
+
+impl Works {
+    /// Counts (`add`) or uncounts the readiness rules of `needs`.
+    fn count_rules(&mut self, needs: &[Need], add: bool) {
+        for need in needs {
+            if !matches!(need.readiness, Readiness::Rule(_)) {
+                continue;
+            }
+            if add {
+                *self.judged_by_rules.entry(need.work.clone()).or_default() += 1;
+            } else if let Some(count) = self.judged_by_rules.get_mut(&need.work) {
+                *count -= 1;
+                if *count == 0 {
+                    self.judged_by_rules.remove(&need.work);
+                }
+            }
         }
     }
 }
@@ -397,7 +394,7 @@ impl DependencyIndex {
     /// Runs `f` on the index and wakes the waiters if it returns true. A
     /// poisoned lock (a panic elsewhere while holding it) is taken over:
     /// the map is always left whole.
-    fn update(&self, f: impl FnOnce(&mut BTreeMap<String, WorkView>) -> bool) {
+    fn update(&self, f: impl FnOnce(&mut Works) -> bool) {
         let changed = {
             let mut works = self.works.lock().unwrap_or_else(|e| e.into_inner());
             f(&mut works)
@@ -409,7 +406,7 @@ impl DependencyIndex {
 
     fn snapshot<T>(&self, f: impl FnOnce(&BTreeMap<String, WorkView>) -> T) -> T {
         let works = self.works.lock().unwrap_or_else(|e| e.into_inner());
-        f(&works)
+        f(&works.by_name)
     }
 
     /// Records that the work `name` (hub UID `uid`) depends on
@@ -417,7 +414,7 @@ impl DependencyIndex {
     /// newer work). Never fails.
     pub fn declare(&self, name: &str, uid: &str, depends_on: Vec<Need>) {
         self.update(|works| {
-            let entry = works.entry(name.to_string()).or_default();
+            let entry = works.by_name.entry(name.to_string()).or_default();
             if entry.uid == uid && entry.depends_on == depends_on {
                 return false;
             }
@@ -425,7 +422,9 @@ impl DependencyIndex {
                 entry.conditions.clear();
             }
             entry.uid = uid.to_string();
-            entry.depends_on = depends_on;
+            let previous = std::mem::replace(&mut entry.depends_on, depends_on.clone());
+            works.count_rules(&previous, false);
+            works.count_rules(&depends_on, true);
             true
         });
     }
@@ -448,26 +447,27 @@ impl DependencyIndex {
             .map(|c| (c.r#type.clone(), c.status.clone()))
             .collect();
         self.update(|works| {
-            let Some(entry) = works.get_mut(name).filter(|e| e.uid == uid) else {
+            let Some(entry) = works.by_name.get_mut(name).filter(|e| e.uid == uid) else {
                 return false;
             };
             if entry.conditions != current {
                 entry.conditions = current;
                 return true;
             }
-            status_changed && judged_by_rule(name, works)
+            status_changed && works.judged_by_rules.contains_key(name)
         });
     }
 
     /// Forgets the work `name` of UID `uid` (released or evicted). Never fails.
     pub fn withdraw(&self, name: &str, uid: &str) {
         self.update(|works| {
-            if works.get(name).is_some_and(|w| w.uid == uid) {
-                works.remove(name);
-                true
-            } else {
-                false
+            if works.by_name.get(name).is_none_or(|w| w.uid != uid) {
+                return false;
             }
+            if let Some(removed) = works.by_name.remove(name) {
+                works.count_rules(&removed.depends_on, false);
+            }
+            true
         });
     }
 
@@ -781,7 +781,7 @@ mod tests {
 
     #[test]
     fn verdicts_decide_the_gate_and_say_which_rule_waits() {
-        let checks = vec![
+        let checks = [
             RuleCheck {
                 work: "db".into(),
                 uid: "u".into(),
@@ -793,12 +793,12 @@ mod tests {
                 expression: "y".repeat(1000),
             },
         ];
-        assert_eq!(
-            conclude(&checks, &[Verdict::Ready, Verdict::Ready]),
-            Gate::Open
-        );
-        match conclude(&checks, &[Verdict::NotReady, Verdict::NoStatus]) {
-            Gate::Closed { reason, message } => {
+        let with = |verdicts: [Verdict; 2]| -> Vec<(RuleCheck, Verdict)> {
+            checks.iter().cloned().zip(verdicts).collect()
+        };
+        assert_eq!(conclude(&with([Verdict::Ready, Verdict::Ready])), None);
+        match conclude(&with([Verdict::NotReady, Verdict::NoStatus])) {
+            Some((reason, message)) => {
                 assert_eq!(reason, REASON_WAITING_FOR_DEPENDENCY);
                 assert!(
                     message.contains(
@@ -810,11 +810,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        match conclude(
-            &checks,
-            &[Verdict::Ready, Verdict::Error("does not compile: x".into())],
-        ) {
-            Gate::Closed { reason, message } => {
+        match conclude(&with([
+            Verdict::Ready,
+            Verdict::Error("does not compile: x".into()),
+        ])) {
+            Some((reason, message)) => {
                 assert_eq!(reason, REASON_DEPENDENCY_RULE_ERROR);
                 assert!(
                     message.contains("of work cache does not compile"),
@@ -823,13 +823,8 @@ mod tests {
                 // The expression is quoted cut short.
                 assert!(message.len() < 400, "{}", message.len());
             }
-            other => panic!("{other:?}"),
+            None => panic!("open with a rule in error"),
         }
-        // A verdict missing is never taken for ready.
-        assert!(matches!(
-            conclude(&checks, &[Verdict::Ready]),
-            Gate::Closed { .. }
-        ));
     }
 
     #[tokio::test]
@@ -857,6 +852,20 @@ mod tests {
         assert!(!rx.has_changed().expect("open"));
         // A work judged by no rule wakes nobody on a status change alone.
         index.observe("other", "u-other", &[], true);
+        assert!(!rx.has_changed().expect("open"));
+        // Once the only work with a rule on db is gone (or names db by a
+        // condition instead), db's status changes wake nobody either.
+        index.declare("app", "u-app", vec![Need::condition("db", "Available")]);
+        rx.borrow_and_update();
+        index.observe("db", "u-db", &available, true);
+        assert!(!rx.has_changed().expect("open"));
+        index.declare("app", "u-app", vec![rule("db", "true")]);
+        rx.borrow_and_update();
+        index.observe("db", "u-db", &available, true);
+        assert!(rx.has_changed().expect("open"));
+        index.withdraw("app", "u-app");
+        rx.borrow_and_update();
+        index.observe("db", "u-db", &available, true);
         assert!(!rx.has_changed().expect("open"));
     }
 }

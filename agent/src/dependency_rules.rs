@@ -13,7 +13,7 @@ use ferry_api::status_from_wire::work_status;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::dependencies::{Gate, RuleCheck, Verdict, conclude};
+use crate::dependencies::{RuleCheck, Verdict, conclude};
 use crate::rule_conditions::{ReadinessCheckError, RuleEvaluator};
 use crate::status_board::StatusBoard;
 
@@ -28,22 +28,24 @@ pub struct RuleBackoff {
     until: HashMap<String, Instant>,
 }
 
-/// The gate once every rule of `checks` is evaluated against the statuses
-/// on `board`, on `evaluator`'s pool. Never fails: what went wrong with a
-/// rule closes the gate with a message saying so.
+/// What keeps the work waiting once every rule of `checks` is evaluated
+/// against the statuses on `board`, on `evaluator`'s pool (see
+/// [`conclude`]): None when all hold. Never fails: what went wrong with a
+/// rule keeps the work waiting with a message saying so.
 pub async fn decide(
-    checks: &[RuleCheck],
+    checks: Vec<RuleCheck>,
     board: &StatusBoard,
     evaluator: &RuleEvaluator,
     backoff: &mut RuleBackoff,
-) -> Gate {
+) -> Option<(&'static str, String)> {
     let now = Instant::now();
     backoff.until.retain(|_, until| *until > now);
-    let mut verdicts = Vec::with_capacity(checks.len());
+    let mut checked = Vec::with_capacity(checks.len());
     for check in checks {
-        verdicts.push(verdict(check, board, evaluator, backoff).await);
+        let verdict = verdict(&check, board, evaluator, backoff).await;
+        checked.push((check, verdict));
     }
-    conclude(checks, &verdicts)
+    conclude(&checked)
 }
 
 async fn verdict(
@@ -125,21 +127,27 @@ mod tests {
         let ready = "work.metadata.name == 'db' && work.status.conditions.exists(c, \
             c.type == 'Available' && c.status == 'True' && c.observedGeneration == 2)";
         assert_eq!(
-            decide(&[check("u-db", ready)], &board, &evaluator, &mut backoff).await,
-            Gate::Open
+            decide(vec![check("u-db", ready)], &board, &evaluator, &mut backoff).await,
+            None
         );
         let gate = decide(
-            &[check("u-db", "work.status.conditions.size() > 5")],
+            vec![check("u-db", "work.status.conditions.size() > 5")],
             &board,
             &evaluator,
             &mut backoff,
         )
         .await;
-        assert!(matches!(gate, Gate::Closed { .. }), "{gate:?}");
+        assert!(gate.is_some(), "{gate:?}");
         // No status yet: waiting, not an error.
-        let gate = decide(&[check("u-none", "true")], &board, &evaluator, &mut backoff).await;
+        let gate = decide(
+            vec![check("u-none", "true")],
+            &board,
+            &evaluator,
+            &mut backoff,
+        )
+        .await;
         assert!(
-            matches!(&gate, Gate::Closed { message, .. } if message.contains("to report a status")),
+            matches!(&gate, Some((_, message)) if message.contains("to report a status")),
             "{gate:?}"
         );
     }
@@ -156,14 +164,14 @@ mod tests {
             "{range}.all(a, {range}.all(b, {range}.all(c, {range}.all(d, a + b + c + d >= 0))))"
         );
         let heavy = heavy.as_str();
-        let first = decide(&[check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
+        let first = decide(vec![check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
         assert!(
-            matches!(&first, Gate::Closed { message, .. } if message.contains("exceeded its")),
+            matches!(&first, Some((_, message)) if message.contains("exceeded its")),
             "{first:?}"
         );
-        let again = decide(&[check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
+        let again = decide(vec![check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
         assert!(
-            matches!(&again, Gate::Closed { message, .. } if message.contains("at most every 300s")),
+            matches!(&again, Some((_, message)) if message.contains("at most every 300s")),
             "{again:?}"
         );
     }

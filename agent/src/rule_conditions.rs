@@ -79,13 +79,6 @@ impl RuleEvaluator {
                 })
                 .collect()
         };
-        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
-        else {
-            return failed(format!(
-                "CEL evaluation did not start within its {bound:?} time bound: \
-                 other evaluations are still running"
-            ));
-        };
         let owned = (
             meta.group.clone(),
             meta.version.clone(),
@@ -94,25 +87,29 @@ impl RuleEvaluator {
             rules.to_vec(),
             progress.clone(),
         );
-        let task = tokio::task::spawn_blocking(move || {
-            // Held until the evaluation really ends, even past its deadline.
-            let _permit = permit;
-            let (group, version, kind, live, rules, progress) = owned;
-            let target = RuleTarget {
-                group: &group,
-                version: &version,
-                kind: &kind,
-                live: &live,
-            };
-            evaluate_condition_rules(&target, &rules, &progress)
-        });
-        match timeout_at(deadline, task).await {
-            Ok(Ok(results)) => results
+        let ran = self
+            .run_bounded(deadline, move || {
+                let (group, version, kind, live, rules, progress) = owned;
+                let target = RuleTarget {
+                    group: &group,
+                    version: &version,
+                    kind: &kind,
+                    live: &live,
+                };
+                evaluate_condition_rules(&target, &rules, &progress)
+            })
+            .await;
+        match ran {
+            Ok(results) => results
                 .into_iter()
                 .map(|c| condition_of(&c.type_, c.status, c.reason, c.message, generation))
                 .collect(),
-            Ok(Err(error)) => failed(format!("CEL evaluation failed: {error}")),
-            Err(_) => {
+            Err(Unfinished::Busy) => failed(format!(
+                "CEL evaluation did not start within its {bound:?} time bound: \
+                 other evaluations are still running"
+            )),
+            Err(Unfinished::Panicked(error)) => failed(format!("CEL evaluation failed: {error}")),
+            Err(Unfinished::TimedOut) => {
                 let target = RuleTarget {
                     group: &meta.group,
                     version: &meta.version,
@@ -127,6 +124,41 @@ impl RuleEvaluator {
             }
         }
     }
+
+    /// Runs `evaluate` on a blocking thread once a permit is free, both
+    /// before `deadline`. The permit is held until `evaluate` really ends,
+    /// even past the deadline, so runaway evaluations never take more
+    /// threads than the pool's bound. Fails when no permit came free in
+    /// time, the deadline passed first, or `evaluate` panicked.
+    async fn run_bounded<T: Send + 'static>(
+        &self,
+        deadline: Instant,
+        evaluate: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Unfinished> {
+        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
+        else {
+            return Err(Unfinished::Busy);
+        };
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            evaluate()
+        });
+        match timeout_at(deadline, task).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(Unfinished::Panicked(error.to_string())),
+            Err(_) => Err(Unfinished::TimedOut),
+        }
+    }
+}
+
+/// Why [`RuleEvaluator::run_bounded`] gave no value.
+enum Unfinished {
+    /// No permit came free before the deadline.
+    Busy,
+    /// The deadline passed while it ran.
+    TimedOut,
+    /// The evaluation thread panicked.
+    Panicked(String),
 }
 
 /// Why a dependency's readiness rule gave no verdict.
@@ -160,20 +192,15 @@ impl RuleEvaluator {
         work: Value,
     ) -> Result<bool, ReadinessCheckError> {
         let deadline = Instant::now() + TIME_PER_EXPRESSION;
-        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
-        else {
-            return Err(ReadinessCheckError::Busy);
-        };
         let expression = expression.to_string();
-        let task = tokio::task::spawn_blocking(move || {
-            // Held until the evaluation really ends, even past its deadline.
-            let _permit = permit;
-            evaluate_readiness(&expression, &work)
-        });
-        match timeout_at(deadline, task).await {
-            Ok(Ok(verdict)) => Ok(verdict?),
-            Ok(Err(error)) => Err(ReadinessCheckError::Panicked(error.to_string())),
-            Err(_) => Err(ReadinessCheckError::TimedOut),
+        let ran = self
+            .run_bounded(deadline, move || evaluate_readiness(&expression, &work))
+            .await;
+        match ran {
+            Ok(verdict) => Ok(verdict?),
+            Err(Unfinished::Busy) => Err(ReadinessCheckError::Busy),
+            Err(Unfinished::TimedOut) => Err(ReadinessCheckError::TimedOut),
+            Err(Unfinished::Panicked(error)) => Err(ReadinessCheckError::Panicked(error)),
         }
     }
 }

@@ -382,14 +382,16 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                 } else {
                     shared.dependencies.gate(&work_name, &depends_on)
                 };
-                let gate = match gate {
+                // What keeps the generation waiting, if anything.
+                let blocked = match gate {
+                    Gate::Open => None,
+                    Gate::Closed { reason, message } => Some((reason, message)),
                     Gate::Evaluate(checks) => {
                         let evaluator = shared.reconciler.rule_evaluator();
-                        decide(&checks, &shared.board, evaluator, &mut rule_backoff).await
+                        decide(checks, &shared.board, evaluator, &mut rule_backoff).await
                     }
-                    decided => decided,
                 };
-                match gate.blocked() {
+                match blocked {
                     Some((reason, message)) => {
                         debug!(%uid, generation, %message, "waiting for dependencies");
                         settled_generation = None;
