@@ -2,13 +2,23 @@
 //! a RoleBinding to a user, nothing more; the test then acts as that user
 //! through impersonation (`Hub::client_as`).
 
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 
+/// How long a new RoleBinding may take to reach the API server's authorizer.
+const GRANT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Lets `user` do everything to `resources` of `work.ferry.dev` in
-/// `namespace`, through a Role and RoleBinding named `name`. Panics when
-/// the hub API server refuses either (a test set-up failure).
+/// `namespace`, through a Role and RoleBinding named `name`, and returns
+/// once the API server's authorizer allows it. Panics when the hub API
+/// server refuses either object or the grant does not take effect within
+/// [`GRANT_TIMEOUT`] (a test set-up failure).
 pub async fn grant_work_resources(
     admin: &Client,
     namespace: &str,
@@ -56,4 +66,46 @@ pub async fn grant_work_resources(
         )
         .await
         .expect("create the tenant's RoleBinding");
+    wait_until_granted(admin, namespace, user, resources).await;
+}
+
+/// Returns once `user` may create each of `resources` in `namespace`, as a
+/// SubjectAccessReview answers. The authorizer learns of RoleBindings from
+/// its own informers and offers nothing to watch, so this asks again every
+/// 50 ms; a tenant's first request would otherwise race it and get 403.
+async fn wait_until_granted(admin: &Client, namespace: &str, user: &str, resources: &[&str]) {
+    let reviews = Api::<SubjectAccessReview>::all(admin.clone());
+    let deadline = tokio::time::Instant::now() + GRANT_TIMEOUT;
+    for resource in resources {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.into()),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some("work.ferry.dev".into()),
+                    verb: Some("create".into()),
+                    resource: Some(resource.to_string()),
+                    namespace: Some(namespace.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        loop {
+            let allowed = reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("the hub API server answers a SubjectAccessReview")
+                .status
+                .is_some_and(|s| s.allowed);
+            if allowed {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{user} was not allowed to create {resource} in {namespace} within {GRANT_TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

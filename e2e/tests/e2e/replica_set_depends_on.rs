@@ -81,23 +81,13 @@ fn replica_set(name: &str, placement: &str, depends_on: &[&str]) -> ManifestWork
     .expect("replica set")
 }
 
-/// Creates `rs` as the tenant, retrying while RBAC has not reached the
-/// API server's authorizer (it learns of Roles asynchronously).
+/// Creates `rs` as the tenant (whose grant is in effect: see
+/// `grant_work_resources`).
 async fn create_as_tenant(
     sets: &Api<ManifestWorkReplicaSet>,
     rs: &ManifestWorkReplicaSet,
 ) -> Result<(), kube::Error> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match sets.create(&PostParams::default(), rs).await {
-            Err(kube::Error::Api(status))
-                if status.code == 403 && tokio::time::Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            outcome => return outcome.map(|_| ()),
-        }
-    }
+    sets.create(&PostParams::default(), rs).await.map(|_| ())
 }
 
 fn dependencies_ready(rs: &ManifestWorkReplicaSet) -> Option<&Condition> {
