@@ -1,12 +1,11 @@
 //! Garbage collection of one pass: the objects recorded for a work that no
-//! manifest names any more are released, and the pass learns what the
-//! record must hold now (the caller writes it, after the work's status is
-//! out: the record already names every object the pass may have created).
+//! manifest names any more are released, and the record is brought to what
+//! the work holds now.
 
 use kube::Client;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use crate::applied_works::AppliedResource;
+use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::release::release_each;
 use ferry_semantics::release::{DeletePolicy, Owner};
 
@@ -39,26 +38,18 @@ pub(crate) struct PassObjects<'a> {
     pub(crate) recorded: &'a [AppliedResource],
 }
 
-/// What garbage collection left to do: a retry for objects not released
-/// yet, and the record's new list of objects when it changed.
-pub(crate) struct Collected {
-    /// Some object the work no longer lists could not be released yet.
-    pub(crate) retry: bool,
-    /// What the record must hold now; `None` when it already does.
-    pub(crate) holding: Option<Vec<AppliedResource>>,
-}
-
 /// Releases the objects recorded before this pass that no manifest names
-/// any more, and says what the record must hold now. When a manifest could
-/// not even be parsed, nothing is released: it might name any recorded
-/// object. Never fails: an object not released is kept and retried.
+/// any more, and records what the work holds now. Returns whether
+/// something is left to retry. When a manifest could not even be parsed,
+/// nothing is released: it might name any recorded object.
 pub(crate) async fn collect_garbage(
     client: &Client,
+    applied: &AppliedWorks,
     pass: &PassObjects<'_>,
     claims: &[Claim],
     all_identified: bool,
     policy: &DeletePolicy,
-) -> Collected {
+) -> bool {
     let mut holding = pass.recorded.to_vec();
     let mut unlisted = Vec::new();
     // What the record holds now: the intents of objects that failed to
@@ -78,10 +69,15 @@ pub(crate) async fn collect_garbage(
     for blocker in &left.blockers {
         debug!(%blocker, "an object the work no longer lists is not released yet");
     }
-    let retry = !left.kept.is_empty();
+    let mut retry = !left.kept.is_empty();
     holding.extend(left.kept);
-    let holding = (!same_set(&holding, pass.stored)).then_some(holding);
-    Collected { retry, holding }
+    if !same_set(&holding, pass.stored)
+        && let Err(error) = applied.set_resources(&pass.owner.name, &holding).await
+    {
+        warn!(%error, "could not record the applied objects");
+        retry = true;
+    }
+    retry
 }
 
 fn same_set(a: &[AppliedResource], b: &[AppliedResource]) -> bool {

@@ -53,19 +53,6 @@ pub struct Reconciled {
     /// The kind (`apiVersion/kind`) of each object this pass created or
     /// changed on the spoke.
     pub written: Vec<String>,
-    /// The record's new list of objects, to write once the status is out
-    /// (see [`Reconciler::write_record`]); `None` when it is unchanged.
-    pub record: Option<RecordUpdate>,
-}
-
-/// A work's record brought to what the work holds after a pass: the
-/// objects' UIDs in place of the intents written before they were created,
-/// without the objects garbage collection released.
-pub struct RecordUpdate {
-    /// The record's name (the work's UID).
-    name: String,
-    /// Every object the work holds now.
-    resources: Vec<AppliedResource>,
 }
 
 /// One pass's view of the work's record on the spoke: the objects recorded
@@ -520,7 +507,6 @@ impl Reconciler {
         let all_identified = parsed.iter().all(Result::is_ok);
         let mut managed = Vec::new();
         let mut written = Vec::new();
-        let mut record_update = None;
         if let Ok(record) = &mut record {
             let pass = PassObjects {
                 owner: &record.owner,
@@ -536,13 +522,15 @@ impl Reconciler {
                 .await
             {
                 Ok(writer) => {
-                    let collected =
-                        collect_garbage(&writer, &pass, &claims, all_identified, &policy).await;
-                    retry |= collected.retry;
-                    record_update = collected.holding.map(|resources| RecordUpdate {
-                        name: record.owner.name.clone(),
-                        resources,
-                    });
+                    retry |= collect_garbage(
+                        &writer,
+                        &self.applied,
+                        &pass,
+                        &claims,
+                        all_identified,
+                        &policy,
+                    )
+                    .await;
                 }
                 Err(error) => debug!(work = %work_ref.name, %error, "no garbage collection"),
             }
@@ -574,23 +562,7 @@ impl Reconciler {
             retry,
             managed,
             written,
-            record: record_update,
         }
-    }
-
-    /// Writes a pass's [`RecordUpdate`]. The caller sends the work's status
-    /// first: before this write the record still names every object the
-    /// pass may have created (as intents, written before the objects), so a
-    /// crash or a failure here leaks nothing, and a new work's Applied
-    /// reaches the hub one spoke round trip sooner. Fails when the API
-    /// server refuses the write; the caller retries the pass.
-    pub async fn write_record(
-        &self,
-        update: &RecordUpdate,
-    ) -> Result<(), crate::applied_works::AppliedWorksError> {
-        self.applied
-            .set_resources(&update.name, &update.resources)
-            .await
     }
 
     // Each argument is a separate input of one manifest's apply (its config,

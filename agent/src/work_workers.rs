@@ -601,14 +601,6 @@ async fn apply(
         ));
     }
     publish(uid, result.status, shared).await;
-    // After the status: the record already names every object the pass
-    // created (as intents), so the hub need not wait for their UIDs.
-    if let Some(update) = &result.record
-        && let Err(error) = shared.reconciler.write_record(update).await
-    {
-        warn!(%uid, %error, "could not record the applied objects");
-        result.retry = true;
-    }
     if result.retry {
         debug!(%uid, generation = upsert.generation, "work not fully applied; retrying");
     }

@@ -27,27 +27,7 @@ async fn the_spoke_records_every_applied_object_with_its_uid() {
     let uid = applied.uid().expect("work uid");
 
     let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
-    // The agent reports Applied once the record names both objects (as
-    // intents, written before the objects); their UIDs follow right after.
-    let recorded = wait_until(
-        &records,
-        &uid,
-        "the record holds both objects' UIDs",
-        APPLY_TIMEOUT,
-        |record| {
-            record.data["status"]["appliedResources"]
-                .as_array()
-                .is_some_and(|all| {
-                    all.len() == 2
-                        && all
-                            .iter()
-                            .all(|r| r["uid"].as_str().is_some_and(|u| !u.is_empty()))
-                })
-        },
-    )
-    .await
-    .expect("the record holds the objects' UIDs");
-    let record = serde_json::to_value(&recorded).expect("a record is JSON");
+    let record = read_json(&records, &uid).await;
     assert_eq!(record["spec"]["workName"], "recorded");
     assert_eq!(record["spec"]["workNamespace"], "cluster-a");
     let resources = record["status"]["appliedResources"]
