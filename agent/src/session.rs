@@ -334,10 +334,16 @@ async fn connect_once(
             body: Some(agent_message::Body::Hello(hello)),
         })
         .await;
-    let mut inbound = client
-        .sync(ReceiverStream::new(outbound_rx))
-        .await?
-        .into_inner();
+    // The hub heartbeats; three missed intervals mean the connection is dead
+    // even if TCP has not noticed, so the agent dials again. The same bound
+    // holds for the hub's answer to the stream itself: a hub that took the
+    // stream and never answered must not hold the agent.
+    let mut silence_limit = config.heartbeat_interval * 3;
+    let mut inbound =
+        tokio::time::timeout(silence_limit, client.sync(ReceiverStream::new(outbound_rx)))
+            .await
+            .map_err(|_| SessionError::Silent(silence_limit))??
+            .into_inner();
 
     board.mark_all_unsent().await;
     // Aborted when this function returns or its future is dropped (agent
@@ -349,9 +355,6 @@ async fn connect_once(
         telemetry.clone(),
     )));
     let mut established = None;
-    // The hub heartbeats; three missed intervals mean the connection is dead
-    // even if TCP has not noticed, so the agent dials again.
-    let mut silence_limit = config.heartbeat_interval * 3;
     loop {
         let message = tokio::time::timeout(silence_limit, inbound.message())
             .await

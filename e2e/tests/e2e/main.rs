@@ -91,6 +91,7 @@ mod rollout_rollback;
 mod server_side_apply;
 mod session_age;
 mod signed_artifacts;
+mod silent_hub;
 mod simulated_agents;
 mod stable_revision;
 mod status_delivery;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -150,12 +150,20 @@ fn status_message(status: v1::WorkStatus) -> v1::AgentMessage {
     }
 }
 
-/// Marks the agent connected while it lives.
-struct Connected<'a>(&'a Counters);
+/// Counts the agent in one gauge (connected, or a step of the handshake)
+/// while it lives, so a session that ends anywhere leaves every gauge true.
+struct Gauge<'a>(&'a AtomicU64);
 
-impl Drop for Connected<'_> {
+impl<'a> Gauge<'a> {
+    fn enter(gauge: &'a AtomicU64) -> Self {
+        Counters::add(gauge, 1);
+        Self(gauge)
+    }
+}
+
+impl Drop for Gauge<'_> {
     fn drop(&mut self) {
-        self.0.connected.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -171,9 +179,11 @@ async fn session(
     else {
         return Ended::Stop;
     };
+    let dialing = Gauge::enter(&shared.counters.dialing);
     let Ok(channel) = endpoint.connect().await else {
         return Ended::Failed;
     };
+    drop(dialing);
     let mut client = agent_client(channel, Some(&cluster.token))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -196,14 +206,32 @@ async fn session(
     if tx.send(hello).await.is_err() {
         return Ended::Failed;
     }
-    let Ok(response) = client.sync(ReceiverStream::new(rx)).await else {
-        return Ended::Failed;
+    // Like the real agent, three heartbeat intervals without a word from the
+    // hub (its response, its Welcome, any message) end the session: a hub
+    // that accepted a stream and never answered must not hold the agent.
+    let mut silence_limit = shared.behaviour.heartbeat * 3;
+    let mut stop = shared.stop.clone();
+    let awaiting = Gauge::enter(&shared.counters.awaiting_response);
+    let response = tokio::select! {
+        response = tokio::time::timeout(silence_limit, client.sync(ReceiverStream::new(rx))) => response,
+        () = stopped(&mut stop) => return Ended::Stop,
     };
+    let response = match response {
+        Ok(Ok(response)) => response,
+        Ok(Err(_)) => return Ended::Failed,
+        Err(_) => {
+            Counters::add(&shared.counters.silent_hub, 1);
+            return Ended::Failed;
+        }
+    };
+    drop(awaiting);
+    let mut waiting_welcome = Some(Gauge::enter(&shared.counters.awaiting_welcome));
+    let silent = tokio::time::sleep(silence_limit);
+    tokio::pin!(silent);
     let mut inbound = response.into_inner();
     let mut heartbeat = tokio::time::interval(shared.behaviour.heartbeat);
     let flap = tokio::time::sleep(shared.behaviour.flap_every.unwrap_or(Duration::MAX / 4));
     tokio::pin!(flap);
-    let mut stop = shared.stop.clone();
     let mut churn = shared.churn.clone();
     let mut churning = *churn.borrow_and_update();
     let mut churn_open = true;
@@ -212,7 +240,7 @@ async fn session(
     let mut churn_next = 0usize;
     // Ticks start from the clock so a new session never repeats a report.
     let mut tick = now_seconds().saturating_mul(1000);
-    let mut connected: Option<Connected<'_>> = None;
+    let mut connected: Option<Gauge<'_>> = None;
     loop {
         tokio::select! {
             message = inbound.message() => {
@@ -220,16 +248,19 @@ async fn session(
                     Ok(Some(message)) => message,
                     Ok(None) | Err(_) => return Ended::Failed,
                 };
+                silent.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                 Counters::add(&shared.counters.bytes_received, message.encoded_len() as u64);
                 match message.body {
                     Some(hub_message::Body::Welcome(welcome)) => {
                         Counters::add(&shared.counters.welcomes, 1);
                         if connected.is_none() {
-                            Counters::add(&shared.counters.connected, 1);
-                            connected = Some(Connected(&shared.counters));
+                            drop(waiting_welcome.take());
+                            connected = Some(Gauge::enter(&shared.counters.connected));
                         }
                         let every = Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
                         heartbeat = tokio::time::interval(every);
+                        silence_limit = every * 3;
+                        silent.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                     }
                     Some(hub_message::Body::Upsert(upsert)) => {
                         Counters::add(&shared.counters.upserts, 1);
@@ -298,6 +329,10 @@ async fn session(
                 } else {
                     churning = *churn.borrow_and_update();
                 }
+            }
+            () = &mut silent => {
+                Counters::add(&shared.counters.silent_hub, 1);
+                return Ended::Failed;
             }
             () = &mut flap => return Ended::Flap,
             () = stopped(&mut stop) => return Ended::Stop,

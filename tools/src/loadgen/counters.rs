@@ -23,6 +23,16 @@ pub struct Counters {
     pub session_errors: AtomicU64,
     /// Agents holding a welcomed session right now.
     pub connected: AtomicU64,
+    /// Agents dialing (TCP, TLS, HTTP/2) right now.
+    pub dialing: AtomicU64,
+    /// Agents whose stream is open and sent Hello, waiting for the hub's
+    /// response headers right now.
+    pub awaiting_response: AtomicU64,
+    /// Agents with the hub's response, waiting for its Welcome right now.
+    pub awaiting_welcome: AtomicU64,
+    /// Sessions given up because the hub said nothing (no response headers
+    /// or no Welcome) within the agent's silence limit.
+    pub silent_hub: AtomicU64,
     /// Encoded bytes of the latest upsert of every work the agents hold:
     /// the full state a hub would send to agents that hold nothing.
     pub held_bytes: AtomicU64,
@@ -47,6 +57,14 @@ pub struct Snapshot {
     pub session_errors: u64,
     /// See [`Counters::connected`] (a gauge: not differenced by `since`).
     pub connected: u64,
+    /// See [`Counters::dialing`] (a gauge).
+    pub dialing: u64,
+    /// See [`Counters::awaiting_response`] (a gauge).
+    pub awaiting_response: u64,
+    /// See [`Counters::awaiting_welcome`] (a gauge).
+    pub awaiting_welcome: u64,
+    /// See [`Counters::silent_hub`].
+    pub silent_hub: u64,
     /// See [`Counters::held_bytes`] (a gauge: not differenced by `since`).
     pub held_bytes: u64,
 }
@@ -69,14 +87,19 @@ impl Counters {
             statuses_sent: get(&self.statuses_sent),
             session_errors: get(&self.session_errors),
             connected: get(&self.connected),
+            dialing: get(&self.dialing),
+            awaiting_response: get(&self.awaiting_response),
+            awaiting_welcome: get(&self.awaiting_welcome),
+            silent_hub: get(&self.silent_hub),
             held_bytes: get(&self.held_bytes),
         }
     }
 }
 
 impl Snapshot {
-    /// What was counted between `earlier` and this snapshot; `connected` is
-    /// kept as it is now.
+    /// What was counted between `earlier` and this snapshot; the gauges
+    /// (`connected`, the session steps, `held_bytes`) are kept as they are
+    /// now.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
         Snapshot {
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
@@ -87,6 +110,10 @@ impl Snapshot {
             statuses_sent: self.statuses_sent.saturating_sub(earlier.statuses_sent),
             session_errors: self.session_errors.saturating_sub(earlier.session_errors),
             connected: self.connected,
+            dialing: self.dialing,
+            awaiting_response: self.awaiting_response,
+            awaiting_welcome: self.awaiting_welcome,
+            silent_hub: self.silent_hub.saturating_sub(earlier.silent_hub),
             held_bytes: self.held_bytes,
         }
     }

@@ -32,10 +32,20 @@ pub enum LoadgenError {
         source: tonic::transport::Error,
     },
     /// Not every agent was connected in time.
-    #[error("{connected} of {wanted} agents connected within {waited:?}")]
+    #[error(
+        "{connected} of {wanted} agents connected within {waited:?} (at the deadline {dialing} dialing, {awaiting_response} waiting for the hub's response, {awaiting_welcome} for its Welcome; {silent_hub} sessions given up on a silent hub)"
+    )]
     NotConnected {
         /// Agents connected at the deadline.
         connected: u64,
+        /// Agents dialing at the deadline.
+        dialing: u64,
+        /// Agents waiting for the hub's response headers at the deadline.
+        awaiting_response: u64,
+        /// Agents waiting for a Welcome at the deadline.
+        awaiting_welcome: u64,
+        /// Sessions given up on a silent hub until the deadline.
+        silent_hub: u64,
         /// Agents started.
         wanted: usize,
         /// How long it waited.
@@ -158,13 +168,39 @@ impl SimFleet {
         }
     }
 
-    /// Waits until every agent holds a welcomed session.
+    /// Waits until every agent holds a welcomed session, printing every
+    /// 30 s on stderr where the others are (dialing, waiting for the hub's
+    /// response or Welcome), so a stalled storm shows where it stalls.
+    /// Fails with the same figures when `timeout` passes.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<Duration, LoadgenError> {
         let wanted = self.size;
-        self.wait_for(timeout, |s| s.connected as usize >= wanted)
-            .await
+        let start = Instant::now();
+        let last_print = std::sync::Mutex::new(start);
+        self.wait_for(timeout, |s| {
+            if let Ok(mut last) = last_print.lock()
+                && last.elapsed() >= Duration::from_secs(30)
+            {
+                *last = Instant::now();
+                eprintln!(
+                    "  after {:.0} s: {} of {wanted} connected, {} dialing, {} waiting for the hub's response, {} for its Welcome; {} session errors, {} sessions given up on a silent hub",
+                    start.elapsed().as_secs_f64(),
+                    s.connected,
+                    s.dialing,
+                    s.awaiting_response,
+                    s.awaiting_welcome,
+                    s.session_errors,
+                    s.silent_hub,
+                );
+            }
+            s.connected as usize >= wanted
+        })
+        .await
             .map_err(|last| LoadgenError::NotConnected {
                 connected: last.connected,
+                dialing: last.dialing,
+                awaiting_response: last.awaiting_response,
+                awaiting_welcome: last.awaiting_welcome,
+                silent_hub: last.silent_hub,
                 wanted,
                 waited: timeout,
             })
