@@ -12,6 +12,7 @@ use clap::Parser;
 
 use ferry_tools::loadgen::agent::Behaviour;
 use ferry_tools::loadgen::clusters::join_clusters;
+use ferry_tools::loadgen::open_files::{check_agents_fit, open_files_limit};
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
 
 #[derive(Parser, Debug)]
@@ -59,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         None => kube::Config::infer().await?,
     };
     let admin = kube::Client::try_from(config)?;
+    check_agents_fit(args.clusters, open_files_limit())?;
     let ca = match &args.ca_file {
         Some(path) => Some(
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,

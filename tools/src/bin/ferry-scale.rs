@@ -1,12 +1,14 @@
 //! `ferry-scale`: the hub at fleet scale. Starts a hub control plane and the
 //! real `ferry-hub` process, joins N simulated clusters, connects N
-//! simulated agents (in this process) and runs the scenarios P3 (idle
+//! simulated agents (in this process, or for P3 in as many processes as
+//! the open-file limit needs) and runs the scenarios P3 (idle
 //! clusters), P2 (one change in each of many clusters), P6 (hub restart)
 //! and P9 (status throughput); prints one table.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use clap::Parser;
 
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
@@ -14,12 +16,14 @@ use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
 use ferry_e2e::harness::local_pod::free_port;
 use ferry_tools::loadgen::agent::Behaviour;
 use ferry_tools::loadgen::clusters::join_clusters;
+use ferry_tools::loadgen::open_files::{RESERVED_FILES, check_agents_fit, open_files_limit};
 use ferry_tools::loadgen::report::{Row, table};
 use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
 use ferry_tools::loadgen::scenarios::{
     Bench, api_requests, hubs_usage, p2_fan_out, p3_idle, p6_restart, p9_status,
     requests_per_cluster, wait_backlog_drained,
 };
+use ferry_tools::loadgen::shares::{HubTarget, RemoteShare, ShareSpec, serve_share, share_sizes};
 
 /// A connect backlog is over after this long without a ManagedCluster write.
 const BACKLOG_QUIET: Duration = Duration::from_secs(5);
@@ -81,6 +85,11 @@ struct Args {
     /// and restarts them all.
     #[arg(long, default_value_t = 1)]
     hub_replicas: usize,
+    /// Internal: run the share of simulated agents described on stdin (a
+    /// child that ferry-scale starts itself when one process may not hold
+    /// every agent's connection).
+    #[arg(long, hide = true)]
+    serve_agents: bool,
 }
 
 fn ticks_per_second() -> f64 {
@@ -100,7 +109,38 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    if args.serve_agents {
+        return Ok(serve_share().await?);
+    }
     let n = args.clusters;
+    // Every agent is a connection, and one process may hold only as many as
+    // its open-file limit allows: past it agents would redial forever and
+    // look like a stalled hub. So the agents run in shares, the first here,
+    // the others in child processes (which count only for P3: the other
+    // scenarios read arrivals and steer churn in this process).
+    let limit = open_files_limit();
+    let shares = share_sizes(
+        n,
+        limit.map_or(n, |l| {
+            usize::try_from(l.saturating_sub(RESERVED_FILES)).unwrap_or(n)
+        }),
+    );
+    if shares.len() > 1 && args.scenarios.iter().any(|s| s != "p3") {
+        anyhow::bail!(
+            "{n} agents need {} processes under this open-file limit ({limit:?}), and only P3 runs with agents in other processes: run `--scenarios p3`, or at most {} clusters",
+            shares.len(),
+            shares[0]
+        );
+    }
+    // Each hub replica (a child, with the same limit) holds one connection
+    // per agent it serves.
+    check_agents_fit(n.div_ceil(args.hub_replicas.max(1)), limit).map_err(|e| {
+        anyhow::anyhow!(
+            "each of the {} hub replica(s) would hold {} agent connections: {e}",
+            args.hub_replicas.max(1),
+            n.div_ceil(args.hub_replicas.max(1))
+        )
+    })?;
     let timeout = Duration::from_secs(args.timeout_seconds);
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
     let ticks = ticks_per_second();
@@ -173,7 +213,37 @@ async fn main() -> anyhow::Result<()> {
         .map(|hub| hub_endpoint(&hub.url(), Some(&hub.ca_pem)))
         .collect::<Result<Vec<_>, _>>()?;
     let connect_start = Instant::now();
-    let fleet = SimFleet::spread(clusters, endpoints, behaviour);
+    let mut clusters = clusters;
+    let mut rest = clusters.split_off(shares[0].min(clusters.len()));
+    let mut fleet = SimFleet::spread(clusters, endpoints, behaviour.clone());
+    let hub_targets: Vec<HubTarget> = hubs
+        .iter()
+        .map(|hub| HubTarget {
+            url: hub.url(),
+            ca_pem: Some(hub.ca_pem.clone()),
+        })
+        .collect();
+    let exe = std::env::current_exe().context("finding ferry-scale's own binary")?;
+    let mut first = shares[0];
+    for size in &shares[1..] {
+        let tail = rest.split_off((*size).min(rest.len()));
+        let spec = ShareSpec {
+            hubs: hub_targets.clone(),
+            first,
+            clusters: std::mem::replace(&mut rest, tail),
+            heartbeat_ms: u64::try_from(behaviour.heartbeat.as_millis()).unwrap_or(u64::MAX),
+            status_delay_ms: args.status_delay_ms,
+            flap_seconds: args.flap_seconds,
+        };
+        first += size;
+        fleet.add_remote(RemoteShare::start(&exe, &["--serve-agents"], &spec).await?);
+    }
+    if shares.len() > 1 {
+        eprintln!(
+            "agents in {} processes (open-file limit {limit:?}): {shares:?}",
+            shares.len()
+        );
+    }
     let connect = fleet.wait_connected(timeout).await?;
     let connected_requests = api_requests(&admin).await;
     eprintln!(

@@ -83,7 +83,7 @@ pub struct Shared {
 }
 
 /// One simulated cluster: its name and its agent's bearer token.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SimCluster {
     /// Cluster name (its namespace on the hub).
     pub name: String,

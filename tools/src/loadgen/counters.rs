@@ -38,8 +38,9 @@ pub struct Counters {
     pub held_bytes: AtomicU64,
 }
 
-/// A copy of [`Counters`] at one moment.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// A copy of [`Counters`] at one moment (also what a child process running
+/// a share of the fleet reports, as JSON).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// See [`Counters::bytes_received`].
     pub bytes_received: u64,
@@ -97,6 +98,25 @@ impl Counters {
 }
 
 impl Snapshot {
+    /// Both snapshots together: two shares of one fleet, counted as one.
+    pub fn plus(&self, other: &Snapshot) -> Snapshot {
+        Snapshot {
+            bytes_received: self.bytes_received + other.bytes_received,
+            upsert_bytes: self.upsert_bytes + other.upsert_bytes,
+            upserts: self.upserts + other.upserts,
+            deletes: self.deletes + other.deletes,
+            welcomes: self.welcomes + other.welcomes,
+            statuses_sent: self.statuses_sent + other.statuses_sent,
+            session_errors: self.session_errors + other.session_errors,
+            connected: self.connected + other.connected,
+            dialing: self.dialing + other.dialing,
+            awaiting_response: self.awaiting_response + other.awaiting_response,
+            awaiting_welcome: self.awaiting_welcome + other.awaiting_welcome,
+            silent_hub: self.silent_hub + other.silent_hub,
+            held_bytes: self.held_bytes + other.held_bytes,
+        }
+    }
+
     /// What was counted between `earlier` and this snapshot; the gauges
     /// (`connected`, the session steps, `held_bytes`) are kept as they are
     /// now.
@@ -137,5 +157,26 @@ mod tests {
         assert_eq!(delta.upserts, 2);
         assert_eq!(delta.connected, 2);
         assert_eq!(delta.welcomes, 0);
+    }
+
+    #[test]
+    fn plus_adds_every_counter_and_gauge() {
+        let one = Snapshot {
+            connected: 2,
+            silent_hub: 1,
+            welcomes: 3,
+            ..Default::default()
+        };
+        let two = Snapshot {
+            connected: 5,
+            awaiting_welcome: 4,
+            welcomes: 1,
+            ..Default::default()
+        };
+        let both = one.plus(&two);
+        assert_eq!(both.connected, 7);
+        assert_eq!(both.silent_hub, 1);
+        assert_eq!(both.awaiting_welcome, 4);
+        assert_eq!(both.welcomes, 4);
     }
 }

@@ -9,6 +9,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::loadgen::agent::{Arrivals, Behaviour, Shared, SimCluster, run_agent};
 use crate::loadgen::counters::{Counters, Snapshot};
+use crate::loadgen::shares::RemoteShare;
 
 /// The simulated fleet could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -51,15 +52,27 @@ pub enum LoadgenError {
         /// How long it waited.
         waited: Duration,
     },
+    /// A child process running a share of the agents failed.
+    #[error("the share of agents from index {first}: {detail}")]
+    Share {
+        /// The fleet-wide index of the share's first agent.
+        first: usize,
+        /// What failed.
+        detail: String,
+    },
 }
 
-/// Simulated agents running in this process.
+/// Simulated agents running in this process, and any shares of the same
+/// fleet run by child processes (see [`crate::loadgen::shares`]).
 pub struct SimFleet {
     shared: Arc<Shared>,
     churn: watch::Sender<bool>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    /// The fleet-wide index of this process's first agent.
+    first: usize,
     size: usize,
+    remote: Vec<RemoteShare>,
 }
 
 /// The endpoint every simulated agent dials: `hub_url` trusting `ca_pem`
@@ -98,6 +111,18 @@ impl SimFleet {
         endpoints: Vec<Endpoint>,
         behaviour: Behaviour,
     ) -> Self {
+        Self::spread_from(0, clusters, endpoints, behaviour)
+    }
+
+    /// Like [`SimFleet::spread`] for a share of a larger fleet whose first
+    /// agent has fleet-wide index `first`: agent `first + i` dials replica
+    /// `(first + i) % len`, as it would in one process.
+    pub fn spread_from(
+        first: usize,
+        clusters: Vec<SimCluster>,
+        endpoints: Vec<Endpoint>,
+        behaviour: Behaviour,
+    ) -> Self {
         let (churn, churn_rx) = watch::channel(false);
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -113,7 +138,9 @@ impl SimFleet {
             churn,
             stop,
             tasks: JoinSet::new(),
+            first,
             size: 0,
+            remote: Vec::new(),
         };
         fleet.add(clusters);
         fleet
@@ -122,20 +149,39 @@ impl SimFleet {
     /// Starts agents for more clusters.
     pub fn add(&mut self, clusters: Vec<SimCluster>) {
         for cluster in clusters {
-            self.tasks
-                .spawn(run_agent(cluster, self.size, self.shared.clone()));
+            self.tasks.spawn(run_agent(
+                cluster,
+                self.first + self.size,
+                self.shared.clone(),
+            ));
             self.size += 1;
         }
     }
 
-    /// How many agents were started.
-    pub fn size(&self) -> usize {
-        self.size
+    /// Counts a share run by a child process as part of this fleet.
+    pub fn add_remote(&mut self, share: RemoteShare) {
+        self.remote.push(share);
     }
 
-    /// The counters now.
+    /// Whether every agent runs in this process (churn and arrivals, which
+    /// P2, P6 and P9 need, are only known for those).
+    pub fn all_local(&self) -> bool {
+        self.remote.is_empty()
+    }
+
+    /// How many agents were started, here and in child processes.
+    pub fn size(&self) -> usize {
+        self.size + self.remote.iter().map(RemoteShare::size).sum::<usize>()
+    }
+
+    /// The counters now, of this process's agents and the children's as
+    /// they last reported (every 250 ms).
     pub fn snapshot(&self) -> Snapshot {
-        self.shared.counters.snapshot()
+        self.remote
+            .iter()
+            .fold(self.shared.counters.snapshot(), |all, share| {
+                all.plus(&share.snapshot())
+            })
     }
 
     /// When works reached their agents.
@@ -173,7 +219,7 @@ impl SimFleet {
     /// response or Welcome), so a stalled storm shows where it stalls.
     /// Fails with the same figures when `timeout` passes.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<Duration, LoadgenError> {
-        let wanted = self.size;
+        let wanted = self.size();
         let start = Instant::now();
         let last_print = std::sync::Mutex::new(start);
         self.wait_for(timeout, |s| {
@@ -209,6 +255,9 @@ impl SimFleet {
     /// Stops every agent and waits for them.
     pub async fn stop(mut self) {
         self.stop.send_replace(true);
+        for share in std::mem::take(&mut self.remote) {
+            share.stop().await;
+        }
         while self.tasks.join_next().await.is_some() {}
     }
 }
