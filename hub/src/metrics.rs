@@ -33,6 +33,9 @@ pub enum RefusalReason {
     /// The TokenReview (or ManagedCluster read) failed: the hub's API
     /// server did not answer.
     ReviewFailed,
+    /// Every connect-review slot stayed taken (a connect storm): the agent
+    /// backs off and redials.
+    ReviewBusy,
     /// The agent speaks a protocol version this hub does not serve.
     ProtocolVersion,
     /// No Hello in time, or a first message that is not a usable Hello.
@@ -51,6 +54,7 @@ impl RefusalReason {
             Self::NotAccepted => "not_accepted",
             Self::OverBudget => "over_budget",
             Self::ReviewFailed => "review_failed",
+            Self::ReviewBusy => "review_busy",
             Self::ProtocolVersion => "protocol_version",
             Self::BadHello => "bad_hello",
         }

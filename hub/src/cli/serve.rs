@@ -122,6 +122,12 @@ pub struct ServeArgs {
     /// (a cluster no longer accepted) are not held back.
     #[arg(long, env = "FERRY_LIVE_TOKEN_REVIEWS_PER_SECOND", default_value_t = AuthOptions::default().live_reviews_per_second)]
     pub live_token_reviews_per_second: NonZeroU32,
+    /// TokenReviews of agents' new tokens (connects) this replica has in
+    /// flight at once. In a connect storm, a connect that finds no slot
+    /// free within a second is refused as busy (the agent backs off and
+    /// redials) rather than queueing its review until it times out.
+    #[arg(long, env = "FERRY_CONNECT_TOKEN_REVIEWS_IN_FLIGHT", default_value_t = AuthOptions::default().connect_reviews_in_flight)]
+    pub connect_token_reviews_in_flight: NonZeroU32,
     /// Longest an agent session lives before the hub ends it and the agent
     /// reconnects (each ends at a random point in the last tenth).
     #[arg(long, env = "FERRY_MAX_SESSION_SECONDS", default_value_t = SessionConfig::default().max_session_age.as_secs())]
@@ -272,6 +278,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         token_review_seconds,
         peer_token_reviews_per_minute,
         live_token_reviews_per_second,
+        connect_token_reviews_in_flight,
         max_session_seconds,
         max_streams_per_connection,
         tls_handshake_timeout_seconds,
@@ -403,6 +410,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             review_interval: seconds(token_review_seconds),
             peer_reviews_per_minute: peer_token_reviews_per_minute,
             live_reviews_per_second: live_token_reviews_per_second,
+            connect_reviews_in_flight: connect_token_reviews_in_flight,
         },
         transport: TransportLimits {
             max_concurrent_streams: max_streams_per_connection.max(1),

@@ -176,7 +176,9 @@ fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
         | AuthError::BadClusterName(_)
         | AuthError::Invalid(_)
         | AuthError::WrongAudience
-        | AuthError::RateLimited => debug!(?peer, %refusal, "agent refused"),
+        | AuthError::RateLimited
+        // Thousands a second in a connect storm: the refusal counter says it.
+        | AuthError::Busy => debug!(?peer, %refusal, "agent refused"),
         AuthError::NotAgent { .. }
         | AuthError::WrongCluster { .. }
         | AuthError::NotJoined(_)

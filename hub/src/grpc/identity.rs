@@ -33,6 +33,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use crate::grpc::peer_budget::PeerBudget;
+use crate::grpc::review_admission::ReviewAdmission;
 use crate::grpc::review_pace::ReviewPace;
 use crate::metrics::RefusalReason;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
@@ -102,6 +103,10 @@ pub enum AuthError {
     /// The TokenReview itself failed; the agent should try again.
     #[error("cannot review the token: {0}")]
     Review(String),
+    /// Every connect-review slot stayed taken for the whole wait (a connect
+    /// storm); the agent should back off and try again.
+    #[error("the hub is reviewing as many new agent tokens as it may at once; try again later")]
+    Busy,
 }
 
 impl AuthError {
@@ -118,7 +123,7 @@ impl AuthError {
             | AuthError::NotAccepted(_) => Status::permission_denied(self.to_string()),
             AuthError::NotJoined(_) => Status::failed_precondition(self.to_string()),
             AuthError::RateLimited => Status::resource_exhausted(self.to_string()),
-            AuthError::Review(_) => Status::unavailable(self.to_string()),
+            AuthError::Review(_) | AuthError::Busy => Status::unavailable(self.to_string()),
         }
     }
 
@@ -146,6 +151,7 @@ impl From<&AuthError> for RefusalReason {
             AuthError::NotAccepted(_) => Self::NotAccepted,
             AuthError::RateLimited => Self::OverBudget,
             AuthError::Review(_) => Self::ReviewFailed,
+            AuthError::Busy => Self::ReviewBusy,
         }
     }
 }
@@ -238,7 +244,15 @@ pub struct AuthOptions {
     /// Live sessions' tokens reviewed again per second at most (the
     /// periodic reviews of every session together).
     pub live_reviews_per_second: NonZeroU32,
+    /// Reviews of new tokens (connects) in flight at once; a connect that
+    /// finds none free within [`CONNECT_REVIEW_WAIT`] is refused as busy.
+    pub connect_reviews_in_flight: NonZeroU32,
 }
+
+/// How long a connect waits for a review slot before it is refused as
+/// busy: long enough to ride out a burst, short next to the agent's own
+/// wait for the hub's answer (three heartbeats).
+pub const CONNECT_REVIEW_WAIT: Duration = Duration::from_secs(1);
 
 impl Default for AuthOptions {
     fn default() -> Self {
@@ -249,6 +263,9 @@ impl Default for AuthOptions {
             // 3,000 sessions at the 30 s interval; beyond, the interval
             // stretches (10,000 sessions: about 100 s).
             live_reviews_per_second: NonZeroU32::new(100).unwrap_or(NonZeroU32::MIN),
+            // Half the hub's default API client concurrency (64), so
+            // liveness writes and controllers keep the other half.
+            connect_reviews_in_flight: NonZeroU32::new(32).unwrap_or(NonZeroU32::MIN),
         }
     }
 }
@@ -267,6 +284,8 @@ pub struct AgentAuthenticator {
     budget: PeerBudget,
     /// When live sessions' periodic reviews may start.
     pace: ReviewPace,
+    /// Connect reviews in flight at once.
+    admission: ReviewAdmission,
     /// Seconds each TokenReview takes.
     review_seconds: Histogram,
 }
@@ -288,6 +307,10 @@ impl AgentAuthenticator {
                 .build(),
             budget: PeerBudget::per_minute(options.peer_reviews_per_minute),
             pace: ReviewPace::per_second(options.live_reviews_per_second),
+            admission: ReviewAdmission::new(
+                usize::try_from(options.connect_reviews_in_flight.get()).unwrap_or(usize::MAX),
+                CONNECT_REVIEW_WAIT,
+            ),
             options,
             review_seconds: crate::metrics::latency_histogram(),
         }
@@ -348,6 +371,10 @@ impl AgentAuthenticator {
                 if let Some(refusal) = self.refused.get(&key).await {
                     return Err(refusal);
                 }
+                // Held for the review only: live re-reviews are paced apart.
+                let Some(_slot) = self.admission.admit().await else {
+                    return Err(AuthError::Busy);
+                };
                 self.review_and_remember(token, key).await?
             }
         };

@@ -18,6 +18,8 @@ pub mod peer_budget;
 /// Which agent protocol versions this hub serves.
 pub mod protocol;
 /// The replica-wide pace of live sessions' periodic token reviews.
+/// Connect reviews in flight at once, so a connect storm's reviews are answered in time.
+pub mod review_admission;
 pub mod review_pace;
 /// One agent's stream: works out, status in, until the session ends.
 pub mod session;
