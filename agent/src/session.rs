@@ -24,8 +24,11 @@ use crate::status_board::StatusBoard;
 use crate::work_workers::WorkManager;
 
 const OUTBOUND_QUEUE: usize = 32;
-const MIN_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The shortest wait before the agent redials the hub (doubling, with
+/// jitter, after each failed session, up to [`MAX_BACKOFF`]).
+pub const MIN_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait before the agent redials the hub.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How to reach the hub.
 #[derive(Clone, Debug)]

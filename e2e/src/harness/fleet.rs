@@ -170,6 +170,8 @@ pub struct FleetOptions {
     /// simulated agent dials from 127.0.0.1, so tests simulating hundreds
     /// raise it.
     pub peer_token_reviews_per_minute: std::num::NonZeroU32,
+    /// Connect TokenReviews the hub has in flight at once.
+    pub connect_token_reviews_in_flight: std::num::NonZeroU32,
     /// Agents refuse works that name no executor (`--require-executor`).
     pub require_executor: bool,
     /// Agents run restricted (`--restricted`): CRDs and ferry's own kinds are refused.
@@ -224,6 +226,8 @@ impl FleetOptions {
                 .review_interval,
             peer_token_reviews_per_minute: ferry_hub::grpc::identity::AuthOptions::default()
                 .peer_reviews_per_minute,
+            connect_token_reviews_in_flight: ferry_hub::grpc::identity::AuthOptions::default()
+                .connect_reviews_in_flight,
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
@@ -689,6 +693,7 @@ impl Fleet {
             auth: ferry_hub::grpc::identity::AuthOptions {
                 review_interval: options.token_review_interval,
                 peer_reviews_per_minute: options.peer_token_reviews_per_minute,
+                connect_reviews_in_flight: options.connect_token_reviews_in_flight,
                 ..Default::default()
             },
             transport: options.transport.clone(),

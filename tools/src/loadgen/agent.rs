@@ -104,9 +104,11 @@ enum Ended {
 /// Runs the agent of `cluster` until `shared.stop` turns true.
 pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>) {
     let mut works: HashMap<String, HeldWork> = HashMap::new();
+    // The real agent's backoff: in a connect storm the refused agents'
+    // redials are most of the load, so a shorter one would overstate it.
     let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(Duration::from_secs(5))
+        .with_min_delay(ferry_agent::session::MIN_BACKOFF)
+        .with_max_delay(ferry_agent::session::MAX_BACKOFF)
         .with_jitter()
         .without_max_times();
     let mut delays = backoff.build();
@@ -120,7 +122,7 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
             Ended::Flap => delays = backoff.build(),
             Ended::Failed => {
                 Counters::add(&shared.counters.session_errors, 1);
-                let delay = delays.next().unwrap_or(Duration::from_secs(5));
+                let delay = delays.next().unwrap_or(ferry_agent::session::MAX_BACKOFF);
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = stopped(&mut stop) => return,
