@@ -37,6 +37,14 @@ pub const MIN_AGENT_PROTOCOL_VERSION: u32 = if PROTOCOL_VERSION > 1 {
 /// given it must agree with the token and with the Hello.
 pub const CLUSTER_METADATA: &str = "x-ferry-cluster";
 
+/// Metadata on a refusal in which the hub says how many milliseconds the
+/// agent should wait before it dials again (gRPC's server pushback name,
+/// gRFC A6): in a connect storm it spreads the refused agents over the time
+/// the hub needs to serve them, instead of their redials (each a TLS
+/// handshake) competing with the work that admits them. A hint: the agent
+/// bounds it, and a hub may refuse again.
+pub const RETRY_PUSHBACK_METADATA: &str = "grpc-retry-pushback-ms";
+
 /// Largest gRPC message either side accepts or sends. The hub API server
 /// refuses request bodies over 3 MiB, so every work it stores fits with room
 /// for protobuf framing.

@@ -178,7 +178,7 @@ fn log_refusal(peer: Option<IpAddr>, refusal: &AuthError) {
         | AuthError::WrongAudience
         | AuthError::RateLimited
         // Thousands a second in a connect storm: the refusal counter says it.
-        | AuthError::Busy => debug!(?peer, %refusal, "agent refused"),
+        | AuthError::Busy { .. } => debug!(?peer, %refusal, "agent refused"),
         AuthError::NotAgent { .. }
         | AuthError::WrongCluster { .. }
         | AuthError::NotJoined(_)

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ferry_proto::CLUSTER_METADATA;
+use ferry_proto::{CLUSTER_METADATA, RETRY_PUSHBACK_METADATA};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -30,7 +30,7 @@ use moka::future::Cache;
 use prometheus_client::metrics::histogram::Histogram;
 use sha2::{Digest, Sha256};
 use tonic::Status;
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{MetadataMap, MetadataValue};
 
 use crate::grpc::peer_budget::PeerBudget;
 use crate::grpc::review_admission::ReviewAdmission;
@@ -104,9 +104,14 @@ pub enum AuthError {
     #[error("cannot review the token: {0}")]
     Review(String),
     /// Every connect-review slot stayed taken for the whole wait (a connect
-    /// storm); the agent should back off and try again.
-    #[error("the hub is reviewing as many new agent tokens as it may at once; try again later")]
-    Busy,
+    /// storm); the agent should wait `pushback` and try again.
+    #[error(
+        "the hub is reviewing as many new agent tokens as it may at once; try again in {pushback:?}"
+    )]
+    Busy {
+        /// When the replica expects a review slot for this connect.
+        pushback: Duration,
+    },
 }
 
 impl AuthError {
@@ -123,7 +128,15 @@ impl AuthError {
             | AuthError::NotAccepted(_) => Status::permission_denied(self.to_string()),
             AuthError::NotJoined(_) => Status::failed_precondition(self.to_string()),
             AuthError::RateLimited => Status::resource_exhausted(self.to_string()),
-            AuthError::Review(_) | AuthError::Busy => Status::unavailable(self.to_string()),
+            AuthError::Review(_) => Status::unavailable(self.to_string()),
+            AuthError::Busy { pushback } => {
+                let mut status = Status::unavailable(self.to_string());
+                let millis = u64::try_from(pushback.as_millis()).unwrap_or(u64::MAX);
+                status
+                    .metadata_mut()
+                    .insert(RETRY_PUSHBACK_METADATA, MetadataValue::from(millis));
+                status
+            }
         }
     }
 
@@ -151,7 +164,7 @@ impl From<&AuthError> for RefusalReason {
             AuthError::NotAccepted(_) => Self::NotAccepted,
             AuthError::RateLimited => Self::OverBudget,
             AuthError::Review(_) => Self::ReviewFailed,
-            AuthError::Busy => Self::ReviewBusy,
+            AuthError::Busy { .. } => Self::ReviewBusy,
         }
     }
 }
@@ -270,6 +283,10 @@ impl Default for AuthOptions {
     }
 }
 
+/// How many times further apart live sessions' re-reviews are while the
+/// replica turns connects away (a tenth of the pace).
+pub const STORM_LIVE_REVIEW_STRETCH: u32 = 10;
+
 /// Checks agent tokens with TokenReview.
 pub struct AgentAuthenticator {
     reviews: Api<TokenReview>,
@@ -346,9 +363,21 @@ impl AgentAuthenticator {
     /// When a live session whose periodic review is due at `now` may be
     /// reviewed: the next free slot of the replica's pace (see
     /// [`ReviewPace`]), so a connect storm's sessions coming due together
-    /// are spread out.
+    /// are spread out; while the replica turns connects away as busy, the
+    /// slots are [`STORM_LIVE_REVIEW_STRETCH`] times further apart.
     pub fn live_review_slot(&self, now: tokio::time::Instant) -> tokio::time::Instant {
-        self.pace.reserve(now)
+        // In a connect storm the API server's TokenReviews are the
+        // bottleneck, and live sessions' re-reviews (up to the full pace,
+        // 100/s per replica) took most of them: at 30,000 clusters, 35
+        // connects/s got through beside 300 live reviews/s. Their tokens
+        // were reviewed already; they wait longer while agents are turned
+        // away.
+        let stretch = if self.admission.turning_away(now) {
+            STORM_LIVE_REVIEW_STRETCH
+        } else {
+            1
+        };
+        self.pace.reserve_stretched(now, stretch)
     }
 
     /// The cluster whose agent sent the request with `metadata` from `peer`:
@@ -372,9 +401,11 @@ impl AgentAuthenticator {
                     return Err(refusal);
                 }
                 // Held for the review only: live re-reviews are paced apart.
-                let Some(_slot) = self.admission.admit().await else {
-                    return Err(AuthError::Busy);
-                };
+                let _slot = self
+                    .admission
+                    .admit()
+                    .await
+                    .map_err(|pushback| AuthError::Busy { pushback })?;
                 self.review_and_remember(token, key).await?
             }
         };

@@ -43,12 +43,20 @@ impl ReviewPace {
     /// poisoned lock (a panic while holding it, which the code inside
     /// cannot do) is taken over as it is.
     pub fn reserve(&self, now: Instant) -> Instant {
+        self.reserve_stretched(now, 1)
+    }
+
+    /// As [`ReviewPace::reserve`], with the next slot `stretch` times the
+    /// usual interval after this one: while the replica turns new agents
+    /// away (a connect storm), live sessions, whose tokens were reviewed
+    /// already, leave most of the API server's reviews to the connects.
+    pub fn reserve_stretched(&self, now: Instant, stretch: u32) -> Instant {
         let mut next_free = self
             .next_free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let slot = next_free.map_or(now, |free| free.max(now));
-        *next_free = Some(slot + self.every);
+        *next_free = Some(slot + self.every * stretch.max(1));
         slot
     }
 }
@@ -100,5 +108,23 @@ mod tests {
         pace.reserve(now);
         let later = now + Duration::from_secs(60);
         assert_eq!(pace.reserve(later), later);
+    }
+
+    #[test]
+    fn stretched_slots_are_that_many_intervals_apart() {
+        let pace = pace(100);
+        let now = Instant::now();
+        let first = pace.reserve_stretched(now, 10);
+        let second = pace.reserve_stretched(now, 10);
+        let third = pace.reserve(now);
+        let fourth = pace.reserve(now);
+        assert_eq!(first, now);
+        assert_eq!(second - first, Duration::from_millis(100));
+        assert_eq!(third - second, Duration::from_millis(100));
+        assert_eq!(
+            fourth - third,
+            Duration::from_millis(10),
+            "the usual pace after"
+        );
     }
 }
