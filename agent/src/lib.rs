@@ -20,6 +20,7 @@ pub mod ownership;
 pub mod probes;
 pub mod readiness;
 pub mod reconcile;
+pub mod redial;
 pub mod release;
 pub mod rule_conditions;
 pub mod session;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::BackoffBuilder;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use ferry_proto::{CLUSTER_METADATA, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
@@ -20,15 +20,11 @@ use tracing::{Instrument as _, info, warn};
 use crate::Telemetry;
 use crate::metrics::ReasonLabel;
 use crate::orphan_records::OrphanSweep;
+use crate::redial;
 use crate::status_board::StatusBoard;
 use crate::work_workers::WorkManager;
 
 const OUTBOUND_QUEUE: usize = 32;
-/// The shortest wait before the agent redials the hub (doubling, with
-/// jitter, after each failed session, up to [`MAX_BACKOFF`]).
-pub const MIN_BACKOFF: Duration = Duration::from_millis(200);
-/// The longest wait before the agent redials the hub.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How to reach the hub.
 #[derive(Clone, Debug)]
@@ -227,11 +223,7 @@ pub async fn run_session(
     board: Arc<StatusBoard>,
     telemetry: &Telemetry,
 ) {
-    let reconnect = ExponentialBuilder::default()
-        .with_min_delay(MIN_BACKOFF)
-        .with_max_delay(MAX_BACKOFF)
-        .with_jitter()
-        .without_max_times();
+    let reconnect = redial::backoff();
     let mut delays = reconnect.build();
     let orphans = OrphanSweep::new(works.clone(), works.resync());
     loop {
@@ -239,7 +231,6 @@ pub async fn run_session(
         orphans.session_started();
         let ended = connect_once(&config, &works, &orphans, &board, telemetry, &mut welcomed).await;
         let error = ended.err().unwrap_or(SessionError::Closed);
-        warn!(hub = %config.hub_url, %error, "hub session ended");
         let label = ReasonLabel {
             reason: error.reason(),
         };
@@ -259,7 +250,14 @@ pub async fn run_session(
         if welcomed {
             delays = reconnect.build();
         }
-        tokio::time::sleep(delays.next().unwrap_or(MAX_BACKOFF)).await;
+        let status = match &error {
+            SessionError::Stream(status) => Some(status),
+            _ => None,
+        };
+        // A busy hub says when to come back; the backoff is the floor.
+        let delay = redial::next_delay(delays.next().unwrap_or(redial::MAX_BACKOFF), status);
+        warn!(hub = %config.hub_url, %error, ?delay, "hub session ended; dialling again after the delay");
+        tokio::time::sleep(delay).await;
     }
 }
 
