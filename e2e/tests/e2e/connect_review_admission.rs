@@ -2,8 +2,9 @@
 //! connect that finds every slot taken for a second is refused as busy, with
 //! its own reason, instead of queueing its TokenReview behind the others
 //! until it times out; the refused agent backs off, redials, and is served
-//! once reviews are answered again. Here one slot, and the hub's API server
-//! paused (SIGSTOP), so the review holding the slot cannot end early.
+//! once reviews are answered again; the refusal tells it when to come back
+//! (the replica's pushback). Here one slot, and the hub's API server paused
+//! (SIGSTOP), so the review holding the slot cannot end early.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -47,19 +48,18 @@ async fn a_connect_finding_no_review_slot_is_refused_as_busy_and_served_after_it
     let agents = SimFleet::start(
         clusters,
         endpoint,
-        Behaviour {
-            heartbeat: Duration::from_secs(5),
-            status_delay: Duration::ZERO,
-            flap_every: None,
-        },
+        Behaviour::steady(Duration::from_secs(5)),
     );
     let busy = wait_metric_above(fleet.hub_probes_addr, BUSY, busy_before, TIMEOUT).await;
+    // The agent reads the refusal after the hub counted it.
+    let pushed_back = agents.wait_for(TIMEOUT, |s| s.pushed_back > 0).await;
     signal(api_server, "CONT");
     let busy = busy.expect("a connect was refused as busy while the slot was held");
     println!(
         "{} connects refused as busy while the API server was paused",
         busy - busy_before
     );
+    pushed_back.expect("a busy refusal told the agent when to come back (the pushback)");
     let connected = agents.wait_connected(TIMEOUT).await;
     println!("every agent served {connected:?} after the API server resumed");
     connected.expect("the refused agents redialled and were served");

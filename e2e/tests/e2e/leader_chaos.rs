@@ -143,11 +143,7 @@ async fn a_killed_leader_mid_rollout_and_churn_is_replaced_within_a_lease_and_th
     // Simulated agents dial the fleet's replica, which serves them while the
     // process runs the controllers.
     let endpoint = hub_endpoint(&fleet.hub_url, Some(&fleet.hub_ca_pem)).expect("endpoint");
-    let behaviour = Behaviour {
-        heartbeat: Duration::from_secs(1),
-        status_delay: Duration::ZERO,
-        flap_every: None,
-    };
+    let behaviour = Behaviour::steady(Duration::from_secs(1));
     let first = join_clusters(&hub, 0, FIRST, 8, 3600).await.expect("join");
     let mut agents = SimFleet::start(first, endpoint, behaviour);
     agents

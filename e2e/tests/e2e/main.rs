@@ -21,6 +21,7 @@ mod charts;
 mod cluster_profiles;
 mod cluster_sets;
 mod condition_rules;
+mod connect_pushback;
 mod connect_review_admission;
 mod crash_window;
 mod create_only_read_only;

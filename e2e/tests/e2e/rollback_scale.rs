@@ -173,11 +173,7 @@ async fn rollback_all(kill_leader: bool) {
     let agents = SimFleet::start(
         joined_clusters,
         endpoint,
-        Behaviour {
-            heartbeat: Duration::from_secs(30),
-            status_delay: Duration::ZERO,
-            flap_every: None,
-        },
+        Behaviour::steady(Duration::from_secs(30)),
     );
     agents.wait_connected(TIMEOUT).await.expect("connected");
     eprintln!(

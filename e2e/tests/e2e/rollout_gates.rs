@@ -53,11 +53,7 @@ async fn sim_agents(fleet: &Fleet, from: usize, to: usize) -> SimFleet {
     let agents = SimFleet::start(
         clusters,
         endpoint,
-        Behaviour {
-            heartbeat: Duration::from_secs(5),
-            status_delay: Duration::ZERO,
-            flap_every: None,
-        },
+        Behaviour::steady(Duration::from_secs(5)),
     );
     agents.wait_connected(TIMEOUT).await.expect("connected");
     agents

@@ -29,11 +29,7 @@ async fn simulated_agents_receive_their_works_report_applied_and_get_nothing_res
     let agents = SimFleet::start(
         clusters,
         endpoint,
-        Behaviour {
-            heartbeat: Duration::from_secs(5),
-            status_delay: Duration::ZERO,
-            flap_every: None,
-        },
+        Behaviour::steady(Duration::from_secs(5)),
     );
     agents.wait_connected(TIMEOUT).await.expect("connected");
 

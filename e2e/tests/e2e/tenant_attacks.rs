@@ -248,11 +248,7 @@ async fn a_hostile_health_gate_neither_starves_the_hub_nor_other_teams() {
     let agents = SimFleet::start(
         clusters,
         hub_endpoint(&hub.url(), Some(&hub.ca_pem)).expect("endpoint"),
-        Behaviour {
-            heartbeat: Duration::from_secs(1),
-            status_delay: Duration::ZERO,
-            flap_every: None,
-        },
+        Behaviour::steady(Duration::from_secs(1)),
     );
     agents
         .wait_connected(EVENTUALLY)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::BackoffBuilder;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use prost::Message;
@@ -32,6 +32,18 @@ pub struct Behaviour {
     pub status_delay: Duration,
     /// Drop the stream and redial after this long (a flapping agent).
     pub flap_every: Option<Duration>,
+}
+
+impl Behaviour {
+    /// Agents that heartbeat every `heartbeat`, report at once and never
+    /// flap: the well-behaved fleet most tests want.
+    pub fn steady(heartbeat: Duration) -> Self {
+        Self {
+            heartbeat,
+            status_delay: Duration::ZERO,
+            flap_every: None,
+        }
+    }
 }
 
 /// When each work generation reached an agent, for latency figures.
@@ -97,8 +109,9 @@ enum Ended {
     Stop,
     /// The flap interval passed.
     Flap,
-    /// The hub ended the stream or could not be reached.
-    Failed,
+    /// The hub ended the stream or could not be reached; how it refused
+    /// the stream, if it did.
+    Failed(Option<tonic::Status>),
 }
 
 /// Runs the agent of `cluster` until `shared.stop` turns true.
@@ -106,11 +119,7 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
     let mut works: HashMap<String, HeldWork> = HashMap::new();
     // The real agent's backoff: in a connect storm the refused agents'
     // redials are most of the load, so a shorter one would overstate it.
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(ferry_agent::session::MIN_BACKOFF)
-        .with_max_delay(ferry_agent::session::MAX_BACKOFF)
-        .with_jitter()
-        .without_max_times();
+    let backoff = ferry_agent::redial::backoff();
     let mut delays = backoff.build();
     loop {
         let mut stop = shared.stop.clone();
@@ -120,9 +129,17 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
         match session(&cluster, replica, &shared, &mut works).await {
             Ended::Stop => return,
             Ended::Flap => delays = backoff.build(),
-            Ended::Failed => {
+            Ended::Failed(status) => {
                 Counters::add(&shared.counters.session_errors, 1);
-                let delay = delays.next().unwrap_or(ferry_agent::session::MAX_BACKOFF);
+                let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
+                if status
+                    .as_ref()
+                    .and_then(ferry_agent::redial::pushback)
+                    .is_some()
+                {
+                    Counters::add(&shared.counters.pushed_back, 1);
+                }
+                let delay = ferry_agent::redial::next_delay(backoff, status.as_ref());
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = stopped(&mut stop) => return,
@@ -183,7 +200,7 @@ async fn session(
     };
     let dialing = Gauge::enter(&shared.counters.dialing);
     let Ok(channel) = endpoint.connect().await else {
-        return Ended::Failed;
+        return Ended::Failed(None);
     };
     drop(dialing);
     let mut client = agent_client(channel, Some(&cluster.token))
@@ -206,7 +223,7 @@ async fn session(
         body: Some(agent_message::Body::Hello(hello)),
     };
     if tx.send(hello).await.is_err() {
-        return Ended::Failed;
+        return Ended::Failed(None);
     }
     // Like the real agent, three heartbeat intervals without a word from the
     // hub (its response, its Welcome, any message) end the session: a hub
@@ -220,10 +237,10 @@ async fn session(
     };
     let response = match response {
         Ok(Ok(response)) => response,
-        Ok(Err(_)) => return Ended::Failed,
+        Ok(Err(status)) => return Ended::Failed(Some(status)),
         Err(_) => {
             Counters::add(&shared.counters.silent_hub, 1);
-            return Ended::Failed;
+            return Ended::Failed(None);
         }
     };
     drop(awaiting);
@@ -248,7 +265,7 @@ async fn session(
             message = inbound.message() => {
                 let message = match message {
                     Ok(Some(message)) => message,
-                    Ok(None) | Err(_) => return Ended::Failed,
+                    Ok(None) | Err(_) => return Ended::Failed(None),
                 };
                 silent.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                 Counters::add(&shared.counters.bytes_received, message.encoded_len() as u64);
@@ -276,7 +293,7 @@ async fn session(
                         }
                         if shared.behaviour.status_delay.is_zero() {
                             if tx.send(report).await.is_err() {
-                                return Ended::Failed;
+                                return Ended::Failed(None);
                             }
                         } else {
                             let tx = tx.clone();
@@ -295,7 +312,7 @@ async fn session(
                             shared.counters.held_bytes.fetch_sub(old.upsert_bytes, Ordering::Relaxed);
                         }
                         if tx.send(status_message(gone_status(work))).await.is_err() {
-                            return Ended::Failed;
+                            return Ended::Failed(None);
                         }
                         Counters::add(&shared.counters.statuses_sent, 1);
                     }
@@ -307,11 +324,11 @@ async fn session(
                     body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
                 };
                 if tx.send(beat).await.is_err() {
-                    return Ended::Failed;
+                    return Ended::Failed(None);
                 }
             }
             permit = tx.reserve(), if churning && !works.is_empty() => {
-                let Ok(permit) = permit else { return Ended::Failed };
+                let Ok(permit) = permit else { return Ended::Failed(None) };
                 if churn_next >= churn_order.len() {
                     churn_order = works.keys().cloned().collect();
                     churn_next = 0;
@@ -334,7 +351,7 @@ async fn session(
             }
             () = &mut silent => {
                 Counters::add(&shared.counters.silent_hub, 1);
-                return Ended::Failed;
+                return Ended::Failed(None);
             }
             () = &mut flap => return Ended::Flap,
             () = stopped(&mut stop) => return Ended::Stop,

@@ -33,6 +33,9 @@ pub struct Counters {
     /// Sessions given up because the hub said nothing (no response headers
     /// or no Welcome) within the agent's silence limit.
     pub silent_hub: AtomicU64,
+    /// Refusals that told the agent when to come back (the hub's pushback
+    /// in a connect storm).
+    pub pushed_back: AtomicU64,
     /// Encoded bytes of the latest upsert of every work the agents hold:
     /// the full state a hub would send to agents that hold nothing.
     pub held_bytes: AtomicU64,
@@ -66,6 +69,9 @@ pub struct Snapshot {
     pub awaiting_welcome: u64,
     /// See [`Counters::silent_hub`].
     pub silent_hub: u64,
+    /// See [`Counters::pushed_back`].
+    #[serde(default)]
+    pub pushed_back: u64,
     /// See [`Counters::held_bytes`] (a gauge: not differenced by `since`).
     pub held_bytes: u64,
 }
@@ -92,6 +98,7 @@ impl Counters {
             awaiting_response: get(&self.awaiting_response),
             awaiting_welcome: get(&self.awaiting_welcome),
             silent_hub: get(&self.silent_hub),
+            pushed_back: get(&self.pushed_back),
             held_bytes: get(&self.held_bytes),
         }
     }
@@ -100,41 +107,39 @@ impl Counters {
 impl Snapshot {
     /// Both snapshots together: two shares of one fleet, counted as one.
     pub fn plus(&self, other: &Snapshot) -> Snapshot {
-        Snapshot {
-            bytes_received: self.bytes_received + other.bytes_received,
-            upsert_bytes: self.upsert_bytes + other.upsert_bytes,
-            upserts: self.upserts + other.upserts,
-            deletes: self.deletes + other.deletes,
-            welcomes: self.welcomes + other.welcomes,
-            statuses_sent: self.statuses_sent + other.statuses_sent,
-            session_errors: self.session_errors + other.session_errors,
-            connected: self.connected + other.connected,
-            dialing: self.dialing + other.dialing,
-            awaiting_response: self.awaiting_response + other.awaiting_response,
-            awaiting_welcome: self.awaiting_welcome + other.awaiting_welcome,
-            silent_hub: self.silent_hub + other.silent_hub,
-            held_bytes: self.held_bytes + other.held_bytes,
-        }
+        self.combine(other, |a, b| a + b, |a, b| a + b)
     }
 
     /// What was counted between `earlier` and this snapshot; the gauges
     /// (`connected`, the session steps, `held_bytes`) are kept as they are
     /// now.
     pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        self.combine(earlier, u64::saturating_sub, |now, _| now)
+    }
+
+    /// Every field of this snapshot and `other` through `counter` (for
+    /// counters) or `gauge` (for gauges): the one list of which is which.
+    fn combine(
+        &self,
+        other: &Snapshot,
+        counter: impl Fn(u64, u64) -> u64,
+        gauge: impl Fn(u64, u64) -> u64,
+    ) -> Snapshot {
         Snapshot {
-            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
-            upsert_bytes: self.upsert_bytes.saturating_sub(earlier.upsert_bytes),
-            upserts: self.upserts.saturating_sub(earlier.upserts),
-            deletes: self.deletes.saturating_sub(earlier.deletes),
-            welcomes: self.welcomes.saturating_sub(earlier.welcomes),
-            statuses_sent: self.statuses_sent.saturating_sub(earlier.statuses_sent),
-            session_errors: self.session_errors.saturating_sub(earlier.session_errors),
-            connected: self.connected,
-            dialing: self.dialing,
-            awaiting_response: self.awaiting_response,
-            awaiting_welcome: self.awaiting_welcome,
-            silent_hub: self.silent_hub.saturating_sub(earlier.silent_hub),
-            held_bytes: self.held_bytes,
+            bytes_received: counter(self.bytes_received, other.bytes_received),
+            upsert_bytes: counter(self.upsert_bytes, other.upsert_bytes),
+            upserts: counter(self.upserts, other.upserts),
+            deletes: counter(self.deletes, other.deletes),
+            welcomes: counter(self.welcomes, other.welcomes),
+            statuses_sent: counter(self.statuses_sent, other.statuses_sent),
+            session_errors: counter(self.session_errors, other.session_errors),
+            connected: gauge(self.connected, other.connected),
+            dialing: gauge(self.dialing, other.dialing),
+            awaiting_response: gauge(self.awaiting_response, other.awaiting_response),
+            awaiting_welcome: gauge(self.awaiting_welcome, other.awaiting_welcome),
+            silent_hub: counter(self.silent_hub, other.silent_hub),
+            pushed_back: counter(self.pushed_back, other.pushed_back),
+            held_bytes: gauge(self.held_bytes, other.held_bytes),
         }
     }
 }

@@ -228,13 +228,14 @@ impl SimFleet {
             {
                 *last = Instant::now();
                 eprintln!(
-                    "  after {:.0} s: {} of {wanted} connected, {} dialing, {} waiting for the hub's response, {} for its Welcome; {} session errors, {} sessions given up on a silent hub",
+                    "  after {:.0} s: {} of {wanted} connected, {} dialing, {} waiting for the hub's response, {} for its Welcome; {} session errors ({} told when to come back), {} sessions given up on a silent hub",
                     start.elapsed().as_secs_f64(),
                     s.connected,
                     s.dialing,
                     s.awaiting_response,
                     s.awaiting_welcome,
                     s.session_errors,
+                    s.pushed_back,
                     s.silent_hub,
                 );
             }
