@@ -10,6 +10,7 @@ pub mod placement_helpers;
 pub mod replica_sets;
 pub mod sessions;
 pub mod spoke_actor;
+pub mod stand_in_hub;
 pub mod tenant_rbac;
 pub mod two_config_maps;
 pub mod wait;

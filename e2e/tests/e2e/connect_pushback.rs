@@ -7,16 +7,13 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
+use ferry_e2e::helpers::stand_in_hub::{apply_one, back_to_the_real_hub, route_to_stand_in};
 use ferry_proto::RETRY_PUSHBACK_METADATA;
-use ferry_proto::v1::work_distributor_server::{WorkDistributor, WorkDistributorServer};
+use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{AgentMessage, HubMessage};
 use futures::Stream;
-use serde_json::json;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -50,30 +47,11 @@ async fn a_refused_agent_waits_the_hubs_pushback_before_it_dials_again() {
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
     options.tls = false;
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
-    let works = fleet
-        .create_work(&manifest_work(
-            "cluster-a",
-            "before",
-            vec![config_map("default", "before", json!({"k": "v"}))],
-        ))
-        .await
-        .expect("create work");
-    wait_applied(&works, "before")
-        .await
-        .expect("applied through the real hub");
+    apply_one(&fleet, "cluster-a", "before").await;
 
     // The agent's route now leads to a hub that refuses it as busy.
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let busy_addr = listener.local_addr().expect("address");
     let (streams, mut seen) = watch::channel(Vec::new());
-    let busy = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(WorkDistributorServer::new(BusyHub { streams }))
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    fleet.spoke("cluster-a").link.retarget(busy_addr);
-    // Ends the session; the agent's next dials reach the busy hub.
-    fleet.stop_hub().await;
+    let busy = route_to_stand_in(&mut fleet, "cluster-a", BusyHub { streams }).await;
 
     let seen_three = tokio::time::timeout(Duration::from_secs(60), seen.wait_for(|s| s.len() >= 3))
         .await
@@ -90,23 +68,7 @@ async fn a_refused_agent_waits_the_hubs_pushback_before_it_dials_again() {
         );
     }
 
-    // Back to a working hub, which serves it.
-    fleet
-        .spoke("cluster-a")
-        .link
-        .retarget(fleet.hub_replica_addr(0));
-    fleet.start_hub().await.expect("hub starts again");
-    fleet
-        .create_work(&manifest_work(
-            "cluster-a",
-            "after",
-            vec![config_map("default", "after", json!({"k": "v"}))],
-        ))
-        .await
-        .expect("create work");
-    wait_applied(&works, "after")
-        .await
-        .expect("applied once the agent reached the working hub again");
+    back_to_the_real_hub(&mut fleet, "cluster-a", "after").await;
     busy.abort();
     fleet.stop().await;
 }

@@ -8,14 +8,11 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
-use ferry_proto::v1::work_distributor_server::{WorkDistributor, WorkDistributorServer};
+use ferry_e2e::helpers::stand_in_hub::{apply_one, back_to_the_real_hub, route_to_stand_in};
+use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{AgentMessage, HubMessage};
 use futures::Stream;
-use serde_json::json;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status, Streaming};
 
 /// A gRPC server that accepts every `Sync` stream and never answers it.
@@ -43,30 +40,11 @@ async fn an_agent_gives_up_on_a_hub_that_never_answers_its_stream_and_dials_agai
     options.tls = false;
     options.heartbeat = Duration::from_secs(1);
     let mut fleet = Fleet::start(options).await.expect("fleet starts");
-    let works = fleet
-        .create_work(&manifest_work(
-            "cluster-a",
-            "before",
-            vec![config_map("default", "before", json!({"k": "v"}))],
-        ))
-        .await
-        .expect("create work");
-    wait_applied(&works, "before")
-        .await
-        .expect("applied through the real hub");
+    apply_one(&fleet, "cluster-a", "before").await;
 
     // The agent's route now leads to a hub that never answers.
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mute_addr = listener.local_addr().expect("address");
     let (streams, mut seen) = watch::channel(0usize);
-    let mute = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(WorkDistributorServer::new(MuteHub { streams }))
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    fleet.spoke("cluster-a").link.retarget(mute_addr);
-    // Ends the session; the agent's next dial reaches the mute hub.
-    fleet.stop_hub().await;
+    let mute = route_to_stand_in(&mut fleet, "cluster-a", MuteHub { streams }).await;
 
     // Without a bound the agent would wait on its first stream forever.
     tokio::time::timeout(Duration::from_secs(90), seen.wait_for(|n| *n >= 2))
@@ -75,23 +53,7 @@ async fn an_agent_gives_up_on_a_hub_that_never_answers_its_stream_and_dials_agai
         .expect("the mute hub runs");
     println!("the mute hub saw {} streams from one agent", *seen.borrow());
 
-    // Back to a working hub: the agent is not stuck on the mute one.
-    fleet
-        .spoke("cluster-a")
-        .link
-        .retarget(fleet.hub_replica_addr(0));
-    fleet.start_hub().await.expect("hub starts again");
-    fleet
-        .create_work(&manifest_work(
-            "cluster-a",
-            "after",
-            vec![config_map("default", "after", json!({"k": "v"}))],
-        ))
-        .await
-        .expect("create work");
-    wait_applied(&works, "after")
-        .await
-        .expect("applied once the agent reached the working hub again");
+    back_to_the_real_hub(&mut fleet, "cluster-a", "after").await;
     mute.abort();
     fleet.stop().await;
 }
