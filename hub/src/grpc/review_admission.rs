@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::grpc::review_pace::take_slot;
+
 /// The longest a refused connect is told to wait before it dials again.
 /// Past it, refused connects are told the same time and the agents' own
 /// jitter spreads them; a schedule hours long would outlive the storm it
@@ -132,12 +134,12 @@ impl Returns {
     /// least one slot's interval away and at most [`MAX_PUSHBACK`].
     fn reserve(&mut self, now: Instant, in_flight: u32) -> Duration {
         let every = self.review_time / in_flight.max(1);
-        let earliest = now + every;
-        let slot = self
-            .next_free
-            .map_or(earliest, |free| free.max(earliest))
-            .min(now + MAX_PUSHBACK);
-        self.next_free = Some(slot + every);
+        let slot = take_slot(
+            &mut self.next_free,
+            now + every,
+            Some(now + MAX_PUSHBACK),
+            every,
+        );
         self.last_refusal = Some(now);
         slot - now
     }

@@ -55,10 +55,24 @@ impl ReviewPace {
             .next_free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = next_free.map_or(now, |free| free.max(now));
-        *next_free = Some(slot + self.every * stretch.max(1));
-        slot
+        take_slot(&mut next_free, now, None, self.every * stretch.max(1))
     }
+}
+
+/// Takes the next slot of a schedule whose next free slot is `next_free`:
+/// the later of that and `earliest`, no later than `latest` if given, and
+/// moves the next free slot `step` past it. Shared by the live-review pace
+/// and the connect-return schedule (`review_admission`).
+pub(super) fn take_slot(
+    next_free: &mut Option<Instant>,
+    earliest: Instant,
+    latest: Option<Instant>,
+    step: Duration,
+) -> Instant {
+    let slot = next_free.map_or(earliest, |free| free.max(earliest));
+    let slot = latest.map_or(slot, |latest| slot.min(latest));
+    *next_free = Some(slot + step);
+    slot
 }
 
 #[cfg(test)]
