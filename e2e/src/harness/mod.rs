@@ -23,5 +23,6 @@ pub mod local_pod;
 pub mod oci_registry;
 pub mod promtool;
 pub mod reserved_port;
+pub mod scratch;
 pub mod sockets;
 pub mod test_log;

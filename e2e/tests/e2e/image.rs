@@ -13,6 +13,7 @@
 //! so this is how the image's filesystem and user are used.
 
 use ferry_e2e::harness::local_pod::free_port;
+use ferry_e2e::harness::scratch::process_scratch;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -54,10 +55,7 @@ fn image() -> Image {
         return image;
     }
     let binaries = build_binaries().unwrap_or_else(|e| panic!("building ferry's binaries: {e}"));
-    let dir = tempfile::Builder::new()
-        .prefix("ferry-image-")
-        .tempdir()
-        .expect("image directory");
+    let dir = process_scratch("ferry-image-").expect("image directory");
     let layout = dir.path().join("oci");
     let started = std::time::Instant::now();
     let written = ferry_tools::image::write_image(
@@ -81,10 +79,9 @@ fn unpacked() -> &'static Unpacked {
     UNPACKED.get_or_init(|| {
         let image = image();
         eprintln!("image: {}", image.origin);
-        let root = tempfile::Builder::new()
-            .prefix("ferry-rootfs-")
-            .tempdir()
-            .expect("rootfs directory");
+        // In this process's scratch directory: the static is never
+        // dropped, so the next run removes it.
+        let root = process_scratch("ferry-rootfs-").expect("rootfs directory");
         let config = unpack(&image.layout, root.path()).expect("unpack the image");
         // The image's `/` must be traversable by its user, as a runtime makes it.
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))
