@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use backon::ExponentialBuilder;
-use ferry_proto::RETRY_PUSHBACK_METADATA;
+use ferry_proto::{PUSHBACK_SPREAD, RETRY_PUSHBACK_METADATA};
 use tonic::Status;
 
 /// The shortest wait before the agent redials the hub (doubling, with
@@ -44,7 +44,8 @@ pub fn pushback(status: &Status) -> Option<Duration> {
 }
 
 /// How long to wait before the next dial: the backoff's next step, or the
-/// hub's pushback stretched by up to a quarter (`spread` in `[0, 1)`) when
+/// hub's pushback stretched by up to [`PUSHBACK_SPREAD`] of it (`spread` in
+/// `[0, 1)` picks how much) when
 /// that is longer, so agents told the same time do not return together.
 pub fn redial_delay(backoff: Duration, pushback: Option<Duration>, spread: f64) -> Duration {
     let Some(pushback) = pushback else {
@@ -56,7 +57,7 @@ pub fn redial_delay(backoff: Duration, pushback: Option<Duration>, spread: f64) 
     } else {
         spread.clamp(0.0, 1.0)
     };
-    backoff.max(pushback + pushback.mul_f64(spread / 4.0))
+    backoff.max(pushback + pushback.mul_f64(spread * PUSHBACK_SPREAD))
 }
 
 /// [`redial_delay`] with a random spread, for a session that ended with

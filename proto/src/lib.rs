@@ -45,6 +45,12 @@ pub const CLUSTER_METADATA: &str = "x-ferry-cluster";
 /// bounds it, and a hub may refuse again.
 pub const RETRY_PUSHBACK_METADATA: &str = "grpc-retry-pushback-ms";
 
+/// The most an agent stretches a hub's pushback, at random, as a fraction
+/// of it: agents told the same time do not all return together. The hub
+/// counts on its refused agents being back within the pushback times
+/// `1 + PUSHBACK_SPREAD`.
+pub const PUSHBACK_SPREAD: f64 = 0.25;
+
 /// Largest gRPC message either side accepts or sends. The hub API server
 /// refuses request bodies over 3 MiB, so every work it stores fits with room
 /// for protobuf framing.

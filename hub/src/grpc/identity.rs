@@ -34,7 +34,7 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 
 use crate::grpc::peer_budget::PeerBudget;
 use crate::grpc::review_admission::ReviewAdmission;
-use crate::grpc::review_pace::ReviewPace;
+use crate::grpc::review_pace::{LiveSlot, ReviewPace};
 use crate::metrics::RefusalReason;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
@@ -283,10 +283,6 @@ impl Default for AuthOptions {
     }
 }
 
-/// How many times further apart live sessions' re-reviews are while the
-/// replica turns connects away (a tenth of the pace).
-pub const STORM_LIVE_REVIEW_STRETCH: u32 = 10;
-
 /// Checks agent tokens with TokenReview.
 pub struct AgentAuthenticator {
     reviews: Api<TokenReview>,
@@ -360,24 +356,18 @@ impl AgentAuthenticator {
         )
     }
 
-    /// When a live session whose periodic review is due at `now` may be
-    /// reviewed: the next free slot of the replica's pace (see
-    /// [`ReviewPace`]), so a connect storm's sessions coming due together
-    /// are spread out; while the replica turns connects away as busy, the
-    /// slots are [`STORM_LIVE_REVIEW_STRETCH`] times further apart.
-    pub fn live_review_slot(&self, now: tokio::time::Instant) -> tokio::time::Instant {
-        // In a connect storm the API server's TokenReviews are the
-        // bottleneck, and live sessions' re-reviews (up to the full pace,
-        // 100/s per replica) took most of them: at 30,000 clusters, 35
-        // connects/s got through beside 300 live reviews/s. Their tokens
-        // were reviewed already; they wait longer while agents are turned
-        // away.
-        let stretch = if self.admission.turning_away(now) {
-            STORM_LIVE_REVIEW_STRETCH
-        } else {
-            1
-        };
-        self.pace.reserve_stretched(now, stretch)
+    /// When a live session whose periodic review has been due since
+    /// `due_since` may be reviewed, asked at `now`: the next free slot of
+    /// the replica's pace (so a connect storm's sessions coming due together
+    /// are spread out), or, while the replica turns connects away as busy,
+    /// a stretched slot or a time to ask again (see [`ReviewPace::slot_for`]).
+    pub fn live_review_slot(
+        &self,
+        now: tokio::time::Instant,
+        due_since: tokio::time::Instant,
+    ) -> LiveSlot {
+        self.pace
+            .slot_for(now, due_since, self.admission.turning_away(now))
     }
 
     /// The cluster whose agent sent the request with `metadata` from `peer`:

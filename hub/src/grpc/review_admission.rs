@@ -20,6 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::grpc::review_pace::take_slot;
+use ferry_proto::PUSHBACK_SPREAD;
 
 /// The longest a refused connect is told to wait before it dials again.
 /// Past it, refused connects are told the same time and the agents' own
@@ -28,7 +29,7 @@ use crate::grpc::review_pace::take_slot;
 pub const MAX_PUSHBACK: Duration = Duration::from_secs(60);
 
 /// How long after its last busy refusal a replica counts as turning
-/// connects away (see [`ReviewAdmission::turning_away`]).
+/// connects away at least (see [`ReviewAdmission::turning_away`]).
 pub const STORM_MEMORY: Duration = Duration::from_secs(10);
 
 /// Connect reviews in flight at once, how long a connect waits for one, and
@@ -86,13 +87,13 @@ impl ReviewAdmission {
         }
     }
 
-    /// Whether the replica turned a connect away as busy within the last
-    /// [`STORM_MEMORY`] before `now`: a connect storm the API server's
-    /// reviews should go to first.
+    /// Whether the replica is in a connect storm at `now`, one the API
+    /// server's reviews should go to first: it turned a connect away as
+    /// busy within the last [`STORM_MEMORY`], or agents it turned away are
+    /// still due back (within their pushback, stretched by
+    /// [`PUSHBACK_SPREAD`]).
     pub fn turning_away(&self, now: Instant) -> bool {
-        lock(&self.returns)
-            .last_refusal
-            .is_some_and(|at| now.saturating_duration_since(at) < STORM_MEMORY)
+        lock(&self.returns).turning_away(now)
     }
 }
 
@@ -112,8 +113,9 @@ struct Returns {
     review_time: Duration,
     /// The earliest time the next refused connect may be told to return.
     next_free: Option<Instant>,
-    /// When the latest connect was refused.
-    last_refusal: Option<Instant>,
+    /// Until when the replica is in a connect storm: its last refusal plus
+    /// [`STORM_MEMORY`], or the latest return it expects, if later.
+    storm_until: Option<Instant>,
 }
 
 impl Returns {
@@ -121,8 +123,13 @@ impl Returns {
         Self {
             review_time,
             next_free: None,
-            last_refusal: None,
+            storm_until: None,
         }
+    }
+
+    /// Whether the storm lasts at `now` (see [`ReviewAdmission::turning_away`]).
+    fn turning_away(&self, now: Instant) -> bool {
+        self.storm_until.is_some_and(|until| now < until)
     }
 
     /// Counts one review that held its slot for `took`.
@@ -140,8 +147,15 @@ impl Returns {
             Some(now + MAX_PUSHBACK),
             every,
         );
-        self.last_refusal = Some(now);
-        slot - now
+        let pushback = slot - now;
+        // Refused agents come back in waves as long as the storm lasts (at
+        // 30,000 clusters, every ~60 s); counting only the refusals, the
+        // replica thought the storm over between waves and its live
+        // re-reviews took the API server back just before the next.
+        let back_by = now + pushback.mul_f64(1.0 + PUSHBACK_SPREAD);
+        let until = back_by.max(now + STORM_MEMORY);
+        self.storm_until = Some(self.storm_until.map_or(until, |at| at.max(until)));
+        pushback
     }
 }
 
@@ -247,5 +261,28 @@ mod tests {
             !admission.turning_away(Instant::now()),
             "forgotten once no connect was refused for a while"
         );
+    }
+
+    #[test]
+    fn the_storm_lasts_until_the_agents_turned_away_are_due_back() {
+        let now = Instant::now();
+        // A review takes 40 s and there is one slot: the refused connect is
+        // told to come back in 40 s, and may take up to 50 s.
+        let mut returns = Returns::new(Duration::from_secs(40));
+        assert_eq!(returns.reserve(now, 1), Duration::from_secs(40));
+        let due_back = now + Duration::from_secs(50);
+        assert!(returns.turning_away(now + STORM_MEMORY), "past the memory");
+        assert!(returns.turning_away(due_back - Duration::from_millis(1)));
+        assert!(
+            !returns.turning_away(due_back),
+            "every refused agent is due back"
+        );
+        // A later refusal with a short pushback does not cut the storm short.
+        assert_eq!(
+            returns.reserve(now + Duration::from_secs(45), 1),
+            Duration::from_secs(40),
+            "the schedule had moved on by then"
+        );
+        assert!(returns.turning_away(due_back + Duration::from_secs(30)));
     }
 }

@@ -26,6 +26,7 @@ use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
+use crate::grpc::review_pace::LiveSlot;
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
 use crate::status::order::{MAX_LIVE_SESSIONS, SessionOrder};
@@ -221,7 +222,8 @@ impl Lifetime {
     }
 
     /// Reviews the token every review interval (once due, at the next slot
-    /// of the replica's review pace), and at once when a sweep finds the
+    /// of the replica's review pace, which a connect storm may defer for a
+    /// few minutes), and at once when a sweep finds the
     /// cluster not accepted (a sweep's answer may be stale, so the
     /// review decides); returns the status the session ends with.
     async fn expire(mut self) -> Status {
@@ -233,19 +235,35 @@ impl Lifetime {
         // Whether `review` is sleeping until the slot the replica's pace
         // gave this session, rather than until the review comes due.
         let mut slotted = false;
+        // Since when the review has been due (a connect storm may defer it).
+        let mut due_since = None;
         loop {
             let due = tokio::select! {
                 () = &mut expired => return self.max_age_reached(),
                 () = &mut review => {
                     let now = tokio::time::Instant::now();
-                    let slot = if slotted { now } else { self.auth.live_review_slot(now) };
-                    slotted = slot > now;
-                    if slotted {
-                        review.as_mut().reset(slot);
+                    let slot = if slotted {
+                        LiveSlot::At(now)
                     } else {
-                        review.as_mut().reset(now + self.next_review());
+                        self.auth.live_review_slot(now, *due_since.get_or_insert(now))
+                    };
+                    match slot {
+                        LiveSlot::At(at) if at > now => {
+                            slotted = true;
+                            review.as_mut().reset(at);
+                            false
+                        }
+                        LiveSlot::At(_) => {
+                            slotted = false;
+                            due_since = None;
+                            review.as_mut().reset(now + self.next_review());
+                            true
+                        }
+                        LiveSlot::AskAgain(at) => {
+                            review.as_mut().reset(at);
+                            false
+                        }
                     }
-                    !slotted
                 }
                 // Each sweep wakes this; a cluster it lists has its session
                 // reviewed now (once more than needed if the sweep listed
