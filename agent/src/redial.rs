@@ -43,10 +43,10 @@ pub fn pushback(status: &Status) -> Option<Duration> {
     Some(Duration::from_millis(millis).min(MAX_PUSHBACK))
 }
 
-/// How long to wait before the next dial: the backoff's next step, or the
-/// hub's pushback stretched by up to [`PUSHBACK_SPREAD`] of it (`spread` in
-/// `[0, 1)` picks how much) when
-/// that is longer, so agents told the same time do not return together.
+/// How long to wait before the next dial: the backoff's next step, or, when
+/// longer, the hub's pushback stretched by `spread` (in `[0, 1)`) times
+/// [`PUSHBACK_SPREAD`] of it, so agents told the same time do not return
+/// together.
 pub fn redial_delay(backoff: Duration, pushback: Option<Duration>, spread: f64) -> Duration {
     let Some(pushback) = pushback else {
         return backoff;

@@ -277,12 +277,14 @@ mod tests {
             !returns.turning_away(due_back),
             "every refused agent is due back"
         );
-        // A later refusal with a short pushback does not cut the storm short.
+        // A later refusal moves the storm's end on with its own return
+        // (at 45 s, told 40 s: due back by 95 s).
         assert_eq!(
             returns.reserve(now + Duration::from_secs(45), 1),
             Duration::from_secs(40),
             "the schedule had moved on by then"
         );
-        assert!(returns.turning_away(due_back + Duration::from_secs(30)));
+        assert!(returns.turning_away(now + Duration::from_secs(95) - Duration::from_millis(1)));
+        assert!(!returns.turning_away(now + Duration::from_secs(95)));
     }
 }

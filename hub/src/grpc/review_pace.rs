@@ -87,8 +87,7 @@ impl ReviewPace {
             return LiveSlot::At(self.reserve(now));
         }
         let mut next_free = self.lock();
-        let earliest = next_free.map_or(now, |free| free.max(now));
-        if earliest <= now + STORM_HORIZON {
+        if first_free(*next_free, now) <= now + STORM_HORIZON {
             return LiveSlot::At(take_slot(
                 &mut next_free,
                 now,
@@ -115,6 +114,12 @@ pub enum LiveSlot {
     AskAgain(Instant),
 }
 
+/// The first free slot at or after `earliest` of a schedule whose next free
+/// slot is `next_free`.
+fn first_free(next_free: Option<Instant>, earliest: Instant) -> Instant {
+    next_free.map_or(earliest, |free| free.max(earliest))
+}
+
 /// Takes the next slot of a schedule whose next free slot is `next_free`:
 /// the later of that and `earliest`, no later than `latest` if given, and
 /// moves the next free slot `step` past it. Shared by the live-review pace
@@ -125,7 +130,7 @@ pub(super) fn take_slot(
     latest: Option<Instant>,
     step: Duration,
 ) -> Instant {
-    let slot = next_free.map_or(earliest, |free| free.max(earliest));
+    let slot = first_free(*next_free, earliest);
     let slot = latest.map_or(slot, |latest| slot.min(latest));
     *next_free = Some(slot + step);
     slot
