@@ -23,6 +23,19 @@ use ferry_semantics::contract::{AGENT_FIELD_MANAGER, KUBE_TIME_FORMAT};
 use ferry_semantics::hash::{OBJECT_HASH_ANNOTATION, object_hash};
 use ferry_semantics::release::Owner;
 
+/// Annotation an AppliedManifestWork is created with: the objects its first
+/// pass is about to write, as a JSON list of intents (empty UIDs). It stands
+/// for `status.appliedResources` until the agent first writes that, so a
+/// new record names every object its pass may create from the moment it
+/// exists, without a status write of its own before the first object (the
+/// API server drops `status` from a create).
+pub const CREATION_INTENTS_ANNOTATION: &str = "work.ferry.dev/creation-intents";
+
+/// The largest creation-intents annotation written. A work with more
+/// intents records them with a status write, as an existing record does;
+/// the API server allows 256 KiB of annotations in all.
+const MAX_CREATION_INTENTS_BYTES: usize = 64 * 1024;
+
 /// Which hub work an AppliedManifestWork records, and how its objects are to
 /// be released.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -119,8 +132,10 @@ pub struct RecordedResource {
 #[serde(rename_all = "camelCase")]
 pub struct AppliedManifestWorkStatus {
     /// Every object the agent applied for this work and still holds.
-    #[serde(default)]
-    pub applied_resources: Vec<AppliedResource>,
+    /// Absent until the agent first writes it; until then the record's
+    /// annotation work.ferry.dev/creation-intents stands for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_resources: Option<Vec<AppliedResource>>,
     /// When the hub was first found not to have this work; the objects are
     /// released once the agent's eviction grace period has passed since then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,12 +236,25 @@ impl AppliedManifestWork {
         })
     }
 
-    /// The recorded objects.
-    pub fn resources(&self) -> Vec<AppliedResource> {
-        self.status
+    /// The recorded objects: `status.appliedResources` once written, the
+    /// intents the record was created with before that. Fails when those
+    /// intents are unreadable (someone edited the annotation): the agent
+    /// would otherwise lose track of objects it may have created.
+    pub fn resources(&self) -> Result<Vec<AppliedResource>, AppliedWorksError> {
+        if let Some(listed) = self
+            .status
             .as_ref()
-            .map(|s| s.applied_resources.clone())
-            .unwrap_or_default()
+            .and_then(|s| s.applied_resources.as_ref())
+        {
+            return Ok(listed.clone());
+        }
+        match self.annotations().get(CREATION_INTENTS_ANNOTATION) {
+            None => Ok(Vec::new()),
+            Some(text) => serde_json::from_str(text).map_err(|e| AppliedWorksError::BadIntents {
+                name: self.name_any(),
+                detail: e.to_string(),
+            }),
+        }
     }
 
     /// The hub work this records.
@@ -268,6 +296,17 @@ pub enum AppliedWorksError {
     /// The CRD was installed but not served in time.
     #[error("the AppliedManifestWork CRD was not established within {0:?}")]
     NotEstablished(Duration),
+    /// The intents a record was created with cannot be read.
+    #[error(
+        "AppliedManifestWork {name} has an unreadable annotation {annotation}: {detail}; it lists the objects the record's first pass may have created: restore it, or remove it once those objects are accounted for",
+        annotation = CREATION_INTENTS_ANNOTATION
+    )]
+    BadIntents {
+        /// Object name.
+        name: String,
+        /// The parse error.
+        detail: String,
+    },
     /// A stored eviction start time is not a timestamp.
     #[error("AppliedManifestWork {name} has an unreadable evictionStartTime {value:?}")]
     BadTime {
@@ -383,14 +422,18 @@ impl AppliedWorks {
 
     /// The record of `work`, created if missing, with its deleteOption and
     /// the work's `labels` (as OCM copies them) brought up to date and any
-    /// eviction called off (the hub has the work). Fails when the API server
-    /// refuses a read or write.
+    /// eviction called off (the hub has the work). A record it creates
+    /// carries `intents` (the objects the pass is about to write) in its
+    /// [`CREATION_INTENTS_ANNOTATION`] when they fit; the caller records
+    /// whatever [`AppliedManifestWork::resources`] then lacks. Fails when
+    /// the API server refuses a read or write.
     pub async fn ensure(
         &self,
         work: &v1::WorkRef,
         delete_option: Option<&v1::DeleteOption>,
         executor: Option<&ExecutorAccount>,
         labels: &HashMap<String, String>,
+        intents: &[AppliedResource],
     ) -> Result<AppliedManifestWork, AppliedWorksError> {
         let spec = AppliedManifestWorkSpec {
             cluster_name: self.cluster.clone(),
@@ -406,6 +449,10 @@ impl AppliedWorks {
                 let mut fresh = AppliedManifestWork::new(&work.uid, spec.clone());
                 fresh.metadata.labels =
                     Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+                if let Some(text) = creation_intents(intents) {
+                    fresh.metadata.annotations =
+                        Some([(CREATION_INTENTS_ANNOTATION.to_string(), text)].into());
+                }
                 match self.api.create(&PostParams::default(), &fresh).await {
                     Ok(created) => created,
                     // Another pass created it first; use theirs.
@@ -532,6 +579,17 @@ pub fn render_spoke_crd(crd: &CustomResourceDefinition) -> Result<String, serde_
 /// The JSON Patch that brings `record` to `spec` and to the work's
 /// `labels`, replacing each wholesale (so a deleteOption or orphaning rule,
 /// or a label, the work dropped goes too); None when both already match.
+/// The creation-intents annotation's value for `intents`: none when there
+/// are none or they do not fit in [`MAX_CREATION_INTENTS_BYTES`].
+fn creation_intents(intents: &[AppliedResource]) -> Option<String> {
+    if intents.is_empty() {
+        return None;
+    }
+    serde_json::to_string(intents)
+        .ok()
+        .filter(|text| text.len() <= MAX_CREATION_INTENTS_BYTES)
+}
+
 fn record_patch(
     record: &AppliedManifestWork,
     spec: &AppliedManifestWorkSpec,
@@ -593,6 +651,78 @@ mod tests {
         );
         record.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
         assert_eq!(record_patch(&record, &spec(1), &labels), None);
+    }
+
+    fn intent(name: &str) -> AppliedResource {
+        AppliedResource {
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource: "configmaps".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn record_with(annotation: Option<String>, status: serde_json::Value) -> AppliedManifestWork {
+        let mut record = AppliedManifestWork::new("u", AppliedManifestWorkSpec::default());
+        record.metadata.annotations =
+            annotation.map(|text| [(CREATION_INTENTS_ANNOTATION.to_string(), text)].into());
+        record.status = serde_json::from_value(status).expect("status");
+        record
+    }
+
+    #[test]
+    fn the_creation_intents_stand_for_the_list_until_the_list_is_first_written() {
+        let intents = vec![intent("a"), intent("b")];
+        let text = creation_intents(&intents);
+        // A new record: no status at all.
+        let fresh = record_with(text.clone(), serde_json::Value::Null);
+        assert_eq!(fresh.resources().expect("readable"), intents);
+        // An eviction started before the first pass ended writes only its
+        // time: the intents still count.
+        let evicting = record_with(
+            text.clone(),
+            json!({"evictionStartTime": "2026-11-29T00:00:00Z"}),
+        );
+        assert_eq!(evicting.resources().expect("readable"), intents);
+        // Once written, the list is the record, even when empty.
+        let written = record_with(text.clone(), json!({"appliedResources": []}));
+        assert_eq!(written.resources().expect("readable"), vec![]);
+        let mut applied = intent("a");
+        applied.uid = "1".into();
+        let written = record_with(text, json!({"appliedResources": [applied.clone()]}));
+        assert_eq!(written.resources().expect("readable"), vec![applied]);
+        // A record of an older agent, or with nothing to write.
+        assert_eq!(
+            record_with(None, serde_json::Value::Null)
+                .resources()
+                .expect("readable"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn unreadable_creation_intents_are_an_error_naming_the_record_not_an_empty_list() {
+        let record = record_with(Some("[{\"name\":".into()), serde_json::Value::Null);
+        let error = record.resources().expect_err("unreadable");
+        assert!(matches!(error, AppliedWorksError::BadIntents { ref name, .. } if name == "u"));
+        assert!(error.to_string().contains(CREATION_INTENTS_ANNOTATION));
+    }
+
+    #[test]
+    fn intents_that_do_not_fit_the_annotation_are_left_to_a_status_write() {
+        assert_eq!(creation_intents(&[]), None);
+        let one = creation_intents(&[intent("a")]).expect("fits");
+        assert!(one.len() < 200, "{one}");
+        let many: Vec<AppliedResource> = (0..MAX_CREATION_INTENTS_BYTES / one.len() + 1)
+            .map(|i| intent(&format!("c{i:05}")))
+            .collect();
+        assert_eq!(creation_intents(&many), None);
+        let fitting = &many[..MAX_CREATION_INTENTS_BYTES / one.len() / 2];
+        let text = creation_intents(fitting).expect("fits");
+        let back: Vec<AppliedResource> = serde_json::from_str(&text).expect("json");
+        assert_eq!(back, fitting);
     }
 
     #[test]

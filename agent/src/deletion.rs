@@ -48,7 +48,7 @@ pub async fn release_work(
     };
     let recorded_option = record.spec.delete_option.as_ref().map(|o| o.to_wire());
     let policy = DeletePolicy::from_wire(option.or(recorded_option.as_ref()));
-    let resources = record.resources();
+    let resources = record.resources()?;
     // Released as the account that wrote them when the agent writes as
     // executors (`client` only reads, for the watch of what remains).
     let executor = record.spec.executor.as_ref().map(|e| e.account());

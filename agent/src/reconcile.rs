@@ -307,8 +307,22 @@ impl Reconciler {
         let generation = upsert.generation;
         let spec = upsert.spec.clone().unwrap_or_default();
         let work_ref = upsert.work.clone().unwrap_or_default();
+        let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
+            .manifests_json
+            .iter()
+            .map(|raw| identify(raw))
+            .collect();
+        let identities: Vec<Option<&ManifestIdentity>> = parsed
+            .iter()
+            .map(|p| p.as_ref().ok().map(|(_, id)| id))
+            .collect();
+        let order = apply_order(&identities);
+        let intents = self
+            .planned_intents(&identities, &spec.manifest_configs)
+            .await;
         // Without its record a work could apply objects it would later be
         // unable to find and delete, so no manifest is applied without one.
+        // A new record is created naming the intents (one write, not two).
         let mut record = self
             .applied
             .ensure(
@@ -320,10 +334,12 @@ impl Reconciler {
                     .flatten()
                     .as_ref(),
                 &upsert.labels,
+                &intents,
             )
             .await
+            .and_then(|r| Ok((r.resources()?, r)))
             .map_err(|e| e.to_string())
-            .and_then(|r| {
+            .and_then(|(resources, r)| {
                 let owner = r
                     .owner()
                     .ok_or_else(|| "the record has no UID".to_string())?;
@@ -340,27 +356,16 @@ impl Reconciler {
                         uid: work_ref.uid.clone(),
                     },
                     generation,
-                    previous: r.resources(),
-                    stored: r.resources(),
+                    previous: resources.clone(),
+                    stored: resources,
                     recorded: Vec::new(),
                     managed: Vec::new(),
                     written: Vec::new(),
                     claimed: Vec::new(),
                 })
             });
-        let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
-            .manifests_json
-            .iter()
-            .map(|raw| identify(raw))
-            .collect();
-        let identities: Vec<Option<&ManifestIdentity>> = parsed
-            .iter()
-            .map(|p| p.as_ref().ok().map(|(_, id)| id))
-            .collect();
-        let order = apply_order(&identities);
         if let Ok(record) = &mut record {
-            self.record_intents(&identities, &spec.manifest_configs, record)
-                .await;
+            self.record_intents(&intents, record).await;
         }
 
         let policy = DeletePolicy::from_wire(spec.delete_option.as_ref());
@@ -994,19 +999,15 @@ impl Reconciler {
         })
     }
 
-    /// Records, in one write, the intent to hold every object of the work
-    /// that the record lacks and that the pass will write whatever the
-    /// spoke holds (Update, ServerSideApply), before any of them is created:
-    /// an agent killed mid-pass leaves a record that names every object it
-    /// may have created. Kinds not served yet, and CreateOnly objects, are
-    /// recorded one by one just before their write. A failed write here is
-    /// only logged: each manifest then tries on its own.
-    async fn record_intents(
+    /// The intent to hold every object of the work that the pass will
+    /// write whatever the spoke holds (Update, ServerSideApply), each once.
+    /// Kinds not served yet, and CreateOnly objects, are left out: they are
+    /// recorded one by one just before their write.
+    async fn planned_intents(
         &self,
         identities: &[Option<&ManifestIdentity>],
         configs: &[v1::ManifestConfig],
-        record: &mut PassRecord,
-    ) {
+    ) -> Vec<AppliedResource> {
         let mut intents: Vec<AppliedResource> = Vec::new();
         for identity in identities.iter().flatten() {
             let Ok(target) = self.target(identity).await else {
@@ -1022,11 +1023,25 @@ impl Reconciler {
             );
             let writes =
                 strategy_of(config.as_ref()).is_ok_and(|(s, _)| s.writes() == Writes::Always);
-            if writes && !record.holds(&slot) && !intents.iter().any(|i| i.same_object(&slot)) {
+            if writes && !intents.iter().any(|i| i.same_object(&slot)) {
                 intents.push(slot);
             }
         }
-        if let Err(error) = self.write_intents(record, intents).await {
+        intents
+    }
+
+    /// Records, in one write, the `intents` the record lacks, before any
+    /// object is created: an agent killed mid-pass leaves a record that
+    /// names every object it may have created. A record just created with
+    /// them lacks none, and nothing is sent. A failed write here is only
+    /// logged: each manifest then tries on its own.
+    async fn record_intents(&self, intents: &[AppliedResource], record: &mut PassRecord) {
+        let lacking: Vec<AppliedResource> = intents
+            .iter()
+            .filter(|slot| !record.holds(slot))
+            .cloned()
+            .collect();
+        if let Err(error) = self.write_intents(record, lacking).await {
             warn!(%error, "could not record the objects this work is about to create");
         }
     }

@@ -205,3 +205,119 @@ async fn the_works_labels_are_copied_to_its_record_and_follow_label_changes() {
     .expect("labels follow the work");
     fleet.stop().await;
 }
+
+/// A new work costs the record's create (naming the objects the pass is
+/// about to write, so a crash leaks nothing), the objects, and one status
+/// write with their UIDs: no separate write of the intents in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_works_record_names_its_objects_from_its_create_and_is_written_once_more_with_their_uids()
+ {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    let spoke = fleet.spoke(CLUSTER);
+    let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    // The signal that the agent serves records: a first work is applied.
+    let works = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "before",
+            vec![config_map("default", "before", json!({"k": "v"}))],
+        ))
+        .await
+        .expect("create work");
+    wait_applied(&works, "before").await.expect("applied");
+    // Every version of every record from here on, in order.
+    let from = records
+        .list(&ListParams::default())
+        .await
+        .expect("list records")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    let mut versions = records
+        .watch(&WatchParams::default(), &from)
+        .await
+        .expect("watch records")
+        .boxed();
+    fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "one-write-less",
+            vec![
+                config_map("default", "first", json!({"k": "v"})),
+                config_map("default", "second", json!({"k": "v"})),
+            ],
+        ))
+        .await
+        .expect("create work");
+    let applied = wait_applied(&works, "one-write-less")
+        .await
+        .expect("applied");
+    let uid = applied.uid().expect("work uid");
+    let mut seen = Vec::new();
+    // The signal: the version whose list holds both UIDs.
+    let deadline = tokio::time::Instant::now() + APPLY_TIMEOUT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, versions.try_next())
+            .await
+            .expect("the record gets the objects' UIDs in time")
+            .expect("watch")
+            .expect("the watch stays open");
+        let (kind, object) = match event {
+            WatchEvent::Added(o) => ("added", o),
+            WatchEvent::Modified(o) => ("modified", o),
+            other => panic!("unexpected event on a new record: {other:?}"),
+        };
+        if object.metadata.name.as_deref() != Some(uid.as_str()) {
+            continue;
+        }
+        let json = serde_json::to_value(&object).expect("json");
+        let listed = json["status"]["appliedResources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let done = listed.len() == 2 && listed.iter().all(|r| r["uid"] != "");
+        seen.push((kind, json));
+        if done {
+            break;
+        }
+    }
+    let (kind, created) = &seen[0];
+    assert_eq!(*kind, "added", "{seen:?}");
+    assert!(
+        created["status"]["appliedResources"].is_null(),
+        "no list is written by the create: {created}"
+    );
+    let intents: Vec<serde_json::Value> = serde_json::from_str(
+        created["metadata"]["annotations"]["work.ferry.dev/creation-intents"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the record is created naming its intents: {created}")),
+    )
+    .expect("the intents are JSON");
+    let mut named: Vec<&str> = intents.iter().filter_map(|i| i["name"].as_str()).collect();
+    named.sort_unstable();
+    assert_eq!(named, ["first", "second"], "{intents:?}");
+    assert!(intents.iter().all(|i| i["uid"] == ""), "{intents:?}");
+    assert_eq!(
+        seen.len(),
+        2,
+        "the create and the write of the UIDs, nothing between: {seen:?}"
+    );
+    for name in ["first", "second"] {
+        let live = read_json(&config_maps, name).await;
+        assert!(
+            seen[1].1["status"]["appliedResources"]
+                .as_array()
+                .expect("list")
+                .iter()
+                .any(|r| r["name"] == name && r["uid"] == live["metadata"]["uid"]),
+            "{name} recorded with its UID"
+        );
+    }
+    fleet.stop().await;
+}
