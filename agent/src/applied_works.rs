@@ -425,8 +425,11 @@ impl AppliedWorks {
     /// eviction called off (the hub has the work). A record it creates
     /// carries `intents` (the objects the pass is about to write) in its
     /// [`CREATION_INTENTS_ANNOTATION`] when they fit; the caller records
-    /// whatever [`AppliedManifestWork::resources`] then lacks. Fails when
-    /// the API server refuses a read or write.
+    /// whatever [`AppliedManifestWork::resources`] then lacks. With
+    /// `likely_new` (no record was found for the work when the agent
+    /// started, and this run has not created one) the create is tried
+    /// without reading first; a record that exists after all is read then.
+    /// Fails when the API server refuses a read or write.
     pub async fn ensure(
         &self,
         work: &v1::WorkRef,
@@ -434,6 +437,7 @@ impl AppliedWorks {
         executor: Option<&ExecutorAccount>,
         labels: &HashMap<String, String>,
         intents: &[AppliedResource],
+        likely_new: bool,
     ) -> Result<AppliedManifestWork, AppliedWorksError> {
         let spec = AppliedManifestWorkSpec {
             cluster_name: self.cluster.clone(),
@@ -443,7 +447,12 @@ impl AppliedWorks {
             delete_option: delete_option.map(RecordedDeleteOption::from_wire),
             executor: executor.map(RecordedExecutor::from_account),
         };
-        let mut record = match self.get(&work.uid).await? {
+        let existing = if likely_new {
+            None
+        } else {
+            self.get(&work.uid).await?
+        };
+        let mut record = match existing {
             Some(existing) => existing,
             None => {
                 let mut fresh = AppliedManifestWork::new(&work.uid, spec.clone());
@@ -455,7 +464,8 @@ impl AppliedWorks {
                 }
                 match self.api.create(&PostParams::default(), &fresh).await {
                     Ok(created) => created,
-                    // Another pass created it first; use theirs.
+                    // Another pass created it first, or the hint was
+                    // wrong; use the record there is.
                     Err(kube::Error::Api(status)) if status.code == 409 => self
                         .api
                         .get(&work.uid)

@@ -302,8 +302,9 @@ impl Reconciler {
 
     /// Applies `upsert` and reports the result. Never fails as a whole: each
     /// manifest's problem becomes that manifest's condition, and the other
-    /// manifests are still applied.
-    pub async fn reconcile(&self, upsert: &v1::WorkUpsert) -> Reconciled {
+    /// manifests are still applied. `record_likely_new`: the work's record
+    /// is probably not on the spoke yet (see [`AppliedWorks::ensure`]).
+    pub async fn reconcile(&self, upsert: &v1::WorkUpsert, record_likely_new: bool) -> Reconciled {
         let generation = upsert.generation;
         let spec = upsert.spec.clone().unwrap_or_default();
         let work_ref = upsert.work.clone().unwrap_or_default();
@@ -335,6 +336,7 @@ impl Reconciler {
                     .as_ref(),
                 &upsert.labels,
                 &intents,
+                record_likely_new,
             )
             .await
             .and_then(|r| Ok((r.resources()?, r)))

@@ -171,7 +171,7 @@ impl WorkManager {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
-        self.recorded.lock().await.remove(&uid);
+        let recorded = self.recorded.lock().await.remove(&uid);
         let mut workers = self.workers.lock().await;
         if let Some(worker) = workers.get(&uid)
             && !worker.task.is_finished()
@@ -186,10 +186,14 @@ impl WorkManager {
             return;
         }
         let (desired, rx) = watch::channel(wish);
+        // A work the spoke had no record of at start, whose worker starts
+        // now, is new to the spoke: no earlier worker of this run would have
+        // left its record (a finished worker removed it).
         let task = AbortOnDropHandle::new(tokio::spawn(run_worker(
             uid.clone(),
             rx,
             self.shared.clone(),
+            !recorded,
         )));
         workers.insert(uid, Worker { desired, task });
     }
@@ -318,7 +322,15 @@ impl WorkManager {
     }
 }
 
-async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: Arc<Shared>) {
+/// Runs the work `uid` as `desired` says until it is released. With
+/// `record_likely_new`, its first pass creates the work's record without
+/// reading it first.
+async fn run_worker(
+    uid: String,
+    mut desired: watch::Receiver<Desired>,
+    shared: Arc<Shared>,
+    mut record_likely_new: bool,
+) {
     let drifted = Arc::new(Notify::new());
     let mut drift = DriftWatch::new(shared.drift.clone(), drifted.clone());
     let retry = ExponentialBuilder::default()
@@ -406,8 +418,13 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
                         released_generation = (!depends_on.is_empty()).then_some(generation);
                         let correcting = spoke_woke && settled_generation == Some(generation);
                         let gated = released_generation.is_some();
-                        let settled =
-                            apply(&uid, &upsert, &shared, &mut drift, correcting, gated).await;
+                        let pass = Pass {
+                            correcting,
+                            dependencies_ready: gated,
+                            record_likely_new,
+                        };
+                        let settled = apply(&uid, &upsert, &shared, &mut drift, pass).await;
+                        record_likely_new = false;
                         settled_generation = settled.then_some(generation);
                         settled
                     }
@@ -536,17 +553,31 @@ async fn run_worker(uid: String, mut desired: watch::Receiver<Desired>, shared: 
     }
 }
 
-/// One apply pass; true when nothing needs a retry. With `correcting`, the
-/// work was fully applied before and the spoke woke this pass, so every
-/// object it writes is a drift correction.
+/// What one apply pass knows before it starts.
+#[derive(Clone, Copy)]
+struct Pass {
+    /// The work was fully applied before and the spoke woke this pass, so
+    /// every object it writes is a drift correction.
+    correcting: bool,
+    /// The work's dependencies were all ready.
+    dependencies_ready: bool,
+    /// The work's record is probably not on the spoke yet.
+    record_likely_new: bool,
+}
+
+/// One apply pass; true when nothing needs a retry.
 async fn apply(
     uid: &str,
     upsert: &v1::WorkUpsert,
     shared: &Shared,
     drift: &mut DriftWatch,
-    correcting: bool,
-    dependencies_ready: bool,
+    pass: Pass,
 ) -> bool {
+    let Pass {
+        correcting,
+        dependencies_ready,
+        record_likely_new,
+    } = pass;
     // A completed work is no longer updated (OCM): its objects are neither
     // re-applied nor corrected, and its last report stands.
     if let Some(previous) = shared.board.latest(uid).await
@@ -571,7 +602,7 @@ async fn apply(
     ferry_telemetry::set_parent(&span, &upsert.trace_context);
     let mut result = shared
         .reconciler
-        .reconcile(upsert)
+        .reconcile(upsert, record_likely_new)
         .instrument(span.clone())
         .await;
     result.status.trace_context = ferry_telemetry::inject(&span);

@@ -207,17 +207,19 @@ async fn the_works_labels_are_copied_to_its_record_and_follow_label_changes() {
 }
 
 /// A new work costs the record's create (naming the objects the pass is
-/// about to write, so a crash leaks nothing), the objects, and one status
+/// about to write, so a crash leaks nothing, and not preceded by a read of
+/// a record the agent knows is not there), the objects, and one status
 /// write with their UIDs: no separate write of the intents in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_works_record_names_its_objects_from_its_create_and_is_written_once_more_with_their_uids()
  {
+    use ferry_e2e::harness::audit::requests_by;
     use futures::{StreamExt, TryStreamExt};
     use kube::api::{ListParams, WatchEvent, WatchParams};
 
-    let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
-        .await
-        .expect("fleet starts");
+    let mut options = FleetOptions::with_spokes(&[CLUSTER]);
+    options.audit_spokes = true;
+    let fleet = Fleet::start(options).await.expect("fleet starts");
     let spoke = fleet.spoke(CLUSTER);
     let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
     let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
@@ -319,5 +321,15 @@ async fn a_new_works_record_names_its_objects_from_its_create_and_is_written_onc
             "{name} recorded with its UID"
         );
     }
+    let audit_log = &spoke.control_plane.info.audit_log;
+    let first = requests_by(audit_log, "ferry-admin")
+        .into_iter()
+        .find(|r| r.resource == "appliedmanifestworks" && r.name == uid)
+        .expect("the agent's requests on the record are audited");
+    assert_eq!(
+        (first.verb.as_str(), first.code),
+        ("create", 201),
+        "the record of a new work is created without a read first"
+    );
     fleet.stop().await;
 }

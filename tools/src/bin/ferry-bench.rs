@@ -9,6 +9,8 @@ use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::helpers::wait::wait_until;
 
 use anyhow::Context;
+use ferry_tools::bench::spoke_requests::{Window, WorkRequests, per_window};
+use k8s_openapi::jiff::Timestamp;
 use clap::Parser;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::agent_process::{AgentProcess, agent_binary};
@@ -86,6 +88,13 @@ struct Cli {
     /// the one next to `ferry-bench`.
     #[arg(long)]
     agent_binary: bool,
+    /// With the latency figure, audit the spoke's API server and print what
+    /// each new work cost it: the agent's writes (in order) and reads, the
+    /// server's time per write, the agent's span on the spoke. The audit
+    /// log is written synchronously, so the latency figure of such a run is
+    /// not comparable with one without it.
+    #[arg(long)]
+    spoke_requests: bool,
 }
 
 #[tokio::main]
@@ -125,7 +134,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .await;
     }
-    let mut fleet = Fleet::start(FleetOptions::with_spokes(&["cluster-a"]))
+    let mut options = FleetOptions::with_spokes(&["cluster-a"]);
+    options.audit_spokes = cli.spoke_requests;
+    let mut fleet = Fleet::start(options)
         .await
         .context("starting the fleet")?;
     let agent = if cli.agent_binary {
@@ -184,6 +195,7 @@ async fn main() -> anyhow::Result<()> {
         .applied_objects()
         .boxed();
     let mut latencies = Vec::with_capacity(cli.works);
+    let mut windows = Vec::with_capacity(cli.works);
     for i in 0..cli.works {
         let name = format!("bench-{i}");
         let work = manifest_work(
@@ -196,6 +208,7 @@ async fn main() -> anyhow::Result<()> {
             )],
         );
         let started = Instant::now();
+        let from = Timestamp::now();
         works
             .create(&PostParams::default(), &work)
             .await
@@ -211,6 +224,10 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         latencies.push(started.elapsed());
+        windows.push(Window {
+            from,
+            to: Timestamp::now(),
+        });
     }
     let latencies = histogram(&latencies)?;
     let pct = |q: f64| quantile_ms(&latencies, q);
@@ -222,6 +239,9 @@ async fn main() -> anyhow::Result<()> {
         pct(0.99),
         pct(1.0)
     );
+    if cli.spoke_requests {
+        print_spoke_requests(&fleet.spokes[0].control_plane.info.audit_log, &windows)?;
+    }
 
     if cli.drift_samples == 0 {
         if let Some(agent) = agent {
@@ -407,6 +427,42 @@ async fn spoke_watches(client: &kube::Client) -> anyhow::Result<u64> {
 
 /// A histogram of `samples` in microseconds (3 significant digits), for
 /// percentiles without sorting by hand.
+/// What the works cost the spoke's API server, from its audit log.
+fn print_spoke_requests(audit_log: &str, windows: &[Window]) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(audit_log)
+        .with_context(|| format!("reading the spoke's audit log {audit_log}"))?;
+    let works = per_window(&text, "ferry-admin", windows);
+    let mut writes: Vec<usize> = works.iter().map(|w| w.writes.len()).collect();
+    let mut reads: Vec<usize> = works.iter().map(|w| w.reads).collect();
+    writes.sort_unstable();
+    reads.sort_unstable();
+    let median = |v: &[usize]| v.get(v.len() / 2).copied().unwrap_or_default();
+    let write_times: Vec<Duration> = works.iter().flat_map(|w| w.write_times.clone()).collect();
+    let spans: Vec<Duration> = works.iter().filter_map(|w| w.span).collect();
+    let (write_times, spans) = (histogram(&write_times)?, histogram(&spans)?);
+    println!(
+        "spoke requests per new work (the agent's, from the spoke's audit log), {} works: writes p50 {} (min {}, max {}), single-object reads p50 {}; server time per write p50 {:.1} ms, p99 {:.1} ms; first request received -> last answered p50 {:.1} ms, p99 {:.1} ms",
+        works.len(),
+        median(&writes),
+        writes.first().copied().unwrap_or_default(),
+        writes.last().copied().unwrap_or_default(),
+        median(&reads),
+        quantile_ms(&write_times, 0.5),
+        quantile_ms(&write_times, 0.99),
+        quantile_ms(&spans, 0.5),
+        quantile_ms(&spans, 0.99),
+    );
+    let mut by_span: Vec<&WorkRequests> = works.iter().filter(|w| w.span.is_some()).collect();
+    by_span.sort_by_key(|w| w.span);
+    if let Some(typical) = by_span.get(by_span.len() / 2) {
+        println!(
+            "  the requests of the work with the median span (ms after its first, server time): {}",
+            typical.timeline.join(", ")
+        );
+    }
+    Ok(())
+}
+
 fn histogram(samples: &[Duration]) -> anyhow::Result<Histogram<u64>> {
     let mut histogram = Histogram::new(3).context("histogram bounds")?;
     for sample in samples {

@@ -1,0 +1,192 @@
+//! `ferry-bench --spoke-requests`: what each new work cost the spoke's API
+//! server, read from its audit log: the agent's writes and single-object
+//! reads within each work's create → Applied window, the server's own time
+//! per write, and the agent's span on the spoke (first request received to
+//! last one answered). Figures to print, never to assert.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+/// One work's create → Applied window, in wall-clock time (the audit log's).
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// When the bench sent the create.
+    pub from: Timestamp,
+    /// When the bench saw the work Applied.
+    pub to: Timestamp,
+}
+
+/// The spoke requests of one window.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct WorkRequests {
+    /// Writes, in the order the server received them, as `verb resource`
+    /// (`resource/subresource` for a subresource).
+    pub writes: Vec<String>,
+    /// Single-object reads.
+    pub reads: usize,
+    /// The server's time for each write (received → response complete).
+    pub write_times: Vec<Duration>,
+    /// First request received → last response complete; none without
+    /// requests.
+    pub span: Option<Duration>,
+    /// Every request, as `verb resource +at (took)` in milliseconds from
+    /// the first one received: where the span goes.
+    pub timeline: Vec<String>,
+}
+
+/// One audited request.
+struct Audited {
+    verb: String,
+    resource: String,
+    received: Timestamp,
+    done: Timestamp,
+}
+
+fn audited(event: &Value, username: &str) -> Option<Audited> {
+    if event["user"]["username"] != username || event["stage"] != "ResponseComplete" {
+        return None;
+    }
+    let object = &event["objectRef"];
+    let mut resource = object["resource"].as_str()?.to_string();
+    if let Some(sub) = object["subresource"].as_str() {
+        resource = format!("{resource}/{sub}");
+    }
+    Some(Audited {
+        verb: event["verb"].as_str()?.to_string(),
+        resource,
+        received: event["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+        done: event["stageTimestamp"].as_str()?.parse().ok()?,
+    })
+}
+
+fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
+    Duration::try_from(to.duration_since(from)).unwrap_or_default()
+}
+
+/// The requests `username` made within each of `windows` (by the time the
+/// server received them), from the JSON-lines audit log `audit`. Lines that
+/// are not audit events of that user are skipped.
+pub fn per_window(audit: &str, username: &str, windows: &[Window]) -> Vec<WorkRequests> {
+    let requests: Vec<Audited> = audit
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|event| audited(&event, username))
+        .collect();
+    windows
+        .iter()
+        .map(|window| {
+            let mut inside: Vec<&Audited> = requests
+                .iter()
+                .filter(|r| r.received >= window.from && r.received <= window.to)
+                .collect();
+            inside.sort_by_key(|r| r.received);
+            let mut work = WorkRequests::default();
+            let start = inside.first().map(|r| r.received);
+            for request in &inside {
+                let at = start.map_or(Duration::ZERO, |s| elapsed(s, request.received));
+                work.timeline.push(format!(
+                    "{} {} +{:.1} ({:.1})",
+                    request.verb,
+                    request.resource,
+                    at.as_secs_f64() * 1e3,
+                    elapsed(request.received, request.done).as_secs_f64() * 1e3
+                ));
+                match request.verb.as_str() {
+                    "get" => work.reads += 1,
+                    "create" | "update" | "patch" | "delete" | "deletecollection" => {
+                        work.writes
+                            .push(format!("{} {}", request.verb, request.resource));
+                        work.write_times
+                            .push(elapsed(request.received, request.done));
+                    }
+                    _ => {}
+                }
+            }
+            work.span = match (inside.first(), inside.iter().map(|r| r.done).max()) {
+                (Some(first), Some(last)) => Some(elapsed(first.received, last)),
+                _ => None,
+            };
+            work
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(user: &str, verb: &str, resource: &str, sub: Option<&str>, at_ms: u64) -> String {
+        let at = |ms: u64| format!("2026-11-29T10:00:00.{:06}Z", ms * 1000);
+        let mut object = json!({"resource": resource, "name": "x"});
+        if let Some(sub) = sub {
+            object["subresource"] = json!(sub);
+        }
+        json!({
+            "stage": "ResponseComplete",
+            "verb": verb,
+            "user": {"username": user},
+            "objectRef": object,
+            "requestReceivedTimestamp": at(at_ms),
+            "stageTimestamp": at(at_ms + 2),
+        })
+        .to_string()
+    }
+
+    fn window(from_ms: u64, to_ms: u64) -> Window {
+        let at = |ms: u64| {
+            format!("2026-11-29T10:00:00.{:06}Z", ms * 1000)
+                .parse()
+                .expect("time")
+        };
+        Window {
+            from: at(from_ms),
+            to: at(to_ms),
+        }
+    }
+
+    #[test]
+    fn each_window_gets_the_users_requests_received_in_it_in_order() {
+        let log = [
+            event("ferry-admin", "get", "appliedmanifestworks", None, 10),
+            event("ferry-admin", "create", "appliedmanifestworks", None, 12),
+            event("system:apiserver", "update", "leases", None, 13),
+            event("ferry-admin", "get", "configmaps", None, 15),
+            event("ferry-admin", "patch", "configmaps", None, 17),
+            "not json".to_string(),
+            event(
+                "ferry-admin",
+                "patch",
+                "appliedmanifestworks",
+                Some("status"),
+                20,
+            ),
+            event("ferry-admin", "patch", "configmaps", None, 150),
+        ]
+        .join("\n");
+        let works = per_window(&log, "ferry-admin", &[window(5, 100), window(100, 200)]);
+        assert_eq!(
+            works[0].writes,
+            [
+                "create appliedmanifestworks",
+                "patch configmaps",
+                "patch appliedmanifestworks/status"
+            ]
+        );
+        assert_eq!(works[0].reads, 2);
+        assert_eq!(works[0].write_times, [Duration::from_millis(2); 3]);
+        // 10 ms received → 22 ms answered.
+        assert_eq!(works[0].span, Some(Duration::from_millis(12)));
+        assert_eq!(works[0].timeline[1], "create appliedmanifestworks +2.0 (2.0)");
+        assert_eq!(works[1].writes, ["patch configmaps"]);
+        assert_eq!(works[1].reads, 0);
+    }
+
+    #[test]
+    fn a_window_without_requests_has_no_span() {
+        let works = per_window("", "ferry-admin", &[window(0, 10)]);
+        assert_eq!(works, [WorkRequests::default()]);
+    }
+}
