@@ -137,6 +137,8 @@ pub struct FleetOptions {
     pub spokes: Vec<String>,
     /// Enable audit logs on the spokes, to count the writes they receive.
     pub audit_spokes: bool,
+    /// Enable the audit log on the hub's API server.
+    pub audit_hub: bool,
     /// Heartbeat interval of hub and agents.
     pub heartbeat: Duration,
     /// Agent resync interval; long by default so tests prove that drift is
@@ -213,6 +215,7 @@ impl FleetOptions {
         Self {
             spokes: names.iter().map(|n| n.to_string()).collect(),
             audit_spokes: false,
+            audit_hub: false,
             heartbeat: Duration::from_secs(5),
             resync: Duration::from_secs(3600),
             eviction_grace: Duration::from_secs(3600),
@@ -363,7 +366,13 @@ pub struct Fleet {
 async fn start_control_planes(
     options: &FleetOptions,
 ) -> Result<(ControlPlane, Vec<ControlPlane>), FleetError> {
-    let hub_start = ControlPlane::start("hub", ControlPlaneOptions::default());
+    let hub_start = ControlPlane::start(
+        "hub",
+        ControlPlaneOptions {
+            audit: options.audit_hub,
+            ..Default::default()
+        },
+    );
     let spoke_starts = futures::future::try_join_all(options.spokes.iter().map(|name| {
         ControlPlane::start(
             name,

@@ -9,8 +9,6 @@ use ferry_api::managed_cluster::ManagedCluster;
 use ferry_e2e::helpers::wait::wait_until;
 
 use anyhow::Context;
-use ferry_tools::bench::spoke_requests::{Window, WorkRequests, per_window};
-use k8s_openapi::jiff::Timestamp;
 use clap::Parser;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::agent_process::{AgentProcess, agent_binary};
@@ -19,8 +17,10 @@ use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::work_helpers::{
     config_map, is_applied_at_current_generation, manifest_work,
 };
+use ferry_tools::bench::api_requests::{Window, WorkRequests, per_window};
 use futures::{StreamExt, TryStreamExt};
 use hdrhistogram::Histogram;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -88,13 +88,14 @@ struct Cli {
     /// the one next to `ferry-bench`.
     #[arg(long)]
     agent_binary: bool,
-    /// With the latency figure, audit the spoke's API server and print what
-    /// each new work cost it: the agent's writes (in order) and reads, the
-    /// server's time per write, the agent's span on the spoke. The audit
-    /// log is written synchronously, so the latency figure of such a run is
-    /// not comparable with one without it.
+    /// With the latency figure, audit the hub's and the spoke's API servers
+    /// and print where each work's create → Applied went: admission, the
+    /// agent's spoke writes (in order) and reads with the server's time for
+    /// each, the way through hub and agent, the status write, the watch
+    /// back. The audit logs are written synchronously, so the latency figure
+    /// of such a run is not comparable with one without them.
     #[arg(long)]
-    spoke_requests: bool,
+    api_requests: bool,
 }
 
 #[tokio::main]
@@ -135,10 +136,9 @@ async fn main() -> anyhow::Result<()> {
         .await;
     }
     let mut options = FleetOptions::with_spokes(&["cluster-a"]);
-    options.audit_spokes = cli.spoke_requests;
-    let mut fleet = Fleet::start(options)
-        .await
-        .context("starting the fleet")?;
+    options.audit_spokes = cli.api_requests;
+    options.audit_hub = cli.api_requests;
+    let mut fleet = Fleet::start(options).await.context("starting the fleet")?;
     let agent = if cli.agent_binary {
         fleet.stop_agent("cluster-a").await;
         let agent = AgentProcess::start(&fleet, "cluster-a", None, &[])
@@ -239,8 +239,12 @@ async fn main() -> anyhow::Result<()> {
         pct(0.99),
         pct(1.0)
     );
-    if cli.spoke_requests {
-        print_spoke_requests(&fleet.spokes[0].control_plane.info.audit_log, &windows)?;
+    if cli.api_requests {
+        print_api_requests(
+            &fleet.hub.info.audit_log,
+            &fleet.spokes[0].control_plane.info.audit_log,
+            &windows,
+        )?;
     }
 
     if cli.drift_samples == 0 {
@@ -427,11 +431,13 @@ async fn spoke_watches(client: &kube::Client) -> anyhow::Result<u64> {
 
 /// A histogram of `samples` in microseconds (3 significant digits), for
 /// percentiles without sorting by hand.
-/// What the works cost the spoke's API server, from its audit log.
-fn print_spoke_requests(audit_log: &str, windows: &[Window]) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(audit_log)
-        .with_context(|| format!("reading the spoke's audit log {audit_log}"))?;
-    let works = per_window(&text, "ferry-admin", windows);
+/// Where each work's create → Applied went, from the hub's and the
+/// spoke's audit logs.
+fn print_api_requests(hub_log: &str, spoke_log: &str, windows: &[Window]) -> anyhow::Result<()> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path).with_context(|| format!("reading the audit log {path}"))
+    };
+    let works = per_window(&read(spoke_log)?, Some("ferry-admin"), windows);
     let mut writes: Vec<usize> = works.iter().map(|w| w.writes.len()).collect();
     let mut reads: Vec<usize> = works.iter().map(|w| w.reads).collect();
     writes.sort_unstable();
@@ -456,7 +462,56 @@ fn print_spoke_requests(audit_log: &str, windows: &[Window]) -> anyhow::Result<(
     by_span.sort_by_key(|w| w.span);
     if let Some(typical) = by_span.get(by_span.len() / 2) {
         println!(
-            "  the requests of the work with the median span (ms after its first, server time): {}",
+            "  the spoke requests of the work with the median span (ms after its first, server time): {}",
+            typical.timeline.join(", ")
+        );
+    }
+    // The hub: the create (with admission), the way through hub and agent
+    // to the status write that made the work Applied, and back to the bench.
+    let hub = per_window(&read(hub_log)?, None, windows);
+    let since = |from: Timestamp, to: Timestamp| {
+        Duration::try_from(to.duration_since(from)).unwrap_or_default()
+    };
+    let (mut admitted, mut through, mut status, mut seen) = (vec![], vec![], vec![], vec![]);
+    for (work, window) in hub.iter().zip(windows) {
+        let create = work
+            .writes
+            .iter()
+            .position(|w| w == "create manifestworks")
+            .map(|i| work.write_times_at[i]);
+        let last_status = work
+            .writes
+            .iter()
+            .rposition(|w| w.ends_with("manifestworks/status"))
+            .map(|i| work.write_times_at[i]);
+        if let (Some(create), Some(last_status)) = (create, last_status) {
+            admitted.push(since(create.0, create.1));
+            through.push(since(create.1, last_status.0));
+            status.push(since(last_status.0, last_status.1));
+            seen.push(since(last_status.1, window.to));
+        }
+    }
+    let figure = |samples: &[Duration]| -> anyhow::Result<String> {
+        let h = histogram(samples)?;
+        Ok(format!(
+            "p50 {:.1} ms, p99 {:.1} ms",
+            quantile_ms(&h, 0.5),
+            quantile_ms(&h, 0.99)
+        ))
+    };
+    println!(
+        "hub side, {} works: create received -> answered (admission) {}; answered -> the status write received (hub -> agent -> hub) {}; status write {}; answered -> the bench's watch saw Applied {}",
+        admitted.len(),
+        figure(&admitted)?,
+        figure(&through)?,
+        figure(&status)?,
+        figure(&seen)?,
+    );
+    let mut hub_by_span: Vec<&WorkRequests> = hub.iter().filter(|w| w.span.is_some()).collect();
+    hub_by_span.sort_by_key(|w| w.span);
+    if let Some(typical) = hub_by_span.get(hub_by_span.len() / 2) {
+        println!(
+            "  the hub writes of the work with the median span: {}",
             typical.timeline.join(", ")
         );
     }

@@ -1,8 +1,8 @@
-//! `ferry-bench --spoke-requests`: what each new work cost the spoke's API
-//! server, read from its audit log: the agent's writes and single-object
-//! reads within each work's create → Applied window, the server's own time
-//! per write, and the agent's span on the spoke (first request received to
-//! last one answered). Figures to print, never to assert.
+//! `ferry-bench --api-requests`: what each new work cost an API server,
+//! read from its audit log: the writes and single-object reads within each
+//! work's create → Applied window, the server's own time for each, and the
+//! span from the first request received to the last one answered. Figures
+//! to print, never to assert.
 
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ pub struct WorkRequests {
     /// Every request, as `verb resource +at (took)` in milliseconds from
     /// the first one received: where the span goes.
     pub timeline: Vec<String>,
+    /// Each write as (received, answered), in the order received.
+    pub write_times_at: Vec<(Timestamp, Timestamp)>,
 }
 
 /// One audited request.
@@ -44,8 +46,10 @@ struct Audited {
     done: Timestamp,
 }
 
-fn audited(event: &Value, username: &str) -> Option<Audited> {
-    if event["user"]["username"] != username || event["stage"] != "ResponseComplete" {
+fn audited(event: &Value, username: Option<&str>) -> Option<Audited> {
+    if username.is_some_and(|u| event["user"]["username"] != u)
+        || event["stage"] != "ResponseComplete"
+    {
         return None;
     }
     let object = &event["objectRef"];
@@ -65,10 +69,11 @@ fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
     Duration::try_from(to.duration_since(from)).unwrap_or_default()
 }
 
-/// The requests `username` made within each of `windows` (by the time the
-/// server received them), from the JSON-lines audit log `audit`. Lines that
-/// are not audit events of that user are skipped.
-pub fn per_window(audit: &str, username: &str, windows: &[Window]) -> Vec<WorkRequests> {
+/// The requests `username` (any user with `None`) made within each of
+/// `windows` (by the time the server received them), from the JSON-lines
+/// audit log `audit`. Lines that are not audit events of that user are
+/// skipped.
+pub fn per_window(audit: &str, username: Option<&str>, windows: &[Window]) -> Vec<WorkRequests> {
     let requests: Vec<Audited> = audit
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -100,6 +105,7 @@ pub fn per_window(audit: &str, username: &str, windows: &[Window]) -> Vec<WorkRe
                             .push(format!("{} {}", request.verb, request.resource));
                         work.write_times
                             .push(elapsed(request.received, request.done));
+                        work.write_times_at.push((request.received, request.done));
                     }
                     _ => {}
                 }
@@ -166,7 +172,11 @@ mod tests {
             event("ferry-admin", "patch", "configmaps", None, 150),
         ]
         .join("\n");
-        let works = per_window(&log, "ferry-admin", &[window(5, 100), window(100, 200)]);
+        let works = per_window(
+            &log,
+            Some("ferry-admin"),
+            &[window(5, 100), window(100, 200)],
+        );
         assert_eq!(
             works[0].writes,
             [
@@ -179,14 +189,32 @@ mod tests {
         assert_eq!(works[0].write_times, [Duration::from_millis(2); 3]);
         // 10 ms received → 22 ms answered.
         assert_eq!(works[0].span, Some(Duration::from_millis(12)));
-        assert_eq!(works[0].timeline[1], "create appliedmanifestworks +2.0 (2.0)");
+        assert_eq!(
+            works[0].timeline[1],
+            "create appliedmanifestworks +2.0 (2.0)"
+        );
         assert_eq!(works[1].writes, ["patch configmaps"]);
         assert_eq!(works[1].reads, 0);
     }
 
     #[test]
     fn a_window_without_requests_has_no_span() {
-        let works = per_window("", "ferry-admin", &[window(0, 10)]);
+        let works = per_window("", Some("ferry-admin"), &[window(0, 10)]);
         assert_eq!(works, [WorkRequests::default()]);
+    }
+
+    #[test]
+    fn without_a_user_every_users_requests_count() {
+        let log = [
+            event("admin", "create", "manifestworks", None, 10),
+            event("hub", "patch", "manifestworks", Some("status"), 30),
+        ]
+        .join("\n");
+        let works = per_window(&log, None, &[window(0, 100)]);
+        assert_eq!(
+            works[0].writes,
+            ["create manifestworks", "patch manifestworks/status"]
+        );
+        assert_eq!(works[0].write_times_at.len(), 2);
     }
 }
