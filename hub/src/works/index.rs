@@ -94,6 +94,34 @@ impl WorkIndex {
         clusters.get(cluster)?.works.get(name).cloned()
     }
 
+    /// The work `name` of `cluster` once `ready` holds for the index's copy
+    /// (or the work is gone), waiting for the index to change for at most
+    /// `limit`; after that, what the index holds then. Never fails.
+    pub async fn wait_for(
+        &self,
+        cluster: &str,
+        name: &str,
+        ready: impl Fn(&ManifestWork) -> bool,
+        limit: std::time::Duration,
+    ) -> Option<Arc<ManifestWork>> {
+        // Subscribed before the first look: a change between the two still
+        // wakes the wait.
+        let mut changes = self.subscribe(cluster).await;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let current = self.get(cluster, name).await;
+            if current.as_deref().is_none_or(&ready) {
+                return current;
+            }
+            // The sender lives in the index, so `changed` fails only if the
+            // slot was replaced; then look once more and stop.
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return self.get(cluster, name).await,
+            }
+        }
+    }
+
     /// Stores what `watched` resolves to, replacing what the index held
     /// under its name.
     async fn apply(&self, watched: Watched) {
@@ -461,6 +489,43 @@ mod tests {
         rx.mark_unchanged();
         relist(&mut feed, vec![good("c", "w1", "u1", "1")]).await;
         assert!(!rx.has_changed().expect("sender alive"));
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_a_copy_ends_when_the_index_holds_it_or_the_limit_passes() {
+        let mut feed = feed();
+        relist(&mut feed, vec![good("c", "w1", "u1", "1")]).await;
+        let newer = |work: &ManifestWork| rv(work) == "2";
+        let index = feed.index.clone();
+        let waiting = tokio::spawn(async move {
+            index
+                .wait_for("c", "w1", newer, std::time::Duration::from_secs(30))
+                .await
+        });
+        // Other works changing do not end it.
+        feed.handle(watcher::Event::Apply(good("c", "w2", "u2", "1")))
+            .await;
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        feed.handle(watcher::Event::Apply(good("c", "w1", "u1", "2")))
+            .await;
+        let held = waiting.await.expect("joined").expect("the work");
+        assert_eq!(rv(&held), "2");
+        // Never there: the copy the index holds once the limit passed.
+        let never = |work: &ManifestWork| rv(work) == "9";
+        let held = feed
+            .index
+            .wait_for("c", "w1", never, std::time::Duration::from_millis(20))
+            .await
+            .expect("the work");
+        assert_eq!(rv(&held), "2");
+        // Gone: nothing to wait for.
+        assert!(
+            feed.index
+                .wait_for("c", "gone", never, std::time::Duration::from_secs(30))
+                .await
+                .is_none()
+        );
     }
 
     #[tokio::test]

@@ -41,6 +41,8 @@ pub struct WorkRequests {
 /// One audited request.
 struct Audited {
     verb: String,
+    /// The HTTP status answered.
+    code: u64,
     resource: String,
     received: Timestamp,
     done: Timestamp,
@@ -59,6 +61,7 @@ fn audited(event: &Value, username: Option<&str>) -> Option<Audited> {
     }
     Some(Audited {
         verb: event["verb"].as_str()?.to_string(),
+        code: event["responseStatus"]["code"].as_u64().unwrap_or_default(),
         resource,
         received: event["requestReceivedTimestamp"].as_str()?.parse().ok()?,
         done: event["stageTimestamp"].as_str()?.parse().ok()?,
@@ -91,8 +94,15 @@ pub fn per_window(audit: &str, username: Option<&str>, windows: &[Window]) -> Ve
             let start = inside.first().map(|r| r.received);
             for request in &inside {
                 let at = start.map_or(Duration::ZERO, |s| elapsed(s, request.received));
+                // Only an answer other than 200/201 is shown: a conflict or
+                // a 404 on the way is what the timeline is read for.
+                let code = if matches!(request.code, 200 | 201) {
+                    String::new()
+                } else {
+                    format!(" {}", request.code)
+                };
                 work.timeline.push(format!(
-                    "{} {} +{:.1} ({:.1})",
+                    "{} {} +{:.1} ({:.1}){code}",
                     request.verb,
                     request.resource,
                     at.as_secs_f64() * 1e3,
@@ -125,6 +135,17 @@ mod tests {
     use serde_json::json;
 
     fn event(user: &str, verb: &str, resource: &str, sub: Option<&str>, at_ms: u64) -> String {
+        coded(user, verb, resource, sub, at_ms, 200)
+    }
+
+    fn coded(
+        user: &str,
+        verb: &str,
+        resource: &str,
+        sub: Option<&str>,
+        at_ms: u64,
+        code: u64,
+    ) -> String {
         let at = |ms: u64| format!("2026-11-29T10:00:00.{:06}Z", ms * 1000);
         let mut object = json!({"resource": resource, "name": "x"});
         if let Some(sub) = sub {
@@ -137,6 +158,7 @@ mod tests {
             "objectRef": object,
             "requestReceivedTimestamp": at(at_ms),
             "stageTimestamp": at(at_ms + 2),
+            "responseStatus": {"code": code},
         })
         .to_string()
     }
@@ -156,7 +178,7 @@ mod tests {
     #[test]
     fn each_window_gets_the_users_requests_received_in_it_in_order() {
         let log = [
-            event("ferry-admin", "get", "appliedmanifestworks", None, 10),
+            coded("ferry-admin", "get", "appliedmanifestworks", None, 10, 404),
             event("ferry-admin", "create", "appliedmanifestworks", None, 12),
             event("system:apiserver", "update", "leases", None, 13),
             event("ferry-admin", "get", "configmaps", None, 15),

@@ -507,6 +507,24 @@ fn print_api_requests(hub_log: &str, spoke_log: &str, windows: &[Window]) -> any
         figure(&status)?,
         figure(&seen)?,
     );
+    let rewritten: Vec<&WorkRequests> = hub
+        .iter()
+        .filter(|w| {
+            w.writes
+                .iter()
+                .filter(|x| x.ends_with("manifestworks/status"))
+                .count()
+                > 1
+        })
+        .collect();
+    println!(
+        "  works whose status took more than one write: {}{}",
+        rewritten.len(),
+        rewritten
+            .first()
+            .map(|w| format!(", the first: {}", w.timeline.join(", ")))
+            .unwrap_or_default()
+    );
     let mut hub_by_span: Vec<&WorkRequests> = hub.iter().filter(|w| w.span.is_some()).collect();
     hub_by_span.sort_by_key(|w| w.span);
     if let Some(typical) = hub_by_span.get(hub_by_span.len() / 2) {
