@@ -525,6 +525,25 @@ fn print_api_requests(hub_log: &str, spoke_log: &str, windows: &[Window]) -> any
             .map(|w| format!(", the first: {}", w.timeline.join(", ")))
             .unwrap_or_default()
     );
+    // The tail: where the slowest work's time went, on both servers.
+    let slowest = windows
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, w)| since(w.from, w.to))
+        .map(|(i, _)| i);
+    if let (Some(i), Some(window)) = (slowest, slowest.and_then(|i| windows.get(i))) {
+        println!(
+            "  the slowest work ({:.1} ms): hub {}; spoke {}",
+            since(window.from, window.to).as_secs_f64() * 1e3,
+            hub.get(i)
+                .map(|w| w.timeline.join(", "))
+                .unwrap_or_default(),
+            works
+                .get(i)
+                .map(|w| w.timeline.join(", "))
+                .unwrap_or_default(),
+        );
+    }
     let mut hub_by_span: Vec<&WorkRequests> = hub.iter().filter(|w| w.span.is_some()).collect();
     hub_by_span.sort_by_key(|w| w.span);
     if let Some(typical) = hub_by_span.get(hub_by_span.len() / 2) {
