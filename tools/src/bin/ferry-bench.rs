@@ -17,9 +17,9 @@ use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::work_helpers::{
     config_map, is_applied_at_current_generation, manifest_work,
 };
-use ferry_tools::bench::api_requests::{Window, WorkRequests, per_window};
+use ferry_tools::bench::api_requests::{Window, report};
+use ferry_tools::bench::stats::{histogram, quantile_ms, rss_mib};
 use futures::{StreamExt, TryStreamExt};
-use hdrhistogram::Histogram;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
@@ -437,153 +437,8 @@ fn print_api_requests(hub_log: &str, spoke_log: &str, windows: &[Window]) -> any
     let read = |path: &str| {
         std::fs::read_to_string(path).with_context(|| format!("reading the audit log {path}"))
     };
-    let works = per_window(&read(spoke_log)?, Some("ferry-admin"), windows);
-    let mut writes: Vec<usize> = works.iter().map(|w| w.writes.len()).collect();
-    let mut reads: Vec<usize> = works.iter().map(|w| w.reads).collect();
-    writes.sort_unstable();
-    reads.sort_unstable();
-    let median = |v: &[usize]| v.get(v.len() / 2).copied().unwrap_or_default();
-    let write_times: Vec<Duration> = works.iter().flat_map(|w| w.write_times.clone()).collect();
-    let spans: Vec<Duration> = works.iter().filter_map(|w| w.span).collect();
-    let (write_times, spans) = (histogram(&write_times)?, histogram(&spans)?);
-    println!(
-        "spoke requests per new work (the agent's, from the spoke's audit log), {} works: writes p50 {} (min {}, max {}), single-object reads p50 {}; server time per write p50 {:.1} ms, p99 {:.1} ms; first request received -> last answered p50 {:.1} ms, p99 {:.1} ms",
-        works.len(),
-        median(&writes),
-        writes.first().copied().unwrap_or_default(),
-        writes.last().copied().unwrap_or_default(),
-        median(&reads),
-        quantile_ms(&write_times, 0.5),
-        quantile_ms(&write_times, 0.99),
-        quantile_ms(&spans, 0.5),
-        quantile_ms(&spans, 0.99),
-    );
-    let mut by_span: Vec<&WorkRequests> = works.iter().filter(|w| w.span.is_some()).collect();
-    by_span.sort_by_key(|w| w.span);
-    if let Some(typical) = by_span.get(by_span.len() / 2) {
-        println!(
-            "  the spoke requests of the work with the median span (ms after its first, server time): {}",
-            typical.timeline.join(", ")
-        );
-    }
-    // The hub: the create (with admission), the way through hub and agent
-    // to the status write that made the work Applied, and back to the bench.
-    let hub = per_window(&read(hub_log)?, None, windows);
-    let since = |from: Timestamp, to: Timestamp| {
-        Duration::try_from(to.duration_since(from)).unwrap_or_default()
-    };
-    let (mut admitted, mut through, mut status, mut seen) = (vec![], vec![], vec![], vec![]);
-    for (work, window) in hub.iter().zip(windows) {
-        let create = work
-            .writes
-            .iter()
-            .position(|w| w == "create manifestworks")
-            .map(|i| work.write_times_at[i]);
-        let last_status = work
-            .writes
-            .iter()
-            .rposition(|w| w.ends_with("manifestworks/status"))
-            .map(|i| work.write_times_at[i]);
-        if let (Some(create), Some(last_status)) = (create, last_status) {
-            admitted.push(since(create.0, create.1));
-            through.push(since(create.1, last_status.0));
-            status.push(since(last_status.0, last_status.1));
-            seen.push(since(last_status.1, window.to));
-        }
-    }
-    let figure = |samples: &[Duration]| -> anyhow::Result<String> {
-        let h = histogram(samples)?;
-        Ok(format!(
-            "p50 {:.1} ms, p99 {:.1} ms",
-            quantile_ms(&h, 0.5),
-            quantile_ms(&h, 0.99)
-        ))
-    };
-    println!(
-        "hub side, {} works: create received -> answered (admission) {}; answered -> the status write received (hub -> agent -> hub) {}; status write {}; answered -> the bench's watch saw Applied {}",
-        admitted.len(),
-        figure(&admitted)?,
-        figure(&through)?,
-        figure(&status)?,
-        figure(&seen)?,
-    );
-    let rewritten: Vec<&WorkRequests> = hub
-        .iter()
-        .filter(|w| {
-            w.writes
-                .iter()
-                .filter(|x| x.ends_with("manifestworks/status"))
-                .count()
-                > 1
-        })
-        .collect();
-    println!(
-        "  works whose status took more than one write: {}{}",
-        rewritten.len(),
-        rewritten
-            .first()
-            .map(|w| format!(", the first: {}", w.timeline.join(", ")))
-            .unwrap_or_default()
-    );
-    // The tail: where the slowest work's time went, on both servers.
-    let slowest = windows
-        .iter()
-        .enumerate()
-        .max_by_key(|(_, w)| since(w.from, w.to))
-        .map(|(i, _)| i);
-    if let (Some(i), Some(window)) = (slowest, slowest.and_then(|i| windows.get(i))) {
-        println!(
-            "  the slowest work ({:.1} ms): hub {}; spoke {}",
-            since(window.from, window.to).as_secs_f64() * 1e3,
-            hub.get(i)
-                .map(|w| w.timeline.join(", "))
-                .unwrap_or_default(),
-            works
-                .get(i)
-                .map(|w| w.timeline.join(", "))
-                .unwrap_or_default(),
-        );
-    }
-    let mut hub_by_span: Vec<&WorkRequests> = hub.iter().filter(|w| w.span.is_some()).collect();
-    hub_by_span.sort_by_key(|w| w.span);
-    if let Some(typical) = hub_by_span.get(hub_by_span.len() / 2) {
-        println!(
-            "  the hub writes of the work with the median span: {}",
-            typical.timeline.join(", ")
-        );
+    for line in report(&read(hub_log)?, &read(spoke_log)?, windows)? {
+        println!("{line}");
     }
     Ok(())
-}
-
-fn histogram(samples: &[Duration]) -> anyhow::Result<Histogram<u64>> {
-    let mut histogram = Histogram::new(3).context("histogram bounds")?;
-    for sample in samples {
-        let micros = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX);
-        histogram
-            .record(micros.max(1))
-            .context("record a latency")?;
-    }
-    Ok(histogram)
-}
-
-/// The `q` quantile of `histogram` in milliseconds; NaN when it is empty.
-fn quantile_ms(histogram: &Histogram<u64>, q: f64) -> f64 {
-    if histogram.is_empty() {
-        return f64::NAN;
-    }
-    histogram.value_at_quantile(q) as f64 / 1000.0
-}
-
-fn rss_mib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb / 1024)
-        .unwrap_or_default()
 }
