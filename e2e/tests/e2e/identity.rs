@@ -188,6 +188,10 @@ async fn only_a_valid_token_of_the_clusters_own_namespace_opens_a_session() {
         .delete("temporary", &Default::default())
         .await
         .expect("delete account");
+    // The API server looks a token's ServiceAccount up in its own watch
+    // cache: right after the delete it may still authenticate the token.
+    // The signal is its own verdict, which is what the hub asks for.
+    refused_by_the_api_server(&hub, &revoked).await;
     assert_eq!(
         hello_with(channel.clone(), Some(&revoked), "cluster-a").await,
         Err(Code::Unauthenticated),
@@ -519,4 +523,33 @@ async fn a_ferry_agent_token_is_refused_by_the_kubernetes_api() {
         other => panic!("a ferry token reached the Kubernetes API: {other:?}"),
     }
     fleet.stop().await;
+}
+
+/// Waits until the hub's API server itself no longer authenticates `token`
+/// for ferry's audience; panics after 30 s.
+async fn refused_by_the_api_server(hub: &kube::Client, token: &str) {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    let reviews: Api<TokenReview> = Api::all(hub.clone());
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.into()),
+            audiences: Some(vec![AGENT_TOKEN_AUDIENCE.into()]),
+        },
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let answer = reviews
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("token review");
+        if !answer.status.and_then(|s| s.authenticated).unwrap_or(false) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the API server still authenticates a deleted ServiceAccount's token after 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
