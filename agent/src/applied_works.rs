@@ -586,9 +586,6 @@ pub fn render_spoke_crd(crd: &CustomResourceDefinition) -> Result<String, serde_
     ))
 }
 
-/// The JSON Patch that brings `record` to `spec` and to the work's
-/// `labels`, replacing each wholesale (so a deleteOption or orphaning rule,
-/// or a label, the work dropped goes too); None when both already match.
 /// The creation-intents annotation's value for `intents`: none when there
 /// are none or they do not fit in [`MAX_CREATION_INTENTS_BYTES`].
 fn creation_intents(intents: &[AppliedResource]) -> Option<String> {
@@ -600,6 +597,9 @@ fn creation_intents(intents: &[AppliedResource]) -> Option<String> {
         .filter(|text| text.len() <= MAX_CREATION_INTENTS_BYTES)
 }
 
+/// The JSON Patch that brings `record` to `spec` and to the work's
+/// `labels`, replacing each wholesale (so a deleteOption or orphaning rule,
+/// or a label, the work dropped goes too); None when both already match.
 fn record_patch(
     record: &AppliedManifestWork,
     spec: &AppliedManifestWorkSpec,
