@@ -429,7 +429,8 @@ impl AppliedWorks {
     /// `likely_new` (no record was found for the work when the agent
     /// started, and this run has not created one) the create is tried
     /// without reading first; a record that exists after all is read then.
-    /// Fails when the API server refuses a read or write.
+    /// Also says whether this call created the record. Fails when the API
+    /// server refuses a read or write.
     pub async fn ensure(
         &self,
         work: &v1::WorkRef,
@@ -438,7 +439,7 @@ impl AppliedWorks {
         labels: &HashMap<String, String>,
         intents: &[AppliedResource],
         likely_new: bool,
-    ) -> Result<AppliedManifestWork, AppliedWorksError> {
+    ) -> Result<(AppliedManifestWork, bool), AppliedWorksError> {
         let spec = AppliedManifestWorkSpec {
             cluster_name: self.cluster.clone(),
             work_namespace: work.namespace.clone(),
@@ -452,6 +453,7 @@ impl AppliedWorks {
         } else {
             self.get(&work.uid).await?
         };
+        let mut created = false;
         let mut record = match existing {
             Some(existing) => existing,
             None => {
@@ -463,7 +465,10 @@ impl AppliedWorks {
                         Some([(CREATION_INTENTS_ANNOTATION.to_string(), text)].into());
                 }
                 match self.api.create(&PostParams::default(), &fresh).await {
-                    Ok(created) => created,
+                    Ok(record) => {
+                        created = true;
+                        record
+                    }
                     // Another pass created it first, or the hint was
                     // wrong; use the record there is.
                     Err(kube::Error::Api(status)) if status.code == 409 => self
@@ -491,7 +496,7 @@ impl AppliedWorks {
                 .await
                 .map_err(Self::request("updating", &work.uid))?;
         }
-        self.call_off_eviction(record).await
+        Ok((self.call_off_eviction(record).await?, created))
     }
 
     /// Clears `record`'s eviction start time, if it has one, and returns the

@@ -3,6 +3,7 @@
 //! module; this file only reads the live object, sends the request the plan
 //! calls for, and turns API errors into reasons a user can act on. When the
 //! live object already matches, nothing is sent: steady state costs no writes.
+//! An object most likely absent (a new work's) is created without the read.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
+use tracing::debug;
 
 use ferry_semantics::ManifestIdentity;
 use ferry_semantics::apply_outcome::Applied;
@@ -163,6 +165,11 @@ pub struct ManifestWrite<'a> {
     /// work orphans (its deleteOption), which must not be garbage-collected
     /// with the work's AppliedManifestWork.
     pub marked: bool,
+    /// Whether the object is most likely not on the spoke (its work's record
+    /// was created by this pass). Under Update the create is then tried
+    /// without a read first; an object there after all is read and written
+    /// as usual, at the cost of the refused create.
+    pub likely_absent: bool,
 }
 
 /// An Api handle for the object `identity` names. Namespaced kinds without a
@@ -187,6 +194,23 @@ pub fn api_for(
 /// served, so custom resources later in the same work can be resolved.
 pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, ApplyError> {
     let what = write.identity.describe();
+    if write.likely_absent
+        && *write.strategy == Strategy::Update
+        && let Some(body) = update_body(write)
+    {
+        match create(write, &body, &what).await {
+            Ok(created) => {
+                let result = outcome(Applied::Created, Some(to_json(&created)), vec![]);
+                wait_if_crd(write, &result).await?;
+                return Ok(result);
+            }
+            // There after all (409), or a create the writer may not make
+            // while it may update what is there (403), or a refusal the
+            // usual path would report in its own words: read, then apply
+            // as usual, so a wrong guess changes nothing but the cost.
+            Err(error) => debug!(object = %what, %error, "create without a read refused"),
+        }
+    }
     let live = write
         .api
         .get_opt(&write.identity.name)
@@ -242,15 +266,43 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
         }
         Strategy::Update => update(write, live.as_ref(), live_json.as_ref(), &what).await?,
     };
+    wait_if_crd(write, &result).await?;
+    let mut result = result;
+    result.before = live_json;
+    Ok(result)
+}
+
+/// Waits until a CRD this write created or changed is served, so custom
+/// resources later in the same work can be resolved.
+async fn wait_if_crd(write: &ManifestWrite<'_>, result: &ApplyOutcome) -> Result<(), ApplyError> {
     if matches!(result.applied, Applied::Created | Applied::Updated)
         && write.identity.group == "apiextensions.k8s.io"
         && write.identity.kind == "CustomResourceDefinition"
     {
         wait_established(write.client, &write.identity.name).await?;
     }
-    let mut result = result;
-    result.before = live_json;
-    Ok(result)
+    Ok(())
+}
+
+/// The object as Update writes it (the hash and last-applied annotations,
+/// ferry's label), or None when the manifest is too large for the
+/// last-applied annotation and Update falls back to server-side apply.
+fn update_body(write: &ManifestWrite<'_>) -> Option<Value> {
+    let last_applied = canonical_json(&without_ferry_annotations(write.desired));
+    if last_applied.len() > MAX_LAST_APPLIED_BYTES {
+        return None;
+    }
+    let mut desired = with_annotations(
+        write.desired,
+        &[
+            (OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[])),
+            (LAST_APPLIED_ANNOTATION, last_applied),
+        ],
+    );
+    // Not in the last-applied record: the label is ferry's bookkeeping, and
+    // the three-way merge keeps setting it because `desired` has it.
+    add_managed_label(&mut desired);
+    Some(desired)
 }
 
 async fn ssa_unless_unchanged(
@@ -302,11 +354,11 @@ async fn update(
     live_json: Option<&Value>,
     what: &str,
 ) -> Result<ApplyOutcome, ApplyError> {
-    let last_applied = canonical_json(&without_ferry_annotations(write.desired));
-    if last_applied.len() > MAX_LAST_APPLIED_BYTES {
+    let Some(desired) = update_body(write) else {
+        let size = canonical_json(&without_ferry_annotations(write.desired)).len();
         let note = format!(
             "the manifest is {} KiB, too large for the last-applied annotation; applied with server-side apply instead",
-            last_applied.len() / 1024
+            size / 1024
         );
         let body = with_annotations(
             write.desired,
@@ -322,17 +374,7 @@ async fn update(
             what,
         )
         .await;
-    }
-    let mut desired = with_annotations(
-        write.desired,
-        &[
-            (OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[])),
-            (LAST_APPLIED_ANNOTATION, last_applied),
-        ],
-    );
-    // Not in the last-applied record: the label is ferry's bookkeeping, and
-    // the three-way merge keeps setting it because `desired` has it.
-    add_managed_label(&mut desired);
+    };
     let (Some(live), Some(live_json)) = (live, live_json) else {
         let created = create(write, &desired, what).await?;
         return Ok(outcome(Applied::Created, Some(to_json(&created)), vec![]));

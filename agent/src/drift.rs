@@ -52,6 +52,9 @@ pub struct ManagedObject {
     /// Whether the object carried ferry's label when last seen: then the
     /// kind's label-selected watch sees it; otherwise it is watched by name.
     pub labelled: bool,
+    /// The resourceVersion the work's pass left the object at (written or
+    /// read), if known: the watch's echo of that version is no news.
+    pub seen: Option<String>,
 }
 
 impl ManagedObject {
@@ -65,6 +68,7 @@ impl ManagedObject {
             namespace: namespace.to_string(),
             name: name.to_string(),
             labelled: false,
+            seen: None,
         }
     }
 
@@ -74,8 +78,26 @@ impl ManagedObject {
         self.labelled = labelled;
     }
 
+    /// Records the resourceVersion the pass left the object at, as read
+    /// from the object after its last write or read. Never fails.
+    pub fn set_seen(&mut self, version: Option<&str>) {
+        self.seen = version.map(str::to_string);
+    }
+
     fn key(&self) -> ObjectKey {
         (self.namespace.clone(), self.name.clone())
+    }
+}
+
+/// Whether a watch event at `event_version` can be news to a work whose
+/// last pass left the object at `seen`: not when both name the same
+/// version, which is the state the pass wrote or read (typically the echo
+/// of the agent's own write, which would otherwise cost a pass of reads
+/// after every write). Unknown versions are always news. Never fails.
+pub fn is_news(seen: Option<&str>, event_version: Option<&str>) -> bool {
+    match (seen, event_version) {
+        (Some(seen), Some(event)) => seen != event,
+        _ => true,
     }
 }
 
@@ -89,6 +111,8 @@ type ObjectKey = (String, String);
 struct Interest {
     wake: Weak<Notify>,
     labelled: bool,
+    /// The version the work's last pass left the object at.
+    seen: Option<String>,
 }
 
 type Subscribers = Arc<Mutex<HashMap<ObjectKey, Vec<Interest>>>>;
@@ -232,14 +256,16 @@ impl DriftWatches {
         let mut subscribers = kind.subscribers.lock().await;
         let entry = subscribers.entry(object.key()).or_default();
         entry.retain(|i| i.wake.strong_count() > 0);
-        let present = entry.iter().any(|i| {
+        let present = entry.iter_mut().find(|i| {
             i.labelled == object.labelled && i.wake.upgrade().is_some_and(|n| Arc::ptr_eq(&n, wake))
         });
-        if !present {
-            entry.push(Interest {
+        match present {
+            Some(interest) => interest.seen.clone_from(&object.seen),
+            None => entry.push(Interest {
                 wake: Arc::downgrade(wake),
                 labelled: object.labelled,
-            });
+                seen: object.seen.clone(),
+            }),
         }
         // Only this key can have changed: updated in place, so subscribing
         // n objects costs O(n log n), not O(n²).
@@ -322,21 +348,17 @@ impl DriftWatch {
         }
     }
 
-    /// Watches exactly `objects` from now on.
-    /// Subscribes before it unsubscribes, so an object whose label came or
-    /// went is covered throughout.
+    /// Watches exactly `objects` from now on, each known at the version
+    /// it carries. Subscribes before it unsubscribes, so an object whose
+    /// label came or went is covered throughout.
     pub async fn track(&mut self, objects: &[ManagedObject]) {
         let wanted: HashSet<(String, ObjectKey, bool)> = objects
             .iter()
             .map(|o| (o.kind.clone(), o.key(), o.labelled))
             .collect();
         for object in objects {
-            if !self
-                .tracked
-                .contains(&(object.kind.clone(), object.key(), object.labelled))
-            {
-                self.watches.subscribe(object, &self.wake).await;
-            }
+            // Also for objects tracked already: the version moves.
+            self.watches.subscribe(object, &self.wake).await;
         }
         for (kind, key, labelled) in self.tracked.difference(&wanted) {
             self.watches
@@ -487,7 +509,13 @@ async fn watch_scope(
             Ok(Some(watcher::Event::InitApply(_))) => {
                 received.inc();
             }
-            Ok(Some(watcher::Event::Apply(object) | watcher::Event::Delete(object))) => {
+            Ok(Some(watcher::Event::Apply(object))) => {
+                received.inc();
+                let key = (object.namespace().unwrap_or_default(), object.name_any());
+                let version = object.resource_version();
+                wake(subscribers, Wake::Changed(&key, version.as_deref())).await;
+            }
+            Ok(Some(watcher::Event::Delete(object))) => {
                 received.inc();
                 let key = (object.namespace().unwrap_or_default(), object.name_any());
                 wake(subscribers, Wake::Object(&key)).await;
@@ -518,14 +546,21 @@ async fn watch_scope(
 
 enum Wake<'a> {
     Object(&'a ObjectKey),
+    /// The object is now at this version: works that left it there are not
+    /// woken.
+    Changed(&'a ObjectKey, Option<&'a str>),
     Namespace(&'a str),
     All,
 }
 
 async fn wake(subscribers: &Subscribers, which: Wake<'_>) {
     let subscribers = subscribers.lock().await;
+    let version = match which {
+        Wake::Changed(_, version) => Some(version),
+        _ => None,
+    };
     let targets: Vec<&Vec<Interest>> = match which {
-        Wake::Object(key) => subscribers.get(key).into_iter().collect(),
+        Wake::Object(key) | Wake::Changed(key, _) => subscribers.get(key).into_iter().collect(),
         Wake::Namespace(ns) => subscribers
             .iter()
             .filter(|((namespace, _), _)| namespace == ns)
@@ -536,6 +571,7 @@ async fn wake(subscribers: &Subscribers, which: Wake<'_>) {
     for notify in targets
         .into_iter()
         .flatten()
+        .filter(|i| version.is_none_or(|v| is_news(i.seen.as_deref(), v)))
         .filter_map(|i| i.wake.upgrade())
     {
         notify.notify_one();
@@ -559,6 +595,18 @@ mod tests {
 
     fn set(scopes: &[Scope]) -> BTreeSet<Scope> {
         scopes.iter().cloned().collect()
+    }
+
+    #[test]
+    fn only_a_version_the_work_did_not_leave_the_object_at_is_news() {
+        assert!(
+            !is_news(Some("41"), Some("41")),
+            "the echo of its own write"
+        );
+        assert!(is_news(Some("41"), Some("42")), "someone wrote after it");
+        assert!(is_news(None, Some("42")), "a work that never saw it");
+        assert!(is_news(Some("41"), None), "an event without a version");
+        assert!(is_news(None, None));
     }
 
     #[test]
@@ -630,10 +678,12 @@ mod tests {
                 Interest {
                     wake: Arc::downgrade(&wake),
                     labelled: true,
+                    seen: None,
                 },
                 Interest {
                     wake: Arc::downgrade(&wake),
                     labelled: false,
+                    seen: None,
                 },
             ],
         );
@@ -642,6 +692,7 @@ mod tests {
             vec![Interest {
                 wake: Arc::downgrade(&wake),
                 labelled: true,
+                seen: None,
             }],
         );
         assert_eq!(

@@ -3,9 +3,9 @@
 //! the work holds now.
 
 use kube::Client;
-use tracing::{debug, warn};
+use tracing::debug;
 
-use crate::applied_works::{AppliedResource, AppliedWorks};
+use crate::applied_works::AppliedResource;
 use crate::release::release_each;
 use ferry_semantics::release::{DeletePolicy, Owner};
 
@@ -38,18 +38,26 @@ pub(crate) struct PassObjects<'a> {
     pub(crate) recorded: &'a [AppliedResource],
 }
 
+/// What a pass's garbage collection leaves: whether something is left to
+/// retry, and the list the record must hold now when it differs from the
+/// stored one.
+pub(crate) struct Collected {
+    pub(crate) retry: bool,
+    pub(crate) record: Option<Vec<AppliedResource>>,
+}
+
 /// Releases the objects recorded before this pass that no manifest names
-/// any more, and records what the work holds now. Returns whether
-/// something is left to retry. When a manifest could not even be parsed,
-/// nothing is released: it might name any recorded object.
+/// any more, and says what the record must hold now (the caller writes it:
+/// after the pass's report, see `Reconciled::record`). When a manifest
+/// could not even be parsed, nothing is released: it might name any
+/// recorded object.
 pub(crate) async fn collect_garbage(
     client: &Client,
-    applied: &AppliedWorks,
     pass: &PassObjects<'_>,
     claims: &[Claim],
     all_identified: bool,
     policy: &DeletePolicy,
-) -> bool {
+) -> Collected {
     let mut holding = pass.recorded.to_vec();
     let mut unlisted = Vec::new();
     // What the record holds now: the intents of objects that failed to
@@ -69,15 +77,12 @@ pub(crate) async fn collect_garbage(
     for blocker in &left.blockers {
         debug!(%blocker, "an object the work no longer lists is not released yet");
     }
-    let mut retry = !left.kept.is_empty();
+    let retry = !left.kept.is_empty();
     holding.extend(left.kept);
-    if !same_set(&holding, pass.stored)
-        && let Err(error) = applied.set_resources(&pass.owner.name, &holding).await
-    {
-        warn!(%error, "could not record the applied objects");
-        retry = true;
+    Collected {
+        retry,
+        record: (!same_set(&holding, pass.stored)).then_some(holding),
     }
-    retry
 }
 
 fn same_set(a: &[AppliedResource], b: &[AppliedResource]) -> bool {

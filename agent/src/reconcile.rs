@@ -53,6 +53,19 @@ pub struct Reconciled {
     /// The kind (`apiVersion/kind`) of each object this pass created or
     /// changed on the spoke.
     pub written: Vec<String>,
+    /// The record's new list of objects (with the UIDs this pass learnt),
+    /// when it changed. Written by the caller after it publishes `status`
+    /// (see [`Reconciler::write_record`]): what the pass was about to
+    /// create was recorded before it was created, so this write only adds
+    /// UIDs and drops released objects, and nothing is lost when the agent
+    /// dies between the report and the write (the next pass writes it).
+    pub record: Option<RecordUpdate>,
+}
+
+/// The list of objects a work's record is to hold after a pass.
+pub struct RecordUpdate {
+    name: String,
+    resources: Vec<AppliedResource>,
 }
 
 /// One pass's view of the work's record on the spoke: the objects recorded
@@ -65,6 +78,10 @@ struct PassRecord {
     rank: WorkRank,
     /// The generation this pass applies.
     generation: i64,
+    /// The pass created the record: no earlier pass wrote an object for
+    /// this work (each creates the record first), so its objects are most
+    /// likely not on the spoke.
+    fresh: bool,
     previous: Vec<AppliedResource>,
     stored: Vec<AppliedResource>,
     recorded: Vec<AppliedResource>,
@@ -339,9 +356,9 @@ impl Reconciler {
                 record_likely_new,
             )
             .await
-            .and_then(|r| Ok((r.resources()?, r)))
+            .and_then(|(r, fresh)| Ok((r.resources()?, r, fresh)))
             .map_err(|e| e.to_string())
-            .and_then(|(resources, r)| {
+            .and_then(|(resources, r, fresh)| {
                 let owner = r
                     .owner()
                     .ok_or_else(|| "the record has no UID".to_string())?;
@@ -358,6 +375,7 @@ impl Reconciler {
                         uid: work_ref.uid.clone(),
                     },
                     generation,
+                    fresh,
                     previous: resources.clone(),
                     stored: resources,
                     recorded: Vec::new(),
@@ -514,6 +532,7 @@ impl Reconciler {
         let all_identified = parsed.iter().all(Result::is_ok);
         let mut managed = Vec::new();
         let mut written = Vec::new();
+        let mut record_update = None;
         if let Ok(record) = &mut record {
             let pass = PassObjects {
                 owner: &record.owner,
@@ -529,15 +548,13 @@ impl Reconciler {
                 .await
             {
                 Ok(writer) => {
-                    retry |= collect_garbage(
-                        &writer,
-                        &self.applied,
-                        &pass,
-                        &claims,
-                        all_identified,
-                        &policy,
-                    )
-                    .await;
+                    let collected =
+                        collect_garbage(&writer, &pass, &claims, all_identified, &policy).await;
+                    retry |= collected.retry;
+                    record_update = collected.record.map(|resources| RecordUpdate {
+                        name: record.owner.name.clone(),
+                        resources,
+                    });
                 }
                 Err(error) => debug!(work = %work_ref.name, %error, "no garbage collection"),
             }
@@ -569,7 +586,20 @@ impl Reconciler {
             retry,
             managed,
             written,
+            record: record_update,
         }
+    }
+
+    /// Writes a pass's [`RecordUpdate`] to the work's record. Fails when
+    /// the spoke refuses the write; the pass is then retried (its intents
+    /// are already recorded, so nothing is untracked meanwhile).
+    pub async fn write_record(
+        &self,
+        update: &RecordUpdate,
+    ) -> Result<(), crate::applied_works::AppliedWorksError> {
+        self.applied
+            .set_resources(&update.name, &update.resources)
+            .await
     }
 
     // Each argument is a separate input of one manifest's apply (its config,
@@ -704,6 +734,12 @@ impl Reconciler {
             }
         }
         let schema = self.schemas.for_kind(&gvk).await;
+        let known_uid = record.previous_uid(
+            &identity.group,
+            &resource.plural,
+            &namespace,
+            &identity.name,
+        );
         let write = ManifestWrite {
             client: &writer,
             api: &api,
@@ -711,15 +747,11 @@ impl Reconciler {
             desired: value,
             strategy: &strategy,
             when_deleted,
-            known_uid: record.previous_uid(
-                &identity.group,
-                &resource.plural,
-                &namespace,
-                &identity.name,
-            ),
+            known_uid,
             schema: schema.as_ref(),
             owner: &record.owner,
             marked: deletes,
+            likely_absent: record.fresh && known_uid.is_none(),
         };
         // Only kinds the spoke serves get here: the label stays bounded.
         let kind = format!("{}/{}", identity.api_version(), identity.kind);
@@ -813,6 +845,16 @@ impl Reconciler {
                 .hold(object, &outcome.applied, &api, slot, record, deletes)
                 .await?;
             outcome.object = Some(object);
+        }
+        // The version this pass leaves the object at: the drift watch's
+        // echo of it (this pass's own write) wakes nobody.
+        if let Some(managed) = record.managed.get_mut(managed_at) {
+            managed.set_seen(
+                outcome
+                    .object
+                    .as_ref()
+                    .and_then(|o| o["metadata"]["resourceVersion"].as_str()),
+            );
         }
         let rules = feedback_rules_for(
             configs,

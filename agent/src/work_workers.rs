@@ -632,6 +632,15 @@ async fn apply(
         ));
     }
     publish(uid, result.status, shared).await;
+    // After the report, not before it: the record already names every
+    // object the pass may have created, and this write only adds their
+    // UIDs, so it need not stand between the spoke and the hub.
+    if let Some(update) = &result.record
+        && let Err(error) = shared.reconciler.write_record(update).await
+    {
+        warn!(%uid, %error, "could not record the applied objects");
+        result.retry = true;
+    }
     if result.retry {
         debug!(%uid, generation = upsert.generation, "work not fully applied; retrying");
     }

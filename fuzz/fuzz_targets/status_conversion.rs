@@ -4,7 +4,7 @@
 #![no_main]
 
 use ferry_api::manifest_work::Condition;
-use ferry_hub::wire::status_from_wire::{
+use ferry_api::status_from_wire::{
     MAX_CONDITIONS, MAX_MESSAGE_BYTES, STATUS_BUDGET_BYTES, work_status,
 };
 use ferry_proto::v1;

@@ -12,7 +12,7 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,6 +27,16 @@ async fn the_spoke_records_every_applied_object_with_its_uid() {
     let uid = applied.uid().expect("work uid");
 
     let records = spoke.api(APPLIED_WORK_API_VERSION, "AppliedManifestWork", None);
+    // The UIDs are written right after the report of the pass that learnt
+    // them: the signal is a list of two with UIDs.
+    let listed = |record: &DynamicObject| {
+        record.data["status"]["appliedResources"]
+            .as_array()
+            .is_some_and(|list| list.len() == 2 && list.iter().all(|r| r["uid"] != ""))
+    };
+    wait_until(&records, &uid, "objects recorded", APPLY_TIMEOUT, listed)
+        .await
+        .expect("the record lists both objects with their UIDs");
     let record = read_json(&records, &uid).await;
     assert_eq!(record["spec"]["workName"], "recorded");
     assert_eq!(record["spec"]["workNamespace"], "cluster-a");
@@ -330,6 +340,73 @@ async fn a_new_works_record_names_its_objects_from_its_create_and_is_written_onc
         (first.verb.as_str(), first.code),
         ("create", 201),
         "the record of a new work is created without a read first"
+    );
+    for name in ["first", "second"] {
+        let requests: Vec<(String, u16)> = requests_by(audit_log, "ferry-admin")
+            .into_iter()
+            .filter(|r| r.resource == "configmaps" && r.name == name)
+            .map(|r| (r.verb, r.code))
+            .collect();
+        assert_eq!(
+            requests.first(),
+            Some(&("create".to_string(), 201)),
+            "{name}, absent, is created without a read first: {requests:?}"
+        );
+    }
+    fleet.stop().await;
+}
+
+/// A new work's object is created without a read only because it is most
+/// likely absent: one that is on the spoke already is read after the
+/// refused create and brought to the manifest like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_works_object_already_on_the_spoke_is_read_after_its_refused_create_and_updated() {
+    use ferry_e2e::harness::audit::requests_by;
+    use kube::api::PostParams;
+
+    let mut options = FleetOptions::with_spokes(&[CLUSTER]);
+    options.audit_spokes = true;
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let spoke = fleet.spoke(CLUSTER);
+    let config_maps = spoke.api("v1", "ConfigMap", Some("default"));
+    let there: DynamicObject =
+        serde_json::from_value(config_map("default", "already-there", json!({"k": "old"})))
+            .expect("config map");
+    config_maps
+        .create(&PostParams::default(), &there)
+        .await
+        .expect("create the ConfigMap before the work");
+    let works = fleet
+        .create_work(&manifest_work(
+            CLUSTER,
+            "over-an-object",
+            vec![config_map("default", "already-there", json!({"k": "new"}))],
+        ))
+        .await
+        .expect("create work");
+    wait_applied(&works, "over-an-object")
+        .await
+        .expect("applied");
+    let live = read_json(&config_maps, "already-there").await;
+    assert_eq!(live["data"]["k"], "new", "the manifest's value: {live}");
+    let requests: Vec<(String, u16)> =
+        requests_by(&spoke.control_plane.info.audit_log, "ferry-admin")
+            .into_iter()
+            .filter(|r| r.resource == "configmaps" && r.name == "already-there")
+            .map(|r| (r.verb, r.code))
+            .collect();
+    // The first is this test's own create: the spoke's admin is the agent's
+    // user here.
+    assert_eq!(
+        requests.get(1..4),
+        Some(
+            &[
+                ("create".to_string(), 409),
+                ("get".to_string(), 200),
+                ("patch".to_string(), 200),
+            ][..]
+        ),
+        "a refused create, a read, the update: {requests:?}"
     );
     fleet.stop().await;
 }
