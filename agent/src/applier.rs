@@ -196,7 +196,7 @@ pub async fn apply_manifest(write: &ManifestWrite<'_>) -> Result<ApplyOutcome, A
     let what = write.identity.describe();
     if write.likely_absent
         && *write.strategy == Strategy::Update
-        && let Some(body) = update_body(write)
+        && let Ok(body) = update_body(write)
     {
         match create(write, &body, &what).await {
             Ok(created) => {
@@ -285,12 +285,12 @@ async fn wait_if_crd(write: &ManifestWrite<'_>, result: &ApplyOutcome) -> Result
 }
 
 /// The object as Update writes it (the hash and last-applied annotations,
-/// ferry's label), or None when the manifest is too large for the
-/// last-applied annotation and Update falls back to server-side apply.
-fn update_body(write: &ManifestWrite<'_>) -> Option<Value> {
+/// ferry's label), or the manifest's size in bytes when it is too large for
+/// the last-applied annotation and Update falls back to server-side apply.
+fn update_body(write: &ManifestWrite<'_>) -> Result<Value, usize> {
     let last_applied = canonical_json(&without_ferry_annotations(write.desired));
     if last_applied.len() > MAX_LAST_APPLIED_BYTES {
-        return None;
+        return Err(last_applied.len());
     }
     let mut desired = with_annotations(
         write.desired,
@@ -302,7 +302,7 @@ fn update_body(write: &ManifestWrite<'_>) -> Option<Value> {
     // Not in the last-applied record: the label is ferry's bookkeeping, and
     // the three-way merge keeps setting it because `desired` has it.
     add_managed_label(&mut desired);
-    Some(desired)
+    Ok(desired)
 }
 
 async fn ssa_unless_unchanged(
@@ -354,26 +354,28 @@ async fn update(
     live_json: Option<&Value>,
     what: &str,
 ) -> Result<ApplyOutcome, ApplyError> {
-    let Some(desired) = update_body(write) else {
-        let size = canonical_json(&without_ferry_annotations(write.desired)).len();
-        let note = format!(
-            "the manifest is {} KiB, too large for the last-applied annotation; applied with server-side apply instead",
-            size / 1024
-        );
-        let body = with_annotations(
-            write.desired,
-            &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
-        );
-        return ssa_unless_unchanged(
-            write,
-            live_json,
-            &body,
-            AGENT_FIELD_MANAGER,
-            false,
-            vec![note],
-            what,
-        )
-        .await;
+    let desired = match update_body(write) {
+        Ok(desired) => desired,
+        Err(size) => {
+            let note = format!(
+                "the manifest is {} KiB, too large for the last-applied annotation; applied with server-side apply instead",
+                size / 1024
+            );
+            let body = with_annotations(
+                write.desired,
+                &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
+            );
+            return ssa_unless_unchanged(
+                write,
+                live_json,
+                &body,
+                AGENT_FIELD_MANAGER,
+                false,
+                vec![note],
+                what,
+            )
+            .await;
+        }
     };
     let (Some(live), Some(live_json)) = (live, live_json) else {
         let created = create(write, &desired, what).await?;

@@ -55,17 +55,20 @@ pub struct Reconciled {
     pub written: Vec<String>,
     /// The record's new list of objects (with the UIDs this pass learnt),
     /// when it changed. Written by the caller after it publishes `status`
-    /// (see [`Reconciler::write_record`]): what the pass was about to
+    /// (with [`AppliedWorks::set_resources`]): what the pass was about to
     /// create was recorded before it was created, so this write only adds
     /// UIDs and drops released objects, and nothing is lost when the agent
     /// dies between the report and the write (the next pass writes it).
     pub record: Option<RecordUpdate>,
 }
 
-/// The list of objects a work's record is to hold after a pass.
+/// The list of objects a work's record is to hold after a pass; written
+/// with [`AppliedWorks::set_resources`].
 pub struct RecordUpdate {
-    name: String,
-    resources: Vec<AppliedResource>,
+    /// The record's name.
+    pub name: String,
+    /// What it is to list.
+    pub resources: Vec<AppliedResource>,
 }
 
 /// One pass's view of the work's record on the spoke: the objects recorded
@@ -588,18 +591,6 @@ impl Reconciler {
             written,
             record: record_update,
         }
-    }
-
-    /// Writes a pass's [`RecordUpdate`] to the work's record. Fails when
-    /// the spoke refuses the write; the pass is then retried (its intents
-    /// are already recorded, so nothing is untracked meanwhile).
-    pub async fn write_record(
-        &self,
-        update: &RecordUpdate,
-    ) -> Result<(), crate::applied_works::AppliedWorksError> {
-        self.applied
-            .set_resources(&update.name, &update.resources)
-            .await
     }
 
     // Each argument is a separate input of one manifest's apply (its config,

@@ -634,9 +634,14 @@ async fn apply(
     publish(uid, result.status, shared).await;
     // After the report, not before it: the record already names every
     // object the pass may have created, and this write only adds their
-    // UIDs, so it need not stand between the spoke and the hub.
+    // UIDs, so it need not stand between the spoke and the hub. A failed
+    // write retries the pass.
     if let Some(update) = &result.record
-        && let Err(error) = shared.reconciler.write_record(update).await
+        && let Err(error) = shared
+            .reconciler
+            .applied()
+            .set_resources(&update.name, &update.resources)
+            .await
     {
         warn!(%uid, %error, "could not record the applied objects");
         result.retry = true;
