@@ -223,7 +223,7 @@ pub async fn run_hub(
         index: index.clone(),
         auth,
         deletion,
-        liveness,
+        liveness: Arc::new(liveness),
         status,
         sessions: Arc::default(),
         metrics: metrics.clone(),

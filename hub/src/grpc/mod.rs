@@ -13,13 +13,15 @@ pub mod held;
 pub mod identity;
 /// How large a Hello and a status report may be.
 pub mod message_caps;
+/// The stream of messages the hub sends one agent.
+pub mod outbound;
 /// How many unknown tokens one network peer may make the hub review.
 pub mod peer_budget;
 /// Which agent protocol versions this hub serves.
 pub mod protocol;
-/// The replica-wide pace of live sessions' periodic token reviews.
 /// Connect reviews in flight at once, so a connect storm's reviews are answered in time.
 pub mod review_admission;
+/// The replica-wide pace of live sessions' periodic token reviews.
 pub mod review_pace;
 /// One agent's stream: works out, status in, until the session ends.
 pub mod session;

@@ -9,15 +9,13 @@ use std::time::Duration;
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
 use ferry_proto::v1::{self, agent_message, hub_message};
-use futures::stream::PollNext;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use prometheus_client::metrics::gauge::Gauge;
 use prost::Message;
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
@@ -26,6 +24,7 @@ use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
+use crate::grpc::outbound::Outbound;
 use crate::grpc::review_pace::LiveSlot;
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
@@ -54,8 +53,9 @@ pub struct Distributor {
     pub auth: Arc<AgentAuthenticator>,
     /// Lets deleted works go when their agent never held them.
     pub deletion: WorkDeletion,
-    /// Writes ManagedCluster liveness.
-    pub liveness: ClusterLiveness,
+    /// Writes ManagedCluster liveness. Shared (not cloned) by the sessions:
+    /// a clone holds two API handles, about 600 bytes per session.
+    pub liveness: Arc<ClusterLiveness>,
     /// Writes the status agents report.
     pub status: Arc<StatusWriter>,
     /// The order of each cluster's live sessions, so the newest one's
@@ -138,51 +138,77 @@ impl WorkDistributor for Distributor {
             sessions: self.metrics.sessions.clone(),
         };
         let (end_tx, end_rx) = oneshot::channel::<Status>();
-        let liveness = self.liveness.clone();
-        tokio::spawn(async move {
-            // Held outside the select so that it is dropped only once the
-            // end is queued: the stream below ends when the pusher does.
-            let mut reading = Box::pin(reader.read_reports(inbound));
-            tokio::select! {
-                biased;
-                end = lifetime.expire() => {
-                    let reason = end.message().to_string();
-                    info!(%cluster, %reason, "ending the agent session");
-                    let _ = end_tx.send(end);
-                    // Dropping the reader stops the pusher too, so nothing
-                    // more is delivered or written for this session.
-                    drop(reading);
-                    drop(inbound_done);
-                    if let Err(error) = liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now()).await {
-                        warn!(%cluster, %error, "cannot record the agent as disconnected");
-                    }
-                }
-                end = &mut reading => {
-                    // The end the reader decided (a message over its cap)
-                    // is queued before the pusher learns the reader is done.
-                    if let Some(end) = end {
-                        let _ = end_tx.send(end);
-                    }
-                    drop(inbound_done);
+        tokio::spawn(
+            SessionEnd {
+                lifetime,
+                reading: Box::pin(reader.read_reports(inbound)),
+                end_tx,
+                inbound_done,
+                liveness: self.liveness.clone(),
+                cluster,
+                session_id,
+            }
+            .watch(),
+        );
+        Ok(Response::new(Box::pin(Outbound::new(end_rx, outbound_rx))))
+    }
+}
+
+/// What ends a session: its lifetime running out (the hub's decision) or
+/// its reader finishing (the agent's, or a message over its cap).
+struct SessionEnd {
+    lifetime: Lifetime,
+    /// The reader, boxed before the task is spawned: a future holds its
+    /// arguments for its whole life, so one moved into the task and boxed
+    /// there would be held twice.
+    reading: Pin<Box<dyn Future<Output = Option<Status>> + Send>>,
+    /// The status the hub ends the agent's stream with.
+    end_tx: oneshot::Sender<Status>,
+    /// Dropped once the session ends: the pusher stops.
+    inbound_done: oneshot::Sender<()>,
+    liveness: Arc<ClusterLiveness>,
+    cluster: String,
+    session_id: String,
+}
+
+impl SessionEnd {
+    /// Runs the session's reader until the session ends, then tells the
+    /// pusher (and the agent, when the hub ended it).
+    async fn watch(self) {
+        let Self {
+            lifetime,
+            mut reading,
+            end_tx,
+            inbound_done,
+            liveness,
+            cluster,
+            session_id,
+        } = self;
+        // `reading` is held outside the select so that it is dropped only
+        // once the end is queued: the stream ends when the pusher does.
+        tokio::select! {
+            biased;
+            end = lifetime.expire() => {
+                let reason = end.message().to_string();
+                info!(%cluster, %reason, "ending the agent session");
+                let _ = end_tx.send(end);
+                // Dropping the reader stops the pusher too, so nothing
+                // more is delivered or written for this session.
+                drop(reading);
+                drop(inbound_done);
+                if let Err(error) = Box::pin(liveness.disconnected(&cluster, &session_id, &reason, Timestamp::now())).await {
+                    warn!(%cluster, %error, "cannot record the agent as disconnected");
                 }
             }
-        });
-        // The end of the session, when the hub decides it, goes out before
-        // anything still queued: a revoked agent gets nothing more.
-        let ended = futures::stream::once(end_rx)
-            .filter_map(|end| futures::future::ready(end.ok().map(|end| Some(Err(end)))));
-        // The stream ends as soon as the pusher is done (the hub stopping,
-        // the agent gone): a merged stream would wait for `ended` too, which
-        // only the agent's side ends, so agents of a stopping hub would learn
-        // of it only from its silence.
-        let pushed = ReceiverStream::new(outbound_rx)
-            .map(|message| Some(Ok(*message)))
-            .chain(futures::stream::once(futures::future::ready(None)));
-        let messages =
-            futures::stream::select_with_strategy(ended, pushed, |_: &mut ()| PollNext::Left)
-                .take_while(|message| futures::future::ready(message.is_some()))
-                .filter_map(futures::future::ready);
-        Ok(Response::new(Box::pin(messages)))
+            end = &mut reading => {
+                // The end the reader decided (a message over its cap)
+                // is queued before the pusher learns the reader is done.
+                if let Some(end) = end {
+                    let _ = end_tx.send(end);
+                }
+                drop(inbound_done);
+            }
+        }
     }
 }
 
@@ -280,7 +306,9 @@ impl Lifetime {
             if !due {
                 continue;
             }
-            match self.auth.review_again(&self.token).await {
+            // Boxed: the review (an API call) is rare, and its future inline
+            // would make every idle session's task as large as it is.
+            match Box::pin(self.auth.review_again(&self.token)).await {
                 Ok(cluster) if cluster == self.cluster => {}
                 Ok(other) => {
                     return Status::unauthenticated(format!(
@@ -324,11 +352,12 @@ struct Pusher {
 }
 
 impl Pusher {
-    async fn send(&self, body: hub_message::Body) -> bool {
-        self.outbound
-            .send(Box::new(v1::HubMessage { body: Some(body) }))
-            .await
-            .is_ok()
+    /// Queues `body` for the agent; false when the agent is gone. The
+    /// message is boxed before the future is made, so an idle session's
+    /// task holds a pointer rather than the largest message there is.
+    fn send(&self, body: hub_message::Body) -> impl Future<Output = bool> + Send + '_ {
+        let message = Box::new(v1::HubMessage { body: Some(body) });
+        async move { self.outbound.send(message).await.is_ok() }
     }
 
     async fn send_delete(&self, mut delete: v1::WorkDelete) -> bool {
@@ -465,7 +494,10 @@ async fn push_works(
     while alive {
         tokio::select! {
             changed = changes.changed() => {
-                alive = changed.is_ok() && pusher.sync_cluster(&mut held).await;
+                // Boxed: a sync (which may call the API server) is rare
+                // next to idle time, so its state is allocated only while
+                // it runs instead of being part of every idle session.
+                alive = changed.is_ok() && Box::pin(pusher.sync_cluster(&mut held)).await;
                 // After the first round the agent knows every work the hub
                 // has for it; a record of any other is an orphan.
                 if alive && !synced {
@@ -493,7 +525,7 @@ struct Reader {
     session_id: String,
     status: Arc<StatusWriter>,
     sessions: Arc<SessionOrder>,
-    liveness: ClusterLiveness,
+    liveness: Arc<ClusterLiveness>,
     metrics: Arc<HubMetrics>,
     heartbeat: Duration,
     /// Largest message after the Hello.
@@ -560,7 +592,10 @@ impl Reader {
             }
             last_heard = Timestamp::now();
             match message.body {
-                Some(agent_message::Body::Status(report)) => reports.deliver(report).await,
+                // Boxed: reports are rare next to idle time.
+                Some(agent_message::Body::Status(report)) => {
+                    Box::pin(reports.deliver(report)).await
+                }
                 Some(agent_message::Body::Heartbeat(_)) => {}
                 Some(agent_message::Body::Hello(_)) | None => {
                     warn!(%cluster, "unexpected message after Hello; closing the session");
@@ -569,9 +604,11 @@ impl Reader {
             }
         };
         info!(%cluster, %reason, "agent disconnected");
-        if let Err(error) = self
-            .liveness
-            .disconnected(&cluster, &self.session_id, &reason, last_heard)
+        if let Err(error) =
+            Box::pin(
+                self.liveness
+                    .disconnected(&cluster, &self.session_id, &reason, last_heard),
+            )
             .await
         {
             warn!(%cluster, %error, "cannot record the agent as disconnected");
@@ -624,6 +661,52 @@ mod tests {
             .await;
         assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
         assert!(end.message().contains("maximum age"), "{}", end.message());
+    }
+
+    /// The size of the future `f` returns, without calling it (so without
+    /// the clients, stores and streams a session needs).
+    fn output_size5<F, A, B, C, D, E, R>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D, E) -> R,
+    {
+        std::mem::size_of::<R>()
+    }
+
+    fn output_size2<F, A, B, R>(_: &F) -> usize
+    where
+        F: Fn(A, B) -> R,
+    {
+        std::mem::size_of::<R>()
+    }
+
+    fn output_size1<F, A, R>(_: &F) -> usize
+    where
+        F: Fn(A) -> R,
+    {
+        std::mem::size_of::<R>()
+    }
+
+    /// Every connected agent holds these three futures on the hub for as
+    /// long as it is connected, mostly idle. An API call awaited inline (a
+    /// kube request's future is several KiB) or a large message held across
+    /// an await would make each of them that much larger for every agent:
+    /// such work is boxed while it runs. Before it was, the two tasks were
+    /// 3.5 and 6.0 KiB and the reader 2.5 KiB (debug build).
+    #[test]
+    fn an_idle_session_holds_small_futures() {
+        const BOUND: usize = 2048;
+        let sizes = [
+            ("push_works", output_size5(&push_works)),
+            ("SessionEnd::watch", output_size1(&SessionEnd::watch)),
+            ("Reader::read_reports", output_size2(&Reader::read_reports)),
+        ];
+        for (name, size) in sizes {
+            eprintln!("{name}: {size} bytes");
+            assert!(
+                size <= BOUND,
+                "{name}'s future is {size} bytes (bound {BOUND})"
+            );
+        }
     }
 
     #[test]
