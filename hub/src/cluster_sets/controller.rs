@@ -64,7 +64,8 @@ fn failed(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ClusterSetEr
 
 struct Context {
     client: Client,
-    clusters: Store<ManagedCluster>,
+    /// Every cluster's metadata: a set's count reads labels alone.
+    clusters: Store<PartialObjectMeta<ManagedCluster>>,
     sets: Store<ManagedClusterSet>,
     /// The clusters have listed (a set's count needs all of them).
     clusters_ready: StoresReady,
@@ -265,7 +266,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(Duration::from_secs(2))
 }
 
-fn labels_hash(cluster: &ManagedCluster) -> u64 {
+fn labels_hash(cluster: &PartialObjectMeta<ManagedCluster>) -> u64 {
     let mut hasher = DefaultHasher::new();
     cluster.labels().hash(&mut hasher);
     cluster
@@ -311,8 +312,10 @@ pub async fn run_cluster_set_controller(
     // Each set's count follows the clusters' labels; each binding's Bound
     // follows its set (a second watch of sets, as one stream feeds one
     // controller). Clusters: only label changes and deletions matter to sets.
+    // Metadata alone (an `Api` of `PartialObjectMeta` lists and watches
+    // nothing else): neither the counts nor the labelling read more.
     let cluster_stream = watch(
-        Api::<ManagedCluster>::all(client.clone()),
+        Api::<PartialObjectMeta<ManagedCluster>>::all(client.clone()),
         watcher::Config::default(),
     )
     .reflect(cluster_writer)
@@ -355,13 +358,16 @@ pub async fn run_cluster_set_controller(
     });
     let all_sets = sets.clone();
     let set_controller = Controller::for_stream(set_stream, sets.clone())
-        .watches_stream(cluster_stream, move |_: ManagedCluster| {
-            all_sets
-                .state()
-                .iter()
-                .map(|s| ObjectRef::from_obj(s.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .watches_stream(
+            cluster_stream,
+            move |_: PartialObjectMeta<ManagedCluster>| {
+                all_sets
+                    .state()
+                    .iter()
+                    .map(|s| ObjectRef::from_obj(s.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .reconcile_all_on(resync_every(SET_RESYNC));
     let bindings_of_set = bindings.clone();
     let set_changes = watch(
@@ -385,7 +391,6 @@ pub async fn run_cluster_set_controller(
     // here before, kept every cluster whole with its managedFields: about
     // 6 KiB per cluster of an idle hub's heap).
     let (label_view, label_writer) = reflector::store();
-    // An `Api` of `PartialObjectMeta` lists and watches metadata alone.
     let label_stream = watch(
         Api::<PartialObjectMeta<ManagedCluster>>::all(client.clone()),
         watcher::Config::default(),

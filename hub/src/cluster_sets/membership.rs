@@ -109,8 +109,9 @@ fn with_sets<T>(sets: &[CompiledSet], f: impl FnOnce(&[ClusterSet<'_>]) -> T) ->
     f(&semantic)
 }
 
-/// How many live clusters belong to `set`.
-pub fn count_members(set: &CompiledSet, clusters: &[Arc<ManagedCluster>]) -> usize {
+/// How many live clusters belong to `set`; reads each cluster's metadata
+/// alone, so a store of `PartialObjectMeta` serves as well as whole ones.
+pub fn count_members<K: Resource>(set: &CompiledSet, clusters: &[Arc<K>]) -> usize {
     with_sets(std::slice::from_ref(set), |sets| {
         clusters
             .iter()
