@@ -424,10 +424,20 @@ async fn the_shipped_executor_role_names_only_its_listed_executors_not_kube_syst
 async fn execute_as_granted_in_one_cluster_namespace_does_not_reach_another_cluster() {
     let (hub, admin) = hub_with_author(&[CLUSTER_A, CLUSTER_B]).await;
     let role = shipped_executor_role(&admin, &["rbac.workExecutors={apps/deployer}"]).await;
-    grant(&admin, &role, Some(CLUSTER_A)).await;
     let alice = hub.client_as(AUTHOR).await.expect("alice");
     let in_a = api_in(&alice, "ManifestWork", CLUSTER_A);
     let in_b = api_in(&alice, "ManifestWork", CLUSTER_B);
+    // First the signal that the API server enforces the policy and alice's
+    // author role in cluster-b: her work there refused by the policy. The
+    // admission in cluster-a below does not show it (a policy not loaded
+    // yet admits that work too), and the one-shot check in cluster-b after
+    // it then saw a work admitted under load.
+    until(&in_b, &work_as(CLUSTER_B, "w", "apps/deployer"), |o| {
+        o.as_ref().is_err_and(|m| m.contains(EXECUTOR_POLICY_NAME))
+    })
+    .await
+    .expect_err("before any grant: refused by the policy in cluster-b");
+    grant(&admin, &role, Some(CLUSTER_A)).await;
     until(
         &in_a,
         &work_as(CLUSTER_A, "w", "apps/deployer"),
