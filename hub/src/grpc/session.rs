@@ -24,7 +24,7 @@ use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
-use crate::grpc::outbound::Outbound;
+use crate::grpc::outbound::{Outbound, Queued};
 use crate::grpc::review_pace::LiveSlot;
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
@@ -38,12 +38,6 @@ use ferry_api::manifest_work::ManifestWork;
 /// Messages queued per agent before the sender waits; a slow agent only ever
 /// slows its own session.
 const OUTBOUND_QUEUE: usize = 32;
-
-/// A message queued for one agent. Boxed because the queue's storage is
-/// allocated in blocks of 32 slots when the session opens: slots of a
-/// pointer instead of a whole message keep an idle session's queue at a
-/// quarter of a KiB instead of several KiB.
-type Queued = Box<v1::HubMessage>;
 
 /// The `ferry.v1.WorkDistributor` service.
 pub struct Distributor {
@@ -663,27 +657,19 @@ mod tests {
         assert!(end.message().contains("maximum age"), "{}", end.message());
     }
 
-    /// The size of the future `f` returns, without calling it (so without
-    /// the clients, stores and streams a session needs).
-    fn output_size5<F, A, B, C, D, E, R>(_: &F) -> usize
-    where
-        F: Fn(A, B, C, D, E) -> R,
-    {
-        std::mem::size_of::<R>()
-    }
-
-    fn output_size2<F, A, B, R>(_: &F) -> usize
-    where
-        F: Fn(A, B) -> R,
-    {
-        std::mem::size_of::<R>()
-    }
-
-    fn output_size1<F, A, R>(_: &F) -> usize
-    where
-        F: Fn(A) -> R,
-    {
-        std::mem::size_of::<R>()
+    /// The size of the future the fn item `$f` of arguments `$arg...`
+    /// returns, without calling it (so without the clients, stores and
+    /// streams a session needs).
+    macro_rules! output_size {
+        ($f:expr, $($arg:ident),+) => {{
+            fn size<F, $($arg,)+ R>(_: &F) -> usize
+            where
+                F: Fn($($arg),+) -> R,
+            {
+                std::mem::size_of::<R>()
+            }
+            size(&$f)
+        }};
     }
 
     /// Every connected agent holds these three futures on the hub for as
@@ -696,9 +682,12 @@ mod tests {
     fn an_idle_session_holds_small_futures() {
         const BOUND: usize = 2048;
         let sizes = [
-            ("push_works", output_size5(&push_works)),
-            ("SessionEnd::watch", output_size1(&SessionEnd::watch)),
-            ("Reader::read_reports", output_size2(&Reader::read_reports)),
+            ("push_works", output_size!(push_works, A, B, C, D, E)),
+            ("SessionEnd::watch", output_size!(SessionEnd::watch, A)),
+            (
+                "Reader::read_reports",
+                output_size!(Reader::read_reports, A, B),
+            ),
         ];
         for (name, size) in sizes {
             eprintln!("{name}: {size} bytes");
