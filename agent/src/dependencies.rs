@@ -2,8 +2,9 @@
 //! so that it holds while the hub is down.
 //!
 //! The agent keeps one index of the works it holds, by name (all of them live
-//! in the cluster's namespace on the hub, so names are unique): what each
-//! depends on and the conditions the agent itself last computed for it. A
+//! in the cluster's namespace on the hub, so names are unique): who owns
+//! each, what each depends on and the conditions the agent itself last
+//! computed for it. A
 //! work's worker asks the index whether its dependencies are ready before it
 //! applies a generation, and waits for the index to change (an event, not a
 //! poll) when they are not. The decisions are pure functions ([`gate`],
@@ -14,6 +15,13 @@
 //! status: [`gate`] says which rules to evaluate ([`Gate::Evaluate`]), the
 //! worker evaluates them on the agent's bounded rule pool, and [`conclude`]
 //! turns the verdicts into the decision.
+//!
+//! Owners are kept apart (the hub says who owns each work: its replica set's
+//! namespace, or the cluster namespace): a work sees only works of its own
+//! owner. A dependency on another owner's work is judged exactly as a
+//! missing one, by the same code path, and neither its conditions nor its
+//! status reach a readiness rule; a cycle is followed only through works of
+//! one owner; a deleted work is held only for dependents of its own owner.
 //!
 //! Chosen behaviour (documented in the README, "Dependencies between works"):
 //! - a generation is applied only once every dependency exists on this agent
@@ -80,6 +88,9 @@ pub struct WorkView {
     /// The hub UID of the work the entry is for (a work deleted and created
     /// again under the same name is another work).
     pub uid: String,
+    /// The tenant that owns it (`WorkUpsert.owner`): only works of the same
+    /// owner see it.
+    pub owner: String,
     /// The works it depends on, and how each is judged ready.
     pub depends_on: Vec<Need>,
     /// Its work conditions as this agent last reported them: (type, status).
@@ -128,17 +139,35 @@ pub enum Gate {
     },
 }
 
-/// The shortest cycle of `dependsOn` through `start`, as the works in order
-/// from `start` back to it (`[a, b, a]`), or None. Works missing from
-/// `graph` have no dependencies. Visits each work at most once, so it is
-/// linear in the size of the graph. Never fails.
-pub fn find_cycle(start: &str, graph: &BTreeMap<String, WorkView>) -> Option<Vec<String>> {
+/// The work `name` of `graph` as a work of `owner` sees it: None when it is
+/// missing or belongs to another owner, the two cases no caller may tell
+/// apart. Never fails.
+fn visible<'g>(
+    graph: &'g BTreeMap<String, WorkView>,
+    owner: &str,
+    name: &str,
+) -> Option<&'g WorkView> {
+    graph.get(name).filter(|view| view.owner == owner)
+}
+
+/// The shortest cycle of `dependsOn` through `start` (a work of `owner`),
+/// as the works in order from `start` back to it (`[a, b, a]`), or None.
+/// Works missing from `graph` or of another owner have no dependencies and
+/// end no cycle. Visits each work at most once, so it is linear in the size
+/// of the graph. Never fails.
+pub fn find_cycle(
+    start: &str,
+    owner: &str,
+    graph: &BTreeMap<String, WorkView>,
+) -> Option<Vec<String>> {
     let deps_of = |name: &str| -> Vec<&str> {
-        graph
-            .get(name)
+        visible(graph, owner, name)
             .map(|w| w.depends_on.iter().map(|d| d.work.as_str()).collect())
             .unwrap_or_default()
     };
+    if visible(graph, owner, start).is_none() {
+        return None;
+    }
     // Breadth first, so the cycle reported is a shortest one.
     let mut parent: HashMap<&str, &str> = HashMap::new();
     let mut queue: VecDeque<&str> = VecDeque::new();
@@ -177,14 +206,20 @@ pub fn find_cycle(start: &str, graph: &BTreeMap<String, WorkView>) -> Option<Vec
     None
 }
 
-/// Whether the work `name`, depending on `depends_on`, may be applied,
-/// judged from `graph` (every work this agent holds). A cycle through the
-/// work closes the gate for good (until it is broken); otherwise the first
-/// dependency that is missing or whose condition is not True closes it, and
-/// the message counts the others; when only readiness rules are left, they
-/// are returned to evaluate. Never fails.
-pub fn gate(name: &str, depends_on: &[Need], graph: &BTreeMap<String, WorkView>) -> Gate {
-    if let Some(cycle) = find_cycle(name, graph) {
+/// Whether the work `name` of `owner`, depending on `depends_on`, may be
+/// applied, judged from `graph` (every work this agent holds; those of
+/// other owners count as missing). A cycle through the work closes the gate
+/// for good (until it is broken); otherwise the first dependency that is
+/// missing or whose condition is not True closes it, and the message counts
+/// the others; when only readiness rules are left, they are returned to
+/// evaluate. Never fails.
+pub fn gate(
+    name: &str,
+    owner: &str,
+    depends_on: &[Need],
+    graph: &BTreeMap<String, WorkView>,
+) -> Gate {
+    if let Some(cycle) = find_cycle(name, owner, graph) {
         let message = format!(
             "dependsOn forms a cycle: {}; none of these works is applied until it is broken",
             first_few(&cycle, " -> ")
@@ -202,7 +237,7 @@ pub fn gate(name: &str, depends_on: &[Need], graph: &BTreeMap<String, WorkView>)
             Readiness::Condition(c) if c.is_empty() => DEFAULT_CONDITION,
             Readiness::Condition(c) => c.as_str(),
             Readiness::Rule(expression) => {
-                match graph.get(dep) {
+                match visible(graph, owner, dep) {
                     None => blocked.push((
                         REASON_DEPENDENCY_MISSING,
                         format!("work {dep} is not on this cluster (waiting for it to exist and satisfy its readiness rule)"),
@@ -216,7 +251,7 @@ pub fn gate(name: &str, depends_on: &[Need], graph: &BTreeMap<String, WorkView>)
                 continue;
             }
         };
-        match graph.get(dep) {
+        match visible(graph, owner, dep) {
             None => blocked.push((
                 REASON_DEPENDENCY_MISSING,
                 format!("work {dep} is not on this cluster (waiting for it to exist with {condition}=True)"),
@@ -309,13 +344,19 @@ fn first_blocked(blocked: Vec<(&'static str, String)>) -> Option<(&'static str, 
     Some((reason, clipped(message, MAX_DEPENDENCY_MESSAGE_BYTES)))
 }
 
-/// The works of `graph` other than `name` that depend on `name`, by name in
-/// order. Never fails.
+/// The works of `graph` other than `name` that depend on `name` and have
+/// its owner, by name in order; none when `graph` does not hold `name` (its
+/// owner is not known, so no other work may hold it). Never fails.
 pub fn dependents(name: &str, graph: &BTreeMap<String, WorkView>) -> Vec<String> {
+    let Some(owner) = graph.get(name).map(|view| view.owner.as_str()) else {
+        return Vec::new();
+    };
     graph
         .iter()
         .filter(|(other, view)| {
-            other.as_str() != name && view.depends_on.iter().any(|d| d.work == name)
+            other.as_str() != name
+                && view.owner == owner
+                && view.depends_on.iter().any(|d| d.work == name)
         })
         .map(|(other, _)| other.clone())
         .collect()
@@ -345,6 +386,17 @@ pub fn wire_dependencies(spec: Option<&v1::WorkSpec>) -> Vec<Need> {
     .unwrap_or_default()
 }
 
+/// The owner of the work `upsert` carries: the hub's `owner`, or, from a
+/// hub that predates it, the work's namespace (every work of the cluster
+/// then has one owner, as before owners were kept apart). Never fails.
+pub fn work_owner(upsert: &v1::WorkUpsert) -> &str {
+    if upsert.owner.is_empty() {
+        upsert.work.as_ref().map_or("", |w| w.namespace.as_str())
+    } else {
+        &upsert.owner
+    }
+}
+
 /// The works this agent holds, by name, and a signal that wakes whoever
 /// waits for one of them to change. Held in memory only: a restarted agent
 /// rebuilds it as the hub resends its works.
@@ -362,28 +414,31 @@ impl Default for DependencyIndex {
     }
 }
 
-/// The index's state: the works by name, and how many readiness rules name
-/// each work, kept with every declare and withdraw so that a status report
-/// (the agent's hot path) learns in one lookup whether a rule reads it.
+/// The index's state: the works by name, and how many readiness rules of
+/// each owner name each work, kept with every declare and withdraw so that
+/// a status report (the agent's hot path) learns in one lookup whether a
+/// rule of its own owner reads it (another owner's rules never do).
 #[derive(Default)]
 struct Works {
     by_name: BTreeMap<String, WorkView>,
-    judged_by_rules: HashMap<String, usize>,
+    judged_by_rules: HashMap<(String, String), usize>,
 }
 
 impl Works {
-    /// Counts (`add`) or uncounts the readiness rules of `needs`.
-    fn count_rules(&mut self, needs: &[Need], add: bool) {
+    /// Counts (`add`) or uncounts the readiness rules of `needs`, written by
+    /// a work of `owner`.
+    fn count_rules(&mut self, owner: &str, needs: &[Need], add: bool) {
         for need in needs {
             if !matches!(need.readiness, Readiness::Rule(_)) {
                 continue;
             }
+            let key = (owner.to_string(), need.work.clone());
             if add {
-                *self.judged_by_rules.entry(need.work.clone()).or_default() += 1;
-            } else if let Some(count) = self.judged_by_rules.get_mut(&need.work) {
+                *self.judged_by_rules.entry(key).or_default() += 1;
+            } else if let Some(count) = self.judged_by_rules.get_mut(&key) {
                 *count -= 1;
                 if *count == 0 {
-                    self.judged_by_rules.remove(&need.work);
+                    self.judged_by_rules.remove(&key);
                 }
             }
         }
@@ -409,22 +464,23 @@ impl DependencyIndex {
         f(&works.by_name)
     }
 
-    /// Records that the work `name` (hub UID `uid`) depends on
-    /// `depends_on`, replacing an entry of another UID under that name (the
-    /// newer work). Never fails.
-    pub fn declare(&self, name: &str, uid: &str, depends_on: Vec<Need>) {
+    /// Records that the work `name` (hub UID `uid`), owned by `owner`,
+    /// depends on `depends_on`, replacing an entry of another UID under that
+    /// name (the newer work). Never fails.
+    pub fn declare(&self, name: &str, uid: &str, owner: &str, depends_on: Vec<Need>) {
         self.update(|works| {
             let entry = works.by_name.entry(name.to_string()).or_default();
-            if entry.uid == uid && entry.depends_on == depends_on {
+            if entry.uid == uid && entry.owner == owner && entry.depends_on == depends_on {
                 return false;
             }
-            if entry.uid != uid {
+            if entry.uid != uid || entry.owner != owner {
                 entry.conditions.clear();
             }
             entry.uid = uid.to_string();
+            let previous_owner = std::mem::replace(&mut entry.owner, owner.to_string());
             let previous = std::mem::replace(&mut entry.depends_on, depends_on.clone());
-            works.count_rules(&previous, false);
-            works.count_rules(&depends_on, true);
+            works.count_rules(&previous_owner, &previous, false);
+            works.count_rules(owner, &depends_on, true);
             true
         });
     }
@@ -454,7 +510,8 @@ impl DependencyIndex {
                 entry.conditions = current;
                 return true;
             }
-            status_changed && works.judged_by_rules.contains_key(name)
+            let key = (entry.owner.clone(), name.to_string());
+            status_changed && works.judged_by_rules.contains_key(&key)
         });
     }
 
@@ -465,15 +522,15 @@ impl DependencyIndex {
                 return false;
             }
             if let Some(removed) = works.by_name.remove(name) {
-                works.count_rules(&removed.depends_on, false);
+                works.count_rules(&removed.owner, &removed.depends_on, false);
             }
             true
         });
     }
 
-    /// Whether the work `name` may be applied now (see [`gate`]).
-    pub fn gate(&self, name: &str, depends_on: &[Need]) -> Gate {
-        self.snapshot(|works| gate(name, depends_on, works))
+    /// Whether the work `name` of `owner` may be applied now (see [`gate`]).
+    pub fn gate(&self, name: &str, owner: &str, depends_on: &[Need]) -> Gate {
+        self.snapshot(|works| gate(name, owner, depends_on, works))
     }
 
     /// The works that still depend on `name` (see [`dependents`]).
@@ -491,6 +548,9 @@ impl DependencyIndex {
 mod tests {
     use super::*;
 
+    /// The owner of every work in these tests but the other team's.
+    const OWNER: &str = "team-a";
+
     fn graph(edges: &[(&str, &[&str])]) -> BTreeMap<String, WorkView> {
         edges
             .iter()
@@ -499,6 +559,7 @@ mod tests {
                     name.to_string(),
                     WorkView {
                         uid: format!("uid-{name}"),
+                        owner: OWNER.into(),
                         depends_on: deps
                             .iter()
                             .map(|d| Need::condition(d, DEFAULT_CONDITION))
@@ -532,20 +593,20 @@ mod tests {
     #[test]
     fn no_cycle_in_a_chain_or_a_diamond() {
         let chain = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &[])]);
-        assert_eq!(find_cycle("a", &chain), None);
+        assert_eq!(find_cycle("a", OWNER, &chain), None);
         let diamond = graph(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &["d"]), ("d", &[])]);
-        assert_eq!(find_cycle("a", &diamond), None);
+        assert_eq!(find_cycle("a", OWNER, &diamond), None);
     }
 
     #[test]
     fn a_two_work_cycle_is_found_from_either_end() {
         let g = graph(&[("a", &["b"]), ("b", &["a"])]);
         assert_eq!(
-            find_cycle("a", &g),
+            find_cycle("a", OWNER, &g),
             Some(vec!["a".into(), "b".into(), "a".into()])
         );
         assert_eq!(
-            find_cycle("b", &g),
+            find_cycle("b", OWNER, &g),
             Some(vec!["b".into(), "a".into(), "b".into()])
         );
     }
@@ -553,22 +614,26 @@ mod tests {
     #[test]
     fn a_longer_cycle_is_reported_in_order() {
         let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"]), ("x", &["a"])]);
-        let cycle = find_cycle("b", &g).expect("cycle");
+        let cycle = find_cycle("b", OWNER, &g).expect("cycle");
         assert_eq!(cycle, ["b", "c", "a", "b"]);
         // A work that only depends on a cycle is not in it: it just waits.
-        assert_eq!(find_cycle("x", &g), None);
+        assert_eq!(find_cycle("x", OWNER, &g), None);
     }
 
     #[test]
     fn a_self_dependency_is_a_cycle() {
         let g = graph(&[("a", &["a"])]);
-        assert_eq!(find_cycle("a", &g), Some(vec!["a".into(), "a".into()]));
+        assert_eq!(
+            find_cycle("a", OWNER, &g),
+            Some(vec!["a".into(), "a".into()])
+        );
     }
 
     #[test]
     fn the_gate_opens_only_when_every_dependency_has_its_condition_true() {
         let mut g = graph(&[("app", &["crds", "db"]), ("crds", &[]), ("db", &[])]);
-        let gate_of = |g: &BTreeMap<String, WorkView>| gate("app", &deps(&["crds", "db"]), g);
+        let gate_of =
+            |g: &BTreeMap<String, WorkView>| gate("app", OWNER, &deps(&["crds", "db"]), g);
         match gate_of(&g) {
             Gate::Closed { reason, message } => {
                 assert_eq!(reason, REASON_WAITING_FOR_DEPENDENCY);
@@ -599,7 +664,7 @@ mod tests {
     #[test]
     fn a_missing_dependency_is_named() {
         let g = graph(&[("app", &["db"])]);
-        match gate("app", &deps(&["db"]), &g) {
+        match gate("app", OWNER, &deps(&["db"]), &g) {
             Gate::Closed { reason, message } => {
                 assert_eq!(reason, REASON_DEPENDENCY_MISSING);
                 assert!(
@@ -619,9 +684,12 @@ mod tests {
             ("Complete".into(), "False".into()),
         ];
         let wanted = vec![Need::condition("job", "Complete")];
-        assert!(matches!(gate("app", &wanted, &g), Gate::Closed { .. }));
+        assert!(matches!(
+            gate("app", OWNER, &wanted, &g),
+            Gate::Closed { .. }
+        ));
         g.get_mut("job").expect("job").conditions[1].1 = "True".into();
-        assert_eq!(gate("app", &wanted, &g), Gate::Open);
+        assert_eq!(gate("app", OWNER, &wanted, &g), Gate::Open);
     }
 
     #[test]
@@ -629,7 +697,7 @@ mod tests {
         let mut g = graph(&[("a", &["b"]), ("b", &["a"])]);
         available(&mut g, "a", "True");
         available(&mut g, "b", "True");
-        match gate("a", &deps(&["b"]), &g) {
+        match gate("a", OWNER, &deps(&["b"]), &g) {
             Gate::Closed { reason, message } => {
                 assert_eq!(reason, REASON_DEPENDENCY_CYCLE);
                 assert!(message.contains("a -> b -> a"), "{message}");
@@ -649,12 +717,14 @@ mod tests {
                 n.clone(),
                 WorkView {
                     uid: n.clone(),
+                    owner: OWNER.into(),
                     depends_on: vec![Need::condition(&next, &"c".repeat(316))],
                     conditions: vec![],
                 },
             );
         }
-        let Gate::Closed { message, .. } = gate(&names[0], &g[&names[0]].depends_on.clone(), &g)
+        let Gate::Closed { message, .. } =
+            gate(&names[0], OWNER, &g[&names[0]].depends_on.clone(), &g)
         else {
             panic!("a cycle of 16 opened the gate");
         };
@@ -670,6 +740,145 @@ mod tests {
         let g = graph(&[("crds", &[]), ("app", &["crds"]), ("cr", &["crds", "app"])]);
         assert_eq!(dependents("crds", &g), ["app", "cr"]);
         assert_eq!(dependents("cr", &g), Vec::<String>::new());
+    }
+
+    /// `graph` with the work `name` of another team, whose conditions are
+    /// `conditions` and which depends on `depends_on`.
+    fn with_foreign(
+        mut graph: BTreeMap<String, WorkView>,
+        name: &str,
+        conditions: &[(&str, &str)],
+        depends_on: &[&str],
+    ) -> BTreeMap<String, WorkView> {
+        graph.insert(
+            name.into(),
+            WorkView {
+                uid: format!("uid-{name}"),
+                owner: "team-b".into(),
+                depends_on: deps(depends_on),
+                conditions: conditions
+                    .iter()
+                    .map(|(t, s)| (t.to_string(), s.to_string()))
+                    .collect(),
+            },
+        );
+        graph
+    }
+
+    #[test]
+    fn another_owners_work_is_judged_exactly_as_a_missing_one() {
+        let alone = graph(&[("app", &["db"])]);
+        for conditions in [&[("Available", "True")][..], &[("Available", "False")], &[]] {
+            let beside = with_foreign(alone.clone(), "db", conditions, &[]);
+            for needs in [deps(&["db"]), vec![rule("db", "true")]] {
+                assert_eq!(
+                    gate("app", OWNER, &needs, &beside),
+                    gate("app", OWNER, &needs, &alone),
+                    "{conditions:?} {needs:?}"
+                );
+            }
+        }
+        // And it is never handed to a readiness rule to read.
+        let beside = with_foreign(alone, "db", &[("Available", "True")], &[]);
+        assert!(matches!(
+            gate("app", OWNER, &[rule("db", "true")], &beside),
+            Gate::Closed {
+                reason: REASON_DEPENDENCY_MISSING,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn cycles_and_deletion_holds_stay_inside_one_owner() {
+        // team-b's `db` names team-a's `app` back: no cycle for team-a.
+        let g = with_foreign(graph(&[("app", &["db"])]), "db", &[], &["app"]);
+        assert_eq!(find_cycle("app", OWNER, &g), None);
+        assert_eq!(find_cycle("db", "team-b", &g), None);
+        // team-b's `db` depends on team-a's `crds`: it does not hold
+        // `crds`'s deletion; team-a's own `app` does.
+        let g = with_foreign(
+            graph(&[("crds", &[]), ("app", &["crds"])]),
+            "db",
+            &[],
+            &["crds"],
+        );
+        assert_eq!(dependents("crds", &g), ["app"]);
+        assert_eq!(dependents("unknown", &g), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_index_keeps_owners_apart_and_follows_a_change_of_owner() {
+        let index = DependencyIndex::default();
+        index.declare("db", "u-db", "team-b", vec![]);
+        index.declare("app", "u-app", OWNER, deps(&["db"]));
+        index.observe(
+            "db",
+            "u-db",
+            &[v1::Condition {
+                r#type: "Available".into(),
+                status: "True".into(),
+                ..Default::default()
+            }],
+            true,
+        );
+        assert!(matches!(
+            index.gate("app", OWNER, &deps(&["db"])),
+            Gate::Closed {
+                reason: REASON_DEPENDENCY_MISSING,
+                ..
+            }
+        ));
+        assert_eq!(index.dependents("db"), Vec::<String>::new());
+        // The same work handed to team-a (a relabel by the hub) starts with
+        // no conditions: what it reported as team-b's is not carried over.
+        index.declare("db", "u-db", OWNER, vec![]);
+        assert!(matches!(
+            index.gate("app", OWNER, &deps(&["db"])),
+            Gate::Closed {
+                reason: REASON_WAITING_FOR_DEPENDENCY,
+                ..
+            }
+        ));
+        assert_eq!(index.dependents("db"), ["app"]);
+    }
+
+    proptest::proptest! {
+        /// Whatever another team holds on the cluster (any names, any
+        /// conditions, any edges, including to and from team-a's works),
+        /// team-a's gates, cycles and deletion holds are what they would be
+        /// without it.
+        #[test]
+        fn another_owners_works_never_change_a_decision(
+            ours in proptest::collection::btree_map(
+                "[a-e]", (proptest::collection::vec("[a-h]", 0..3), proptest::bool::ANY), 1..5),
+            theirs in proptest::collection::btree_map(
+                "[d-h]", (proptest::collection::vec("[a-h]", 0..3), proptest::bool::ANY), 0..5),
+        ) {
+            let view = |owner: &str, name: &str, (needs, up): &(Vec<String>, bool)| WorkView {
+                uid: format!("{owner}-{name}"),
+                owner: owner.into(),
+                depends_on: needs.iter().map(|n| Need::condition(n, DEFAULT_CONDITION)).collect(),
+                conditions: vec![("Available".into(), if *up { "True" } else { "False" }.into())],
+            };
+            let alone: BTreeMap<String, WorkView> =
+                ours.iter().map(|(n, w)| (n.clone(), view(OWNER, n, w))).collect();
+            let mut shared = alone.clone();
+            for (name, work) in &theirs {
+                shared.entry(name.clone()).or_insert_with(|| view("team-b", name, work));
+            }
+            for (name, work) in &alone {
+                proptest::prop_assert_eq!(
+                    gate(name, OWNER, &work.depends_on, &shared),
+                    gate(name, OWNER, &work.depends_on, &alone)
+                );
+                proptest::prop_assert_eq!(
+                    find_cycle(name, OWNER, &shared),
+                    find_cycle(name, OWNER, &alone)
+                );
+                proptest::prop_assert_eq!(dependents(name, &shared), dependents(name, &alone));
+            }
+        }
     }
 
     #[test]
@@ -707,7 +916,7 @@ mod tests {
     async fn the_index_wakes_waiters_on_status_changes_only() {
         let index = DependencyIndex::default();
         let mut rx = index.subscribe();
-        index.declare("crds", "u1", vec![]);
+        index.declare("crds", "u1", OWNER, vec![]);
         assert!(rx.has_changed().expect("open"));
         rx.borrow_and_update();
         let ready = |status: &str| v1::Condition {
@@ -734,17 +943,17 @@ mod tests {
         index.observe("crds", "old", &[ready("True")], true);
         assert!(!rx.has_changed().expect("open"));
         assert!(matches!(
-            index.gate("app", &deps(&["crds"])),
+            index.gate("app", OWNER, &deps(&["crds"])),
             Gate::Closed { .. }
         ));
         index.observe("crds", "u1", &[ready("True")], true);
         assert!(rx.has_changed().expect("open"));
-        assert_eq!(index.gate("app", &deps(&["crds"])), Gate::Open);
+        assert_eq!(index.gate("app", OWNER, &deps(&["crds"])), Gate::Open);
         index.withdraw("crds", "other-uid");
-        assert_eq!(index.gate("app", &deps(&["crds"])), Gate::Open);
+        assert_eq!(index.gate("app", OWNER, &deps(&["crds"])), Gate::Open);
         index.withdraw("crds", "u1");
         assert!(matches!(
-            index.gate("app", &deps(&["crds"])),
+            index.gate("app", OWNER, &deps(&["crds"])),
             Gate::Closed { .. }
         ));
     }
@@ -755,10 +964,13 @@ mod tests {
         let needs = vec![Need::condition("crds", "Available"), rule("db", "x")];
         g.get_mut("app").expect("app").depends_on = needs.clone();
         // crds is not Available: closed without evaluating db's rule.
-        assert!(matches!(gate("app", &needs, &g), Gate::Closed { .. }));
+        assert!(matches!(
+            gate("app", OWNER, &needs, &g),
+            Gate::Closed { .. }
+        ));
         available(&mut g, "crds", "True");
         assert_eq!(
-            gate("app", &needs, &g),
+            gate("app", OWNER, &needs, &g),
             Gate::Evaluate(vec![RuleCheck {
                 work: "db".into(),
                 uid: "uid-db".into(),
@@ -767,7 +979,7 @@ mod tests {
         );
         // A rule's dependency that is not here is missing, not evaluated.
         g.remove("db");
-        match gate("app", &needs, &g) {
+        match gate("app", OWNER, &needs, &g) {
             Gate::Closed { reason, message } => {
                 assert_eq!(reason, REASON_DEPENDENCY_MISSING);
                 assert!(
@@ -830,9 +1042,9 @@ mod tests {
     #[tokio::test]
     async fn a_work_judged_by_a_rule_wakes_waiters_on_any_status_change() {
         let index = DependencyIndex::default();
-        index.declare("db", "u-db", vec![]);
-        index.declare("app", "u-app", vec![rule("db", "true")]);
-        index.declare("other", "u-other", vec![]);
+        index.declare("db", "u-db", OWNER, vec![]);
+        index.declare("app", "u-app", OWNER, vec![rule("db", "true")]);
+        index.declare("other", "u-other", OWNER, vec![]);
         let mut rx = index.subscribe();
         rx.borrow_and_update();
         let available = [v1::Condition {
@@ -855,11 +1067,16 @@ mod tests {
         assert!(!rx.has_changed().expect("open"));
         // Once the only work with a rule on db is gone (or names db by a
         // condition instead), db's status changes wake nobody either.
-        index.declare("app", "u-app", vec![Need::condition("db", "Available")]);
+        index.declare(
+            "app",
+            "u-app",
+            OWNER,
+            vec![Need::condition("db", "Available")],
+        );
         rx.borrow_and_update();
         index.observe("db", "u-db", &available, true);
         assert!(!rx.has_changed().expect("open"));
-        index.declare("app", "u-app", vec![rule("db", "true")]);
+        index.declare("app", "u-app", OWNER, vec![rule("db", "true")]);
         rx.borrow_and_update();
         index.observe("db", "u-db", &available, true);
         assert!(rx.has_changed().expect("open"));

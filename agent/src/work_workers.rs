@@ -22,7 +22,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::conditions::{carry_work_transition_times, condition, condition_of, is_complete};
 use crate::deletion::{Progress, release_work};
-use crate::dependencies::{DependencyIndex, Gate, wire_dependencies};
+use crate::dependencies::{DependencyIndex, Gate, wire_dependencies, work_owner};
 use crate::dependency_rules::{RuleBackoff, decide};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
@@ -384,15 +384,16 @@ async fn run_worker(
                     .as_ref()
                     .map(|w| w.name.clone())
                     .unwrap_or_default();
+                let owner = work_owner(&upsert);
                 let depends_on = wire_dependencies(upsert.spec.as_ref());
                 shared
                     .dependencies
-                    .declare(&work_name, &uid, depends_on.clone());
+                    .declare(&work_name, &uid, owner, depends_on.clone());
                 name = Some(work_name.clone());
                 let gate = if depends_on.is_empty() || released_generation == Some(generation) {
                     Gate::Open
                 } else {
-                    shared.dependencies.gate(&work_name, &depends_on)
+                    shared.dependencies.gate(&work_name, owner, &depends_on)
                 };
                 // What keeps the generation waiting, if anything.
                 let blocked = match gate {

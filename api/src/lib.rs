@@ -27,3 +27,5 @@ pub mod rollout_approval;
 /// An agent's status report turned into ManifestWork status, bounded: what
 /// the hub writes, and what a dependency's CEL readiness rule reads.
 pub mod status_from_wire;
+/// Who owns a ManifestWork: the tenant its agent keeps it apart for.
+pub mod work_owner;

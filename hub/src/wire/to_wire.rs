@@ -8,6 +8,7 @@ use ferry_api::manifest_work::{
     ManifestWork, PropagationPolicy, UpdateStrategyType, WhenDeleted,
 };
 use ferry_api::manifest_work::{ExecutorSubjectType, ManifestWorkExecutor};
+use ferry_api::work_owner::work_owner;
 
 /// The upsert message for `work` at its current generation.
 ///
@@ -52,6 +53,7 @@ pub fn work_upsert(work: &ManifestWork) -> Result<v1::WorkUpsert, serde_json::Er
             .collect(),
         // Set by the session that sends it, when traces are exported.
         trace_context: Default::default(),
+        owner: work_owner(&work.namespace().unwrap_or_default(), work.labels()),
     })
 }
 
