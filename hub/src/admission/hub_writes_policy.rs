@@ -13,6 +13,11 @@
 //! with the placement they mirror): a forged one would send a consumer's
 //! work to clusters the placement did not choose. Other schedulers'
 //! slices (without ferry's label, before and after) are theirs.
+//! And the replica-set label on ManifestWorks (`REPLICA_SET_LABEL`): it
+//! names the tenant that owns a work, which the agent keeps apart from other
+//! tenants' works on the cluster, so whoever may write works in a cluster's
+//! namespace must not set, change or remove it to pass as another team
+//! (requests that leave it as it was are not checked).
 //!
 //! The hub's username is known only where it runs: the hub asks the API
 //! server who it is (`SelfSubjectReview`) at start and applies the policy
@@ -30,7 +35,7 @@ use kube::Resource;
 use super::policy_builder::PolicyDef;
 use crate::cluster_profile::render::{CLUSTER_MANAGER, CLUSTER_MANAGER_LABEL, ClusterProfile};
 use crate::inventory_decisions::render::InventoryPlacementDecision;
-use ferry_api::contract::{CLUSTER_GROUP, PLACEMENT_LABEL, WORK_GROUP};
+use ferry_api::contract::{CLUSTER_GROUP, PLACEMENT_LABEL, REPLICA_SET_LABEL, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const HUB_WRITES_POLICY_NAME: &str = "hub-owned-writes.cluster.ferry.dev";
@@ -102,6 +107,24 @@ fn ferrys_inventory_only() -> String {
     )
 }
 
+/// CEL: a request that is not for a ManifestWork, or one that sets,
+/// changes or removes its [`REPLICA_SET_LABEL`] (the owner the agent is
+/// told).
+fn owner_label_changes_only() -> String {
+    let value = |object: &str| {
+        format!(
+            "({object} != null && has({object}.metadata.labels) && \
+             '{REPLICA_SET_LABEL}' in {object}.metadata.labels ? \
+             {object}.metadata.labels['{REPLICA_SET_LABEL}'] : '')"
+        )
+    };
+    format!(
+        "request.resource.resource != 'manifestworks' || {} != {}",
+        value("object"),
+        value("oldObject")
+    )
+}
+
 /// The policy for a hub running as `writers` (its usernames; at most
 /// [`MAX_WRITERS`] are named): CREATE and UPDATE of `placementdecisions`
 /// and `placementdecisions/status`, `placements/status`,
@@ -145,17 +168,25 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
                 ],
                 "Namespaced",
             ),
+            rule_for(WORK_GROUP, &["manifestworks"], "Namespaced"),
         ],
-        match_conditions: vec![MatchCondition {
-            name: "ferrys-inventory-objects-only".into(),
-            expression: ferrys_inventory_only(),
-        }],
+        match_conditions: vec![
+            MatchCondition {
+                name: "ferrys-inventory-objects-only".into(),
+                expression: ferrys_inventory_only(),
+            },
+            MatchCondition {
+                name: "work-owner-label-changes-only".into(),
+                expression: owner_label_changes_only(),
+            },
+        ],
         variables: Vec::new(),
         validations: vec![Validation {
             expression: rule(writers),
             message: Some(format!(
                 "only the ferry hub writes placement decisions, the status of placements, \
-                 replica sets and cluster sets, and ferry's cluster profiles and inventory placement decisions (policy {HUB_WRITES_POLICY_NAME})"
+                 replica sets and cluster sets, ferry's cluster profiles and inventory placement decisions, \
+                 and the replica-set label of ManifestWorks (policy {HUB_WRITES_POLICY_NAME})"
             )),
             message_expression: Some(format!(
                 "request.userInfo.username + ' may not write ' + request.resource.resource + \
@@ -203,7 +234,7 @@ mod tests {
         );
         // Profiles are checked only when ferry's label is on the object
         // written or on the object as it was; every other request is.
-        let condition = &spec.match_conditions.expect("conditions")[0].expression;
+        let condition = &spec.match_conditions.clone().expect("conditions")[0].expression;
         assert!(condition.starts_with("request.resource.group != 'multicluster.x-k8s.io' || "));
         for object in ["object", "oldObject"] {
             assert!(
@@ -226,6 +257,25 @@ mod tests {
                 .is_some_and(|r| r.iter().any(|r| r == "placementdecisions")),
             "the inventory's PlacementDecisions are matched"
         );
+        // Works are checked only when their replica-set label changes.
+        assert_eq!(
+            rules[4].resources.as_deref(),
+            Some(&["manifestworks".to_string()][..])
+        );
+        let conditions = spec.match_conditions.clone().expect("conditions");
+        let owner = &conditions[1].expression;
+        assert!(
+            owner.starts_with("request.resource.resource != 'manifestworks' || "),
+            "{owner}"
+        );
+        for object in ["object", "oldObject"] {
+            assert!(
+                owner.contains(&format!(
+                    "{object}.metadata.labels['work.ferry.dev/manifestworkreplicaset']"
+                )),
+                "{owner}"
+            );
+        }
         let expression = &spec.validations.expect("validations")[0].expression;
         assert!(expression.contains("['system:serviceaccount:x:hub']"));
         assert!(expression.contains("'system:masters' in request.userInfo.groups"));
