@@ -73,6 +73,11 @@ pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
 /// recorded in the window). Remove it afterwards: while it is set, the
 /// budget does not hold (docs/rollback.md).
 pub const RELEASE_DELETIONS_ANNOTATION: &str = "work.ferry.dev/release-deletions";
+/// Namespace label: with value `true`, every ManifestWork and
+/// ManifestWorkReplicaSet written in that namespace must name an executor
+/// (policy `manifestwork-executor-required.work.ferry.dev`). Put it on
+/// tenant namespaces and on the cluster namespaces tenants may write.
+pub const REQUIRE_EXECUTOR_LABEL: &str = "work.ferry.dev/require-executor";
 /// Finalizer on a replica set: its works are removed before it goes.
 pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
 /// The finalizer that keeps a deleted work until its objects are released.

@@ -19,6 +19,8 @@
 //! - [`duplicates_policy`]: two manifests of a work naming one object.
 //! - [`executor_policy`]: who may name an executor (`execute-as`, asked of
 //!   the API server's authorizer).
+//! - [`executor_required_policy`]: in namespaces labelled for it, every
+//!   work and replica set names an executor.
 //! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
 //!   (`create` on `managedclustersets/bind`, asked of the authorizer).
 //! - [`approval_policy`]: a RolloutApproval's `approvedBy` is its creator.
@@ -36,6 +38,8 @@ pub mod cluster_set_policy;
 pub mod duplicates_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.
 pub mod executor_policy;
+/// Tenant works name an executor: a policy for labelled namespaces.
+pub mod executor_required_policy;
 /// Only the hub writes decisions and hub-owned status: a policy naming it.
 pub mod hub_writes_policy;
 /// Every policy the hub installs, and installing them.

@@ -10,6 +10,7 @@ use super::approval_policy::approval_policy;
 use super::cluster_set_policy::cluster_set_policy;
 use super::duplicates_policy::duplicates_policy;
 use super::executor_policy::executor_policy;
+use super::executor_required_policy::executor_required_policy;
 use super::hub_writes_policy::{DEFAULT_HUB_USERNAME, hub_writes_policy};
 use super::policy_builder::PolicyDef;
 
@@ -19,20 +20,22 @@ const FIELD_MANAGER: &str = "ferry-hub";
 /// Every policy ferry installs as rendered into `deploy/crds/`: those of
 /// [`all_policies_for`] with the hub running as the chart's default
 /// ServiceAccount ([`DEFAULT_HUB_USERNAME`]).
-pub fn all_policies() -> [PolicyDef; 5] {
+pub fn all_policies() -> [PolicyDef; 6] {
     all_policies_for(&[DEFAULT_HUB_USERNAME.to_string()])
 }
 
 /// Every policy ferry installs, in install and render order: duplicate
-/// manifests, executors, cluster-set binds, rollout approvals, and the
-/// writes only the hub (running as `hub_writers`) makes.
-pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 5] {
+/// manifests, executors, cluster-set binds, rollout approvals, the writes
+/// only the hub (running as `hub_writers`) makes, and executors required in
+/// labelled namespaces.
+pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 6] {
     [
         duplicates_policy(),
         executor_policy(),
         cluster_set_policy(),
         approval_policy(),
         hub_writes_policy(hub_writers),
+        executor_required_policy(),
     ]
 }
 
