@@ -6,7 +6,8 @@
 //! write would be) gets no work and is named in the replica set's status.
 //! Nor can a tenant with every right on ClusterProfiles forge, change or
 //! disown one ferry publishes; profiles of other cluster managers stay
-//! theirs to write.
+//! theirs to write. Nor can whoever writes works in a cluster's namespace
+//! set or change the replica-set label that names a work's owner.
 
 use std::time::Duration;
 
@@ -22,8 +23,9 @@ use ferry_e2e::helpers::cluster_inventory::{
     inventory_placement_decisions,
 };
 use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
+use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
-use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
+use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work, wait_applied};
 use ferry_hub::admission::hub_writes_policy::HUB_WRITES_POLICY_NAME;
 use ferry_hub::crds::install_crds;
 use ferry_hub::replica_set::bound::{CLUSTERS_REFUSED, NOT_IN_BOUND_SETS};
@@ -31,7 +33,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TENANT: &str = "team-a";
 const TEAM: &str = "mallory";
@@ -519,4 +521,100 @@ async fn a_decided_cluster_outside_the_bound_sets_gets_no_work_and_is_named() {
         "a cluster outside the bound sets was written a work"
     );
     fleet.stop().await;
+}
+
+/// The owner the agent is told of a work is its replica-set label's
+/// namespace (issue 48): whoever may write works in a cluster's namespace
+/// (the README's right, given here in full) cannot set, change or remove
+/// that label to pass as another team or to shed its own owner. Edits that
+/// leave it as it was, and works without it, are theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_namespace_writer_cannot_set_or_change_the_owner_label_of_a_work() {
+    const CLUSTER: &str = "spoke-a";
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane");
+    let admin = hub.client().await.expect("admin client");
+    install_crds(&admin).await.expect("CRDs and policies");
+    create_namespace(&admin, CLUSTER).await;
+    grant_work_resources(&admin, CLUSTER, "cluster-writer", TEAM, &["manifestworks"]).await;
+    let work = |name: &str, owner: Option<&str>| {
+        let mut work = manifest_work(
+            CLUSTER,
+            name,
+            vec![config_map("default", name, json!({"v": "1"}))],
+        );
+        work.metadata.labels =
+            owner.map(|o| [(REPLICA_SET_LABEL.to_string(), o.to_string())].into());
+        work
+    };
+    // A replica set's work, as the hub (here the administrator) writes it.
+    let admin_works: Api<ManifestWork> = Api::namespaced(admin.clone(), CLUSTER);
+    admin_works
+        .create(&PostParams::default(), &work("vault", Some("team-b.vault")))
+        .await
+        .expect("the hub's identity writes the label");
+
+    let writer = hub.client_as(TEAM).await.expect("writer client");
+    let works: Api<ManifestWork> = Api::namespaced(writer, CLUSTER);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let message = until_refused("a work claiming team-b's replica set", || async {
+        works
+            .create(&dry, &work("forged", Some("team-b.vault")))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a work with the replica-set label is refused");
+    assert!(message.contains(TEAM), "names the requester: {message}");
+
+    works
+        .create(&PostParams::default(), &work("own", None))
+        .await
+        .expect("a work without the label is the writer's right");
+    let label =
+        |value: Value| Patch::Merge(json!({"metadata": {"labels": {REPLICA_SET_LABEL: value}}}));
+    for (what, name, patch) in [
+        (
+            "labelling its own work",
+            "own",
+            label(json!("team-b.vault")),
+        ),
+        (
+            "moving team-b's work to team-a",
+            "vault",
+            label(json!("team-a.vault")),
+        ),
+        (
+            "removing the label of team-b's work",
+            "vault",
+            label(Value::Null),
+        ),
+    ] {
+        let refused = works
+            .patch(name, &PatchParams::default(), &patch)
+            .await
+            .expect_err(what);
+        assert!(
+            refused.to_string().contains(HUB_WRITES_POLICY_NAME),
+            "{what}: {refused}"
+        );
+    }
+    // An edit that leaves the label as it is goes through.
+    works
+        .patch(
+            "vault",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"note": "seen"}}})),
+        )
+        .await
+        .expect("a label beside the owner's is not checked");
+    let after = admin_works.get("vault").await.expect("read");
+    assert_eq!(
+        after.labels().get(REPLICA_SET_LABEL).map(String::as_str),
+        Some("team-b.vault")
+    );
 }
