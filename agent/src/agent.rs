@@ -11,6 +11,7 @@ use kube::Client;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::applied_works::AppliedWorks;
+use crate::deletion_brake::DeletionBrake;
 use crate::discovery::KindResolver;
 use crate::executor::ExecutorCheck;
 use crate::list_schema::ListSchemas;
@@ -59,6 +60,19 @@ pub struct AgentOptions {
     /// impersonated. Set, every work must name an executor, and the
     /// agent's own ClusterRole needs no workload rights.
     pub write_as_executor: Option<kube::Config>,
+    /// The deletion brake (`--deletion-brake-*`): where its ledger lives on
+    /// the spoke and its budget. None: deletions go at once, whatever
+    /// their number.
+    pub deletion_brake: Option<DeletionBrakeOptions>,
+}
+
+/// Where the deletion brake keeps its ledger, and its budget.
+#[derive(Debug, Clone)]
+pub struct DeletionBrakeOptions {
+    /// The spoke namespace of the ledger's ConfigMap (the agent's own).
+    pub namespace: String,
+    /// Percent, floor and window of the budget.
+    pub limits: crate::deletion_brake::decide::Limits,
 }
 
 impl Default for AgentOptions {
@@ -74,6 +88,7 @@ impl Default for AgentOptions {
             restricted: false,
             adopt_ocm_objects: false,
             write_as_executor: None,
+            deletion_brake: None,
         }
     }
 }
@@ -126,6 +141,20 @@ pub async fn run_agent(
             None => WriteIdentity::Agent(client.clone()),
         }),
     );
+    let brake = options.deletion_brake.as_ref().map(|brake| {
+        Arc::new(DeletionBrake::new(
+            client.clone(),
+            &brake.namespace,
+            brake.limits,
+            applied.clone(),
+            telemetry.metrics.deletions_held.clone(),
+        ))
+    });
+    // Shows what an earlier run held and records releases while the agent
+    // runs.
+    let _brake_releases = brake
+        .clone()
+        .map(|brake| AbortOnDropHandle::new(tokio::spawn(brake.watch_releases())));
     let board = Arc::new(StatusBoard::default());
     let works = Arc::new(WorkManager::new(
         reconciler,
@@ -133,6 +162,7 @@ pub async fn run_agent(
         options.resync_interval,
         options.eviction_grace,
         options.dependents_deletion_timeout,
+        brake,
         telemetry.metrics.clone(),
     ));
     let run = async {

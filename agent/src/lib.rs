@@ -7,6 +7,7 @@ pub mod applied_works;
 pub mod applier;
 pub mod conditions;
 pub mod deletion;
+pub mod deletion_brake;
 pub mod dependencies;
 pub mod dependency_rules;
 pub mod discovery;
@@ -32,5 +33,5 @@ pub mod work_workers;
 pub mod write_breaker;
 pub mod write_identity;
 
-pub use agent::{AgentOptions, run_agent};
+pub use agent::{AgentOptions, DeletionBrakeOptions, run_agent};
 pub use telemetry::{DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry};

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::session::{ClientTls, SessionConfig, TokenSource};
-use ferry_agent::{AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, Telemetry, run_agent};
+use ferry_agent::{
+    AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, DeletionBrakeOptions, Telemetry, run_agent,
+};
 
 #[derive(Parser)]
 #[command(
@@ -104,6 +107,27 @@ struct Cli {
     /// work must name an executor (implies --require-executor).
     #[arg(long, env = "FERRY_WRITE_AS_EXECUTOR")]
     write_as_executor: bool,
+    /// The deletion brake: percent of the objects the agent manages (their
+    /// high-water mark in the window) that deleted works may remove per
+    /// window before further deletions are held for a platform admin's
+    /// release. 0 turns the brake off.
+    #[arg(long, env = "FERRY_DELETION_BRAKE_PERCENT", default_value_t = 25,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    deletion_brake_percent: u8,
+    /// Objects deleted works may always remove per window, however few the
+    /// agent manages.
+    #[arg(long, env = "FERRY_DELETION_BRAKE_FLOOR", default_value_t = 20)]
+    deletion_brake_floor: u64,
+    /// The deletion brake's window in seconds.
+    #[arg(long, env = "FERRY_DELETION_BRAKE_WINDOW_SECONDS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    deletion_brake_window_seconds: u64,
+    /// The spoke namespace of the brake's ledger (ConfigMap
+    /// ferry-deletion-brake), where a platform admin releases held
+    /// deletions. Default: the agent's own namespace in a Pod, else
+    /// `default`.
+    #[arg(long, env = "FERRY_DELETION_BRAKE_NAMESPACE")]
+    deletion_brake_namespace: Option<String>,
     /// Threads running the agent's tasks. Its work is mostly waiting on the
     /// hub and the spoke, and each thread costs memory (its stack, and the
     /// allocator keeps memory per thread), so the default does not follow
@@ -184,6 +208,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let spoke = kube::Config::infer()
         .await
         .context("reading the spoke connection (in-cluster or KUBECONFIG)")?;
+    // The namespace the spoke connection defaults to: the Pod's own in a
+    // cluster, the kubeconfig context's (else `default`) outside one.
+    let spoke_namespace = spoke.default_namespace.clone();
     let client = ferry_agent::spoke_client::spoke_client(spoke.clone())
         .context("building a Kubernetes client for the spoke")?;
     let probes = tokio::net::TcpListener::bind(cli.probe_addr)
@@ -215,6 +242,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         restricted: cli.restricted,
         adopt_ocm_objects: cli.adopt_ocm_objects,
         write_as_executor: cli.write_as_executor.then_some(spoke),
+        deletion_brake: (cli.deletion_brake_percent > 0).then(|| DeletionBrakeOptions {
+            namespace: cli
+                .deletion_brake_namespace
+                .clone()
+                .unwrap_or_else(|| spoke_namespace.clone()),
+            limits: Limits {
+                percent: cli.deletion_brake_percent,
+                floor: cli.deletion_brake_floor,
+                window: Duration::from_secs(cli.deletion_brake_window_seconds),
+            },
+        }),
     };
     run_agent(client, config, options, shutdown_signal()).await;
     traces.shutdown().await;

@@ -116,6 +116,9 @@ pub struct AgentMetrics {
     /// Status reports that could not be sent because the session ended;
     /// they are sent again on the next session.
     pub status_reports_requeued: Counter,
+    /// Deleted works whose objects the deletion brake keeps until a
+    /// platform admin releases them.
+    pub deletions_held: Gauge,
 }
 
 impl Default for AgentMetrics {
@@ -134,6 +137,7 @@ impl Default for AgentMetrics {
             connect_failures: Family::default(),
             status_reports_sent: Counter::default(),
             status_reports_requeued: Counter::default(),
+            deletions_held: Gauge::default(),
         }
     }
 }
@@ -194,6 +198,11 @@ impl AgentMetrics {
             "hub_connect_failures",
             "Attempts to open a hub session that failed before it was established, by reason",
             self.connect_failures.clone(),
+        );
+        registry.register(
+            "deletions_held",
+            "Deleted works whose objects the deletion brake keeps until a platform admin releases them",
+            self.deletions_held.clone(),
         );
         registry.register(
             "status_reports_sent",

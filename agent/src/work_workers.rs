@@ -22,6 +22,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::conditions::{carry_work_transition_times, condition, condition_of, is_complete};
 use crate::deletion::{Progress, release_work};
+use crate::deletion_brake::DeletionBrake;
 use crate::dependencies::{DependencyIndex, Gate, wire_dependencies, work_owner};
 use crate::dependency_rules::{RuleBackoff, decide};
 use crate::drift::{DriftWatch, DriftWatches};
@@ -29,8 +30,8 @@ use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;
 use crate::status_board::StatusBoard;
 use ferry_semantics::contract::{
-    APPLIED, AVAILABLE, DELETING, DEPENDENCIES_READY, REASON_DEPENDENCIES_NOT_READY,
-    REASON_DEPENDENCIES_READY, REASON_WAITING_FOR_DEPENDENTS,
+    APPLIED, AVAILABLE, DELETING, DEPENDENCIES_READY, REASON_DELETION_BRAKE_HELD,
+    REASON_DEPENDENCIES_NOT_READY, REASON_DEPENDENCIES_READY, REASON_WAITING_FOR_DEPENDENTS,
 };
 use ferry_semantics::drift_report::{drop_corrections, settle_drift};
 use ferry_semantics::text::first_few;
@@ -80,6 +81,8 @@ struct Shared {
     /// How long a deleted work keeps its objects for works that still
     /// depend on it.
     dependents_timeout: Duration,
+    /// Holds deletions past the agent's budget (None: deletions go at once).
+    brake: Option<Arc<DeletionBrake>>,
 }
 
 /// Default of [`WorkManager::new`]'s `dependents_timeout` (the agent's
@@ -104,14 +107,15 @@ impl WorkManager {
     /// re-checking every work at least every `resync`, evicting works the
     /// hub does not have `eviction_grace` after it first said so, keeping
     /// a deleted work's objects for at most `dependents_timeout` while other
-    /// works depend on it, and counting drift watches and corrections in
-    /// `metrics`.
+    /// works depend on it, asking `brake` (when set) before any deletion,
+    /// and counting drift watches and corrections in `metrics`.
     pub fn new(
         reconciler: Arc<Reconciler>,
         board: Arc<StatusBoard>,
         resync: Duration,
         eviction_grace: Duration,
         dependents_timeout: Duration,
+        brake: Option<Arc<DeletionBrake>>,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
@@ -124,6 +128,7 @@ impl WorkManager {
                 metrics,
                 dependencies: DependencyIndex::default(),
                 dependents_timeout,
+                brake,
             }),
             workers: Mutex::new(HashMap::new()),
             recorded: Mutex::new(HashSet::new()),
@@ -359,6 +364,12 @@ async fn run_worker(
     // Readiness rules of this work's dependencies that ran past their time
     // bound, not run again for a while.
     let mut rule_backoff = RuleBackoff::default();
+    // Wakes a deletion the brake holds when a platform admin releases it.
+    let mut brake_released = shared.brake.as_ref().map(|b| b.subscribe());
+    // Whether the brake may hold this work's deletion: a work the hub wants
+    // again leaves its held list (at the worker's first apply too, for a
+    // hold recorded by an earlier run).
+    let mut maybe_held = true;
     let withdraw = |name: &Option<String>| {
         if let Some(name) = name {
             shared.dependencies.withdraw(name, &uid);
@@ -375,8 +386,14 @@ async fn run_worker(
         // Set when the pass waits for other works rather than for a retry,
         // with how long at most.
         let mut waits_for_works: Option<Duration> = None;
+        // Set when the deletion brake holds this work's deletion.
+        let mut braked = false;
         let settled = match wish {
             Desired::Apply(upsert) => {
+                if maybe_held && let Some(brake) = &shared.brake {
+                    brake.withdraw(&uid).await;
+                }
+                maybe_held = false;
                 generation = upsert.generation;
                 dependents_wait_since = None;
                 let work_name = upsert
@@ -494,6 +511,19 @@ async fn run_worker(
                             publish(&uid, status, &shared).await;
                             false
                         }
+                        Step::Held(message) => {
+                            maybe_held = true;
+                            braked = true;
+                            let status = deletion_report(
+                                work,
+                                generation,
+                                false,
+                                REASON_DELETION_BRAKE_HELD,
+                                message,
+                            );
+                            publish(&uid, status, &shared).await;
+                            true
+                        }
                     }
                 }
             }
@@ -507,6 +537,12 @@ async fn run_worker(
                         return;
                     }
                     Step::Pending(_) => false,
+                    Step::Held(message) => {
+                        maybe_held = true;
+                        braked = true;
+                        info!(%uid, %message, "the hub does not have this work; its eviction is held");
+                        true
+                    }
                 },
                 Ok(Some(wait)) => {
                     debug!(%uid, ?wait, "the hub does not have this work; evicting after the grace period");
@@ -548,6 +584,13 @@ async fn run_worker(
             // dependent) waited for may be ready (or gone) now. The sender
             // lives as long as the manager, so an error cannot happen.
             _ = works_changed.changed(), if waiting => false,
+            // A release lets this held deletion go.
+            () = async {
+                match brake_released.as_mut() {
+                    Some(released) => { let _ = released.changed().await; }
+                    None => std::future::pending().await,
+                }
+            }, if braked => false,
             // After a settled pass the wait is the resync.
             () = tokio::time::sleep(wait) => settled && !waiting,
         };
@@ -727,6 +770,8 @@ fn waiting_report(upsert: &v1::WorkUpsert, reason: &str, message: String) -> v1:
 enum Step {
     Finished,
     Pending(String),
+    /// The deletion brake keeps the objects; the message says why.
+    Held(String),
 }
 
 /// One pass of releasing a work's objects.
@@ -743,6 +788,7 @@ async fn release(
         reconciler.applied(),
         uid,
         option,
+        shared.brake.as_deref(),
     )
     .await
     {
@@ -750,6 +796,7 @@ async fn release(
             drift.track(&[]).await;
             Step::Finished
         }
+        Ok(Progress::Held(message)) => Step::Held(message),
         Ok(Progress::Waiting {
             blockers,
             total,

@@ -52,6 +52,11 @@ pub const REASON_DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
 /// works of the same cluster still depend on it (the message names them),
 /// for at most the agent's dependents deletion timeout.
 pub const REASON_WAITING_FOR_DEPENDENTS: &str = "WaitingForDependents";
+/// Reason of `Deleting=True` while the agent's deletion brake keeps a
+/// deleted work's objects: more was deleted on the cluster within the
+/// brake's window than its budget allows. The message gives the budget and
+/// how a platform admin releases the hold on the spoke.
+pub const REASON_DELETION_BRAKE_HELD: &str = "DeletionBrakeHeld";
 
 /// Field manager of the agent's own writes, and of server-side apply when a
 /// work names no manager.

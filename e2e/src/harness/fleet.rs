@@ -180,6 +180,9 @@ pub struct FleetOptions {
     pub restricted: bool,
     /// Agents adopt objects applied by OCM's work agent (`--adopt-ocm-objects`).
     pub adopt_ocm_objects: bool,
+    /// Agents' deletion brake (`--deletion-brake-*`); None (the default)
+    /// lets every deletion go at once, as tests of deletion itself need.
+    pub deletion_brake: Option<ferry_agent::DeletionBrakeOptions>,
     /// Limits of every hub replica's agent port (connections, per-peer
     /// share, unauthenticated deadline, message caps).
     pub transport: ferry_hub::grpc::config::TransportLimits,
@@ -234,6 +237,7 @@ impl FleetOptions {
             require_executor: false,
             restricted: false,
             adopt_ocm_objects: false,
+            deletion_brake: None,
             transport: ferry_hub::grpc::config::TransportLimits::default(),
             webhook_failure_policy: FailurePolicy::default(),
             elect_leader: false,
@@ -573,6 +577,7 @@ async fn start_spokes(
             require_executor: options.require_executor,
             restricted: options.restricted,
             adopt_ocm_objects: options.adopt_ocm_objects,
+            deletion_brake: options.deletion_brake.clone(),
             ..AgentOptions::default()
         };
         let mut spoke = Spoke {

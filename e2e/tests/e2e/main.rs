@@ -26,6 +26,7 @@ mod connect_review_admission;
 mod crash_window;
 mod create_only_read_only;
 mod dashboard;
+mod deletion_brake_on_the_spoke;
 mod dependency_readiness_rules;
 mod depends_on;
 mod drift;

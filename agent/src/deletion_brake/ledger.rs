@@ -1,0 +1,101 @@
+//! The deletion brake's ledger: what the agent admitted for deletion in the
+//! current window, what it holds, and the releases a platform admin gave.
+//! Kept on the spoke (one ConfigMap, see `store.rs`), so the brake survives
+//! the agent's restart and the hub cannot reset it.
+
+use serde::{Deserialize, Serialize};
+
+/// The brake's durable record. Times are Unix seconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ledger {
+    /// The most objects the agent managed within the window: the base of
+    /// the budget, so a deletion in progress does not shrink its own brake.
+    #[serde(default)]
+    pub high_water: u64,
+    /// When `high_water` was last raised (or reset).
+    #[serde(default)]
+    pub high_water_at: i64,
+    /// Works whose deletion went ahead within the window.
+    #[serde(default)]
+    pub admitted: Vec<Admitted>,
+    /// Works whose deletion waits for a release, oldest first.
+    #[serde(default)]
+    pub held: Vec<Held>,
+    /// The latest releases, newest last (at most [`MAX_RELEASES`]).
+    #[serde(default)]
+    pub releases: Vec<Release>,
+    /// The value of the release annotation last acted on: a release takes
+    /// effect when the annotation is set to anything else.
+    #[serde(default)]
+    pub last_release: String,
+}
+
+/// How many releases the ledger remembers.
+pub const MAX_RELEASES: usize = 10;
+
+/// A work whose deletion the brake let through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Admitted {
+    /// The work's UID on the hub.
+    pub uid: String,
+    /// The work's name, for people reading the ledger.
+    pub work: String,
+    /// Objects the deletion removes.
+    pub objects: u64,
+    /// When it was admitted.
+    pub at: i64,
+    /// Admitted by a release: not counted against the budget.
+    #[serde(default)]
+    pub released: bool,
+}
+
+/// A work whose deletion the brake holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Held {
+    /// The work's UID on the hub.
+    pub uid: String,
+    /// The work's name.
+    pub work: String,
+    /// Objects its deletion would remove.
+    pub objects: u64,
+    /// When the brake first held it.
+    pub since: i64,
+}
+
+/// One release of held deletions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Release {
+    /// When the agent acted on it.
+    pub at: i64,
+    /// The release annotation's value (who released, and why).
+    pub by: String,
+    /// The field manager that last wrote the annotation, as the API server
+    /// recorded it.
+    #[serde(default)]
+    pub manager: String,
+    /// Works it let go.
+    pub works: u64,
+    /// Objects those works held.
+    pub objects: u64,
+}
+
+impl Ledger {
+    /// Objects held, over every held work.
+    pub fn held_objects(&self) -> u64 {
+        self.held.iter().map(|h| h.objects).sum()
+    }
+
+    /// Whether work `uid` is held.
+    pub fn holds(&self, uid: &str) -> bool {
+        self.held.iter().any(|h| h.uid == uid)
+    }
+
+    /// Whether work `uid` was admitted within the window.
+    pub fn admits(&self, uid: &str) -> bool {
+        self.admitted.iter().any(|a| a.uid == uid)
+    }
+}

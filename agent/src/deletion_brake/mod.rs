@@ -1,0 +1,294 @@
+//! The agent's deletion brake: the last line against a mass deletion,
+//! whatever happens on the hub (a deleted CRD or cluster namespace, a hub
+//! restored from an old backup or restarted with an empty store, a stolen
+//! hub credential). Past a budget of deleted objects per window, the agent
+//! keeps the objects of further deleted works, says so on each of them, and
+//! goes on applying everything else, until a platform admin releases the
+//! hold on the spoke.
+//!
+//! - `ledger.rs`: what the brake records.
+//! - `decide.rs`: whether one deletion goes ahead, and what a release lets go
+//!   (pure).
+//! - `store.rs`: the ledger's ConfigMap on the spoke (the only writes).
+//!
+//! Each question gathers the ledger (fresh from the spoke) and the count of
+//! managed objects, decides, and records the decision before the caller
+//! deletes anything.
+
+pub mod decide;
+pub mod ledger;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{Mutex, watch};
+use tracing::{info, warn};
+
+use crate::applied_works::AppliedWorks;
+use decide::{Limits, Request, Verdict};
+use ledger::Ledger;
+use store::{LEDGER_NAME, LedgerStore, RELEASE_ANNOTATION, StoreError};
+
+/// How often the brake looks for a release while it holds deletions.
+const RELEASE_POLL: Duration = Duration::from_secs(3);
+/// How long a count of managed objects is trusted: a mass deletion asks
+/// once per work, and listing every record each time would cost more than
+/// the deletions.
+const MANAGED_COUNT_TTL: Duration = Duration::from_secs(10);
+/// Attempts at writing the ledger when someone else wrote it meanwhile.
+const WRITE_ATTEMPTS: usize = 5;
+
+/// The brake's answer for one work's deletion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Delete the work's objects now.
+    Go,
+    /// Keep them; the message says why and how to release.
+    Held(String),
+}
+
+/// What the brake remembers between questions.
+#[derive(Default)]
+struct State {
+    /// The ledger as last read or written.
+    ledger: Option<Ledger>,
+    /// The managed-object count and when it was taken.
+    managed: Option<(u64, Instant)>,
+}
+
+/// The agent's deletion brake (see the module docs).
+pub struct DeletionBrake {
+    limits: Limits,
+    store: LedgerStore,
+    applied: AppliedWorks,
+    state: Mutex<State>,
+    released: watch::Sender<u64>,
+    held_works: Gauge,
+}
+
+impl DeletionBrake {
+    /// A brake with `limits`, its ledger in `namespace` on the spoke of
+    /// `client`, counting the objects recorded in `applied`, and showing the
+    /// works it holds in `held_works`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        limits: Limits,
+        applied: AppliedWorks,
+        held_works: Gauge,
+    ) -> Self {
+        Self {
+            limits,
+            store: LedgerStore::new(client, namespace),
+            applied,
+            state: Mutex::new(State::default()),
+            released: watch::channel(0).0,
+            held_works,
+        }
+    }
+
+    /// Changes whenever a release lets held deletions go.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.released.subscribe()
+    }
+
+    /// Whether work `uid` (named `work`), whose deletion removes `objects`
+    /// objects, may be deleted now. Any failure to read or record the
+    /// ledger holds the deletion: a brake that cannot see fails closed.
+    pub async fn ask(&self, uid: &str, work: &str, objects: u64) -> Answer {
+        let mut state = self.state.lock().await;
+        if objects == 0 || state.ledger.as_ref().is_some_and(|l| l.admits(uid)) {
+            return Answer::Go;
+        }
+        let request = Request { uid, work, objects };
+        for _ in 0..WRITE_ATTEMPTS {
+            let stored = match self.store.read().await {
+                Ok(stored) => stored,
+                Err(error) => return self.unrecorded(&error),
+            };
+            let now = Timestamp::now().as_second();
+            let released = decide::release(
+                &stored.ledger,
+                now,
+                &stored.release,
+                &stored.release_manager,
+            );
+            let base = released.as_ref().unwrap_or(&stored.ledger);
+            let managed = match self.managed(&mut state).await {
+                Ok(managed) => managed,
+                Err(message) => return Answer::Held(message),
+            };
+            let decision = decide::decide(base, now, managed, &self.limits, request);
+            let next = decision.ledger.or(released.clone());
+            if let Some(next) = &next {
+                match self.store.write(&stored, next).await {
+                    Ok(()) => {}
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => return self.unrecorded(&error),
+                }
+            }
+            let ledger = next.unwrap_or(stored.ledger);
+            self.remember(&mut state, ledger, released.is_some());
+            return match decision.verdict {
+                Verdict::Admit => Answer::Go,
+                Verdict::Hold {
+                    budget,
+                    works,
+                    objects,
+                } => {
+                    warn!(%uid, %work, works, objects, spent = budget.spent, allowed = budget.allowed,
+                        "the deletion brake holds a work's deletion");
+                    Answer::Held(format!(
+                        "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {LEDGER_NAME} {RELEASE_ANNOTATION}=\"<who and why>\"`",
+                        budget.spent,
+                        budget.allowed,
+                        self.limits.window.as_secs(),
+                        self.limits.percent,
+                        budget.base,
+                        self.limits.floor,
+                        self.store.namespace(),
+                    ))
+                }
+            };
+        }
+        Answer::Held(format!(
+            "held: ConfigMap {}/{LEDGER_NAME} kept changing while the deletion brake recorded this deletion; retrying",
+            self.store.namespace()
+        ))
+    }
+
+    /// Takes work `uid` off the held list: the hub wants it after all.
+    pub async fn withdraw(&self, uid: &str) {
+        let mut state = self.state.lock().await;
+        if !state.ledger.as_ref().is_some_and(|l| l.holds(uid)) {
+            return;
+        }
+        for _ in 0..WRITE_ATTEMPTS {
+            let stored = match self.store.read().await {
+                Ok(stored) => stored,
+                Err(error) => {
+                    warn!(%uid, %error, "cannot take a work off the deletion brake's held list");
+                    return;
+                }
+            };
+            let Some(next) = decide::withdraw(&stored.ledger, uid) else {
+                self.remember(&mut state, stored.ledger, false);
+                return;
+            };
+            match self.store.write(&stored, &next).await {
+                Ok(()) => {
+                    self.remember(&mut state, next, false);
+                    return;
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(error) => {
+                    warn!(%uid, %error, "cannot take a work off the deletion brake's held list");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads the ledger at start (so what an earlier run held shows at
+    /// once) and then, while anything is held, looks for a release every
+    /// few seconds and records it. Runs until dropped.
+    pub async fn watch_releases(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(RELEASE_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let mut state = self.state.lock().await;
+            let known = state.ledger.is_some();
+            if known && state.ledger.as_ref().is_some_and(|l| l.held.is_empty()) {
+                continue;
+            }
+            if let Err(error) = self.record_release(&mut state).await {
+                warn!(%error, "cannot read or record the deletion brake's ledger");
+            }
+        }
+    }
+
+    /// Reads the ledger and records a new release in it, if there is one.
+    async fn record_release(&self, state: &mut State) -> Result<(), StoreError> {
+        for _ in 0..WRITE_ATTEMPTS {
+            let stored = self.store.read().await?;
+            let now = Timestamp::now().as_second();
+            let Some(next) = decide::release(
+                &stored.ledger,
+                now,
+                &stored.release,
+                &stored.release_manager,
+            ) else {
+                self.remember(state, stored.ledger, false);
+                return Ok(());
+            };
+            match self.store.write(&stored, &next).await {
+                Ok(()) => {
+                    self.remember(state, next, true);
+                    return Ok(());
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps `ledger` as the latest, shows its held works, and wakes the
+    /// held works when `released`.
+    fn remember(&self, state: &mut State, ledger: Ledger, released: bool) {
+        if released && let Some(release) = ledger.releases.last() {
+            info!(by = %release.by, manager = %release.manager, works = release.works,
+                objects = release.objects, "held deletions released");
+        }
+        self.held_works
+            .set(i64::try_from(ledger.held.len()).unwrap_or(i64::MAX));
+        state.ledger = Some(ledger);
+        if released {
+            self.released.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Objects the agent manages (every record's resources), counted at most
+    /// every [`MANAGED_COUNT_TTL`].
+    async fn managed(&self, state: &mut State) -> Result<u64, String> {
+        if let Some((count, at)) = state.managed
+            && at.elapsed() < MANAGED_COUNT_TTL
+        {
+            return Ok(count);
+        }
+        let records = self.applied.list().await.map_err(|error| {
+            format!("held: the deletion brake cannot count the objects the agent manages: {error}")
+        })?;
+        let count = records
+            .iter()
+            .map(|r| r.resources().map(|v| v.len() as u64).unwrap_or_default())
+            .sum();
+        state.managed = Some((count, Instant::now()));
+        Ok(count)
+    }
+
+    fn unrecorded(&self, error: &StoreError) -> Answer {
+        Answer::Held(format!(
+            "held: the deletion brake cannot record this deletion, so it keeps the objects: {error}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ledger::Ledger;
+
+    #[test]
+    fn an_empty_ledger_reads_back_from_what_the_agent_writes() {
+        let text = serde_json::to_string(&Ledger::default()).expect("serializes");
+        let back: Ledger = serde_json::from_str(&text).expect("parses");
+        assert_eq!(back, Ledger::default());
+        let older: Ledger = serde_json::from_str("{}").expect("missing fields default");
+        assert_eq!(older, Ledger::default());
+    }
+}
