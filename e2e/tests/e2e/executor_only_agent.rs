@@ -7,6 +7,10 @@
 //! no executor applies nothing, and an executor without `escalate` cannot
 //! widen a Role (OCM's escalation case), all without any check of ferry's.
 
+use ferry_agent::DeletionBrakeOptions;
+use ferry_agent::deletion_brake::decide::Limits;
+use ferry_agent::deletion_brake::ledger::Ledger;
+use ferry_agent::deletion_brake::store::{LEDGER_KEY, LEDGER_NAME};
 use ferry_api::manifest_work::{
     ExecutorSubjectType, ManifestWorkExecutor, ManifestWorkExecutorSubject,
     ManifestWorkSubjectServiceAccount,
@@ -21,7 +25,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -223,7 +227,15 @@ async fn every_write_goes_as_the_executor_and_the_api_server_judges_it() {
         CLUSTER,
         Client::try_from(config.clone()).expect("agent client"),
     );
-    fleet.set_agent_options(CLUSTER, |o| o.write_as_executor = Some(config));
+    // With the chart's deletion brake, whose ledger the chart's Role lets
+    // the agent keep: the deletion below goes through it.
+    fleet.set_agent_options(CLUSTER, |o| {
+        o.write_as_executor = Some(config);
+        o.deletion_brake = Some(DeletionBrakeOptions {
+            namespace: AGENT_NAMESPACE.into(),
+            limits: Limits::default(),
+        });
+    });
     fleet.start_agent(CLUSTER);
 
     // What the executor may write applies; what it may not fails on its own
@@ -328,5 +340,20 @@ async fn every_write_goes_as_the_executor_and_the_api_server_judges_it() {
     wait_deleted(&apps_cms, "allowed", "the object deleted", APPLY_TIMEOUT)
         .await
         .expect("the executor deletes what it wrote");
+    // ... after the brake recorded it, with the chart's rights.
+    let ledger = Api::<ConfigMap>::namespaced(admin.clone(), AGENT_NAMESPACE)
+        .get(LEDGER_NAME)
+        .await
+        .expect("the agent wrote its ledger");
+    let ledger: Ledger = serde_json::from_str(&ledger.data.unwrap_or_default()[LEDGER_KEY])
+        .expect("the ledger parses");
+    assert_eq!(
+        ledger
+            .admitted
+            .iter()
+            .map(|a| a.work.as_str())
+            .collect::<Vec<_>>(),
+        ["as-deployer"]
+    );
     fleet.stop().await;
 }
