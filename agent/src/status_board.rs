@@ -1,12 +1,17 @@
 //! The latest status of every work, and which ones the hub has not seen yet.
 //! Workers publish here; the hub connection drains it. Several reports of one
 //! work between two drains collapse into the latest one, so a slow or absent
-//! hub never makes the agent queue without bound.
+//! hub never makes the agent queue without bound. Each status is bounded as
+//! it is published (`ferry_api::report_bounds`), so one work's report can
+//! never be too large for the hub, which would end the session every other
+//! work of the cluster reports through.
 
 use std::collections::{HashMap, HashSet};
 
+use ferry_api::report_bounds::{MAX_REPORT_BYTES, bound_report};
 use ferry_proto::v1;
 use tokio::sync::{Mutex, watch};
+use tracing::debug;
 
 /// Latest status per work UID plus the set not yet sent.
 pub struct StatusBoard {
@@ -30,9 +35,15 @@ impl Default for StatusBoard {
 }
 
 impl StatusBoard {
-    /// Records `status` for `uid` and wakes the sender, unless it equals what
-    /// was last published; returns whether it was new.
-    pub async fn publish(&self, uid: &str, status: v1::WorkStatus) -> bool {
+    /// Records `status` for `uid`, bounded to
+    /// [`MAX_REPORT_BYTES`](ferry_api::report_bounds::MAX_REPORT_BYTES), and
+    /// wakes the sender, unless it equals what was last published; returns
+    /// whether it was new.
+    pub async fn publish(&self, uid: &str, mut status: v1::WorkStatus) -> bool {
+        let trimmed = bound_report(&mut status, MAX_REPORT_BYTES);
+        if trimmed.any() {
+            debug!(%uid, ?trimmed, "a work's report was bounded before sending");
+        }
         let mut board = self.inner.lock().await;
         if board.latest.get(uid) == Some(&status) {
             return false;

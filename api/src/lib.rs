@@ -22,6 +22,9 @@ pub mod manifest_work;
 pub mod placement;
 /// The `ManifestWorkReplicaSet` resource: one template for many clusters.
 pub mod replica_set;
+/// A status report bounded on the wire, before it travels and where it
+/// arrives.
+pub mod report_bounds;
 /// The `RolloutApproval` resource: an approval of one rollout gate.
 pub mod rollout_approval;
 /// An agent's status report turned into ManifestWork status, bounded: what

@@ -15,6 +15,7 @@ mod alert_rules;
 mod applied_manifest_work;
 mod available_means_exists;
 mod bad_input;
+mod bounded_reports;
 mod cert_reload;
 mod chaos;
 mod charts;

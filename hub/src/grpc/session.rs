@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_server::WorkDistributor;
-use ferry_proto::v1::{self, agent_message, hub_message};
+use ferry_proto::v1::{self, AgentMessage, agent_message, hub_message};
 use futures::Stream;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -34,6 +34,7 @@ use crate::wire::to_wire::{delete_option, work_ref, work_upsert};
 use crate::works::deletion::{WorkDeletion, awaits_release};
 use crate::works::index::WorkIndex;
 use ferry_api::manifest_work::ManifestWork;
+use ferry_api::report_bounds::{MAX_REPORT_BYTES, bound_report};
 
 /// Messages queued per agent before the sender waits; a slow agent only ever
 /// slows its own session.
@@ -581,9 +582,23 @@ impl Reader {
                 }
             };
             let size = message.encoded_len();
-            if size > self.max_report_bytes {
-                break too_large(Some(size));
-            }
+            let message = match message.body {
+                // One work's report over the cap costs that work its
+                // details, never the session every other work of the
+                // cluster reports through (an agent that bounds its own
+                // reports never sends one).
+                Some(agent_message::Body::Status(mut report)) if size > self.max_report_bytes => {
+                    self.metrics.message_too_large("report");
+                    let trimmed = bound_report(&mut report, MAX_REPORT_BYTES);
+                    warn!(%cluster, size, limit = self.max_report_bytes, ?trimmed,
+                        "a work's report is over the limit; its details are left out and the session goes on");
+                    AgentMessage {
+                        body: Some(agent_message::Body::Status(report)),
+                    }
+                }
+                _ if size > self.max_report_bytes => break too_large(Some(size)),
+                body => AgentMessage { body },
+            };
             last_heard = Timestamp::now();
             match message.body {
                 // Boxed: reports are rare next to idle time.
