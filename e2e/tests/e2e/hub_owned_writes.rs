@@ -618,3 +618,81 @@ async fn a_cluster_namespace_writer_cannot_set_or_change_the_owner_label_of_a_wo
         Some("team-b.vault")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_namespace_writer_cannot_forge_a_works_status() {
+    const CLUSTER: &str = "spoke-a";
+    let hub = ControlPlane::start("hub", ControlPlaneOptions::default())
+        .await
+        .expect("control plane");
+    let admin = hub.client().await.expect("admin client");
+    install_crds(&admin).await.expect("CRDs and policies");
+    create_namespace(&admin, CLUSTER).await;
+    grant_work_resources(
+        &admin,
+        CLUSTER,
+        "cluster-writer",
+        TEAM,
+        &["manifestworks", "manifestworks/status"],
+    )
+    .await;
+    let admin_works: Api<ManifestWork> = Api::namespaced(admin.clone(), CLUSTER);
+    admin_works
+        .create(
+            &PostParams::default(),
+            &manifest_work(
+                CLUSTER,
+                "app",
+                vec![config_map("default", "app", json!({"v": "1"}))],
+            ),
+        )
+        .await
+        .expect("create");
+    let degraded = |writer: &str| {
+        Patch::Merge(json!({"status": {"conditions": [{
+            "type": "Degraded", "status": "True", "reason": "Forged",
+            "message": format!("written by {writer}"),
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]}}))
+    };
+    // What the hub does (here the administrator stands in for it).
+    admin_works
+        .patch_status("app", &PatchParams::default(), &degraded("the hub"))
+        .await
+        .expect("the hub's identity writes a work's status");
+
+    let writer = hub.client_as(TEAM).await.expect("writer client");
+    let works: Api<ManifestWork> = Api::namespaced(writer, CLUSTER);
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let message = until_refused("a forged Degraded condition", || async {
+        works
+            .patch_status("app", &dry, &degraded(TEAM))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect_err("a status written by a cluster-namespace writer is refused");
+    assert!(
+        message.contains(TEAM) && message.contains(HUB_WRITES_POLICY_NAME),
+        "names the requester and the policy: {message}"
+    );
+    // The writer's own right, the work itself, is not touched.
+    works
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"note": "seen"}}})),
+        )
+        .await
+        .expect("writing the work itself stays the writer's right");
+    let after = admin_works.get("app").await.expect("read");
+    let forged = after
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Degraded"))
+        .map(|c| c.message.clone());
+    assert_eq!(forged.as_deref(), Some("written by the hub"));
+}

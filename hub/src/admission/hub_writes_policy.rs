@@ -17,7 +17,11 @@
 //! names the tenant that owns a work, which the agent keeps apart from other
 //! tenants' works on the cluster, so whoever may write works in a cluster's
 //! namespace must not set, change or remove it to pass as another team
-//! (requests that leave it as it was are not checked).
+//! (requests that leave it as it was are not checked). And the status of
+//! ManifestWorks: the hub writes what each work's agent reports, and a
+//! forged one (`Degraded`, healthy feedback) would roll another team's
+//! replica set back or pass its gate; agents report over the hub's stream,
+//! never to the API server.
 //!
 //! The hub's username is known only where it runs: the hub asks the API
 //! server who it is (`SelfSubjectReview`) at start and applies the policy
@@ -107,9 +111,9 @@ fn ferrys_inventory_only() -> String {
     )
 }
 
-/// CEL: a request that is not for a ManifestWork, or one that sets,
-/// changes or removes its [`REPLICA_SET_LABEL`] (the owner the agent is
-/// told).
+/// CEL: a request that is not for a ManifestWork, one for its status, or
+/// one that sets, changes or removes its [`REPLICA_SET_LABEL`] (the owner
+/// the agent is told).
 fn owner_label_changes_only() -> String {
     let value = |object: &str| {
         format!(
@@ -119,7 +123,8 @@ fn owner_label_changes_only() -> String {
         )
     };
     format!(
-        "request.resource.resource != 'manifestworks' || {} != {}",
+        "request.resource.resource != 'manifestworks' || \
+         (has(request.subResource) && request.subResource == 'status') || {} != {}",
         value("object"),
         value("oldObject")
     )
@@ -168,7 +173,11 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
                 ],
                 "Namespaced",
             ),
-            rule_for(WORK_GROUP, &["manifestworks"], "Namespaced"),
+            rule_for(
+                WORK_GROUP,
+                &["manifestworks", "manifestworks/status"],
+                "Namespaced",
+            ),
         ],
         match_conditions: vec![
             MatchCondition {
@@ -185,8 +194,8 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
             expression: rule(writers),
             message: Some(format!(
                 "only the ferry hub writes placement decisions, the status of placements, \
-                 replica sets and cluster sets, ferry's cluster profiles and inventory placement decisions, \
-                 and the replica-set label of ManifestWorks (policy {HUB_WRITES_POLICY_NAME})"
+                 replica sets, cluster sets and ManifestWorks, ferry's cluster profiles and inventory \
+                 placement decisions, and the replica-set label of ManifestWorks (policy {HUB_WRITES_POLICY_NAME})"
             )),
             message_expression: Some(format!(
                 "request.userInfo.username + ' may not write ' + request.resource.resource + \
@@ -257,15 +266,24 @@ mod tests {
                 .is_some_and(|r| r.iter().any(|r| r == "placementdecisions")),
             "the inventory's PlacementDecisions are matched"
         );
-        // Works are checked only when their replica-set label changes.
+        // Works are checked only when their replica-set label changes;
+        // their status always.
         assert_eq!(
             rules[4].resources.as_deref(),
-            Some(&["manifestworks".to_string()][..])
+            Some(
+                &[
+                    "manifestworks".to_string(),
+                    "manifestworks/status".to_string()
+                ][..]
+            )
         );
         let conditions = spec.match_conditions.clone().expect("conditions");
         let owner = &conditions[1].expression;
         assert!(
-            owner.starts_with("request.resource.resource != 'manifestworks' || "),
+            owner.starts_with(
+                "request.resource.resource != 'manifestworks' || \
+                 (has(request.subResource) && request.subResource == 'status') || "
+            ),
             "{owner}"
         );
         for object in ["object", "oldObject"] {
