@@ -14,6 +14,12 @@ use jsonpath_rust::query::js_path_process;
 use serde_json::Value;
 
 use super::jq::{JqError, JqPath, locate_jq};
+use super::text::prefix_within;
+
+/// Longest JSONPath accepted, in bytes. Paths are a tenant's input that the
+/// agent evaluates against live objects (jsonpath-rust's work grows with
+/// the path as well as the object), and a real one is a few dozen bytes.
+pub const MAX_PATH_BYTES: usize = 512;
 pub use super::pointer::{Pointer, Segment, get, normalized, remove, remove_pointers, set};
 
 /// A validated JSONPath naming fields of a manifest.
@@ -58,6 +64,15 @@ impl IgnorePath {
             path: raw.to_string(),
             reason,
         };
+        if raw.len() > MAX_PATH_BYTES {
+            return Err(PathError::Invalid {
+                path: format!("{}…", prefix_within(raw, 64)),
+                reason: format!(
+                    "the path is {} bytes, over the {MAX_PATH_BYTES}-byte limit",
+                    raw.len()
+                ),
+            });
+        }
         let trimmed = raw.trim();
         let normalized = if trimmed.is_empty() {
             return Err(invalid("the path is empty".into()));
@@ -299,6 +314,18 @@ mod tests {
 
     fn path(raw: &str) -> IgnorePath {
         IgnorePath::parse(raw).expect("valid path")
+    }
+
+    #[test]
+    fn a_path_over_the_length_bound_is_refused_before_it_is_parsed() {
+        let long = format!("$.spec{}", ".a".repeat(MAX_PATH_BYTES));
+        let error = IgnorePath::parse(&long).expect_err("too long");
+        let message = error.to_string();
+        assert!(message.contains("over the 512-byte limit"), "{message}");
+        assert!(message.len() < 200, "the error does not echo the path: {message}");
+        let fits = format!("$.spec{}", ".a".repeat((MAX_PATH_BYTES - 6) / 2));
+        assert!(fits.len() <= MAX_PATH_BYTES);
+        IgnorePath::parse(&fits).expect("a path at the bound parses");
     }
 
     fn key(k: &str) -> Segment {
