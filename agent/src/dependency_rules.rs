@@ -28,11 +28,13 @@ pub struct RuleBackoff {
     until: HashMap<String, Instant>,
 }
 
-/// What keeps the work waiting once every rule of `checks` is evaluated
-/// against the statuses on `board`, on `evaluator`'s pool (see
+/// What keeps the work waiting once every rule of `checks` (of a work of
+/// `owner`) is evaluated against the statuses on `board`, on `evaluator`'s
+/// pool, in `owner`'s share (see
 /// [`conclude`]): None when all hold. Never fails: what went wrong with a
 /// rule keeps the work waiting with a message saying so.
 pub async fn decide(
+    owner: &str,
     checks: Vec<RuleCheck>,
     board: &StatusBoard,
     evaluator: &RuleEvaluator,
@@ -42,13 +44,14 @@ pub async fn decide(
     backoff.until.retain(|_, until| *until > now);
     let mut checked = Vec::with_capacity(checks.len());
     for check in checks {
-        let verdict = verdict(&check, board, evaluator, backoff).await;
+        let verdict = verdict(owner, &check, board, evaluator, backoff).await;
         checked.push((check, verdict));
     }
     conclude(&checked)
 }
 
 async fn verdict(
+    owner: &str,
     check: &RuleCheck,
     board: &StatusBoard,
     evaluator: &RuleEvaluator,
@@ -68,7 +71,10 @@ async fn verdict(
         Err(error) => return Verdict::Error(format!("could not be given its status: {error}")),
     };
     let work = json!({"metadata": {"name": check.work}, "status": status});
-    match evaluator.check_readiness(&check.expression, work).await {
+    match evaluator
+        .check_readiness(owner, &check.expression, work)
+        .await
+    {
         Ok(true) => Verdict::Ready,
         Ok(false) => Verdict::NotReady,
         Err(error) => {
@@ -127,10 +133,18 @@ mod tests {
         let ready = "work.metadata.name == 'db' && work.status.conditions.exists(c, \
             c.type == 'Available' && c.status == 'True' && c.observedGeneration == 2)";
         assert_eq!(
-            decide(vec![check("u-db", ready)], &board, &evaluator, &mut backoff).await,
+            decide(
+                "team-a",
+                vec![check("u-db", ready)],
+                &board,
+                &evaluator,
+                &mut backoff
+            )
+            .await,
             None
         );
         let gate = decide(
+            "team-a",
             vec![check("u-db", "work.status.conditions.size() > 5")],
             &board,
             &evaluator,
@@ -140,6 +154,7 @@ mod tests {
         assert!(gate.is_some(), "{gate:?}");
         // No status yet: waiting, not an error.
         let gate = decide(
+            "team-a",
             vec![check("u-none", "true")],
             &board,
             &evaluator,
@@ -164,12 +179,26 @@ mod tests {
             "{range}.all(a, {range}.all(b, {range}.all(c, {range}.all(d, a + b + c + d >= 0))))"
         );
         let heavy = heavy.as_str();
-        let first = decide(vec![check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
+        let first = decide(
+            "team-a",
+            vec![check("u-db", heavy)],
+            &board,
+            &evaluator,
+            &mut backoff,
+        )
+        .await;
         assert!(
             matches!(&first, Some((_, message)) if message.contains("exceeded its")),
             "{first:?}"
         );
-        let again = decide(vec![check("u-db", heavy)], &board, &evaluator, &mut backoff).await;
+        let again = decide(
+            "team-a",
+            vec![check("u-db", heavy)],
+            &board,
+            &evaluator,
+            &mut backoff,
+        )
+        .await;
         assert!(
             matches!(&again, Some((_, message)) if message.contains("at most every 300s")),
             "{again:?}"

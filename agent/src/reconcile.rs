@@ -326,6 +326,7 @@ impl Reconciler {
     /// is probably not on the spoke yet (see [`AppliedWorks::ensure`]).
     pub async fn reconcile(&self, upsert: &v1::WorkUpsert, record_likely_new: bool) -> Reconciled {
         let generation = upsert.generation;
+        let owner = crate::dependencies::work_owner(upsert);
         let spec = upsert.spec.clone().unwrap_or_default();
         let work_ref = upsert.work.clone().unwrap_or_default();
         let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
@@ -477,8 +478,14 @@ impl Reconciler {
                             let (more, values) =
                                 observe(&meta, observed, generation, self.max_json_raw_length);
                             conditions.extend(more);
-                            self.add_rule_conditions(&meta, observed, generation, &mut conditions)
-                                .await;
+                            self.add_rule_conditions(
+                                owner,
+                                &meta,
+                                observed,
+                                generation,
+                                &mut conditions,
+                            )
+                            .await;
                             feedback = values;
                         }
                         // Deleted on the spoke and left so (whenDeleted: Leave).
@@ -509,8 +516,14 @@ impl Reconciler {
                             let (more, values) =
                                 observe(&meta, &observed, generation, self.max_json_raw_length);
                             conditions.extend(more);
-                            self.add_rule_conditions(&meta, &observed, generation, &mut conditions)
-                                .await;
+                            self.add_rule_conditions(
+                                owner,
+                                &meta,
+                                &observed,
+                                generation,
+                                &mut conditions,
+                            )
+                            .await;
                             feedback = values;
                         }
                         Lookup::Absent => conditions.push(not_available(generation)),
@@ -884,11 +897,13 @@ impl Reconciler {
 }
 
 impl Reconciler {
-    /// Adds the conditions of the manifest's condition rules to
-    /// `conditions`; a rule's condition replaces one of the same type that
-    /// ferry computed (as in OCM, where rules may set any condition).
+    /// Adds the conditions of the manifest's condition rules (of a work of
+    /// `owner`) to `conditions`; a rule's condition replaces one of the same
+    /// type that ferry computed (as in OCM, where rules may set any
+    /// condition).
     async fn add_rule_conditions(
         &self,
+        owner: &str,
         meta: &v1::ResourceMeta,
         observed: &Observed,
         generation: i64,
@@ -897,6 +912,7 @@ impl Reconciler {
         let computed = self
             .rules
             .evaluate(
+                owner,
                 meta,
                 &observed.object,
                 &observed.condition_rules,

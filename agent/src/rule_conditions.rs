@@ -2,9 +2,14 @@
 //! async runtime, with a time bound: the `cel` crate has no cost tracking,
 //! so each evaluation runs on a blocking thread under a deadline, and at
 //! most [`CONCURRENT_EVALUATIONS`] run at once, so an expression that runs
-//! long can never take more threads than that.
+//! long can never take more threads than that. The pool is shared fairly by
+//! owner (the tenant a work belongs to): one owner holds at most
+//! [`OWNER_SHARE`] of it, so a team whose rules run for hours (the `cel`
+//! crate cannot stop an evaluation) keeps its own share busy and every
+//! other team's rules still run.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_proto::v1;
@@ -20,33 +25,44 @@ use crate::conditions::condition_of;
 
 /// How many rule evaluations may run at once.
 pub const CONCURRENT_EVALUATIONS: usize = 2;
+/// How many of them one owner may hold: less than the whole pool, so
+/// another owner's rules always find a thread no owner of theirs holds.
+pub const OWNER_SHARE: usize = CONCURRENT_EVALUATIONS - 1;
 /// Time allowed per expression of a manifest's rules; the manifest's
 /// evaluation as a whole gets this times its expression count.
 pub const TIME_PER_EXPRESSION: Duration = Duration::from_millis(250);
 /// The most time one manifest's rules may take, whatever their count.
 pub const MAX_TIME_PER_MANIFEST: Duration = Duration::from_secs(2);
 
-/// Runs condition rules with a bound on time and on threads.
+/// Runs condition rules with a bound on time and on threads, shared fairly
+/// by owner.
 pub struct RuleEvaluator {
     permits: Arc<Semaphore>,
+    /// Each owner's share, while some evaluation of it runs or waits: an
+    /// entry nobody holds is dropped at the next lookup, so the map stays
+    /// as small as the owners with rules in flight.
+    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl Default for RuleEvaluator {
     fn default() -> Self {
         Self {
             permits: Arc::new(Semaphore::new(CONCURRENT_EVALUATIONS)),
+            shares: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl RuleEvaluator {
-    /// The conditions `rules` give for the object `meta` names, whose live
-    /// JSON is `live`, stamped with `generation`. Never fails: an evaluation
+    /// The conditions `rules` (of a work of `owner`) give for the object
+    /// `meta` names, whose live JSON is `live`, stamped with `generation`.
+    /// Never fails: an evaluation
     /// past its time bound (or one that panicked) gives every rule a False
     /// condition with reason `ConditionRuleExpressionError` naming the
     /// expression it was on.
     pub async fn evaluate(
         &self,
+        owner: &str,
         meta: &v1::ResourceMeta,
         live: &Value,
         rules: &[v1::ConditionRule],
@@ -88,7 +104,7 @@ impl RuleEvaluator {
             progress.clone(),
         );
         let ran = self
-            .run_bounded(deadline, move || {
+            .run_bounded(owner, deadline, move || {
                 let (group, version, kind, live, rules, progress) = owned;
                 let target = RuleTarget {
                     group: &group,
@@ -106,7 +122,7 @@ impl RuleEvaluator {
                 .collect(),
             Err(Unfinished::Busy) => failed(format!(
                 "CEL evaluation did not start within its {bound:?} time bound: \
-                 other evaluations are still running"
+                 other evaluations (of this owner's share, or of the agent's pool) are still running"
             )),
             Err(Unfinished::Panicked(error)) => failed(format!("CEL evaluation failed: {error}")),
             Err(Unfinished::TimedOut) => {
@@ -125,22 +141,41 @@ impl RuleEvaluator {
         }
     }
 
-    /// Runs `evaluate` on a blocking thread once a permit is free, both
-    /// before `deadline`. The permit is held until `evaluate` really ends,
-    /// even past the deadline, so runaway evaluations never take more
-    /// threads than the pool's bound. Fails when no permit came free in
-    /// time, the deadline passed first, or `evaluate` panicked.
+    /// `owner`'s share of the pool.
+    fn share(&self, owner: &str) -> Arc<Semaphore> {
+        let mut shares = self
+            .shares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shares.retain(|_, share| Arc::strong_count(share) > 1);
+        shares
+            .entry(owner.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(OWNER_SHARE)))
+            .clone()
+    }
+
+    /// Runs `evaluate` on a blocking thread once a permit of `owner`'s share
+    /// and one of the pool are free, all before `deadline`. The permits are
+    /// held until `evaluate` really ends, even past the deadline, so runaway
+    /// evaluations never take more threads than the pool's bound, nor one
+    /// owner more than its share. Fails when no permit came free in time,
+    /// the deadline passed first, or `evaluate` panicked.
     async fn run_bounded<T: Send + 'static>(
         &self,
+        owner: &str,
         deadline: Instant,
         evaluate: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Unfinished> {
+        let share = self.share(owner);
+        let Ok(Ok(owned)) = timeout_at(deadline, share.acquire_owned()).await else {
+            return Err(Unfinished::Busy);
+        };
         let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
         else {
             return Err(Unfinished::Busy);
         };
         let task = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+            let _permits = (owned, permit);
             evaluate()
         });
         match timeout_at(deadline, task).await {
@@ -182,19 +217,23 @@ pub enum ReadinessCheckError {
 }
 
 impl RuleEvaluator {
-    /// Whether the readiness rule `expression` holds for the dependency
-    /// `work` (see `ferry_semantics::dependency_rule`), evaluated on this
-    /// pool within [`TIME_PER_EXPRESSION`]. Fails when the rule is at
-    /// fault, runs past its bound, or the pool stays busy that long.
+    /// Whether the readiness rule `expression` (of a work of `owner`) holds
+    /// for the dependency `work` (see `ferry_semantics::dependency_rule`),
+    /// evaluated on this pool within [`TIME_PER_EXPRESSION`]. Fails when the
+    /// rule is at fault, runs past its bound, or the owner's share or the
+    /// pool stays busy that long.
     pub async fn check_readiness(
         &self,
+        owner: &str,
         expression: &str,
         work: Value,
     ) -> Result<bool, ReadinessCheckError> {
         let deadline = Instant::now() + TIME_PER_EXPRESSION;
         let expression = expression.to_string();
         let ran = self
-            .run_bounded(deadline, move || evaluate_readiness(&expression, &work))
+            .run_bounded(owner, deadline, move || {
+                evaluate_readiness(&expression, &work)
+            })
             .await;
         match ran {
             Ok(verdict) => Ok(verdict?),
@@ -231,7 +270,7 @@ mod tests {
     async fn rules_are_evaluated_on_the_live_object() {
         let live = json!({"data": {"k": "v"}});
         let out = RuleEvaluator::default()
-            .evaluate(&meta(), &live, &[rule("object.data.k == 'v'")], 4)
+            .evaluate("team-a", &meta(), &live, &[rule("object.data.k == 'v'")], 4)
             .await;
         assert_eq!(out.len(), 1);
         assert_eq!(
@@ -252,7 +291,7 @@ mod tests {
         let live = json!({"data": {"items": items}});
         let heavy = "object.data.items.all(x, object.data.items.all(y, x + y >= 0))";
         let out = RuleEvaluator::default()
-            .evaluate(&meta(), &live, &[rule(heavy)], 1)
+            .evaluate("team-a", &meta(), &live, &[rule(heavy)], 1)
             .await;
         assert_eq!(out.len(), 1);
         assert_eq!(
@@ -266,6 +305,40 @@ mod tests {
         );
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_owners_runaway_rules_leave_another_owner_a_thread() {
+        // About 5x10^5 steps each: seconds in a debug build, so both are
+        // still running when the other team's rule is asked for.
+        let items: Vec<i64> = (0..700).collect();
+        let work = json!({"status": {"items": items}});
+        let heavy = "work.status.items.all(x, work.status.items.all(y, x + y >= 0))";
+        let evaluator = Arc::new(RuleEvaluator::default());
+        let hostile = |evaluator: Arc<RuleEvaluator>, work: Value| async move {
+            evaluator.check_readiness("team-a", heavy, work).await
+        };
+        let (first, second) = tokio::join!(
+            hostile(evaluator.clone(), work.clone()),
+            hostile(evaluator.clone(), work.clone()),
+        );
+        let mut outcomes = [first, second];
+        outcomes.sort_by_key(|o| format!("{o:?}"));
+        assert_eq!(
+            outcomes,
+            [
+                Err(ReadinessCheckError::Busy),
+                Err(ReadinessCheckError::TimedOut)
+            ],
+            "team-a's second rule waits for team-a's share"
+        );
+        // team-a's runaway rule still holds one thread; team-b gets the other.
+        assert_eq!(
+            evaluator
+                .check_readiness("team-b", "work.status.items.size() == 700", work)
+                .await,
+            Ok(true)
+        );
+    }
+
     #[tokio::test]
     async fn a_readiness_rule_past_its_time_bound_times_out() {
         // About 5x10^5 steps: seconds in a debug build.
@@ -274,17 +347,20 @@ mod tests {
         let evaluator = RuleEvaluator::default();
         let heavy = "work.status.items.all(x, work.status.items.all(y, x + y >= 0))";
         assert_eq!(
-            evaluator.check_readiness(heavy, work.clone()).await,
+            evaluator
+                .check_readiness("team-a", heavy, work.clone())
+                .await,
             Err(ReadinessCheckError::TimedOut)
         );
         assert_eq!(
             evaluator
-                .check_readiness("work.status.items.size() == 700", work.clone())
+                .check_readiness("team-b", "work.status.items.size() == 700", work.clone())
                 .await,
-            Ok(true)
+            Ok(true),
+            "another owner's rule runs while team-a's runaway one holds team-a's share"
         );
         assert!(matches!(
-            evaluator.check_readiness("work.(", work).await,
+            evaluator.check_readiness("team-b", "work.(", work).await,
             Err(ReadinessCheckError::Rule(ReadinessError::Parse(_)))
         ));
     }

@@ -418,7 +418,7 @@ async fn run_worker(
                     Gate::Closed { reason, message } => Some((reason, message)),
                     Gate::Evaluate(checks) => {
                         let evaluator = shared.reconciler.rule_evaluator();
-                        decide(checks, &shared.board, evaluator, &mut rule_backoff).await
+                        decide(owner, checks, &shared.board, evaluator, &mut rule_backoff).await
                     }
                 };
                 match blocked {

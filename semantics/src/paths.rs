@@ -322,7 +322,10 @@ mod tests {
         let error = IgnorePath::parse(&long).expect_err("too long");
         let message = error.to_string();
         assert!(message.contains("over the 512-byte limit"), "{message}");
-        assert!(message.len() < 200, "the error does not echo the path: {message}");
+        assert!(
+            message.len() < 200,
+            "the error does not echo the path: {message}"
+        );
         let fits = format!("$.spec{}", ".a".repeat((MAX_PATH_BYTES - 6) / 2));
         assert!(fits.len() <= MAX_PATH_BYTES);
         IgnorePath::parse(&fits).expect("a path at the bound parses");
