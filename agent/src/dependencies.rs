@@ -165,9 +165,8 @@ pub fn find_cycle(
             .map(|w| w.depends_on.iter().map(|d| d.work.as_str()).collect())
             .unwrap_or_default()
     };
-    if visible(graph, owner, start).is_none() {
-        return None;
-    }
+    // Another owner's work of this name is not there at all.
+    visible(graph, owner, start)?;
     // Breadth first, so the cycle reported is a shortest one.
     let mut parent: HashMap<&str, &str> = HashMap::new();
     let mut queue: VecDeque<&str> = VecDeque::new();
