@@ -24,9 +24,11 @@ use tokio::time::{Instant, timeout_at};
 use crate::conditions::condition_of;
 
 /// How many rule evaluations may run at once.
-pub const CONCURRENT_EVALUATIONS: usize = 2;
+pub const CONCURRENT_EVALUATIONS: usize = 3;
 /// How many of them one owner may hold: less than the whole pool, so
-/// another owner's rules always find a thread no owner of theirs holds.
+/// another owner's rules always find a thread, and more than one, so one
+/// runaway rule does not stop the other rules of its own owner (every work
+/// written straight into a cluster namespace shares that owner).
 pub const OWNER_SHARE: usize = CONCURRENT_EVALUATIONS - 1;
 /// Time allowed per expression of a manifest's rules; the manifest's
 /// evaluation as a whole gets this times its expression count.
@@ -316,21 +318,23 @@ mod tests {
         let hostile = |evaluator: Arc<RuleEvaluator>, work: Value| async move {
             evaluator.check_readiness("team-a", heavy, work).await
         };
-        let (first, second) = tokio::join!(
+        let (first, second, third) = tokio::join!(
+            hostile(evaluator.clone(), work.clone()),
             hostile(evaluator.clone(), work.clone()),
             hostile(evaluator.clone(), work.clone()),
         );
-        let mut outcomes = [first, second];
+        let mut outcomes = [first, second, third];
         outcomes.sort_by_key(|o| format!("{o:?}"));
         assert_eq!(
             outcomes,
             [
                 Err(ReadinessCheckError::Busy),
+                Err(ReadinessCheckError::TimedOut),
                 Err(ReadinessCheckError::TimedOut)
             ],
-            "team-a's second rule waits for team-a's share"
+            "team-a's third rule waits for team-a's share"
         );
-        // team-a's runaway rule still holds one thread; team-b gets the other.
+        // team-a's runaway rules still hold two threads; team-b gets the third.
         assert_eq!(
             evaluator
                 .check_readiness("team-b", "work.status.items.size() == 700", work)
