@@ -116,3 +116,9 @@ mod tests {
         assert_eq!(ManagedClusterSetBinding::group(&()), CLUSTER_GROUP);
     }
 }
+
+/// Annotation a platform admin sets to `true` on one of ferry's CRDs before
+/// deleting it: without it the hub's admission policy refuses the deletion,
+/// which would delete every object of the CRD on the hub and, through the
+/// agents, what they applied on every cluster.
+pub const CONFIRM_DELETION_ANNOTATION: &str = "work.ferry.dev/confirm-deletion";

@@ -25,6 +25,7 @@ mod condition_rules;
 mod connect_pushback;
 mod connect_review_admission;
 mod crash_window;
+mod crd_deletion;
 mod create_only_read_only;
 mod dashboard;
 mod deletion_brake_on_the_spoke;

@@ -26,6 +26,8 @@ pub fn approval_policy() -> PolicyDef {
     PolicyDef {
         name: APPROVAL_POLICY_NAME,
         group: WORK_GROUP,
+        version: "v1alpha1",
+        scope: "Namespaced",
         resources: &["rolloutapprovals"],
         operations: &["CREATE"],
         extra_rules: Vec::new(),

@@ -39,6 +39,8 @@ pub fn cluster_set_policy() -> PolicyDef {
     PolicyDef {
         name: CLUSTER_SET_POLICY_NAME,
         group: CLUSTER_GROUP,
+        version: "v1alpha1",
+        scope: "Namespaced",
         resources: &["managedclustersetbindings"],
         operations: &["CREATE", "UPDATE"],
         extra_rules: Vec::new(),

@@ -69,6 +69,8 @@ pub fn duplicates_policy() -> PolicyDef {
     PolicyDef {
         name: POLICY_NAME,
         group: WORK_GROUP,
+        version: "v1alpha1",
+        scope: "Namespaced",
         resources: &["manifestworks"],
         operations: &["CREATE", "UPDATE"],
         extra_rules: Vec::new(),

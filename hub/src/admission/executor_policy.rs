@@ -96,6 +96,8 @@ pub fn executor_policy() -> PolicyDef {
     PolicyDef {
         name: EXECUTOR_POLICY_NAME,
         group: WORK_GROUP,
+        version: "v1alpha1",
+        scope: "Namespaced",
         resources: &["manifestworks", "manifestworkreplicasets"],
         operations: &["CREATE", "UPDATE"],
         extra_rules: Vec::new(),

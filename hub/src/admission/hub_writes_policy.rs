@@ -151,6 +151,8 @@ pub fn hub_writes_policy(writers: &[String]) -> PolicyDef {
     PolicyDef {
         name: HUB_WRITES_POLICY_NAME,
         group: CLUSTER_GROUP,
+        version: "v1alpha1",
+        scope: "Namespaced",
         resources: &[
             "placementdecisions",
             "placementdecisions/status",

@@ -34,6 +34,8 @@
 pub mod approval_policy;
 /// Who may bind a cluster set: a policy asking the API server's authorizer.
 pub mod cluster_set_policy;
+/// Deleting one of ferry's CRDs needs a confirming annotation.
+pub mod crd_deletion_policy;
 /// The admission policy against duplicate manifests in a work.
 pub mod duplicates_policy;
 /// Who may name an executor: a policy asking the API server's authorizer.

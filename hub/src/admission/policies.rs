@@ -8,6 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 
 use super::approval_policy::approval_policy;
 use super::cluster_set_policy::cluster_set_policy;
+use super::crd_deletion_policy::crd_deletion_policy;
 use super::duplicates_policy::duplicates_policy;
 use super::executor_policy::executor_policy;
 use super::executor_required_policy::executor_required_policy;
@@ -20,15 +21,15 @@ const FIELD_MANAGER: &str = "ferry-hub";
 /// Every policy ferry installs as rendered into `deploy/crds/`: those of
 /// [`all_policies_for`] with the hub running as the chart's default
 /// ServiceAccount ([`DEFAULT_HUB_USERNAME`]).
-pub fn all_policies() -> [PolicyDef; 6] {
+pub fn all_policies() -> [PolicyDef; 7] {
     all_policies_for(&[DEFAULT_HUB_USERNAME.to_string()])
 }
 
 /// Every policy ferry installs, in install and render order: duplicate
 /// manifests, executors, cluster-set binds, rollout approvals, the writes
-/// only the hub (running as `hub_writers`) makes, and executors required in
-/// labelled namespaces.
-pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 6] {
+/// only the hub (running as `hub_writers`) makes, executors required in
+/// labelled namespaces, and confirmed deletions of ferry's CRDs.
+pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 7] {
     [
         duplicates_policy(),
         executor_policy(),
@@ -36,6 +37,7 @@ pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 6] {
         approval_policy(),
         hub_writes_policy(hub_writers),
         executor_required_policy(),
+        crd_deletion_policy(),
     ]
 }
 

@@ -20,6 +20,10 @@ pub struct PolicyDef {
     pub name: &'static str,
     /// API group of the resources matched.
     pub group: &'static str,
+    /// The API version of `resources` the policy matches.
+    pub version: &'static str,
+    /// `Namespaced` or `Cluster`: the scope of `resources`.
+    pub scope: &'static str,
     /// Namespaced resources of `group` matched (version `v1alpha1`).
     pub resources: &'static [&'static str],
     /// Operations matched (`CREATE`, `UPDATE`).
@@ -50,12 +54,12 @@ impl PolicyDef {
                     resource_rules: Some(
                         std::iter::once(NamedRuleWithOperations {
                             api_groups: Some(vec![self.group.into()]),
-                            api_versions: Some(vec!["v1alpha1".into()]),
+                            api_versions: Some(vec![self.version.into()]),
                             operations: Some(
                                 self.operations.iter().map(|o| o.to_string()).collect(),
                             ),
                             resources: Some(self.resources.iter().map(|r| r.to_string()).collect()),
-                            scope: Some("Namespaced".into()),
+                            scope: Some(self.scope.into()),
                             ..Default::default()
                         })
                         .chain(self.extra_rules.iter().cloned())
@@ -99,6 +103,8 @@ mod tests {
         let def = PolicyDef {
             name: "things.example.dev",
             group: "example.dev",
+            version: "v1alpha1",
+            scope: "Namespaced",
             resources: &["things"],
             operations: &["CREATE"],
             extra_rules: Vec::new(),
