@@ -93,6 +93,12 @@ pub const AGENT_TOKEN_AUDIENCE: &str = "ferry-hub";
 /// cluster's namespace (the hub's `--agent-service-account`).
 pub const AGENT_SERVICE_ACCOUNT: &str = "ferry-agent";
 
+/// Annotation a platform admin sets to `true` on one of ferry's CRDs before
+/// deleting it: without it the hub's admission policy refuses the deletion,
+/// which would delete every object of the CRD on the hub and, through the
+/// agents, what they applied on every cluster.
+pub const CONFIRM_DELETION_ANNOTATION: &str = "work.ferry.dev/confirm-deletion";
+
 #[cfg(test)]
 mod tests {
     use kube::Resource;
@@ -116,9 +122,3 @@ mod tests {
         assert_eq!(ManagedClusterSetBinding::group(&()), CLUSTER_GROUP);
     }
 }
-
-/// Annotation a platform admin sets to `true` on one of ferry's CRDs before
-/// deleting it: without it the hub's admission policy refuses the deletion,
-/// which would delete every object of the CRD on the hub and, through the
-/// agents, what they applied on every cluster.
-pub const CONFIRM_DELETION_ANNOTATION: &str = "work.ferry.dev/confirm-deletion";
