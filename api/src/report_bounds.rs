@@ -21,6 +21,9 @@ use ferry_semantics::contract::{APPLIED, DELETING, FEEDBACK_SYNCED};
 /// stores ([`STATUS_BUDGET_BYTES`]).
 pub const MAX_REPORT_BYTES: usize = 192 * 1024;
 
+/// Field number of `WorkStatus.manifests` (proto/ferry/v1/ferry.proto).
+const MANIFESTS_TAG: u32 = 4;
+
 /// Reason of `StatusFeedbackSynced=False` on a manifest one of whose
 /// feedback values is over [`MAX_FEEDBACK_BYTES`]: the value is left out
 /// and the message names it.
@@ -70,15 +73,19 @@ pub fn bound_report(report: &mut v1::WorkStatus, budget: usize) -> Trimmed {
     }
     // Room for the note added below.
     let budget = budget.saturating_sub(MAX_MESSAGE_BYTES);
-    if report.encoded_len() > budget {
+    // Measured once, and again only after a step that shrank the report:
+    // every status the agent publishes passes here.
+    let mut size = report.encoded_len();
+    if size > budget {
         for condition in report.manifests.iter_mut().flat_map(|m| &mut m.conditions) {
             if condition.message.len() > SHORT_MESSAGE_BYTES {
                 condition.message = bounded_message(&condition.message, SHORT_MESSAGE_BYTES);
                 trimmed.messages_cut += 1;
             }
         }
+        size = report.encoded_len();
     }
-    if report.encoded_len() > budget {
+    if size > budget {
         for manifest in &mut report.manifests {
             if !manifest.feedback.is_empty() || manifest.drift.is_some() {
                 manifest.feedback.clear();
@@ -86,15 +93,15 @@ pub fn bound_report(report: &mut v1::WorkStatus, budget: usize) -> Trimmed {
                 trimmed.details_dropped += 1;
             }
         }
+        size = report.encoded_len();
     }
-    let mut size = report.encoded_len();
     while size > budget {
         let Some(last) = report.manifests.pop() else {
             break;
         };
         trimmed.manifests_left_out += 1;
-        size = report.encoded_len();
-        drop(last);
+        // The entry's field tag and length prefix go with it.
+        size = size.saturating_sub(prost::encoding::message::encoded_len(MANIFESTS_TAG, &last));
     }
     if trimmed.details_dropped > 0 || trimmed.manifests_left_out > 0 {
         add_note(report, &trimmed);
@@ -255,6 +262,21 @@ mod tests {
         assert_eq!(trimmed.details_dropped, 400);
         assert_eq!(trimmed.manifests_left_out, 0, "400 bare entries fit");
         assert!(report.conditions[0].message.contains("left out"));
+    }
+
+    #[test]
+    fn entries_left_out_are_subtracted_exactly() {
+        let manifests = (0..3000).map(|i| manifest(i, vec![])).collect();
+        let mut report = report(manifests);
+        let trimmed = bound_report(&mut report, 32 * 1024);
+        assert!(trimmed.manifests_left_out > 0);
+        assert!(report.encoded_len() <= 32 * 1024);
+        let mut full = report.clone();
+        full.manifests.push(manifest(9999, vec![]));
+        assert_eq!(
+            full.encoded_len() - report.encoded_len(),
+            prost::encoding::message::encoded_len(MANIFESTS_TAG, &manifest(9999, vec![]))
+        );
     }
 
     #[test]
