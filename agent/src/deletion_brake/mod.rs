@@ -104,92 +104,56 @@ impl DeletionBrake {
         if objects == 0 || state.ledger.as_ref().is_some_and(|l| l.admits(uid)) {
             return Answer::Go;
         }
+        let managed = match self.managed(&mut state).await {
+            Ok(managed) => managed,
+            Err(message) => return Answer::Held(message),
+        };
         let request = Request { uid, work, objects };
-        for _ in 0..WRITE_ATTEMPTS {
-            let stored = match self.store.read().await {
-                Ok(stored) => stored,
-                Err(error) => return self.unrecorded(&error),
-            };
-            let now = Timestamp::now().as_second();
-            let released = decide::release(
-                &stored.ledger,
-                now,
-                &stored.release,
-                &stored.release_manager,
-            );
-            let base = released.as_ref().unwrap_or(&stored.ledger);
-            let managed = match self.managed(&mut state).await {
-                Ok(managed) => managed,
-                Err(message) => return Answer::Held(message),
-            };
-            let decision = decide::decide(base, now, managed, &self.limits, request);
-            let next = decision.ledger.or(released.clone());
-            if let Some(next) = &next {
-                match self.store.write(&stored, next).await {
-                    Ok(()) => {}
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(error) => return self.unrecorded(&error),
-                }
+        let verdict = self
+            .transact(&mut state, |ledger, now| {
+                let decision = decide::decide(ledger, now, managed, &self.limits, request);
+                (decision.verdict, decision.ledger)
+            })
+            .await;
+        match verdict {
+            Ok(Verdict::Admit) => Answer::Go,
+            Ok(Verdict::Hold {
+                budget,
+                works,
+                objects,
+            }) => {
+                warn!(%uid, %work, works, objects, spent = budget.spent, allowed = budget.allowed,
+                    "the deletion brake holds a work's deletion");
+                Answer::Held(format!(
+                    "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {LEDGER_NAME} {RELEASE_ANNOTATION}=\"<who and why>\"`",
+                    budget.spent,
+                    budget.allowed,
+                    self.limits.window.as_secs(),
+                    self.limits.percent,
+                    budget.base,
+                    self.limits.floor,
+                    self.store.namespace(),
+                ))
             }
-            let ledger = next.unwrap_or(stored.ledger);
-            self.remember(&mut state, ledger, released.is_some());
-            return match decision.verdict {
-                Verdict::Admit => Answer::Go,
-                Verdict::Hold {
-                    budget,
-                    works,
-                    objects,
-                } => {
-                    warn!(%uid, %work, works, objects, spent = budget.spent, allowed = budget.allowed,
-                        "the deletion brake holds a work's deletion");
-                    Answer::Held(format!(
-                        "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {LEDGER_NAME} {RELEASE_ANNOTATION}=\"<who and why>\"`",
-                        budget.spent,
-                        budget.allowed,
-                        self.limits.window.as_secs(),
-                        self.limits.percent,
-                        budget.base,
-                        self.limits.floor,
-                        self.store.namespace(),
-                    ))
-                }
-            };
+            Err(error) => Answer::Held(format!(
+                "held: the deletion brake cannot record this deletion, so it keeps the objects: {error}"
+            )),
         }
-        Answer::Held(format!(
-            "held: ConfigMap {}/{LEDGER_NAME} kept changing while the deletion brake recorded this deletion; retrying",
-            self.store.namespace()
-        ))
     }
 
-    /// Takes work `uid` off the held list: the hub wants it after all.
+    /// Takes work `uid` off the held list: the hub wants it after all. Reads
+    /// the ledger only when the work may be on it (or nothing is known yet,
+    /// as right after a restart, when a hold of the earlier run may name it).
     pub async fn withdraw(&self, uid: &str) {
         let mut state = self.state.lock().await;
-        if !state.ledger.as_ref().is_some_and(|l| l.holds(uid)) {
+        if state.ledger.as_ref().is_some_and(|l| !l.holds(uid)) {
             return;
         }
-        for _ in 0..WRITE_ATTEMPTS {
-            let stored = match self.store.read().await {
-                Ok(stored) => stored,
-                Err(error) => {
-                    warn!(%uid, %error, "cannot take a work off the deletion brake's held list");
-                    return;
-                }
-            };
-            let Some(next) = decide::withdraw(&stored.ledger, uid) else {
-                self.remember(&mut state, stored.ledger, false);
-                return;
-            };
-            match self.store.write(&stored, &next).await {
-                Ok(()) => {
-                    self.remember(&mut state, next, false);
-                    return;
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(error) => {
-                    warn!(%uid, %error, "cannot take a work off the deletion brake's held list");
-                    return;
-                }
-            }
+        let withdrawn = self
+            .transact(&mut state, |ledger, _| ((), decide::withdraw(ledger, uid)))
+            .await;
+        if let Err(error) = withdrawn {
+            warn!(%uid, %error, "cannot take a work off the deletion brake's held list");
         }
     }
 
@@ -202,40 +166,51 @@ impl DeletionBrake {
         loop {
             tick.tick().await;
             let mut state = self.state.lock().await;
-            let known = state.ledger.is_some();
-            if known && state.ledger.as_ref().is_some_and(|l| l.held.is_empty()) {
+            if state.ledger.as_ref().is_some_and(|l| l.held.is_empty()) {
                 continue;
             }
-            if let Err(error) = self.record_release(&mut state).await {
+            // A release, if there is one, is recorded by any transaction.
+            if let Err(error) = self.transact(&mut state, |_, _| ((), None)).await {
                 warn!(%error, "cannot read or record the deletion brake's ledger");
             }
         }
     }
 
-    /// Reads the ledger and records a new release in it, if there is one.
-    async fn record_release(&self, state: &mut State) -> Result<(), StoreError> {
+    /// One read-decide-write of the ledger: reads it, records a new release
+    /// first (if the annotation holds one), lets `change` decide on the
+    /// result at the current time, and writes what changed before returning
+    /// `change`'s answer; a write that finds the ConfigMap changed since
+    /// the read starts again. Fails when the ledger cannot be read or
+    /// written, or kept changing for [`WRITE_ATTEMPTS`] tries.
+    async fn transact<T>(
+        &self,
+        state: &mut State,
+        change: impl Fn(&Ledger, i64) -> (T, Option<Ledger>),
+    ) -> Result<T, StoreError> {
         for _ in 0..WRITE_ATTEMPTS {
             let stored = self.store.read().await?;
             let now = Timestamp::now().as_second();
-            let Some(next) = decide::release(
+            let released = decide::release(
                 &stored.ledger,
                 now,
                 &stored.release,
                 &stored.release_manager,
-            ) else {
-                self.remember(state, stored.ledger, false);
-                return Ok(());
-            };
-            match self.store.write(&stored, &next).await {
-                Ok(()) => {
-                    self.remember(state, next, true);
-                    return Ok(());
+            );
+            let (answer, changed) = change(released.as_ref().unwrap_or(&stored.ledger), now);
+            let next = changed.or_else(|| released.clone());
+            if let Some(next) = &next {
+                match self.store.write(&stored, next).await {
+                    Ok(()) => {}
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => return Err(error),
                 }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(error) => return Err(error),
             }
+            self.remember(state, next.unwrap_or(stored.ledger), released.is_some());
+            return Ok(answer);
         }
-        Ok(())
+        Err(StoreError::Conflict {
+            namespace: self.store.namespace().to_string(),
+        })
     }
 
     /// Keeps `ledger` as the latest, shows its held works, and wakes the
@@ -270,12 +245,6 @@ impl DeletionBrake {
             .sum();
         state.managed = Some((count, Instant::now()));
         Ok(count)
-    }
-
-    fn unrecorded(&self, error: &StoreError) -> Answer {
-        Answer::Held(format!(
-            "held: the deletion brake cannot record this deletion, so it keeps the objects: {error}"
-        ))
     }
 }
 
