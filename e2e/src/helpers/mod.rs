@@ -2,6 +2,7 @@
 //! by watching them, ferry's ownership marks on spoke objects, other actors
 //! on a spoke, and set-ups several tests share.
 
+pub mod admission;
 pub mod cluster_inventory;
 pub mod kubectl_ferry;
 pub mod ownership;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ferry_api::contract::CONFIRM_DELETION_ANNOTATION;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_e2e::helpers::admission::{refusal, until_refused_by};
 use ferry_e2e::helpers::wait::wait_deleted;
 use ferry_e2e::helpers::work_helpers::schemaless_crd;
 use ferry_hub::admission::crd_deletion_policy::CRD_DELETION_POLICY_NAME;
@@ -40,24 +41,25 @@ async fn deleting_one_of_ferrys_crds_is_refused_until_a_platform_admin_confirms_
         ..DeleteParams::default()
     };
 
-    // The policy takes effect once the API server has loaded it: until then
-    // the dry run passes, so ask until it is refused (or a minute went by).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let refused = loop {
-        match crds.delete(REPLICA_SETS, &dry).await {
-            Err(kube::Error::Api(status)) if status.message.contains(CRD_DELETION_POLICY_NAME) => {
-                break status.message;
-            }
-            outcome if tokio::time::Instant::now() >= deadline => {
-                panic!("the deletion of {REPLICA_SETS} was never refused: {outcome:?}")
-            }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    // The policy takes effect once the API server has loaded it.
+    let refused = until_refused_by(
+        CRD_DELETION_POLICY_NAME,
+        Duration::from_secs(60),
+        || async {
+            crds.delete(REPLICA_SETS, &dry)
+                .await
+                .map(|_| ())
+                .map_err(refusal)
+        },
+    )
+    .await
+    .expect_err("the deletion of a ferry CRD is refused");
     println!("refused: {refused}");
     assert!(
-        refused.contains(REPLICA_SETS) && refused.contains(CONFIRM_DELETION_ANNOTATION),
-        "the refusal names the CRD and the annotation: {refused}"
+        refused.contains(CRD_DELETION_POLICY_NAME)
+            && refused.contains(REPLICA_SETS)
+            && refused.contains(CONFIRM_DELETION_ANNOTATION),
+        "the refusal names the policy, the CRD and the annotation: {refused}"
     );
     let works = crds.delete(WORKS, &dry).await.expect_err("works CRD too");
     assert!(

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use ferry_api::contract::REQUIRE_EXECUTOR_LABEL;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
+use ferry_e2e::helpers::admission::{refusal, until_refused_by};
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_hub::admission::executor_required_policy::EXECUTOR_REQUIRED_POLICY_NAME;
 use ferry_hub::crds::install_crds;
@@ -83,32 +84,7 @@ async fn try_create(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<(),
         dry_run: true,
         ..Default::default()
     };
-    match api.create(&params, obj).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) => Err(status.message),
-        Err(other) => Err(other.to_string()),
-    }
-}
-
-/// Retries `attempt` until it is refused quoting the policy (the API
-/// server loads policies and sees labels asynchronously, with nothing to
-/// watch); returns the last outcome.
-async fn until_refused<F, Fut>(attempt: F) -> Result<(), String>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let deadline = tokio::time::Instant::now() + PROPAGATION;
-    loop {
-        let outcome = attempt().await;
-        let refused = outcome
-            .as_ref()
-            .is_err_and(|m| m.contains(EXECUTOR_REQUIRED_POLICY_NAME));
-        if refused || tokio::time::Instant::now() >= deadline {
-            return outcome;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.create(&params, obj).await.map(|_| ()).map_err(refusal)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,9 +111,11 @@ async fn a_labelled_namespace_refuses_works_and_replica_sets_without_an_executor
 
     let works_b = api(&tenant, "spoke-b", "ManifestWork");
     let bare = work("spoke-b", "bare", None);
-    let refused = until_refused(|| try_create(&works_b, &bare))
-        .await
-        .expect_err("a work without an executor is refused in a labelled namespace");
+    let refused = until_refused_by(EXECUTOR_REQUIRED_POLICY_NAME, PROPAGATION, || {
+        try_create(&works_b, &bare)
+    })
+    .await
+    .expect_err("a work without an executor is refused in a labelled namespace");
     println!("refused: {refused}");
     assert!(
         refused.contains(TENANT) && refused.contains("without an executor"),
@@ -176,7 +154,7 @@ async fn a_labelled_namespace_refuses_works_and_replica_sets_without_an_executor
         )
         .await
         .expect("label spoke-a");
-    let changed = until_refused(|| async {
+    let changed = until_refused_by(EXECUTOR_REQUIRED_POLICY_NAME, PROPAGATION, || async {
         works_a
             .patch(
                 "older",

@@ -18,6 +18,7 @@ use ferry_api::placement::PlacementDecision;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::admission::{refusal, until_refused_by};
 use ferry_e2e::helpers::cluster_inventory::{
     PLACEMENT_DECISION_CRD, cluster_profiles, install_cluster_profile_crd, install_module_crd,
     inventory_placement_decisions,
@@ -116,21 +117,12 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let outcome = attempt().await.map_err(|e| match e {
-            kube::Error::Api(status) => status.message,
-            other => other.to_string(),
-        });
-        let refused = outcome
-            .as_ref()
-            .is_err_and(|m| m.contains(HUB_WRITES_POLICY_NAME));
-        if refused || tokio::time::Instant::now() >= deadline {
-            println!("{what}: {outcome:?}");
-            return outcome;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let outcome = until_refused_by(HUB_WRITES_POLICY_NAME, Duration::from_secs(60), || async {
+        attempt().await.map_err(refusal)
+    })
+    .await;
+    println!("{what}: {outcome:?}");
+    outcome
 }
 
 fn decision(name: &str, placement: &str, clusters: &[&str]) -> PlacementDecision {
