@@ -170,23 +170,23 @@ pub async fn record_rollback(
     write_status(client, rs, status).await
 }
 
-/// The revision hash `work` holds: its revision annotation, or for a work
-/// written before works were annotated, `current` when it holds the
-/// cluster's `current_rendering`.
+/// The revision hash `work` holds: `current` when it holds the cluster's
+/// `current_rendering` (a revision that renders this cluster as it already
+/// runs is run here, though nothing was written: issue 49), else its
+/// revision annotation.
 pub fn held_revision(
     work: &ManifestWork,
     current: &str,
     current_rendering: Option<&ferry_api::manifest_work::ManifestWorkSpec>,
 ) -> Option<String> {
-    if let Some(hash) = work
-        .meta()
+    if current_rendering == Some(&work.spec) {
+        return Some(current.to_string());
+    }
+    work.meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(REVISION_ANNOTATION))
-    {
-        return Some(hash.clone());
-    }
-    (current_rendering == Some(&work.spec)).then(|| current.to_string())
+        .cloned()
 }
 
 /// The clusters a rollback from the `failed` revision writes now, each with
@@ -524,6 +524,24 @@ pub(crate) mod tests {
             .map(|(c, _)| c)
             .collect();
         assert_eq!(writes, vec!["a", "b", "e"]);
+    }
+
+    #[test]
+    fn a_work_that_already_matches_the_revision_runs_it_whatever_it_was_written_as() {
+        let at = "2026-11-27T10:00:00Z";
+        let unchanged = work(spec("same"), Some("r2"), at);
+        assert_eq!(
+            held_revision(&unchanged, "r3", Some(&spec("same"))).as_deref(),
+            Some("r3")
+        );
+        let other = work(spec("older"), Some("r2"), at);
+        assert_eq!(
+            held_revision(&other, "r3", Some(&spec("same"))).as_deref(),
+            Some("r2")
+        );
+        assert_eq!(held_revision(&other, "r3", None).as_deref(), Some("r2"));
+        let unannotated = work(spec("older"), None, at);
+        assert_eq!(held_revision(&unannotated, "r3", Some(&spec("same"))), None);
     }
 
     #[test]
