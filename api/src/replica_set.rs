@@ -487,12 +487,33 @@ pub struct DeletionBudgetStatus {
     pub base: i32,
     /// The deletions recorded in the window.
     pub deleted: i32,
-    /// How many deletions wait for the next window or a release.
+    /// How many deletions are held until a release.
     #[serde(default)]
     pub waiting: i32,
     /// The first waiting clusters (at most [`MAX_SUMMARY_ENTRIES`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_clusters: Vec<String>,
+    /// The last release acted on (annotation `work.ferry.dev/release-deletions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_release: Option<DeletionRelease>,
+}
+
+/// Longest release value the status keeps, bytes.
+pub const MAX_RELEASE_VALUE: usize = 512;
+
+/// A release of held deletions, as the hub acted on it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionRelease {
+    /// The annotation's value: who released (the admission policy makes
+    /// it start with the releaser's own user name) and why, cut to
+    /// [`MAX_RELEASE_VALUE`] bytes.
+    #[schemars(length(max = MAX_RELEASE_VALUE))]
+    pub value: String,
+    /// When the hub acted on it (RFC 3339).
+    pub at: String,
+    /// How many works it let go.
+    pub deleted: i32,
 }
 
 /// A revision: its number (increasing per replica set) and hash.

@@ -29,6 +29,7 @@ mod crd_deletion;
 mod create_only_read_only;
 mod dashboard;
 mod deletion_brake_on_the_spoke;
+mod deletion_budget_on_the_hub;
 mod dependency_readiness_rules;
 mod depends_on;
 mod drift;

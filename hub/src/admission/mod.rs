@@ -26,6 +26,10 @@
 //! - [`approval_policy`]: a RolloutApproval's `approvedBy` is its creator.
 //! - [`hub_writes_policy`]: decisions and hub-owned status are written by
 //!   the hub (and cluster administrators) only.
+//! - [`crd_deletion_policy`]: deleting one of ferry's CRDs needs a
+//!   confirming annotation.
+//! - [`release_policy`]: releasing a replica set's held deletions is the
+//!   platform role's, and the release names who made it.
 //! - [`watchdog`]: the leader checks the policies stay installed and
 //!   enforced, says so when not, and re-applies them.
 //! - [`webhook`]: the webhook's registration and server.
@@ -48,6 +52,8 @@ pub mod hub_writes_policy;
 pub mod policies;
 /// The one shape of a ferry admission policy and its binding.
 pub mod policy_builder;
+/// Releasing held deletions: the platform role's, naming its author.
+pub mod release_policy;
 /// The decision for one `AdmissionReview`, and its route.
 pub mod review;
 /// Where the API server reaches the webhook: a URL or a Service.

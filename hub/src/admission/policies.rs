@@ -14,6 +14,7 @@ use super::executor_policy::executor_policy;
 use super::executor_required_policy::executor_required_policy;
 use super::hub_writes_policy::{DEFAULT_HUB_USERNAME, hub_writes_policy};
 use super::policy_builder::PolicyDef;
+use super::release_policy::release_policy;
 
 /// Field manager of the hub's writes to the policies and bindings.
 const FIELD_MANAGER: &str = "ferry-hub";
@@ -21,15 +22,16 @@ const FIELD_MANAGER: &str = "ferry-hub";
 /// Every policy ferry installs as rendered into `deploy/crds/`: those of
 /// [`all_policies_for`] with the hub running as the chart's default
 /// ServiceAccount ([`DEFAULT_HUB_USERNAME`]).
-pub fn all_policies() -> [PolicyDef; 7] {
+pub fn all_policies() -> [PolicyDef; 8] {
     all_policies_for(&[DEFAULT_HUB_USERNAME.to_string()])
 }
 
 /// Every policy ferry installs, in install and render order: duplicate
 /// manifests, executors, cluster-set binds, rollout approvals, the writes
 /// only the hub (running as `hub_writers`) makes, executors required in
-/// labelled namespaces, and confirmed deletions of ferry's CRDs.
-pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 7] {
+/// labelled namespaces, confirmed deletions of ferry's CRDs, and releases
+/// of held deletions by the platform role.
+pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 8] {
     [
         duplicates_policy(),
         executor_policy(),
@@ -38,6 +40,7 @@ pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 7] {
         hub_writes_policy(hub_writers),
         executor_required_policy(),
         crd_deletion_policy(),
+        release_policy(),
     ]
 }
 

@@ -215,7 +215,7 @@ impl Context {
         {
             self.written.lock().await.insert(owner.clone(), version);
         }
-        if let Some(version) = record_window(&self.client, &rs, &decision.budget).await? {
+        if let Some(version) = record_window(&self.client, &rs, &decision.removals.budget).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
         // A gate that passes now is in the status before the first work of

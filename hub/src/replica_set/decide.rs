@@ -12,14 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_fleet_semantics::deletion_budget::{Verdict, Window};
+use ferry_fleet_semantics::deletion_budget::Window;
 use ferry_fleet_semantics::rollout_gates::GateState;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
-use super::budget::{budget_verdict, fill_budget_status};
+use super::budget::{Removals, fill_budget_status, removals};
 use super::decisions::{Chosen, chosen_by_decisions};
 use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
 use super::deploy::{REFUSAL_RETRY, Refused, spec_hash};
@@ -29,11 +29,13 @@ use super::render::{Rendered, render_chosen};
 use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{Revision, current_revision};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_to_record, rollback_writes};
-use super::status::replica_set_status;
+use super::status::{condition, replica_set_status};
 use super::windows::{closed_clusters, waiting_condition};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
+use ferry_api::contract::CONFIRM_EMPTY_DECISIONS_ANNOTATION;
 use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::manifest_work::Condition;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::{
@@ -42,6 +44,7 @@ use ferry_api::replica_set::{
 use ferry_api::rollout_approval::RolloutApproval;
 use ferry_semantics::contract::PLACEMENT_DECISIONS_HELD;
 use ferry_semantics::contract::{DEPENDENCIES_READY, WAITING_FOR_MAINTENANCE_WINDOW};
+use ferry_semantics::text::{first_few, prefix_within};
 
 /// Everything one reconcile of a replica set reads, taken once: the
 /// decision is made from this and nothing else.
@@ -106,9 +109,10 @@ pub struct Decision<'a> {
     /// 1. The rollback to write into the status before any work (None
     ///    when there is none or the status holds it already).
     pub record_rollback: Option<RollbackStatus>,
-    /// 2. The deletion budget: its window (if any) is recorded before the
-    ///    deletions it allows.
-    pub budget: Verdict,
+    /// 2. What is removed: the deletion budget's window (if any) is
+    ///    recorded before the deletions it allows; intended removals go at
+    ///    the rollout's pace.
+    pub removals: Removals,
     /// 3. The works to write and delete; None while a placement is
     ///    missing.
     pub works: Option<WorkWrites>,
@@ -131,7 +135,7 @@ pub struct Decision<'a> {
     pub plan: RolloutPlan,
     /// What the failure strategy makes of it.
     pub outcome: FailureOutcome<'a>,
-    /// When a soak, a deadline, a refusal or a budget window ends by time
+    /// When a soak, a deadline or a refusal ends by time
     /// alone (None: only a change brings the replica set back).
     pub look_again: Option<Duration>,
     /// The gates (placement, afterGroup) this decision passes that the
@@ -149,7 +153,7 @@ impl Decision<'_> {
     /// The budget window to record before the deletions, if any. Never
     /// fails.
     pub fn window_to_record(&self) -> Option<Window> {
-        self.budget.window
+        self.removals.budget.window
     }
 
     /// When to reconcile again, given whether the works just written were
@@ -220,6 +224,60 @@ fn held_placements(namespace: &str, placements: &[Arc<Placement>]) -> BTreeSet<S
         })
         .map(|p| p.name_any())
         .collect()
+}
+
+/// `PlacementDecisionsHeld=True` on the replica set while one of the
+/// placements it references holds its decisions after a lost grant (the
+/// replica set is where its team looks), naming them, the first one's
+/// reason and how to let the removal through; None while none holds.
+fn decisions_held_condition(
+    rs: &ManifestWorkReplicaSet,
+    placements: &[Arc<Placement>],
+    generation: i64,
+    previous: &[Condition],
+) -> Option<Condition> {
+    let namespace = rs.namespace().unwrap_or_default();
+    let held = held_placements(&namespace, placements);
+    let held: Vec<&Placement> = rs
+        .spec
+        .placement_refs
+        .iter()
+        .filter(|r| held.contains(&r.name))
+        .filter_map(|r| {
+            placements
+                .iter()
+                .find(|p| p.namespace().as_deref() == Some(&namespace) && p.name_any() == r.name)
+                .map(|p| &**p)
+        })
+        .collect();
+    let first = held.first()?;
+    let reason = first
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == PLACEMENT_DECISIONS_HELD)
+        })
+        .map(|c| (c.reason.clone(), prefix_within(&c.message, 512).to_string()))
+        .unwrap_or_default();
+    let names: Vec<String> = held.iter().map(|p| p.name_any()).collect();
+    Some(condition(
+        PLACEMENT_DECISIONS_HELD,
+        true,
+        if reason.0.is_empty() {
+            "DecisionsHeld"
+        } else {
+            &reason.0
+        },
+        format!(
+            "placement {} holds its last decisions, so no cluster leaves this replica set through it: {}; if the change is wanted, annotate the Placement {CONFIRM_EMPTY_DECISIONS_ANNOTATION}=true",
+            first_few(&names, ", "),
+            reason.1
+        ),
+        generation,
+        previous,
+    ))
 }
 
 /// Decides one reconcile of the snapshot's replica set, one phase after
@@ -325,7 +383,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
     let record_rollback = rollback_to_record(rs, &outcome).cloned();
     // The deletion budget: the window is recorded before its deletions
     // are made, so a new leader continues it.
-    let budget = budget_verdict(
+    let removals = removals(
         rs,
         &deployable,
         &chosen.wanted,
@@ -367,10 +425,10 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
             specs,
             revision,
             existing: deployable,
-            delete: budget.delete.clone(),
+            delete: removals.delete(),
         }
     });
-    let look_again = look_again(&plan, &refused, &budget, now);
+    let look_again = look_again(&plan, &refused, now);
     let record_gates = match &works {
         Some(w) if !w.start.is_empty() => gates_passing_now(rs, &plan),
         _ => Vec::new(),
@@ -378,7 +436,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
     Decision {
         health_requests,
         record_rollback,
-        budget,
+        removals,
         works,
         rollback_memory,
         refused,
@@ -432,27 +490,16 @@ pub fn gates_passing_now(rs: &ManifestWorkReplicaSet, plan: &RolloutPlan) -> Vec
         .collect()
 }
 
-/// The soonest a soak, a deadline, a refusal or a budget window ends by
-/// time alone, at least half a second away; None when none does.
-fn look_again(
-    plan: &RolloutPlan,
-    refused: &Refused,
-    budget: &Verdict,
-    now: Timestamp,
-) -> Option<Duration> {
+/// The soonest a soak, a deadline or a refusal ends by time alone, at
+/// least half a second away; None when none does (a deletion hold waits for
+/// a release, which is a change).
+fn look_again(plan: &RolloutPlan, refused: &Refused, now: Timestamp) -> Option<Duration> {
     // A soak, a deadline or a refusal ends by time alone: look again
     // then.
     let retry = refused
         .values()
         .map(|r| REFUSAL_RETRY - now.duration_since(r.at))
         .min();
-    let retry = match (retry, budget.retry_at) {
-        (a, Some(at)) => {
-            let at = SignedDuration::from_secs((at - now.as_second()).max(1));
-            Some(a.map_or(at, |a| a.min(at)))
-        }
-        (a, None) => a,
-    };
     let after = match (plan.look_again, retry) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -514,7 +561,7 @@ pub fn decide_status(
             },
         );
     }
-    fill_budget_status(rs, &mut status, &decision.budget);
+    fill_budget_status(rs, &mut status, &decision.removals.budget);
     // Only while the rollout plan is in charge: a rollback's writes are
     // not held, so nothing waits then.
     let waiting = match decision.outcome {
@@ -526,6 +573,12 @@ pub fn decide_status(
         .retain(|c| c.type_ != WAITING_FOR_MAINTENANCE_WINDOW);
     if let Some(windows) = waiting_condition(waiting, generation, previous) {
         status.conditions.push(windows);
+    }
+    status
+        .conditions
+        .retain(|c| c.type_ != PLACEMENT_DECISIONS_HELD);
+    if let Some(held) = decisions_held_condition(rs, &s.placements, generation, previous) {
+        status.conditions.push(held);
     }
     status.conditions.retain(|c| c.type_ != DEPENDENCIES_READY);
     if let Some(dependencies) = dependencies_condition(
@@ -811,14 +864,14 @@ mod tests {
         // Settled, the same failures halt, roll back and delete z.
         let settled = snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &existing);
         let d = decide(&settled);
-        assert!(d.record_rollback.is_some() && d.budget.delete == ["z"]);
+        assert!(d.record_rollback.is_some() && d.removals.budget.delete == ["z"]);
         // Decided cluster c missing from the cluster cache.
         let gap = snapshot(failing_rs(), &CLUSTERS, &["a", "b"], &existing);
         let d = decide(&gap);
         assert!(d.plan.halted_placements.is_empty(), "{:?}", d.plan.halted);
         assert!(!matches!(d.outcome, FailureOutcome::RollBack { .. }));
         assert_eq!((&d.record_rollback, &d.rollback_memory), (&None, &None));
-        assert!(d.budget.delete.is_empty() && d.window_to_record().is_none());
+        assert!(d.removals.budget.delete.is_empty() && d.window_to_record().is_none());
         let works = d.works.as_ref().expect("no placement is missing");
         assert!(works.start.is_empty() && works.delete.is_empty());
         // Placement p missing: nothing is written or deleted at all.
@@ -828,7 +881,7 @@ mod tests {
         assert!(d.works.is_none());
         assert!(!matches!(d.outcome, FailureOutcome::RollBack { .. }));
         assert_eq!(d.record_rollback, None);
-        assert!(d.budget.delete.is_empty() && d.window_to_record().is_none());
+        assert!(d.removals.budget.delete.is_empty() && d.window_to_record().is_none());
         assert_eq!(d.action(false), Action::await_change());
     }
 
@@ -848,6 +901,28 @@ mod tests {
         assert!(d.chosen.wanted.contains_key("c") && d.unbound.is_empty());
         assert!(matches!(d.outcome, FailureOutcome::RollBack { .. }), "kept");
         assert_eq!(d.rollback_memory.as_ref().map(|r| &r.at), Some(&first.at));
+        // The replica set says its placement holds, and how to let it go.
+        let status = decide_status(&gap, &d, &gap.existing, &d.refused);
+        let held = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == PLACEMENT_DECISIONS_HELD)
+            .expect("the replica set shows the hold");
+        assert_eq!(
+            (held.status.as_str(), held.reason.as_str()),
+            ("True", "GrantLost")
+        );
+        assert!(
+            held.message
+                .starts_with("placement p holds its last decisions")
+                && held.message.contains(CONFIRM_EMPTY_DECISIONS_ANNOTATION),
+            "{}",
+            held.message
+        );
+        assert_eq!(
+            crate::replica_set::rollout_signals::rollout_signals(&status).decisions_held,
+            1
+        );
         // The rollback goes on for a and b, not for c's label-less rendering.
         assert_eq!(written(&d), ["a", "b"]);
         assert_writes_stable(&d);
@@ -873,13 +948,13 @@ mod tests {
         let window = d.window_to_record().expect("the window is recorded");
         let works = d.works.as_ref().expect("works");
         assert_eq!(works.delete, ["c0", "c1", "c2"]);
-        assert_eq!(works.delete, d.budget.delete);
+        assert_eq!(works.delete, d.removals.budget.delete);
         assert_eq!((window.base, window.deleted), (9, 3));
-        assert_eq!(d.budget.waiting.len(), 5);
+        assert_eq!(d.removals.budget.waiting.len(), 5);
         // What record_window writes, read back by a new leader a minute
         // later, before and after the deletions landed.
         let mut status = ManifestWorkReplicaSetStatus::default();
-        fill_budget_status(&rs, &mut status, &d.budget);
+        fill_budget_status(&rs, &mut status, &d.removals.budget);
         let mut recorded = rs.clone();
         recorded.status = Some(status);
         for landed in [false, true] {
@@ -892,15 +967,15 @@ mod tests {
             s.now = "2026-11-27T10:11:00Z".parse().expect("time");
             let d = decide(&s);
             assert!(
-                d.budget.delete.is_empty(),
+                d.removals.budget.delete.is_empty(),
                 "past the budget: {:?}",
-                d.budget
+                d.removals
             );
             assert!(d.works.as_ref().is_some_and(|w| w.delete.is_empty()));
             let waiting = if landed { 5 } else { 8 };
-            assert_eq!(d.budget.waiting.len(), waiting);
-            // It looks again when the window ends (540 s on).
-            assert_eq!(d.look_again, Some(Duration::from_secs(540)));
+            assert_eq!(d.removals.budget.waiting.len(), waiting);
+            // A hold waits for a release, not for the clock.
+            assert_eq!(d.look_again, None);
         }
     }
 
@@ -942,7 +1017,7 @@ mod tests {
                 "{:?}",
                 (
                     &d.record_rollback,
-                    &d.budget,
+                    &d.removals,
                     &d.rollback_memory,
                     &d.refused,
                     &d.chosen,
