@@ -186,6 +186,10 @@ pub struct RolloutMetrics {
     /// Its open gates holding the rollout (waiting, awaiting approval,
     /// unhealthy).
     pub gates_holding: Family<ReplicaSetLabel, Gauge>,
+    /// Its removals the deletion budget holds until a release.
+    pub deletions_held: Family<ReplicaSetLabel, Gauge>,
+    /// Its placements holding their decisions after a lost grant.
+    pub decisions_held: Family<ReplicaSetLabel, Gauge>,
 }
 
 impl RolloutMetrics {
@@ -209,6 +213,12 @@ impl RolloutMetrics {
         self.gates_holding
             .get_or_create(&label)
             .set(i64::try_from(signals.gates_holding).unwrap_or(i64::MAX));
+        self.deletions_held
+            .get_or_create(&label)
+            .set(i64::try_from(signals.deletions_held).unwrap_or(i64::MAX));
+        self.decisions_held
+            .get_or_create(&label)
+            .set(i64::try_from(signals.decisions_held).unwrap_or(i64::MAX));
     }
 
     /// Drops the gauges of a replica set that is gone.
@@ -220,6 +230,8 @@ impl RolloutMetrics {
         self.halted.remove(&label);
         self.rolled_back.remove(&label);
         self.gates_holding.remove(&label);
+        self.deletions_held.remove(&label);
+        self.decisions_held.remove(&label);
     }
 
     /// Drops every gauge: this replica stopped running the controller.
@@ -227,6 +239,8 @@ impl RolloutMetrics {
         self.halted.clear();
         self.rolled_back.clear();
         self.gates_holding.clear();
+        self.deletions_held.clear();
+        self.decisions_held.clear();
     }
 }
 
@@ -488,6 +502,16 @@ impl HubMetrics {
             "Open rollout gates of a replica set holding it (waiting, awaiting approval, unhealthy)",
             self.rollouts.gates_holding.clone(),
         );
+        registry.register(
+            "replica_set_deletions_held",
+            "Removals of a replica set's works its deletion budget holds until someone with the platform role releases them",
+            self.rollouts.deletions_held.clone(),
+        );
+        registry.register(
+            "replica_set_decisions_held",
+            "Placements of a replica set holding their decisions after a lost grant",
+            self.rollouts.decisions_held.clone(),
+        );
     }
 
     /// Counts one agent-port connection closed for `reason`.
@@ -554,6 +578,8 @@ mod tests {
             halted: true,
             rolled_back: false,
             gates_holding: 2,
+            deletions_held: 3,
+            decisions_held: 1,
         };
         metrics.rollouts.set("apps", "web", &halted);
         metrics
@@ -565,6 +591,8 @@ mod tests {
             "ferry_hub_rollout_halted{replica_set_namespace=\"apps\",replica_set=\"api\"} 0",
             "ferry_hub_rollout_rolled_back{replica_set_namespace=\"apps\",replica_set=\"web\"} 0",
             "ferry_hub_rollout_gates_holding{replica_set_namespace=\"apps\",replica_set=\"web\"} 2",
+            "ferry_hub_replica_set_deletions_held{replica_set_namespace=\"apps\",replica_set=\"web\"} 3",
+            "ferry_hub_replica_set_decisions_held{replica_set_namespace=\"apps\",replica_set=\"web\"} 1",
             "ferry_hub_clusters_disconnected 0",
         ] {
             assert!(text.contains(expected), "{expected} in:\n{text}");
@@ -575,5 +603,6 @@ mod tests {
         assert!(text.contains("replica_set=\"api\""), "{text}");
         metrics.rollouts.clear();
         assert!(!encoded().contains("ferry_hub_rollout_"));
+        assert!(!encoded().contains("_held{"));
     }
 }

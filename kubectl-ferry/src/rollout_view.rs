@@ -139,6 +139,20 @@ pub fn rollout_status(
             c.status, c.reason, c.message
         ));
     }
+    // What holds removals: the deletion budget (until the platform role
+    // releases them) and placements holding their decisions (lost grant).
+    for (type_, what) in [
+        ("DeletionsWaiting", "Deletions held"),
+        ("PlacementDecisionsHeld", "Placement decisions held"),
+    ] {
+        if let Some(c) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+        {
+            out.push_str(&format!("{what}: {}\n", c.message));
+        }
+    }
     // Which clusters wait for their maintenance window, and until when:
     // the hub's condition names how many and the first few, soonest first.
     if let Some(c) = status

@@ -1,10 +1,13 @@
 //! What an operator alerts on about one replica set's rollout, read from
-//! the status the controller has just decided: halted, rolled back, or
-//! held at a gate. Pure; the controller exports it as gauges
+//! the status the controller has just decided: halted, rolled back, held
+//! at a gate, removals held by the deletion budget, placements holding
+//! their decisions. Pure; the controller exports it as gauges
 //! ([`crate::metrics::RolloutMetrics`]).
 
 use ferry_api::replica_set::ManifestWorkReplicaSetStatus;
-use ferry_semantics::contract::{MANDATORY_GROUP_FAILED, PLACEMENT_ROLLED_OUT};
+use ferry_semantics::contract::{
+    DELETIONS_WAITING, MANDATORY_GROUP_FAILED, PLACEMENT_DECISIONS_HELD, PLACEMENT_ROLLED_OUT,
+};
 
 /// The `reason` of a `PlacementRolledOut=False` condition whose rollout
 /// stopped past `maxFailures` (see `status::replica_set_status`).
@@ -25,6 +28,11 @@ pub struct RolloutSignals {
     /// Open gates that hold the rollout: waiting out their time, awaiting
     /// an approval, or unhealthy.
     pub gates_holding: usize,
+    /// Removals the deletion budget holds until a release.
+    pub deletions_held: usize,
+    /// 1 while one of its placements holds its decisions after a lost
+    /// grant, else 0.
+    pub decisions_held: usize,
 }
 
 /// The signals of a replica set whose status is `status`.
@@ -43,10 +51,26 @@ pub fn rollout_signals(status: &ManifestWorkReplicaSetStatus) -> RolloutSignals 
             .filter(|g| HOLDING_GATE_STATES.contains(&g.state.as_str()))
             .count()
     });
+    let holds = |type_: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    let deletions_held = if holds(DELETIONS_WAITING) {
+        status
+            .deletion_budget
+            .as_ref()
+            .map_or(0, |b| usize::try_from(b.waiting).unwrap_or(0))
+    } else {
+        0
+    };
     RolloutSignals {
         halted,
         rolled_back,
         gates_holding,
+        deletions_held,
+        decisions_held: usize::from(holds(PLACEMENT_DECISIONS_HELD)),
     }
 }
 

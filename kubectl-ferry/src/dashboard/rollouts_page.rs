@@ -162,6 +162,27 @@ fn replica_set(
         }
         out.push_str("</ul>");
     }
+    // What holds removals: the deletion budget (until the platform role
+    // releases them) and placements holding their decisions.
+    for (type_, what, attribute) in [
+        ("DeletionsWaiting", "Deletions held", "data-deletions-held"),
+        (
+            "PlacementDecisionsHeld",
+            "Placement decisions held",
+            "data-decisions-held",
+        ),
+    ] {
+        if let Some(c) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+        {
+            out.push_str(&format!(
+                "<p class=\"banner warn\" {attribute}>{what}: {}</p>",
+                escape(&c.message)
+            ));
+        }
+    }
     if let Some(rollback) = &rollout.rollback {
         out.push_str(&format!(
             "<p class=\"banner warn\">Rolled back from {} to {} ({} clusters): {}</p>",
@@ -390,6 +411,30 @@ mod tests {
         assert!(html.contains(r#"data-action="resume""#), "{html}");
         assert!(html.contains("Paused: no group starts"), "{html}");
         assert!(!html.contains(r#"data-action="approve""#), "{html}");
+    }
+
+    #[test]
+    fn held_deletions_and_decisions_show_as_banners() {
+        let mut rs = replica_set(false, json!([]));
+        rs["status"]["conditions"] = json!([
+            {"type": "DeletionsWaiting", "status": "True", "reason": "DeletionBudgetExhausted",
+             "message": "3 deletions held, first 3: <c2>, c3, c4", "lastTransitionTime": "2026-12-03T00:00:00Z"},
+            {"type": "PlacementDecisionsHeld", "status": "True", "reason": "GrantLost",
+             "message": "placement p holds its last decisions", "lastTransitionTime": "2026-12-03T00:00:00Z"},
+        ]);
+        let html = rollouts_body(&[rs], "tok");
+        assert!(
+            html.contains(
+                "data-deletions-held>Deletions held: 3 deletions held, first 3: &lt;c2&gt;"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("data-decisions-held>Placement decisions held: placement p"),
+            "{html}"
+        );
+        let quiet = rollouts_body(&[replica_set(false, json!([]))], "tok");
+        assert!(!quiet.contains("held:"), "{quiet}");
     }
 
     #[test]
