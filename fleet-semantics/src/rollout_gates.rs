@@ -12,6 +12,7 @@ use cel::{Context, Program, Value as CelValue};
 use serde_json::{Value, json};
 
 use ferry_semantics::condition_rules::{MAX_CEL_EXPRESSION_LENGTH, to_cel};
+use ferry_semantics::text::clipped;
 
 use crate::cel_cost::{MAX_HEALTH_COST, estimate_cost};
 
@@ -235,7 +236,7 @@ pub fn compile_health(expression: &str) -> Result<Program, HealthError> {
     // on input it does not expect becomes one too.
     let compiled = std::panic::catch_unwind(|| Program::compile(expression))
         .map_err(|_| HealthError::Parse("the parser gave up".into()))?
-        .map_err(|e| HealthError::Parse(e.to_string()))?;
+        .map_err(|e| HealthError::Parse(clipped(e.to_string(), MAX_ERROR_TEXT)))?;
     let estimate = estimate_cost(compiled.expression());
     if estimate > MAX_HEALTH_COST {
         return Err(HealthError::TooCostly {
@@ -245,6 +246,10 @@ pub fn compile_health(expression: &str) -> Result<Program, HealthError> {
     }
     Ok(compiled)
 }
+
+/// Longest error text of a health expression kept in a gate's message,
+/// bytes.
+pub const MAX_ERROR_TEXT: usize = 512;
 
 /// Runs `expression` over the group's facts. Never panics on user input:
 /// an expression that is too long, does not compile, is over the static
@@ -260,7 +265,9 @@ pub fn evaluate_health(expression: &str, facts: &GroupFacts) -> Result<bool, Hea
     match compiled.execute(&context) {
         Ok(CelValue::Bool(b)) => Ok(b),
         Ok(other) => Err(HealthError::NotBool(other.type_of().to_string())),
-        Err(e) => Err(HealthError::Execute(e.to_string())),
+        // A CEL error may quote a value: `clusters + 1 == 0` would print the
+        // whole cluster list into the gate's message.
+        Err(e) => Err(HealthError::Execute(clipped(e.to_string(), MAX_ERROR_TEXT))),
     }
 }
 
@@ -450,6 +457,20 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn an_error_quoting_the_facts_is_bounded() {
+        // `clusters + 1` fails naming its operands: the whole cluster list.
+        let big = facts(2_000, 2_000);
+        let error = evaluate_health("clusters + 1 == 0", &big).expect_err("fails");
+        let text = error.to_string();
+        assert!(
+            text.len() <= MAX_ERROR_TEXT + 64,
+            "{} bytes: {}",
+            text.len(),
+            &text[..200.min(text.len())]
+        );
     }
 
     fn gate() -> GateSpec {
