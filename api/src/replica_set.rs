@@ -493,6 +493,12 @@ pub struct DeletionBudgetStatus {
     /// The first waiting clusters (at most [`MAX_SUMMARY_ENTRIES`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_clusters: Vec<String>,
+    /// The clusters the window removed (at most 100): one that gets a work
+    /// again gives its share of the budget back, so a flapping label costs
+    /// one removal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub removed_clusters: Vec<String>,
     /// The last release acted on (annotation `work.ferry.dev/release-deletions`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_release: Option<DeletionRelease>,

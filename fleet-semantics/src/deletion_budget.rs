@@ -17,6 +17,9 @@ pub const DEFAULT_SHARE_PERCENT: u32 = 25;
 pub const DEFAULT_WINDOW_SECONDS: i64 = 600;
 /// How many waiting clusters a status message names.
 pub const NAMED_WAITING: usize = 10;
+/// How many clusters a window remembers removing (to give the budget back
+/// when one returns): past this, a return is not refunded.
+pub const MAX_REMEMBERED: usize = 100;
 
 /// The budget's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +71,8 @@ pub struct Recorded {
     pub waiting: usize,
     /// The value of the last release acted on.
     pub release: Option<String>,
+    /// The clusters the window removed (at most [`MAX_REMEMBERED`]).
+    pub removed: Vec<String>,
 }
 
 /// What may be deleted now.
@@ -82,20 +87,25 @@ pub struct Verdict {
     pub window: Option<Window>,
     /// The release acted on now (to record with the window), if any.
     pub release: Option<String>,
+    /// The clusters the window has removed, to record with it.
+    pub removed: Vec<String>,
 }
 
 /// Decides which of `candidates` (clusters whose works are to go, in any
 /// order: they are taken by name) are deleted now. `works` is the number of
-/// works the replica set has; `recorded` what its status holds; `release`
-/// the value of the release annotation: a value other than the last one
-/// acted on lets every candidate go once and starts a new window. Never
-/// fails; a recorded window from the future (a clock step) counts as
-/// current.
+/// works the replica set has; `recorded` what its status holds; `returned`
+/// the clusters that have a work again made since the window opened (of
+/// those it removed, each gives its share of the budget back, so a label
+/// that flaps costs one removal, not one per flap); `release` the value of
+/// the release annotation: a value other than the last one acted on lets
+/// every candidate go once and starts a new window. Never fails; a
+/// recorded window from the future (a clock step) counts as current.
 pub fn deletions_now(
     budget: &Budget,
     recorded: &Recorded,
     works: usize,
     candidates: &[String],
+    returned: &[String],
     release: Option<&str>,
     now: i64,
 ) -> Verdict {
@@ -108,6 +118,7 @@ pub fn deletions_now(
             waiting: Vec::new(),
             window: None,
             release: None,
+            removed: Vec::new(),
         };
     }
     let release = release
@@ -125,32 +136,48 @@ pub fn deletions_now(
                 deleted: 0,
             }),
             release: Some(value.to_string()),
+            removed: Vec::new(),
         };
     }
-    let window = match recorded.window {
-        Some(w) if recorded.waiting > 0 || now < w.start.saturating_add(budget.window_seconds) => {
+    let (mut window, mut removed) = match recorded.window {
+        Some(w) if recorded.waiting > 0 || now < w.start.saturating_add(budget.window_seconds) => (
             Window {
                 base: w.base.max(works),
                 ..w
-            }
-        }
-        _ => Window {
-            start: now,
-            base: works,
-            deleted: 0,
-        },
+            },
+            recorded.removed.clone(),
+        ),
+        _ => (
+            Window {
+                start: now,
+                base: works,
+                deleted: 0,
+            },
+            Vec::new(),
+        ),
     };
+    // A cluster the window removed that is back gives its share back.
+    let before = removed.len();
+    removed.retain(|c| !returned.contains(c));
+    window.deleted = window.deleted.saturating_sub(before - removed.len());
     let room = window.allowance(budget).saturating_sub(window.deleted);
     let waiting = candidates.split_off(room.min(candidates.len()));
     let recorded_window = (!candidates.is_empty()).then_some(Window {
         deleted: window.deleted + candidates.len(),
         ..window
     });
+    if recorded_window.is_some() {
+        removed.extend(candidates.iter().cloned());
+        removed.sort();
+        removed.dedup();
+        removed.truncate(MAX_REMEMBERED);
+    }
     Verdict {
         delete: candidates,
         waiting,
         window: recorded_window,
         release: None,
+        removed,
     }
 }
 
@@ -194,16 +221,17 @@ mod tests {
             window: Some(window),
             waiting,
             release: None,
+            removed: Vec::new(),
         }
     }
 
     #[test]
     fn a_single_cluster_change_always_passes() {
         let none = Recorded::default();
-        let v = deletions_now(&Budget::default(), &none, 1, &names(1), None, 100);
+        let v = deletions_now(&Budget::default(), &none, 1, &names(1), &[], None, 100);
         assert_eq!(v.delete, names(1));
         assert!(v.waiting.is_empty());
-        let v = deletions_now(&Budget::default(), &none, 3, &names(1), None, 100);
+        let v = deletions_now(&Budget::default(), &none, 3, &names(1), &[], None, 100);
         assert_eq!(v.delete.len(), 1);
     }
 
@@ -214,6 +242,7 @@ mod tests {
             &Recorded::default(),
             100,
             &names(100),
+            &[],
             None,
             100,
         );
@@ -241,7 +270,15 @@ mod tests {
         );
         // Same window, the next, a day later: nothing more goes.
         for now in [200, 700, 86_500] {
-            let v = deletions_now(&Budget::default(), &recorded, 75, &names(75), None, now);
+            let v = deletions_now(
+                &Budget::default(),
+                &recorded,
+                75,
+                &names(75),
+                &[],
+                None,
+                now,
+            );
             assert!(v.delete.is_empty(), "at {now}");
             assert_eq!(v.waiting.len(), 75);
             assert_eq!(v.window, None);
@@ -252,6 +289,7 @@ mod tests {
             &recorded,
             75,
             &names(75),
+            &[],
             Some("alice: relabel intended"),
             900,
         );
@@ -275,6 +313,7 @@ mod tests {
             &after,
             75,
             &names(75),
+            &[],
             Some("alice: relabel intended"),
             900,
         );
@@ -291,9 +330,9 @@ mod tests {
             },
             0,
         );
-        let v = deletions_now(&Budget::default(), &recorded, 6, &names(1), None, 300);
+        let v = deletions_now(&Budget::default(), &recorded, 6, &names(1), &[], None, 300);
         assert!(v.delete.is_empty(), "the window's two are spent");
-        let v = deletions_now(&Budget::default(), &recorded, 6, &names(1), None, 700);
+        let v = deletions_now(&Budget::default(), &recorded, 6, &names(1), &[], None, 700);
         assert_eq!(v.delete.len(), 1, "a new window");
     }
 
@@ -308,7 +347,15 @@ mod tests {
             0,
         );
         // 100 works now (grew within the window): a quarter of 100.
-        let v = deletions_now(&Budget::default(), &recorded, 100, &names(40), None, 200);
+        let v = deletions_now(
+            &Budget::default(),
+            &recorded,
+            100,
+            &names(40),
+            &[],
+            None,
+            200,
+        );
         assert_eq!(v.delete.len(), 25);
         // Shrunk within the window: still a quarter of the most it had.
         let recorded = held(
@@ -319,13 +366,29 @@ mod tests {
             },
             0,
         );
-        let v = deletions_now(&Budget::default(), &recorded, 10, &names(10), None, 200);
+        let v = deletions_now(
+            &Budget::default(),
+            &recorded,
+            10,
+            &names(10),
+            &[],
+            None,
+            200,
+        );
         assert_eq!(v.delete.len(), 10);
     }
 
     #[test]
     fn nothing_to_delete_records_nothing() {
-        let v = deletions_now(&Budget::default(), &Recorded::default(), 10, &[], None, 100);
+        let v = deletions_now(
+            &Budget::default(),
+            &Recorded::default(),
+            10,
+            &[],
+            &[],
+            None,
+            100,
+        );
         assert_eq!(v.window, None);
         assert!(v.delete.is_empty());
     }
@@ -334,8 +397,46 @@ mod tests {
     fn candidates_are_taken_by_name() {
         let mut c = names(8);
         c.reverse();
-        let v = deletions_now(&Budget::default(), &Recorded::default(), 8, &c, None, 0);
+        let v = deletions_now(
+            &Budget::default(),
+            &Recorded::default(),
+            8,
+            &c,
+            &[],
+            None,
+            0,
+        );
         assert_eq!(v.delete, vec!["c000".to_string(), "c001".to_string()]);
+    }
+
+    #[test]
+    fn a_flapping_cluster_costs_one_removal_not_one_per_flap() {
+        // Four works, c000's label flaps: out (removed), back, out again.
+        let none = Recorded::default();
+        let first = deletions_now(&Budget::default(), &none, 4, &names(1), &[], None, 100);
+        assert_eq!(first.delete, names(1));
+        assert_eq!(first.removed, names(1));
+        let recorded = Recorded {
+            window: first.window,
+            removed: first.removed,
+            ..Recorded::default()
+        };
+        // Back with a new work, then out again: its share came back.
+        let again = deletions_now(
+            &Budget::default(),
+            &recorded,
+            4,
+            &names(1),
+            &names(1),
+            None,
+            200,
+        );
+        assert_eq!(again.delete, names(1), "{again:?}");
+        assert_eq!(again.window.map(|w| w.deleted), Some(1));
+        // Without returning, the second removal of another cluster waits.
+        let other = vec!["c001".to_string()];
+        let held = deletions_now(&Budget::default(), &recorded, 3, &other, &[], None, 200);
+        assert!(held.delete.is_empty() && held.waiting == other);
     }
 
     #[test]
@@ -371,7 +472,7 @@ mod tests {
             for (ask, dt) in steps {
                 now += dt;
                 let ask = ask.min(live);
-                let v = deletions_now(&budget, &recorded, live, &names(ask), None, now);
+                let v = deletions_now(&budget, &recorded, live, &names(ask), &[], None, now);
                 if held_since.is_some() {
                     prop_assert!(v.delete.is_empty(), "a hold let more go");
                 }
@@ -379,6 +480,7 @@ mod tests {
                 live -= v.delete.len();
                 if let Some(w) = v.window {
                     recorded.window = Some(w);
+                    recorded.removed = v.removed.clone();
                 }
                 recorded.waiting = v.waiting.len();
                 if !v.waiting.is_empty() && held_since.is_none() {
@@ -390,6 +492,52 @@ mod tests {
                 }
             }
             prop_assert!(deleted <= fleet);
+        }
+
+        /// Within one window, clusters leaving and coming back in any
+        /// order: the works missing from the most the replica set had never
+        /// exceed the allowance of that most.
+        #[test]
+        fn returns_refund_no_more_than_they_gave(
+            fleet in 4usize..60,
+            steps in proptest::collection::vec((0usize..60, 0usize..60, any::<bool>()), 1..40),
+        ) {
+            let budget = Budget::default();
+            let all = names(fleet);
+            let mut live: std::collections::BTreeSet<String> = all.iter().cloned().collect();
+            let mut recorded = Recorded::default();
+            let mut high_water = fleet;
+            for (i, (from, count, come_back)) in steps.into_iter().enumerate() {
+                let now = i64::try_from(i).unwrap_or(0);
+                let mut returned = Vec::new();
+                if come_back {
+                    // Some removed clusters get a work again.
+                    for c in all.iter().skip(from).take(count) {
+                        if live.insert(c.clone()) {
+                            returned.push(c.clone());
+                        }
+                    }
+                }
+                high_water = high_water.max(live.len());
+                let candidates: Vec<String> =
+                    live.iter().skip(from % live.len().max(1)).take(count).cloned().collect();
+                let v = deletions_now(&budget, &recorded, live.len(), &candidates, &returned, None, now);
+                for c in &v.delete {
+                    live.remove(c);
+                }
+                if let Some(w) = v.window {
+                    recorded.window = Some(w);
+                    recorded.removed = v.removed.clone();
+                    high_water = high_water.max(w.base);
+                }
+                recorded.waiting = v.waiting.len();
+                let allowance = Window { start: 0, base: high_water, deleted: 0 }.allowance(&budget);
+                prop_assert!(
+                    high_water - live.len() <= allowance,
+                    "{} of {high_water} missing, allowance {allowance}",
+                    high_water - live.len()
+                );
+            }
         }
     }
 }

@@ -342,3 +342,75 @@ async fn switching_placement_refs_to_another_placement_moves_at_the_rollout_pace
     );
     fleet.stop().await;
 }
+
+/// OCM's "label flaps and ends out" scenario, on two real spokes: the
+/// budget (1 of 2 works) lets spoke-a's work go when its label goes, and
+/// gets that share back when spoke-a returns with a new work, so the label
+/// leaving again removes it again rather than holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_label_flaps_and_ends_out_loses_its_work() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&["spoke-a", "spoke-b"]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    create_namespace(&hub, TEAM).await;
+    let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    let label = |env: &'static str| {
+        let clusters = clusters.clone();
+        async move {
+            clusters
+                .patch(
+                    "spoke-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"env": env}}})),
+                )
+                .await
+                .expect("label spoke-a");
+        }
+    };
+    label("prod").await;
+    clusters
+        .patch(
+            "spoke-b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"env": "prod"}}})),
+        )
+        .await
+        .expect("label spoke-b");
+    placement(&hub, "prod", json!({"env": "prod"})).await;
+    create_replica_set(&hub, "prod").await;
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), TEAM);
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-a");
+    let gone = || async {
+        let absent =
+            kube::runtime::wait::await_condition(works.clone(), APP, |w: Option<&ManifestWork>| {
+                w.is_none()
+            });
+        tokio::time::timeout(APPLY_TIMEOUT, absent)
+            .await
+            .expect("spoke-a's work goes")
+            .expect("watch spoke-a's work");
+    };
+    for round in ["first", "second"] {
+        wait_until(&works, APP, "spoke-a's work", APPLY_TIMEOUT, |_| true)
+            .await
+            .unwrap_or_else(|e| panic!("spoke-a gets its work ({round} time): {e}"));
+        label("dev").await;
+        gone().await;
+        if round == "first" {
+            label("prod").await;
+        }
+    }
+    let status = sets.get(APP).await.expect("read").status.expect("status");
+    assert!(
+        condition(&status.conditions, DELETIONS_WAITING).is_none(),
+        "nothing held: {status:?}"
+    );
+    let budget = status.deletion_budget.expect("the window");
+    assert_eq!(
+        (budget.deleted, budget.removed_clusters.as_slice()),
+        (1, &["spoke-a".to_string()][..]),
+        "one removal counted for two: {budget:?}"
+    );
+    fleet.stop().await;
+}

@@ -75,6 +75,7 @@ pub fn recorded(rs: &ManifestWorkReplicaSet) -> Recorded {
             }),
         waiting: usize::try_from(budget.waiting).unwrap_or(0),
         release: budget.last_release.as_ref().map(|r| r.value.clone()),
+        removed: budget.removed_clusters.clone(),
     }
 }
 
@@ -128,11 +129,36 @@ pub fn removals(
         .values()
         .filter(|w| w.meta().deletion_timestamp.is_none())
         .count();
+    let recorded = recorded(rs);
+    // Of the clusters the window removed, those with a work made since it
+    // opened are back (a work the cache still shows from before the
+    // removal is not).
+    let returned: Vec<String> = recorded
+        .window
+        .map(|w| {
+            recorded
+                .removed
+                .iter()
+                .filter(|c| {
+                    existing.get(*c).is_some_and(|work| {
+                        work.meta().deletion_timestamp.is_none()
+                            && work
+                                .meta()
+                                .creation_timestamp
+                                .as_ref()
+                                .is_some_and(|t| t.0.as_second() >= w.start)
+                    })
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     let budget = deletions_now(
         &Budget::default(),
-        &recorded(rs),
+        &recorded,
         live - intents.len(),
         &accidents,
+        &returned,
         // As the status can hold it (and so compare it next time).
         rs.annotations()
             .get(RELEASE_DELETIONS_ANNOTATION)
@@ -156,6 +182,7 @@ fn time(second: i64) -> String {
 fn window_status(
     window: Window,
     waiting: &[String],
+    removed: &[String],
     release: Option<DeletionRelease>,
 ) -> DeletionBudgetStatus {
     DeletionBudgetStatus {
@@ -164,6 +191,7 @@ fn window_status(
         deleted: i32::try_from(window.deleted).unwrap_or(i32::MAX),
         waiting: i32::try_from(waiting.len()).unwrap_or(i32::MAX),
         waiting_clusters: waiting.iter().take(MAX_SUMMARY_ENTRIES).cloned().collect(),
+        removed_clusters: removed.to_vec(),
         last_release: release,
     }
 }
@@ -199,7 +227,12 @@ pub async fn record_window(
     };
     let api: Api<ManifestWorkReplicaSet> =
         Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
-    let status = window_status(window, &verdict.waiting, release_record(rs, verdict));
+    let status = window_status(
+        window,
+        &verdict.waiting,
+        &verdict.removed,
+        release_record(rs, verdict),
+    );
     let patch = json!({"status": {"deletionBudget": status}});
     let params = PatchParams {
         field_manager: Some(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER.into()),
@@ -224,9 +257,13 @@ pub fn fill_budget_status(
     // The last window stays recorded once it ends (it is only read back as
     // ended): dropping it would rewrite the status on every reconcile, as
     // the write that recorded it keeps a share of its fields.
-    let window = verdict.window.or(recorded(rs).window);
+    let before = recorded(rs);
+    let (window, removed) = match verdict.window {
+        Some(w) => (Some(w), verdict.removed.clone()),
+        None => (before.window, before.removed),
+    };
     status.deletion_budget =
-        window.map(|w| window_status(w, &verdict.waiting, release_record(rs, verdict)));
+        window.map(|w| window_status(w, &verdict.waiting, &removed, release_record(rs, verdict)));
     status.conditions.retain(|c| c.type_ != DELETIONS_WAITING);
     if !verdict.waiting.is_empty() {
         let allowance = window.map_or(1, |w| w.allowance(&budget));
@@ -369,6 +406,50 @@ mod tests {
         after.status = Some(status);
         let verdict = removals(&after, &works(8, "new"), &BTreeMap::new(), true, now()).budget;
         assert_eq!(verdict.delete.len(), 2, "a new budget, no second release");
+    }
+
+    #[test]
+    fn a_cluster_back_with_a_new_work_gives_its_share_back_a_stale_one_does_not() {
+        let mut rs = rs(json!({}));
+        rs.status = Some(ManifestWorkReplicaSetStatus {
+            deletion_budget: Some(DeletionBudgetStatus {
+                window_start: "2026-11-28T04:00:00Z".into(),
+                base: 4,
+                deleted: 1,
+                removed_clusters: vec!["c0".into()],
+                ..DeletionBudgetStatus::default()
+            }),
+            ..ManifestWorkReplicaSetStatus::default()
+        });
+        let now: Timestamp = "2026-11-28T04:02:00Z".parse().expect("time");
+        let made = |at: &str| {
+            let mut existing = works(4, "new");
+            let mut w = (*existing["c0"]).clone();
+            w.metadata.creation_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.parse().expect("time")),
+            );
+            existing.insert("c0".into(), Arc::new(w));
+            existing
+        };
+        // c0's label flapped back (a new work), and out again.
+        let back = removals(
+            &rs,
+            &made("2026-11-28T04:01:00Z"),
+            &BTreeMap::new(),
+            true,
+            now,
+        );
+        let wanted: BTreeMap<String, String> = ["c1", "c2", "c3"]
+            .iter()
+            .map(|c| (c.to_string(), "new".to_string()))
+            .collect();
+        let back_again = removals(&rs, &made("2026-11-28T04:01:00Z"), &wanted, true, now);
+        assert_eq!(back_again.budget.delete, ["c0"], "{back:?}");
+        assert_eq!(back_again.budget.window.map(|w| w.deleted), Some(1));
+        // The work a lagging cache still shows from before the removal is
+        // not a return: nothing more goes.
+        let stale = removals(&rs, &made("2026-11-28T03:00:00Z"), &wanted, true, now);
+        assert!(stale.budget.delete.is_empty(), "{stale:?}");
     }
 
     #[test]

@@ -381,6 +381,7 @@ mod tests {
                 waiting_clusters: (0..ferry_api::replica_set::MAX_SUMMARY_ENTRIES)
                     .map(|i| format!("cluster-{i}-{long}"))
                     .collect(),
+                removed_clusters: (0..100).map(|i| format!("removed-{i}-{long}")).collect(),
                 last_release: Some(ferry_api::replica_set::DeletionRelease {
                     value: "r".repeat(1024),
                     at: "2026-11-27T10:00:00Z".into(),
