@@ -99,6 +99,11 @@ pub const AGENT_SERVICE_ACCOUNT: &str = "ferry-agent";
 /// agents, what they applied on every cluster.
 pub const CONFIRM_DELETION_ANNOTATION: &str = "work.ferry.dev/confirm-deletion";
 
+/// Label the join puts on a cluster's namespace on the hub (value: the
+/// cluster's name): deleting a namespace so labelled is refused until it is
+/// annotated [`CONFIRM_DELETION_ANNOTATION`]`=true`.
+pub const CLUSTER_NAMESPACE_LABEL: &str = "work.ferry.dev/cluster-namespace";
+
 #[cfg(test)]
 mod tests {
     use kube::Resource;

@@ -19,6 +19,7 @@ mod bounded_reports;
 mod cert_reload;
 mod chaos;
 mod charts;
+mod cluster_namespace_deletion;
 mod cluster_profiles;
 mod cluster_sets;
 mod condition_rules;

@@ -27,7 +27,8 @@
 //! - [`hub_writes_policy`]: decisions and hub-owned status are written by
 //!   the hub (and cluster administrators) only.
 //! - [`crd_deletion_policy`]: deleting one of ferry's CRDs needs a
-//!   confirming annotation.
+//!   confirming annotation; [`cluster_namespace_policy`]: so does deleting
+//!   a cluster's namespace.
 //! - [`release_policy`]: releasing a replica set's held deletions is the
 //!   platform role's, and the release names who made it.
 //! - [`watchdog`]: the leader checks the policies stay installed and
@@ -36,6 +37,8 @@
 
 /// Who an approval names as approver: a policy checking it is the creator.
 pub mod approval_policy;
+/// Deleting a cluster's namespace needs a confirming annotation.
+pub mod cluster_namespace_policy;
 /// Who may bind a cluster set: a policy asking the API server's authorizer.
 pub mod cluster_set_policy;
 /// Deleting one of ferry's CRDs needs a confirming annotation.

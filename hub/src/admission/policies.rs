@@ -7,6 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, Patch, PatchParams};
 
 use super::approval_policy::approval_policy;
+use super::cluster_namespace_policy::cluster_namespace_policy;
 use super::cluster_set_policy::cluster_set_policy;
 use super::crd_deletion_policy::crd_deletion_policy;
 use super::duplicates_policy::duplicates_policy;
@@ -22,16 +23,17 @@ const FIELD_MANAGER: &str = "ferry-hub";
 /// Every policy ferry installs as rendered into `deploy/crds/`: those of
 /// [`all_policies_for`] with the hub running as the chart's default
 /// ServiceAccount ([`DEFAULT_HUB_USERNAME`]).
-pub fn all_policies() -> [PolicyDef; 8] {
+pub fn all_policies() -> [PolicyDef; 9] {
     all_policies_for(&[DEFAULT_HUB_USERNAME.to_string()])
 }
 
 /// Every policy ferry installs, in install and render order: duplicate
 /// manifests, executors, cluster-set binds, rollout approvals, the writes
 /// only the hub (running as `hub_writers`) makes, executors required in
-/// labelled namespaces, confirmed deletions of ferry's CRDs, and releases
-/// of held deletions by the platform role.
-pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 8] {
+/// labelled namespaces, confirmed deletions of ferry's CRDs, releases of
+/// held deletions by the platform role, and confirmed deletions of cluster
+/// namespaces.
+pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 9] {
     [
         duplicates_policy(),
         executor_policy(),
@@ -41,6 +43,7 @@ pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 8] {
         executor_required_policy(),
         crd_deletion_policy(),
         release_policy(),
+        cluster_namespace_policy(),
     ]
 }
 

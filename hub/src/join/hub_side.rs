@@ -9,7 +9,7 @@ use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 use crate::grpc::identity::agent_cluster;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::contract::{
-    AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET,
-    TOKEN_BINDING_LABEL,
+    AGENT_SERVICE_ACCOUNT, AGENT_TOKEN_AUDIENCE, CLUSTER_NAMESPACE_LABEL, CLUSTER_SET_LABEL,
+    DEFAULT_CLUSTER_SET, TOKEN_BINDING_LABEL,
 };
 use ferry_api::managed_cluster::{ManagedCluster, ManagedClusterSpec};
 
@@ -173,13 +173,42 @@ pub async fn prepare_hub(
     };
     let mut done = Vec::new();
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    // Labelled as the cluster's, so deleting it needs a confirmation
+    // (admission policy cluster-namespace-deletions-confirmed).
+    let label = BTreeMap::from([(CLUSTER_NAMESPACE_LABEL.to_string(), name.to_string())]);
     let namespace = Namespace {
-        metadata: meta(None, name),
+        metadata: ObjectMeta {
+            labels: Some(label.clone()),
+            ..meta(None, name)
+        },
         ..Default::default()
     };
-    let change = create_if_absent(&namespaces, &namespace)
+    let mut change = create_if_absent(&namespaces, &namespace)
         .await
         .map_err(failed("the namespace"))?;
+    if change == Change::Unchanged {
+        // Made before (by hand, or by a join of an older version).
+        let existing = namespaces
+            .get(name)
+            .await
+            .map_err(failed("the namespace"))?;
+        if existing
+            .labels()
+            .get(CLUSTER_NAMESPACE_LABEL)
+            .map(String::as_str)
+            != Some(name)
+        {
+            namespaces
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"metadata": {"labels": label}})),
+                )
+                .await
+                .map_err(failed("the namespace's label"))?;
+            change = Change::Configured;
+        }
+    }
     done.push(Applied::hub(format!("namespace/{name}"), change));
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
     let account = ServiceAccount {
