@@ -235,6 +235,20 @@ pub fn not_available(generation: i64) -> v1::Condition {
     )
 }
 
+/// The `Available` condition of a manifest whose write was refused
+/// (`reason`, the refusal's) and whose object this work never created, as
+/// the work's own record says, with no read: False, as OCM reports it,
+/// whether or not someone else's object of that name exists.
+pub fn refused_never_created(reason: &str, refusal: &str, generation: i64) -> v1::Condition {
+    condition_of(
+        AVAILABLE,
+        "False",
+        reason,
+        format!("this work never created the object and its write was refused: {refusal}"),
+        generation,
+    )
+}
+
 /// The `Available` condition, status Unknown, of a manifest whose object
 /// could not be looked up: `reason` says why (OCM's
 /// `IncompleteResourceMeta` or `FetchingResourceFailed`).

@@ -15,9 +15,9 @@ use tracing::{Instrument as _, debug, info_span, warn};
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{
-    Observed, availability_unknown, condition, not_available, observe, work_applied_condition,
-    work_available_condition, work_degraded_condition, work_progressing_condition,
-    work_rule_conditions,
+    Observed, availability_unknown, condition, not_available, observe, refused_never_created,
+    work_applied_condition, work_available_condition, work_degraded_condition,
+    work_progressing_condition, work_rule_conditions,
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
@@ -115,6 +115,18 @@ impl PassRecord {
             .filter(|uid| !uid.is_empty())
     }
 
+    /// Whether an earlier pass recorded creating (or holding) the object
+    /// of `identity`, with its UID: an intent alone does not count.
+    fn created_before(&self, identity: &ManifestIdentity) -> bool {
+        self.previous.iter().any(|r| {
+            !r.uid.is_empty()
+                && r.group == identity.group
+                && r.kind == identity.kind
+                && r.namespace == identity.namespace.as_deref().unwrap_or_default()
+                && r.name == identity.name
+        })
+    }
+
     fn holds(&self, slot: &AppliedResource) -> bool {
         self.stored.iter().any(|r| r.same_object(slot))
     }
@@ -180,6 +192,17 @@ impl ManifestFailure {
             ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => "ExecutorRequired",
             ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => "ExecutorClientFailed",
         }
+    }
+
+    /// Whether the executor was refused the write (its rights, asked of
+    /// the spoke's API server): nothing was written.
+    fn is_write_refusal(&self) -> bool {
+        matches!(
+            self,
+            ManifestFailure::Executor(
+                ExecutorError::NotAllowed { .. } | ExecutorError::Escalation { .. }
+            )
+        )
     }
 
     fn is_transient(&self) -> bool {
@@ -501,7 +524,41 @@ impl Reconciler {
                         failure.to_string(),
                         generation,
                     ));
+                    // A refused write (not a ReadOnly manifest's check) of
+                    // an object this work never created (its own record
+                    // says so): not available to it, with no read (the
+                    // executor may not be allowed one).
+                    let writes = strategy_of(
+                        options_for(
+                            &spec.manifest_configs,
+                            &meta.group,
+                            &meta.resource,
+                            &meta.namespace,
+                            &meta.name,
+                        )
+                        .as_ref(),
+                    )
+                    .is_ok_and(|(s, _)| s.writes() != Writes::Never);
+                    let never_created = writes
+                        && failure.is_write_refusal()
+                        && identified.is_some_and(|identity| {
+                            record.as_ref().is_ok_and(|r| !r.created_before(identity))
+                        });
                     let lookup = match identified {
+                        _ if never_created => {
+                            conditions.push(refused_never_created(
+                                failure.reason(),
+                                &failure.to_string(),
+                                generation,
+                            ));
+                            manifests[index] = Some(v1::ManifestStatus {
+                                resource_meta: Some(meta),
+                                conditions,
+                                feedback,
+                                drift,
+                            });
+                            continue;
+                        }
                         Some(identity) => {
                             self.look_up(identity, &spec.manifest_configs, spec.executor.as_ref())
                                 .await

@@ -5,8 +5,10 @@
 //! write the executor may not make) or through a CEL condition rule's
 //! message. The agent may read every Secret itself, but reports nothing of
 //! one the executor may not `get`: the manifest's `Available` condition says
-//! `ExecutorCannotRead`, naming the executor and the verb, and the Secret's
-//! value appears nowhere in the work's status. Granted `get`, the executor's
+//! `ExecutorCannotRead`, naming the executor and the verb (a refused write
+//! of an object the work never created: `Available=False` with the refusal,
+//! known from the work's own record), and the Secret's value appears
+//! nowhere in the work's status. Granted `get`, the executor's
 //! work sees the value.
 
 use ferry_api::manifest_work::{
@@ -237,12 +239,35 @@ async fn a_read_only_work_cannot_read_a_secret_its_executor_may_not_get() {
     assert_no_leak(work("read-only", secret_manifest(None), config)).await;
 }
 
+/// A refused write of an object this work never created: its own record
+/// says so, with no read, and the manifest is `Available=False` with the
+/// refusal as the reason, as OCM reports it (issue 48), where it used to be
+/// `Unknown/ExecutorCannotRead`.
+fn refused_write_never_created(work: &ManifestWork) -> bool {
+    manifest_condition(work, 0, "Available").is_some_and(|c| {
+        c.status == "False"
+            && c.reason == "AppliedManifestFailed"
+            && c.message
+                .starts_with("this work never created the object and its write was refused")
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_write_does_not_report_the_object_read_as_the_agent() {
     let mut config = secret_config(UpdateStrategyType::Update);
     config.feedback_rules = vec![token_feedback()];
     let manifest = secret_manifest(Some(json!({"token": "overwritten"})));
-    assert_no_leak(work("refused-write", manifest, config)).await;
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
+        .await
+        .expect("fleet starts");
+    prepare_spoke(&fleet.spoke(CLUSTER).client).await;
+    assert_refused_without_leak(
+        &fleet,
+        work("refused-write", manifest, config),
+        refused_write_never_created,
+    )
+    .await;
+    fleet.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
