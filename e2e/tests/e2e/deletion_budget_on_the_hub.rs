@@ -414,3 +414,84 @@ async fn a_cluster_whose_label_flaps_and_ends_out_loses_its_work() {
     );
     fleet.stop().await;
 }
+
+/// The issue's own case at 100 clusters (no agents): a selector typo in
+/// the Placement that matches 1 of 100 clusters removes the budget's 25
+/// works and holds the other 74 (that the clock does not release them is
+/// `fleet-semantics`' unit and property tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_typo_matching_1_of_100_clusters_removes_only_the_budget() {
+    let fleet = Fleet::start(FleetOptions::with_spokes(&[]))
+        .await
+        .expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    create_namespace(&hub, TEAM).await;
+    let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    let names: Vec<String> = (0..100).map(|i| format!("fleet-{i:03}")).collect();
+    for name in &names {
+        create_namespace(&hub, name).await;
+        let mut cluster = ManagedCluster::new(name, ManagedClusterSpec::default());
+        cluster.metadata.labels = Some(BTreeMap::from([
+            ("env".into(), "prod".into()),
+            ("site".into(), name.clone()),
+        ]));
+        clusters
+            .create(&PostParams::default(), &cluster)
+            .await
+            .expect("create ManagedCluster");
+    }
+    placement(&hub, "prod", json!({"env": "prod"})).await;
+    create_replica_set(&hub, "prod").await;
+    let sets: Api<ManifestWorkReplicaSet> = Api::namespaced(hub.clone(), TEAM);
+    waits_for_works(&sets, 100).await;
+
+    // The typo: a selector that matches one cluster.
+    Api::<Placement>::namespaced(hub.clone(), TEAM)
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"predicates": [{"requiredClusterSelector": {
+                "labelSelector": {"matchLabels": {"env": "prod", "site": "fleet-000"}}}}]}})),
+        )
+        .await
+        .expect("the typo");
+    let held = wait_until(&sets, APP, "74 held", APPLY_TIMEOUT, |rs| {
+        rs.status.as_ref().is_some_and(|s| {
+            s.deletion_budget
+                .as_ref()
+                .is_some_and(|b| b.deleted == 25 && b.waiting == 74)
+        })
+    })
+    .await
+    .expect("the budget holds the rest");
+    // Recorded before carried out: the 25 (taken by name, fleet-001 to
+    // fleet-025) are being deleted once their deletions land.
+    for name in &names[1..26] {
+        let works: Api<ManifestWork> = Api::namespaced(hub.clone(), name);
+        let going = kube::runtime::wait::await_condition(works, APP, |w: Option<&ManifestWork>| {
+            w.is_none_or(|w| w.metadata.deletion_timestamp.is_some())
+        });
+        tokio::time::timeout(APPLY_TIMEOUT, going)
+            .await
+            .unwrap_or_else(|_| panic!("the work of {name} goes within the budget"))
+            .unwrap_or_else(|e| panic!("watching the work of {name}: {e}"));
+    }
+    let mut live = 0;
+    for name in &names {
+        let work = Api::<ManifestWork>::namespaced(hub.clone(), name)
+            .get_opt(APP)
+            .await
+            .expect("read work");
+        live += usize::from(work.is_some_and(|w| w.metadata.deletion_timestamp.is_none()));
+    }
+    println!(
+        "{}",
+        held.status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, DELETIONS_WAITING))
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    );
+    assert_eq!(live, 75, "25 of 100 removed, no more");
+    fleet.stop().await;
+}
