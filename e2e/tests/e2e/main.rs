@@ -42,6 +42,7 @@ mod executor_only_agent;
 mod executor_reads;
 mod executor_required;
 mod executor_scope;
+mod fenced_writes;
 mod field_managers;
 mod fleet_admission;
 mod fleet_scale;

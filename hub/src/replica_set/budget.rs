@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::error::{ReplicaSetError, failed};
+use super::error::{ReplicaSetError, failed_fenced};
 use super::rollout::resolve;
 use crate::placement::controller::condition;
 use ferry_api::contract::{PLACEMENT_NAME_LABEL, RELEASE_DELETIONS_ANNOTATION};
@@ -233,7 +233,12 @@ pub async fn record_window(
         &verdict.removed,
         release_record(rs, verdict),
     );
-    let patch = json!({"status": {"deletionBudget": status}});
+    // The resourceVersion is a precondition: a leader that decided from an
+    // older object records (and so deletes) nothing.
+    let patch = json!({
+        "metadata": {"resourceVersion": rs.resource_version()},
+        "status": {"deletionBudget": status},
+    });
     let params = PatchParams {
         field_manager: Some(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER.into()),
         ..PatchParams::default()
@@ -241,7 +246,7 @@ pub async fn record_window(
     let written = api
         .patch_status(&rs.name_any(), &params, &Patch::Merge(&patch))
         .await
-        .map_err(failed(rs, "recording the deletion budget's window"))?;
+        .map_err(failed_fenced(rs, "recording the deletion budget's window"))?;
     Ok(written.resource_version())
 }
 

@@ -30,7 +30,7 @@ use super::health_pool::{HealthPool, HealthPoolConfig};
 use super::revisions::{protected_hashes, sync_revisions};
 use super::rollback::record_rollback;
 use super::rollout_signals::rollout_signals;
-use super::status::write_status;
+use super::status::{fence, write_status};
 use crate::metrics::RolloutMetrics;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
@@ -209,14 +209,30 @@ impl Context {
         }
         // Record before act: the rollback, then the budget's window, are in
         // the status before the first work they decide is written or
-        // deleted; a failed record writes no work.
+        // deleted; a failed record writes no work. Every write to the
+        // replica set carries the resourceVersion the decision was made
+        // from (then the one this reconcile wrote): a leader that decided
+        // from an older object, paused and resumed after another took
+        // over, writes nothing (fenced).
+        let mut at = (*rs).clone();
+        let mut recorded = false;
         if let Some(rollback) = &decision.record_rollback
-            && let Some(version) = record_rollback(&self.client, &rs, rollback).await?
+            && let Some(version) = record_rollback(&self.client, &at, rollback).await?
         {
-            self.written.lock().await.insert(owner.clone(), version);
+            self.written
+                .lock()
+                .await
+                .insert(owner.clone(), version.clone());
+            at.metadata.resource_version = Some(version);
+            recorded = true;
         }
-        if let Some(version) = record_window(&self.client, &rs, &decision.removals.budget).await? {
-            self.written.lock().await.insert(owner.clone(), version);
+        if let Some(version) = record_window(&self.client, &at, &decision.removals.budget).await? {
+            self.written
+                .lock()
+                .await
+                .insert(owner.clone(), version.clone());
+            at.metadata.resource_version = Some(version);
+            recorded = true;
         }
         // A gate that passes now is in the status before the first work of
         // the groups after it: a leader taking over reads it passed and
@@ -224,13 +240,23 @@ impl Context {
         // may no longer hold) with some of those groups already written.
         if !decision.record_gates.is_empty() {
             let status = decide_status(&snapshot, &decision, &snapshot.existing, &decision.refused);
-            if let Some(version) = write_status(&self.client, &rs, status).await? {
-                self.written.lock().await.insert(owner.clone(), version);
+            if let Some(version) = write_status(&self.client, &at, status).await? {
+                self.written
+                    .lock()
+                    .await
+                    .insert(owner.clone(), version.clone());
+                at.metadata.resource_version = Some(version);
+                recorded = true;
             }
         }
         let mut refused = decision.refused.clone();
         let mut newly_refused = false;
         if let Some(works) = &decision.works {
+            // Nothing recorded yet: check the decision's object is current
+            // before its first work write (writing nothing).
+            if !recorded && (!works.start.is_empty() || !works.delete.is_empty()) {
+                fence(&self.client, &at).await?;
+            }
             let new = deploy(
                 &self.client,
                 &rs,
@@ -260,7 +286,7 @@ impl Context {
         let status = decide_status(&snapshot, &decision, &generated, &refused);
         self.rollout_metrics
             .set(&namespace, &rs.name_any(), &rollout_signals(&status));
-        if let Some(version) = write_status(&self.client, &rs, status).await? {
+        if let Some(version) = write_status(&self.client, &at, status).await? {
             self.written.lock().await.insert(owner.clone(), version);
         }
         Ok(decision.action(newly_refused))
@@ -353,6 +379,15 @@ fn error_policy(
         error
     {
         return Action::requeue(Duration::from_secs(1));
+    }
+    // Moved on since it was read: decide again from the newer object (its
+    // watch event brings it) rather than report a failure.
+    if let kube::runtime::finalizer::Error::ApplyFailed(
+        superseded @ ReplicaSetError::Superseded { .. },
+    ) = error
+    {
+        tracing::info!(replica_set = %rs.name_any(), error = %superseded, "deciding again");
+        return Action::requeue(Duration::from_millis(500));
     }
     warn!(replica_set = %rs.name_any(), %error, "retrying");
     Action::requeue(Duration::from_secs(2))
