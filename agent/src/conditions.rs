@@ -152,6 +152,27 @@ pub fn observe(
     generation: i64,
     max_json_raw_length: usize,
 ) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
+    let mut conditions = observe_health(meta, &observed.object, generation);
+    let (synced, values) = observe_feedback(
+        meta,
+        &observed.object,
+        &observed.rules,
+        generation,
+        max_json_raw_length,
+    );
+    conditions.push(synced);
+    (conditions, values)
+}
+
+/// The conditions of [`observe`] but `StatusFeedbackSynced`: `Available`
+/// and the health ferry knows for the kind of the live `object`. Cheap;
+/// the feedback rules (JSONPath, tenant input) are evaluated apart, on the
+/// agent's bounded pool ([`observe_feedback`]).
+pub fn observe_health(
+    meta: &v1::ResourceMeta,
+    object: &Value,
+    generation: i64,
+) -> Vec<v1::Condition> {
     let mut conditions = vec![condition(
         AVAILABLE,
         true,
@@ -159,7 +180,7 @@ pub fn observe(
         MESSAGE_AVAILABLE,
         generation,
     )];
-    if let Some(health) = health(&meta.group, &meta.kind, &observed.object) {
+    if let Some(health) = health(&meta.group, &meta.kind, object) {
         let progressing_reason = if health.progressing {
             REASON_PROGRESSING
         } else {
@@ -185,20 +206,37 @@ pub fn observe(
             generation,
         ));
     }
-    if observed.rules.is_empty() {
-        conditions.push(condition(
-            FEEDBACK_SYNCED,
-            true,
-            "NoStatusFeedbackSynced",
-            "",
-            generation,
-        ));
-        return (conditions, vec![]);
+    conditions
+}
+
+/// `StatusFeedbackSynced` and the values of the feedback `rules` over the
+/// live `object` (of kind `meta`), stamped with `generation`: True with
+/// reason `NoStatusFeedbackSynced` without rules; raw JSON values longer
+/// than `max_json_raw_length` bytes are left out with a reason. Runs the
+/// rules' JSONPaths on the calling thread.
+pub fn observe_feedback(
+    meta: &v1::ResourceMeta,
+    object: &Value,
+    rules: &[v1::FeedbackRule],
+    generation: i64,
+    max_json_raw_length: usize,
+) -> (v1::Condition, Vec<v1::FeedbackValue>) {
+    if rules.is_empty() {
+        return (
+            condition(
+                FEEDBACK_SYNCED,
+                true,
+                "NoStatusFeedbackSynced",
+                "",
+                generation,
+            ),
+            vec![],
+        );
     }
     let outcome = evaluate_feedback_with_limit(
         (&meta.group, &meta.kind),
-        &observed.object,
-        &observed.rules,
+        object,
+        rules,
         max_json_raw_length,
     );
     let synced = if outcome.problems.is_empty() {
@@ -219,8 +257,7 @@ pub fn observe(
             generation,
         )
     };
-    conditions.push(synced);
-    (conditions, outcome.values)
+    (synced, outcome.values)
 }
 
 /// The `Available` condition of a manifest whose object is not on the spoke

@@ -15,9 +15,9 @@ use tracing::{Instrument as _, debug, info_span, warn};
 use crate::applied_works::{AppliedResource, AppliedWorks};
 use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
 use crate::conditions::{
-    Observed, availability_unknown, condition, not_available, observe, refused_never_created,
-    work_applied_condition, work_available_condition, work_degraded_condition,
-    work_progressing_condition, work_rule_conditions,
+    Observed, availability_unknown, condition, not_available, observe_health,
+    refused_never_created, work_applied_condition, work_available_condition,
+    work_degraded_condition, work_progressing_condition, work_rule_conditions,
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
@@ -255,6 +255,32 @@ enum Lookup {
 }
 
 impl Reconciler {
+    /// The conditions and feedback values of a manifest (of a work of
+    /// `owner`) whose object exists: `Available` and its health here, its
+    /// feedback rules (tenant JSONPath) on the bounded rule pool, never on
+    /// the async runtime.
+    async fn observe(
+        &self,
+        owner: &str,
+        meta: &v1::ResourceMeta,
+        observed: &Observed,
+        generation: i64,
+    ) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
+        let mut conditions = observe_health(meta, &observed.object, generation);
+        let (synced, values) = self
+            .rules
+            .feedback(
+                owner,
+                meta,
+                &observed.object,
+                &observed.rules,
+                generation,
+                self.max_json_raw_length,
+            )
+            .await;
+        conditions.push(synced);
+        (conditions, values)
+    }
     /// A reconciler writing with `client`, recording in `applied`,
     /// counting applies in `metrics` and checking works' executors with
     /// `executor`.
@@ -499,7 +525,7 @@ impl Reconciler {
                     match &report.observed {
                         Some(observed) => {
                             let (more, values) =
-                                observe(&meta, observed, generation, self.max_json_raw_length);
+                                self.observe(owner, &meta, observed, generation).await;
                             conditions.extend(more);
                             self.add_rule_conditions(
                                 owner,
@@ -571,7 +597,7 @@ impl Reconciler {
                     match lookup {
                         Lookup::Found(observed) => {
                             let (more, values) =
-                                observe(&meta, &observed, generation, self.max_json_raw_length);
+                                self.observe(owner, &meta, &observed, generation).await;
                             conditions.extend(more);
                             self.add_rule_conditions(
                                 owner,

@@ -21,7 +21,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, timeout_at};
 
-use crate::conditions::condition_of;
+use crate::conditions::{condition_of, observe_feedback};
+use ferry_semantics::contract::FEEDBACK_SYNCED;
 
 /// How many rule evaluations may run at once.
 pub const CONCURRENT_EVALUATIONS: usize = 3;
@@ -139,6 +140,63 @@ impl RuleEvaluator {
                 failed(format!(
                     "CEL evaluation exceeded its {bound:?} time bound at {at}"
                 ))
+            }
+        }
+    }
+
+    /// `StatusFeedbackSynced` and the values of the feedback `rules` (of a
+    /// work of `owner`) over the live object `meta` names, evaluated on this
+    /// pool: JSONPath is tenant input, and jsonpath-rust's work grows with
+    /// the object and the path, so it never runs on the async runtime and
+    /// takes at most the owner's share of the pool's threads. Within
+    /// [`TIME_PER_EXPRESSION`] per path, at most [`MAX_TIME_PER_MANIFEST`].
+    /// Never fails: past its bound (or when the pool stays busy that long)
+    /// the condition is False, saying so, and no value is reported.
+    pub async fn feedback(
+        &self,
+        owner: &str,
+        meta: &v1::ResourceMeta,
+        live: &Value,
+        rules: &[v1::FeedbackRule],
+        generation: i64,
+        max_json_raw_length: usize,
+    ) -> (v1::Condition, Vec<v1::FeedbackValue>) {
+        if rules.is_empty() {
+            return observe_feedback(meta, live, rules, generation, max_json_raw_length);
+        }
+        let paths: usize = rules.iter().map(|r| r.json_paths.len().max(1)).sum();
+        let bound = TIME_PER_EXPRESSION
+            .saturating_mul(u32::try_from(paths).unwrap_or(u32::MAX))
+            .min(MAX_TIME_PER_MANIFEST);
+        let owned = (meta.clone(), live.clone(), rules.to_vec());
+        let ran = self
+            .run_bounded(owner, Instant::now() + bound, move || {
+                let (meta, live, rules) = owned;
+                observe_feedback(&meta, &live, &rules, generation, max_json_raw_length)
+            })
+            .await;
+        let failed = |message: String| {
+            (
+                condition_of(
+                    FEEDBACK_SYNCED,
+                    "False",
+                    "StatusFeedbackSyncFailed",
+                    message,
+                    generation,
+                ),
+                Vec::new(),
+            )
+        };
+        match ran {
+            Ok(evaluated) => evaluated,
+            Err(Unfinished::Busy) => failed(format!(
+                "status feedback was not evaluated within its {bound:?} time bound: other evaluations (of this owner's share, or of the agent's pool) are still running"
+            )),
+            Err(Unfinished::TimedOut) => failed(format!(
+                "status feedback evaluation exceeded its {bound:?} time bound"
+            )),
+            Err(Unfinished::Panicked(error)) => {
+                failed(format!("status feedback evaluation failed: {error}"))
             }
         }
     }
@@ -341,6 +399,65 @@ mod tests {
                 .await,
             Ok(true)
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn feedback_runs_on_the_pool_within_its_owners_share() {
+        let meta = v1::ResourceMeta {
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            ..Default::default()
+        };
+        let live = json!({"data": {"k": "v"}});
+        let rules = vec![v1::FeedbackRule {
+            r#type: "JSONPaths".into(),
+            json_paths: vec![v1::NamedJsonPath {
+                name: "k".into(),
+                path: ".data.k".into(),
+            }],
+        }];
+        let evaluator = Arc::new(RuleEvaluator::default());
+        let (synced, values) = evaluator
+            .feedback("team-b", &meta, &live, &rules, 3, 1024)
+            .await;
+        assert_eq!(
+            (synced.status.as_str(), synced.observed_generation),
+            ("True", 3)
+        );
+        assert_eq!(values.len(), 1, "{values:?}");
+        // team-a's runaway rules hold its share: its feedback waits and
+        // says so; team-b's is still evaluated on the pool's third thread.
+        let items: Vec<i64> = (0..700).collect();
+        let work = json!({"status": {"items": items}});
+        let heavy = "work.status.items.all(x, work.status.items.all(y, x + y >= 0))";
+        let hogs: Vec<_> = (0..2)
+            .map(|_| {
+                let (evaluator, work) = (evaluator.clone(), work.clone());
+                tokio::spawn(async move { evaluator.check_readiness("team-a", heavy, work).await })
+            })
+            .collect();
+        // The signal: both hogs hold their threads (one pool permit left).
+        while evaluator.permits.available_permits() > 1 {
+            tokio::task::yield_now().await;
+        }
+        let team_a = evaluator
+            .feedback("team-a", &meta, &live, &rules, 3, 1024)
+            .await;
+        let team_b = evaluator
+            .feedback("team-b", &meta, &live, &rules, 3, 1024)
+            .await;
+        for hog in hogs {
+            assert_eq!(hog.await.ok(), Some(Err(ReadinessCheckError::TimedOut)));
+        }
+        assert_eq!(team_a.0.status, "False");
+        assert!(
+            team_a.0.message.contains("time bound"),
+            "{}",
+            team_a.0.message
+        );
+        assert!(team_a.1.is_empty());
+        assert_eq!(team_b.0.status, "True", "{}", team_b.0.message);
+        assert_eq!(team_b.1.len(), 1);
     }
 
     #[tokio::test]
