@@ -418,4 +418,27 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn held_deletions_and_decisions_are_shown_with_how_to_release() {
+        let mut rs = rs();
+        rs.status = serde_json::from_value(json!({"conditions": [
+            {"type": "DeletionsWaiting", "status": "True", "reason": "DeletionBudgetExhausted",
+             "observedGeneration": 1, "lastTransitionTime": "2026-11-27T04:00:00Z",
+             "message": "3 deletions held, first 3: c2, c3, c4; ... annotates the replica set work.ferry.dev/release-deletions"},
+            {"type": "PlacementDecisionsHeld", "status": "True", "reason": "GrantLost",
+             "observedGeneration": 1, "lastTransitionTime": "2026-11-27T04:00:00Z",
+             "message": "placement p holds its last decisions"}]}))
+        .expect("status");
+        let text = rollout_status(&rs, &BTreeMap::new(), &BTreeMap::new());
+        assert!(
+            text.contains("Deletions held: 3 deletions held, first 3: c2, c3, c4")
+                && text.contains("work.ferry.dev/release-deletions"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Placement decisions held: placement p holds its last decisions"),
+            "{text}"
+        );
+    }
 }
