@@ -10,7 +10,7 @@ use backon::BackoffBuilder;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use ferry_proto::{CLUSTER_METADATA, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -18,6 +18,8 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tracing::{Instrument as _, info, warn};
 
 use crate::Telemetry;
+use crate::deletion_brake::DeletionBrake;
+use crate::deletion_brake::ledger::Holding;
 use crate::metrics::ReasonLabel;
 use crate::orphan_records::OrphanSweep;
 use crate::redial;
@@ -353,6 +355,7 @@ async fn connect_once(
         outbound,
         board.clone(),
         config.heartbeat_interval,
+        works.deletion_brake().map(|brake| BrakeView::new(brake)),
         telemetry.clone(),
     )));
     let mut established = None;
@@ -397,12 +400,60 @@ fn report_span(status: &v1::WorkStatus) -> tracing::Span {
     span
 }
 
+/// What the deletion brake holds, as a heartbeat carries it to the hub.
+struct BrakeView {
+    holding: watch::Receiver<Holding>,
+    namespace: String,
+}
+
+impl BrakeView {
+    fn new(brake: &DeletionBrake) -> Self {
+        Self {
+            holding: brake.holding(),
+            namespace: brake.namespace().to_string(),
+        }
+    }
+
+    /// The report, or None while the brake holds nothing.
+    fn report(&self) -> Option<v1::DeletionBrake> {
+        let holding = *self.holding.borrow();
+        (holding.works > 0).then(|| v1::DeletionBrake {
+            held_works: holding.works,
+            held_objects: holding.objects,
+            since_unix_seconds: holding.since,
+            ledger_namespace: self.namespace.clone(),
+        })
+    }
+
+    /// Resolves when what the brake holds changes; never without a brake.
+    async fn changed(brake: &mut Option<Self>) {
+        if let Some(view) = brake
+            && view.holding.changed().await.is_ok()
+        {
+            return;
+        }
+        std::future::pending().await
+    }
+}
+
+/// A heartbeat carrying what `brake` holds.
+fn heartbeat_message(brake: Option<&BrakeView>) -> v1::AgentMessage {
+    let mut beat = v1::Heartbeat::now();
+    beat.deletion_brake = brake.and_then(BrakeView::report);
+    v1::AgentMessage {
+        body: Some(agent_message::Body::Heartbeat(beat)),
+    }
+}
+
 /// Sends unsent statuses as they are published, and a heartbeat every
-/// `heartbeat`. Statuses that could not be sent go back on the board.
+/// `heartbeat` and whenever what `brake` holds changes (so the hub shows a
+/// hold within moments). Statuses that could not be sent go back on the
+/// board.
 async fn send_reports(
     outbound: mpsc::Sender<v1::AgentMessage>,
     board: Arc<StatusBoard>,
     heartbeat: Duration,
+    mut brake: Option<BrakeView>,
     telemetry: Telemetry,
 ) {
     let metrics = &telemetry.metrics;
@@ -411,6 +462,11 @@ async fn send_reports(
     let mut ticker = tokio::time::interval(heartbeat);
     loop {
         tokio::select! {
+            () = BrakeView::changed(&mut brake) => {
+                if outbound.send(heartbeat_message(brake.as_ref())).await.is_err() {
+                    return;
+                }
+            }
             changed = published.changed() => {
                 if changed.is_err() {
                     return;
@@ -429,10 +485,7 @@ async fn send_reports(
                 }
             }
             _ = ticker.tick() => {
-                let beat = v1::AgentMessage {
-                    body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
-                };
-                if outbound.send(beat).await.is_err() {
+                if outbound.send(heartbeat_message(brake.as_ref())).await.is_err() {
                     return;
                 }
             }

@@ -136,6 +136,11 @@ impl WorkManager {
         }
     }
 
+    /// The agent's deletion brake, when it has one.
+    pub fn deletion_brake(&self) -> Option<&Arc<DeletionBrake>> {
+        self.shared.brake.as_ref()
+    }
+
     /// Stops taking work and lets every worker finish the pass it is in,
     /// for at most `grace`; a pass still running then is abandoned (its
     /// task is aborted between requests). Abandoning is safe: every object is

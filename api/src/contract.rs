@@ -68,11 +68,16 @@ pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applie
 /// hash of the template and overrides it was rendered from
 /// (`ferry_fleet_semantics::revision::revision_hash`).
 pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
-/// Annotation on a ManifestWorkReplicaSet: with value `true`, deletions of
-/// its works waiting for the deletion budget all go now (they are still
-/// recorded in the window). Remove it afterwards: while it is set, the
-/// budget does not hold (docs/rollback.md).
+/// Annotation that releases held deletions once per new value, which says
+/// who released and why (`<user>: <why>`): on a ManifestWorkReplicaSet it
+/// lets the removals its deletion budget holds go (only a platform role may
+/// set it, policy `deletion-releases.work.ferry.dev`); on the agent's
+/// ledger ConfigMap ([`DELETION_BRAKE_LEDGER`]) on a spoke it lets the
+/// deletions the agent's brake holds go (docs/deletion-brake.md).
 pub const RELEASE_DELETIONS_ANNOTATION: &str = "work.ferry.dev/release-deletions";
+/// Name of the ConfigMap on a spoke (in the agent's namespace) where the
+/// agent's deletion brake records what it admitted, holds and was released.
+pub const DELETION_BRAKE_LEDGER: &str = "ferry-deletion-brake";
 /// Namespace label: with value `true`, every ManifestWork and
 /// ManifestWorkReplicaSet written in that namespace must name an executor
 /// (policy `manifestwork-executor-required.work.ferry.dev`). Put it on

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Connected","type":"boolean","jsonPath":".status.connected"}"#,
     printcolumn = r#"{"name":"Agent","type":"string","jsonPath":".status.agentVersion"}"#,
     printcolumn = r#"{"name":"Last Seen","type":"date","jsonPath":".status.lastSeenTime"}"#,
+    printcolumn = r#"{"name":"Held Deletions","type":"integer","jsonPath":".status.deletionBrake.heldWorks"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.disconnectReason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -117,6 +118,29 @@ pub struct ManagedClusterStatus {
     /// --claims`, selected by placements' `claimSelector`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_claims: Vec<ClusterClaim>,
+    /// What the agent's deletion brake holds on the spoke, as its agent
+    /// last reported; absent while it holds nothing. Kept while the agent
+    /// is disconnected (the hold is on the spoke); each new session clears
+    /// it and the agent reports again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_brake: Option<DeletionBrakeStatus>,
+}
+
+/// Deletions the agent's brake holds on the spoke, until a platform admin
+/// releases them there (docs/deletion-brake.md).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionBrakeStatus {
+    /// Works whose deletion is held.
+    pub held_works: u64,
+    /// Objects those works would remove.
+    pub held_objects: u64,
+    /// RFC 3339: when the oldest hold began.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub since: String,
+    /// How to release the hold, on the spoke.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release: String,
 }
 
 #[cfg(test)]

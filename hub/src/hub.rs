@@ -181,7 +181,8 @@ pub async fn run_hub(
         warn!("the replica Lease task ended before the Lease was held");
     }
     let liveness = ClusterLiveness::new(client.clone(), &listeners.replica_lease)
-        .with_disconnected_gauge(metrics.clusters_disconnected.clone());
+        .with_disconnected_gauge(metrics.clusters_disconnected.clone())
+        .with_deletions_held_gauge(metrics.clusters_deletions_held.clone());
     // One copy of every ManagedCluster per replica, kept by the reassert
     // watch: agent authentication reads whether a cluster is accepted here
     // instead of a GET per connect, and the leader's liveness sweep reads

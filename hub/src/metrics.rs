@@ -310,6 +310,10 @@ pub struct HubMetrics {
     /// Accepted clusters whose agent is not connected, as of the leader's
     /// last liveness sweep (0 on other replicas).
     pub clusters_disconnected: Gauge,
+    /// Clusters whose agent's deletion brake holds deletions, as their
+    /// ManagedClusters said at the leader's last liveness sweep (0 on other
+    /// replicas).
+    pub clusters_deletions_held: Gauge,
 }
 
 impl Default for HubMetrics {
@@ -342,6 +346,7 @@ impl Default for HubMetrics {
             messages_too_large: Family::default(),
             rollouts: RolloutMetrics::default(),
             clusters_disconnected: Gauge::default(),
+            clusters_deletions_held: Gauge::default(),
         }
     }
 }
@@ -488,6 +493,11 @@ impl HubMetrics {
             self.clusters_disconnected.clone(),
         );
         registry.register(
+            "clusters_deletions_held",
+            "Clusters whose agent's deletion brake holds deletions until a release on the spoke, as of the leader's last liveness sweep",
+            self.clusters_deletions_held.clone(),
+        );
+        registry.register(
             "rollout_halted",
             "1 while a replica set's rollout is halted (past maxFailures, or a mandatory group failed)",
             self.rollouts.halted.clone(),
@@ -594,6 +604,7 @@ mod tests {
             "ferry_hub_replica_set_deletions_held{replica_set_namespace=\"apps\",replica_set=\"web\"} 3",
             "ferry_hub_replica_set_decisions_held{replica_set_namespace=\"apps\",replica_set=\"web\"} 1",
             "ferry_hub_clusters_disconnected 0",
+            "ferry_hub_clusters_deletions_held 0",
         ] {
             assert!(text.contains(expected), "{expected} in:\n{text}");
         }

@@ -34,6 +34,10 @@ pub struct ClusterRecord {
     /// Why the agent is disconnected, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disconnect_reason: Option<String>,
+    /// Works whose deletion the agent's deletion brake holds on the
+    /// spoke, as the agent last reported (`status.deletionBrake`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_deletions: Option<u64>,
     /// Why the status could not be read, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_error: Option<String>,
@@ -81,6 +85,7 @@ pub fn cluster_records(clusters: &[Value], works: &[WorkEntry]) -> Vec<ClusterRe
                 .unwrap_or_default();
             ClusterRecord {
                 accepted,
+                held_deletions: status.deletion_brake.as_ref().map(|b| b.held_works),
                 connected: status.connected,
                 agent_version: status.agent_version,
                 last_seen_time: status.last_seen_time,
@@ -99,21 +104,21 @@ pub fn cluster_records(clusters: &[Value], works: &[WorkEntry]) -> Vec<ClusterRe
 
 /// The `get clusters` table at `now`. The ACCEPTED column appears when any
 /// cluster carries the accept gate; a cluster without the field is
-/// accepted, as the hub treats it.
+/// accepted, as the hub treats it. The HELD DELETIONS column appears when
+/// any cluster's agent brake holds deletions (its ManagedCluster's
+/// `status.deletionBrake.release` says how to release them).
 pub fn clusters_table(records: &[ClusterRecord], now: Timestamp) -> String {
     let gated = records.iter().any(|r| r.accepted.is_some());
+    let braked = records.iter().any(|r| r.held_deletions.is_some());
     let mut header = vec!["name"];
     if gated {
         header.push("accepted");
     }
-    header.extend([
-        "connected",
-        "agent",
-        "last seen",
-        "works",
-        "failing",
-        "reason",
-    ]);
+    header.extend(["connected", "agent", "last seen", "works", "failing"]);
+    if braked {
+        header.push("held deletions");
+    }
+    header.push("reason");
     let rows = records
         .iter()
         .map(|r| {
@@ -139,8 +144,11 @@ pub fn clusters_table(records: &[ClusterRecord], now: Timestamp) -> String {
                 },
                 r.works.to_string(),
                 r.failing_works.to_string(),
-                reason,
             ]);
+            if braked {
+                row.push(r.held_deletions.map_or("-".into(), |n| n.to_string()));
+            }
+            row.push(reason);
             row
         })
         .collect();
@@ -217,6 +225,38 @@ mod tests {
                 "cluster-a   True        0.1.0   now         2       1         -",
             ]
         );
+    }
+
+    #[test]
+    fn held_deletions_show_when_any_clusters_brake_holds() {
+        let clusters = [
+            cluster(
+                "cluster-a",
+                json!({}),
+                json!({"connected": true, "agentVersion": "0.1.0", "sessionId": "s",
+                       "deletionBrake": {"heldWorks": 6, "heldObjects": 9,
+                                         "since": "2026-11-23T17:50:00Z", "release": "on the spoke"}}),
+            ),
+            cluster(
+                "cluster-b",
+                json!({}),
+                json!({"connected": true, "agentVersion": "0.1.0"}),
+            ),
+        ];
+        let records = cluster_records(&clusters, &[]);
+        assert_eq!(records[0].held_deletions, Some(6));
+        assert_eq!(records[1].held_deletions, None);
+        let text = clusters_table(&records, now());
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                "NAME        CONNECTED   AGENT   LAST SEEN   WORKS   FAILING   HELD DELETIONS   REASON",
+                "cluster-a   True        0.1.0   now         0       0         6                -",
+                "cluster-b   True        0.1.0   now         0       0         -                -",
+            ]
+        );
+        let nothing_held = clusters_table(&records[1..], now());
+        assert!(!nothing_held.contains("HELD"), "{nothing_held}");
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl v1::Heartbeat {
             .unwrap_or_default();
         Self {
             sent_unix_millis: millis,
+            deletion_brake: None,
         }
     }
 }

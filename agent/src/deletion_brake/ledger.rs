@@ -83,10 +83,30 @@ pub struct Release {
     pub objects: u64,
 }
 
+/// What a ledger holds, in sum: what the agent reports to the hub.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// Works whose deletion is held.
+    pub works: u64,
+    /// Objects they would remove.
+    pub objects: u64,
+    /// When the oldest hold began (Unix seconds; 0 when nothing is held).
+    pub since: i64,
+}
+
 impl Ledger {
     /// Objects held, over every held work.
     pub fn held_objects(&self) -> u64 {
         self.held.iter().map(|h| h.objects).sum()
+    }
+
+    /// What the ledger holds, in sum.
+    pub fn holding(&self) -> Holding {
+        Holding {
+            works: self.held.len() as u64,
+            objects: self.held_objects(),
+            since: self.held.iter().map(|h| h.since).min().unwrap_or_default(),
+        }
     }
 
     /// Whether work `uid` is held.
@@ -97,5 +117,36 @@ impl Ledger {
     /// Whether work `uid` was admitted within the window.
     pub fn admits(&self, uid: &str) -> bool {
         self.admitted.iter().any(|a| a.uid == uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(uid: &str, objects: u64, since: i64) -> Held {
+        Held {
+            uid: uid.into(),
+            work: uid.into(),
+            objects,
+            since,
+        }
+    }
+
+    #[test]
+    fn holding_sums_the_held_works_from_the_oldest_hold() {
+        assert_eq!(Ledger::default().holding(), Holding::default());
+        let ledger = Ledger {
+            held: vec![held("a", 3, 200), held("b", 4, 100)],
+            ..Ledger::default()
+        };
+        assert_eq!(
+            ledger.holding(),
+            Holding {
+                works: 2,
+                objects: 7,
+                since: 100
+            }
+        );
     }
 }

@@ -30,8 +30,9 @@ use tracing::{info, warn};
 
 use crate::applied_works::AppliedWorks;
 use decide::{Limits, Request, Verdict};
-use ledger::Ledger;
-use store::{LEDGER_NAME, LedgerStore, RELEASE_ANNOTATION, StoreError};
+use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
+use ledger::{Holding, Ledger};
+use store::{LedgerStore, StoreError};
 
 /// How often the brake looks for a release while it holds deletions.
 const RELEASE_POLL: Duration = Duration::from_secs(3);
@@ -67,6 +68,7 @@ pub struct DeletionBrake {
     applied: AppliedWorks,
     state: Mutex<State>,
     released: watch::Sender<u64>,
+    holding: watch::Sender<Holding>,
     held_works: Gauge,
 }
 
@@ -87,6 +89,7 @@ impl DeletionBrake {
             applied,
             state: Mutex::new(State::default()),
             released: watch::channel(0).0,
+            holding: watch::channel(Holding::default()).0,
             held_works,
         }
     }
@@ -94,6 +97,17 @@ impl DeletionBrake {
     /// Changes whenever a release lets held deletions go.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.released.subscribe()
+    }
+
+    /// What the brake holds, in sum; changes whenever that does (first
+    /// when the ledger is read at start).
+    pub fn holding(&self) -> watch::Receiver<Holding> {
+        self.holding.subscribe()
+    }
+
+    /// The spoke namespace of the brake's ledger ConfigMap.
+    pub fn namespace(&self) -> &str {
+        self.store.namespace()
     }
 
     /// Whether work `uid` (named `work`), whose deletion removes `objects`
@@ -125,7 +139,7 @@ impl DeletionBrake {
                 warn!(%uid, %work, works, objects, spent = budget.spent, allowed = budget.allowed,
                     "the deletion brake holds a work's deletion");
                 Answer::Held(format!(
-                    "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {LEDGER_NAME} {RELEASE_ANNOTATION}=\"<who and why>\"`",
+                    "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}=\"<who and why>\"`",
                     budget.spent,
                     budget.allowed,
                     self.limits.window.as_secs(),
@@ -222,6 +236,12 @@ impl DeletionBrake {
         }
         self.held_works
             .set(i64::try_from(ledger.held.len()).unwrap_or(i64::MAX));
+        let holding = ledger.holding();
+        self.holding.send_if_modified(|h| {
+            let changed = *h != holding;
+            *h = holding;
+            changed
+        });
         state.ledger = Some(ledger);
         if released {
             self.released.send_modify(|n| *n = n.wrapping_add(1));

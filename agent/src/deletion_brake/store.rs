@@ -10,22 +10,17 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 
 use super::ledger::Ledger;
+use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
 use ferry_semantics::contract::AGENT_FIELD_MANAGER;
 
-/// Name of the ledger's ConfigMap.
-pub const LEDGER_NAME: &str = "ferry-deletion-brake";
 /// The ledger's key in the ConfigMap's data.
 pub const LEDGER_KEY: &str = "ledger.json";
-/// The annotation a platform admin sets on the ledger's ConfigMap to
-/// release held deletions; its value says who and why, and each new value
-/// releases once.
-pub const RELEASE_ANNOTATION: &str = "work.ferry.dev/release-deletions";
 
 /// Why the ledger could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The API server refused or failed the read.
-    #[error("cannot read ConfigMap {namespace}/{LEDGER_NAME}: {source}")]
+    #[error("cannot read ConfigMap {namespace}/{DELETION_BRAKE_LEDGER}: {source}")]
     Read {
         /// The ledger's namespace.
         namespace: String,
@@ -33,7 +28,7 @@ pub enum StoreError {
         source: kube::Error,
     },
     /// The API server refused or failed the write.
-    #[error("cannot write ConfigMap {namespace}/{LEDGER_NAME}: {source}")]
+    #[error("cannot write ConfigMap {namespace}/{DELETION_BRAKE_LEDGER}: {source}")]
     Write {
         /// The ledger's namespace.
         namespace: String,
@@ -41,14 +36,14 @@ pub enum StoreError {
         source: kube::Error,
     },
     /// Someone else wrote the ConfigMap since it was read.
-    #[error("ConfigMap {namespace}/{LEDGER_NAME} changed while the agent was writing it")]
+    #[error("ConfigMap {namespace}/{DELETION_BRAKE_LEDGER} changed while the agent was writing it")]
     Conflict {
         /// The ledger's namespace.
         namespace: String,
     },
     /// The ledger is not what the agent writes (edited by hand?).
     #[error(
-        "ConfigMap {namespace}/{LEDGER_NAME} holds no readable ledger ({source}); deleting it resets the brake"
+        "ConfigMap {namespace}/{DELETION_BRAKE_LEDGER} holds no readable ledger ({source}); deleting it resets the brake"
     )]
     Corrupt {
         /// The ledger's namespace.
@@ -96,7 +91,7 @@ impl LedgerStore {
     pub async fn read(&self) -> Result<Stored, StoreError> {
         let object = self
             .api
-            .get_opt(LEDGER_NAME)
+            .get_opt(DELETION_BRAKE_LEDGER)
             .await
             .map_err(|source| StoreError::Read {
                 namespace: self.namespace.clone(),
@@ -114,7 +109,7 @@ impl LedgerStore {
         };
         let release = object
             .annotations()
-            .get(RELEASE_ANNOTATION)
+            .get(RELEASE_DELETIONS_ANNOTATION)
             .cloned()
             .unwrap_or_default();
         Ok(Stored {
@@ -144,14 +139,14 @@ impl LedgerStore {
                     .get_or_insert_with(BTreeMap::new)
                     .insert(LEDGER_KEY.to_string(), text);
                 self.api
-                    .replace(LEDGER_NAME, &params, &object)
+                    .replace(DELETION_BRAKE_LEDGER, &params, &object)
                     .await
                     .map(|_| ())
             }
             None => {
                 let object = ConfigMap {
                     metadata: ObjectMeta {
-                        name: Some(LEDGER_NAME.to_string()),
+                        name: Some(DELETION_BRAKE_LEDGER.to_string()),
                         namespace: Some(self.namespace.clone()),
                         ..ObjectMeta::default()
                     },
@@ -182,7 +177,7 @@ fn release_manager(object: &ConfigMap) -> String {
         .filter(|entry| {
             entry.fields_v1.as_ref().is_some_and(|fields| {
                 fields.0["f:metadata"]["f:annotations"]
-                    .get(format!("f:{RELEASE_ANNOTATION}"))
+                    .get(format!("f:{RELEASE_DELETIONS_ANNOTATION}"))
                     .is_some()
             })
         })

@@ -46,8 +46,9 @@ const CLUSTER: &str = "cluster-a";
 const RAW_CLUSTER: &str = "cluster-raw";
 
 /// The alerts the chart ships: one per condition issue 34 names, two for
-/// a disconnected cluster (as the hub sees it, as its agent sees it).
-const ALERTS: usize = 9;
+/// a disconnected cluster (as the hub sees it, as its agent sees it), one
+/// for deletions an agent's brake holds (issue 49).
+const ALERTS: usize = 10;
 
 /// The queries of the dashboard's panels.
 const DASHBOARD_EXPRS: usize = 25;
@@ -90,6 +91,21 @@ const CASES: [Case; ALERTS] = [
         ],
         labels: &[],
         value: "2",
+    },
+    Case {
+        alert: "FerryClusterDeletionsHeld",
+        series: &[
+            (
+                r#"ferry_hub_clusters_deletions_held{namespace="ferry",pod="ferry-hub-0"}"#,
+                "0x4 3x100",
+            ),
+            (
+                r#"ferry_hub_clusters_deletions_held{namespace="ferry",pod="ferry-hub-1"}"#,
+                "0x105",
+            ),
+        ],
+        labels: &[],
+        value: "3",
     },
     Case {
         alert: "FerryAgentNotConnected",

@@ -10,7 +10,10 @@
 //! - a hub whose store is wiped and restarted empty: the agent evicts what
 //!   the hub no longer has, within the same budget.
 //!
-//! Both fail without the brake: every object goes.
+//! Both fail without the brake: every object goes. Each hold shows on the
+//! cluster's ManagedCluster (`status.deletionBrake`, reported again by a
+//! restarted agent's new session) and in the hub's
+//! `ferry_hub_clusters_deletions_held`, and goes from both once released.
 
 use std::time::Duration;
 
@@ -18,10 +21,14 @@ use ferry_agent::DeletionBrakeOptions;
 use ferry_agent::Telemetry;
 use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::deletion_brake::ledger::Ledger;
-use ferry_agent::deletion_brake::store::{LEDGER_KEY, LEDGER_NAME, RELEASE_ANNOTATION};
+use ferry_agent::deletion_brake::store::LEDGER_KEY;
+use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::harness::hub_metrics::{STATUS_REPORTS_RECEIVED, hub_metric, wait_metric_above};
+use ferry_e2e::harness::hub_metrics::{
+    STATUS_REPORTS_RECEIVED, hub_metric, wait_metric_above, wait_metric_at_most,
+};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
@@ -91,7 +98,7 @@ fn ledger_of(config_map: &ConfigMap) -> Ledger {
 async fn wait_decided(ledgers: &Api<ConfigMap>) -> Ledger {
     let ledger = wait_until(
         ledgers,
-        LEDGER_NAME,
+        DELETION_BRAKE_LEDGER,
         "every deletion admitted or held",
         APPLY_TIMEOUT,
         |c| {
@@ -115,17 +122,67 @@ async fn remaining(config_maps: &Api<ConfigMap>) -> Vec<String> {
     left
 }
 
+/// The hub's gauge of clusters whose brake holds deletions.
+const CLUSTERS_DELETIONS_HELD: &str = "ferry_hub_clusters_deletions_held";
+
+fn session_of(cluster: &ManagedCluster) -> String {
+    cluster
+        .status
+        .as_ref()
+        .map(|s| s.session_id.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the spoke's ManagedCluster shows the held works (None:
+/// nothing held) as reported in a session other than `not_session`.
+async fn wait_cluster_shows(
+    fleet: &Fleet,
+    held: Option<usize>,
+    not_session: &str,
+) -> ManagedCluster {
+    let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
+    let cluster = wait_until(
+        &clusters,
+        SPOKE,
+        "the agent's brake shown on its ManagedCluster",
+        APPLY_TIMEOUT,
+        |c| {
+            let brake = c.status.as_ref().and_then(|s| s.deletion_brake.as_ref());
+            session_of(c) != not_session
+                && brake.map(|b| b.held_works as usize) == held
+                && brake.is_none_or(|b| b.held_objects as usize == held.unwrap_or_default())
+        },
+    )
+    .await
+    .expect("the hub shows what the agent's brake holds");
+    if held.is_some() {
+        let brake = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.deletion_brake.as_ref())
+            .expect("shown");
+        assert!(!brake.since.is_empty(), "{brake:?}");
+        assert!(
+            brake.release.contains(&format!(
+                "-n {LEDGER_NAMESPACE} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}="
+            )),
+            "the cluster says how to release: {brake:?}"
+        );
+    }
+    cluster
+}
+
 /// A platform admin releases the hold on the spoke, as `kubectl annotate`
 /// does, and every held object goes; the release is recorded.
 async fn release_and_wait(ledgers: &Api<ConfigMap>, config_maps: &Api<ConfigMap>) {
-    let release = json!({"metadata": {"annotations": {RELEASE_ANNOTATION: RELEASED_BY}}});
+    let release = json!({"metadata": {"annotations": {RELEASE_DELETIONS_ANNOTATION: RELEASED_BY}}});
     ledgers
         .patch(
-            LEDGER_NAME,
+            DELETION_BRAKE_LEDGER,
             &PatchParams::apply("kubectl-annotate").force(),
             &Patch::Apply(&json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": LEDGER_NAME, "annotations": release["metadata"]["annotations"]},
+                "metadata": {"name": DELETION_BRAKE_LEDGER, "annotations": release["metadata"]["annotations"]},
             })),
         )
         .await
@@ -142,7 +199,7 @@ async fn release_and_wait(ledgers: &Api<ConfigMap>, config_maps: &Api<ConfigMap>
     }
     let ledger = wait_until(
         ledgers,
-        LEDGER_NAME,
+        DELETION_BRAKE_LEDGER,
         "release recorded",
         APPLY_TIMEOUT,
         |c| ledger_of(c).held.is_empty(),
@@ -192,7 +249,7 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
         .expect("a held work says so");
         let message = &work_condition(&work, DELETING).expect("Deleting").message;
         assert!(
-            message.contains("kubectl annotate") && message.contains(LEDGER_NAME),
+            message.contains("kubectl annotate") && message.contains(DELETION_BRAKE_LEDGER),
             "the message says how to release: {message}"
         );
     }
@@ -201,6 +258,16 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
         held.sort();
         held
     });
+    // The cluster says so on the hub, for whoever looks at clusters.
+    let shown = wait_cluster_shows(&fleet, Some(WORKS - BUDGET), "").await;
+    wait_metric_above(
+        fleet.hub_probes_addr,
+        CLUSTERS_DELETIONS_HELD,
+        0.0,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the hub counts the cluster as holding");
 
     // Restarted, the agent reads its hold from the spoke: once it has
     // reported every held work again, none of their objects went.
@@ -229,8 +296,19 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
         (WORKS - BUDGET) as i64,
         "the agent's metric shows the held works"
     );
+    // The new session's start clears the report; its agent reports again.
+    wait_cluster_shows(&fleet, Some(WORKS - BUDGET), &session_of(&shown)).await;
 
     release_and_wait(&ledgers, &config_maps).await;
+    wait_cluster_shows(&fleet, None, "").await;
+    wait_metric_at_most(
+        fleet.hub_probes_addr,
+        CLUSTERS_DELETIONS_HELD,
+        0.0,
+        APPLY_TIMEOUT,
+    )
+    .await
+    .expect("the hub no longer counts the cluster");
     for work in &held {
         wait_deleted(
             &works,
@@ -292,7 +370,9 @@ async fn a_hub_restarted_with_an_empty_store_evicts_only_the_budget_until_releas
     }
     // Decided and recorded before acting: the held ones are untouched.
     assert_eq!(remaining(&config_maps).await.len(), WORKS - BUDGET);
+    wait_cluster_shows(&fleet, Some(WORKS - BUDGET), "").await;
 
     release_and_wait(&ledgers, &config_maps).await;
+    wait_cluster_shows(&fleet, None, "").await;
     fleet.stop().await;
 }

@@ -10,7 +10,8 @@
 use ferry_agent::DeletionBrakeOptions;
 use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::deletion_brake::ledger::Ledger;
-use ferry_agent::deletion_brake::store::{LEDGER_KEY, LEDGER_NAME};
+use ferry_agent::deletion_brake::store::LEDGER_KEY;
+use ferry_api::contract::DELETION_BRAKE_LEDGER;
 use ferry_api::manifest_work::{
     ExecutorSubjectType, ManifestWorkExecutor, ManifestWorkExecutorSubject,
     ManifestWorkSubjectServiceAccount,
@@ -342,7 +343,7 @@ async fn every_write_goes_as_the_executor_and_the_api_server_judges_it() {
         .expect("the executor deletes what it wrote");
     // ... after the brake recorded it, with the chart's rights.
     let ledger = Api::<ConfigMap>::namespaced(admin.clone(), AGENT_NAMESPACE)
-        .get(LEDGER_NAME)
+        .get(DELETION_BRAKE_LEDGER)
         .await
         .expect("the agent wrote its ledger");
     let ledger: Ledger = serde_json::from_str(&ledger.data.unwrap_or_default()[LEDGER_KEY])

@@ -26,7 +26,7 @@ use ferry_semantics::contract::KUBE_TIME_FORMAT;
 use crate::watch::backed_off_watch;
 
 use super::replica_lease::{REPLICA_LEASE_PREFIX, ReplicaLease, vouches_at, vouches_until};
-use ferry_api::managed_cluster::ManagedCluster;
+use ferry_api::managed_cluster::{DeletionBrakeStatus, ManagedCluster};
 
 /// A released or lapsed replica Lease is deleted once it has named no
 /// connected cluster for this long past its end: by then its replica is
@@ -104,6 +104,9 @@ pub struct ClusterLiveness {
     /// Set by each sweep: the accepted clusters whose agent is not
     /// connected ([`disconnected_accepted`]).
     disconnected: Gauge,
+    /// Set by each sweep: the clusters whose agent's deletion brake holds
+    /// deletions.
+    deletions_held: Gauge,
 }
 
 /// How many of `clusters` the hub accepts yet hold no connected agent, once
@@ -130,6 +133,7 @@ impl ClusterLiveness {
             connecting: Arc::default(),
             not_accepted: watch::Sender::new(NotAccepted::default()),
             disconnected: Gauge::default(),
+            deletions_held: Gauge::default(),
         }
     }
 
@@ -137,6 +141,13 @@ impl ClusterLiveness {
     /// (and to 0 when the sweeper stops: another replica sweeps then).
     pub fn with_disconnected_gauge(mut self, gauge: Gauge) -> Self {
         self.disconnected = gauge;
+        self
+    }
+
+    /// Sets `gauge` to the clusters whose agent's deletion brake holds
+    /// deletions at each sweep (and to 0 when the sweeper stops).
+    pub fn with_deletions_held_gauge(mut self, gauge: Gauge) -> Self {
+        self.deletions_held = gauge;
         self
     }
 
@@ -237,6 +248,8 @@ impl ClusterLiveness {
             "sessionId": session,
             "servedBy": self.identity,
             "disconnectReason": null,
+            // The session's agent reports its brake again at once.
+            "deletionBrake": null,
         });
         self.patch_status(cluster, "marking connected", status)
             .await
@@ -271,6 +284,78 @@ impl ClusterLiveness {
             })
     }
 
+    /// Waits until session `session`'s connected write has landed, if it is
+    /// still in flight.
+    async fn connected_write_landed(&self, cluster: &str, session: &str) {
+        let in_flight = self
+            .connecting
+            .lock()
+            .await
+            .get(cluster)
+            .filter(|(s, _)| s == session)
+            .map(|(_, landed)| landed.clone());
+        if let Some(mut landed) = in_flight {
+            let _ = landed.wait_for(|landed| *landed).await;
+        }
+    }
+
+    /// Records what `cluster`'s agent's deletion brake holds, as session
+    /// `session` reported it (None: nothing). Written after the session's
+    /// connected write, only while the status describes that session, and
+    /// guarded by the resourceVersion read, so an ended session never
+    /// overwrites a newer one's report; nothing is written when the status
+    /// already says so.
+    pub async fn deletion_brake(
+        &self,
+        cluster: &str,
+        session: &str,
+        report: Option<&DeletionBrakeStatus>,
+    ) -> Result<(), LivenessError> {
+        self.connected_write_landed(cluster, session).await;
+        for _ in 0..DISCONNECT_ATTEMPTS {
+            let Some(current) = self.read(cluster).await? else {
+                return Ok(());
+            };
+            let status = current.status.clone().unwrap_or_default();
+            if status.session_id != session || status.deletion_brake.as_ref() == report {
+                return Ok(());
+            }
+            // Every key named (null deletes), as a merge patch keeps what
+            // it does not name.
+            let report = report.map(|r| {
+                let text = |t: &str| (!t.is_empty()).then(|| t.to_string());
+                json!({
+                    "heldWorks": r.held_works,
+                    "heldObjects": r.held_objects,
+                    "since": text(&r.since),
+                    "release": text(&r.release),
+                })
+            });
+            let patch = json!({
+                "metadata": { "resourceVersion": current.resource_version() },
+                "status": { "deletionBrake": report },
+            });
+            match self
+                .api
+                .patch_status(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(source) => {
+                    return Err(LivenessError::Write {
+                        action: "recording the deletion brake of",
+                        cluster: cluster.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        warn!(%cluster, session, "the deletion brake report lost to concurrent changes {DISCONNECT_ATTEMPTS} times; left to the next report");
+        Ok(())
+    }
+
     /// Session `session` of `cluster` ended for `reason`; the agent was
     /// last heard at `last_heard`. Written only when the status still
     /// describes that session: the agent may already hold a newer one, here
@@ -284,16 +369,7 @@ impl ClusterLiveness {
         last_heard: Timestamp,
     ) -> Result<(), LivenessError> {
         // This session's connected write, if still in flight, lands first.
-        let in_flight = self
-            .connecting
-            .lock()
-            .await
-            .get(cluster)
-            .filter(|(s, _)| s == session)
-            .map(|(_, landed)| landed.clone());
-        if let Some(mut landed) = in_flight {
-            let _ = landed.wait_for(|landed| *landed).await;
-        }
+        self.connected_write_landed(cluster, session).await;
         {
             let mut held = self.held.lock().await;
             if held.get(cluster).is_some_and(|(s, _)| s == session) {
@@ -460,6 +536,17 @@ impl ClusterLiveness {
         let disconnected = disconnected_accepted(clusters, &marked_names);
         self.disconnected
             .set(i64::try_from(disconnected).unwrap_or(i64::MAX));
+        let held = clusters
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.deletion_brake.as_ref())
+                    .is_some_and(|b| b.held_works > 0)
+            })
+            .count();
+        self.deletions_held
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
         for (identity, lease) in &leases {
             if identity == &self.identity || named.contains(identity) || vouches_at(lease, now) {
                 continue;
@@ -551,6 +638,7 @@ pub async fn run_liveness_sweeper(
         () = shutdown => {}
     }
     liveness.disconnected.set(0);
+    liveness.deletions_held.set(0);
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The agent port: the `ferry.v1.WorkDistributor` gRPC service and what
 //! guards it.
 
+/// What an agent's deletion brake holds, written to its ManagedCluster.
+pub mod brake_reports;
 /// Tunables of the agent port: TLS, transport limits and sessions.
 pub mod config;
 /// A bound on the connections the port holds at once.

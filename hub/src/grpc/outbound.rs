@@ -86,6 +86,7 @@ mod tests {
         Box::new(v1::HubMessage {
             body: Some(v1::hub_message::Body::Heartbeat(v1::Heartbeat {
                 sent_unix_millis: 7,
+                deletion_brake: None,
             })),
         })
     }
@@ -117,6 +118,7 @@ mod tests {
             let mut message = heartbeat();
             message.body = Some(v1::hub_message::Body::Heartbeat(v1::Heartbeat {
                 sent_unix_millis: millis,
+                deletion_brake: None,
             }));
             tx.send(message).await.expect("queued");
         }
@@ -128,7 +130,8 @@ mod tests {
         assert_eq!(
             second.body,
             Some(v1::hub_message::Body::Heartbeat(v1::Heartbeat {
-                sent_unix_millis: 2
+                sent_unix_millis: 2,
+                deletion_brake: None,
             }))
         );
         assert!(

@@ -20,6 +20,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
+use crate::grpc::brake_reports::BrakeReports;
 use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
@@ -549,6 +550,7 @@ impl Reader {
             self.metrics.clone(),
             &self.sessions,
         );
+        let mut brake = BrakeReports::default();
         let mut end = None;
         let mut too_large = |size: Option<usize>| {
             self.metrics.message_too_large("report");
@@ -605,7 +607,12 @@ impl Reader {
                 Some(agent_message::Body::Status(report)) => {
                     Box::pin(reports.deliver(report)).await
                 }
-                Some(agent_message::Body::Heartbeat(_)) => {}
+                Some(agent_message::Body::Heartbeat(beat)) => brake.heard(
+                    beat.deletion_brake.as_ref(),
+                    &self.liveness,
+                    &cluster,
+                    &self.session_id,
+                ),
                 Some(agent_message::Body::Hello(_)) | None => {
                     warn!(%cluster, "unexpected message after Hello; closing the session");
                     break "the agent sent a second Hello or an empty message".to_string();
