@@ -147,8 +147,7 @@ impl Context {
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
         let protected = protected_hashes(&rs, &existing);
-        let revisions =
-            sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
+        let stored = sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
         let placements = self.placements.state();
         let decisions = self.decisions.state();
         let dependencies = self.dependencies(&rs, &placements, &decisions);
@@ -165,7 +164,8 @@ impl Context {
             sets: self.sets.state(),
             bindings: self.bindings.state(),
             existing,
-            revisions,
+            revisions: stored.kept,
+            refused_revisions: stored.refused,
             remembered: self.rollbacks.lock().await.get(&owner).cloned(),
             refused: self
                 .refused

@@ -68,6 +68,9 @@ pub struct Snapshot {
     pub existing: BTreeMap<String, Arc<ManifestWork>>,
     /// The stored revisions, after they were brought up to date.
     pub revisions: Vec<Revision>,
+    /// Why each stored revision not in `revisions` was refused (its data
+    /// does not hash to its name).
+    pub refused_revisions: Vec<String>,
     /// The rollback this process remembers for the replica set (its
     /// status may lag in the cache).
     pub remembered: Option<RollbackStatus>,
@@ -553,6 +556,7 @@ pub fn decide_status(
                 rendered: &decision.rendered,
                 refused,
                 revisions: &s.revisions,
+                refused_revisions: &s.refused_revisions,
                 current: &decision.current,
                 stable: decision.stable.as_ref(),
                 outcome: &decision.outcome,
@@ -730,6 +734,7 @@ mod tests {
                 .map(|(c, w)| (c.to_string(), w.clone()))
                 .collect(),
             revisions,
+            refused_revisions: Vec::new(),
             remembered: None,
             refused: Refused::new(),
             dependencies: DependencyInputs::default(),
@@ -799,6 +804,40 @@ mod tests {
         let status = decide_status(&s, &d, &s.existing, &d.refused);
         let rollback = status.rollout.and_then(|r| r.rollback).expect("rollback");
         assert_eq!(rollback.to, stable());
+    }
+
+    #[test]
+    fn a_stable_revision_whose_data_does_not_hash_to_its_name_is_never_rolled_back_to() {
+        // sync_revisions refused the stable revision's ControllerRevision
+        // (see revisions::refusal): it is not among the revisions.
+        let mut s = snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_failed());
+        s.revisions.retain(|r| r.reference != stable());
+        let why = format!(
+            "ControllerRevision app-{} is refused: its data hashes to 0123456789, not to {} as its name says",
+            stable().hash,
+            stable().hash
+        );
+        s.refused_revisions = vec![why.clone()];
+        let d = decide(&s);
+        assert!(
+            matches!(d.outcome, FailureOutcome::Aborted { no_stable: true }),
+            "{:?}",
+            d.outcome
+        );
+        assert!(d.record_rollback.is_none());
+        assert!(written(&d).is_empty(), "{:?}", written(&d));
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        let rolled_out = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ferry_semantics::contract::PLACEMENT_ROLLED_OUT)
+            .expect("PlacementRolledOut");
+        assert!(
+            rolled_out.message.contains("no stable revision it trusts")
+                && rolled_out.message.contains(&why),
+            "{}",
+            rolled_out.message
+        );
     }
 
     #[test]

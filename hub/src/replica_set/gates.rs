@@ -218,6 +218,19 @@ pub fn recorded_rollout<'a>(
         .and_then(|r| r.placements.iter().find(|p| p.name == placement))
 }
 
+/// Whether the `recorded` rollout is of the revision with short hash
+/// `revision` and whole digest `digest`, so its gates' memory (passes,
+/// approvals, when it started) carries over. The short hash alone is 40
+/// bits: a birthday search finds two templates sharing it in seconds, and
+/// the second must not inherit the first's passed gates (issue 48). A
+/// record without a digest was written by a hub that predates them (the
+/// status is the hub's alone to write) and is matched by its short hash
+/// until the next status write records the digest.
+pub fn is_same_rollout(recorded: &PlacementRollout, revision: &str, digest: &str) -> bool {
+    recorded.revision == revision
+        && (recorded.revision_digest == digest || recorded.revision_digest.is_empty())
+}
+
 /// The outcome of one placement's gates and cohort.
 pub struct PlacementGates {
     /// What holds clusters back in the rollout step.
@@ -246,7 +259,8 @@ pub fn placement_gates(
 ) -> PlacementGates {
     let now_ms = now.as_millisecond();
     let digest = spec_revision_digest(&rs.spec);
-    let previous = recorded_rollout(rs, &reference.name).filter(|p| p.revision == revision);
+    let previous =
+        recorded_rollout(rs, &reference.name).filter(|p| is_same_rollout(p, revision, &digest));
     // A new revision (or a first look) starts the rollout here now.
     // Whole seconds, as the status keeps it.
     let started_ms = previous

@@ -571,6 +571,26 @@ pub(crate) mod tests {
         let remembered = plan_with(&rs, &GateInputs::default());
         assert_eq!(remembered.start, vec![("b".to_string(), "p".to_string())]);
         assert_eq!(remembered.placements[0].gates[0].state, "Passed");
+        // Another template sharing the 10-digit short hash (a birthday
+        // search finds one in seconds) is another revision: the memory of
+        // the first does not pass its gate.
+        let mut colliding = rs.clone();
+        if let Some(rollout) = colliding.status.as_mut().and_then(|s| s.rollout.as_mut()) {
+            rollout.placements[0].revision_digest = "f".repeat(64);
+        }
+        let forged = plan_with(&colliding, &GateInputs::default());
+        assert_eq!(forged.placements[0].gates[0].state, "AwaitingApproval");
+        assert!(forged.start.is_empty(), "{:?}", forged.start);
+        // A record from a hub that predates digests is matched by its short
+        // hash, so an upgrade does not restart rollouts in progress.
+        let mut legacy = rs.clone();
+        if let Some(rollout) = legacy.status.as_mut().and_then(|s| s.rollout.as_mut()) {
+            rollout.placements[0].revision_digest.clear();
+        }
+        assert_eq!(
+            plan_with(&legacy, &GateInputs::default()).placements[0].gates[0].state,
+            "Passed"
+        );
         // A new template is a new revision: its gate starts afresh (the
         // test's renderings stay the same, so the canary still counts as
         // succeeded and the gate awaits a new approval).

@@ -35,6 +35,8 @@ pub struct RevisionInputs<'a> {
     pub refused: &'a Refused,
     /// The stored revisions, oldest first.
     pub revisions: &'a [Revision],
+    /// Why each stored revision not among them was refused.
+    pub refused_revisions: &'a [String],
     /// The revision the spec asks for.
     pub current: &'a RevisionRef,
     /// The stable revision before this reconcile.
@@ -272,7 +274,13 @@ pub fn fill_revision_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            if *no_stable {
+            if *no_stable && !inputs.refused_revisions.is_empty() {
+                format!(
+                    "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision it trusts to roll back to ({}), so every cluster stays where it is; {halted_message}",
+                    inputs.current.number,
+                    first_few(inputs.refused_revisions, "; ")
+                )
+            } else if *no_stable {
                 format!(
                     "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision to roll back to (no earlier revision completed), so every cluster stays where it is; {halted_message}",
                     inputs.current.number

@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use tracing::warn;
 
 use super::deploy::owner_label;
 use super::error::{ReplicaSetError, failed};
@@ -91,6 +92,40 @@ pub fn revision_spec(
     Some(spec)
 }
 
+/// The revision hash of what `revision` stores: its template and
+/// overrides exactly as stored (raw JSON, so what this build's types would
+/// drop or add does not change it), or None when its data is not a
+/// template and overrides.
+pub fn stored_hash(revision: &ControllerRevision) -> Option<String> {
+    let data = &revision.data.as_ref()?.0;
+    let template = data.get("manifestWorkTemplate")?;
+    let overrides = match data.get("overrides") {
+        None | Some(Value::Null) => json!([]),
+        Some(o) => o.clone(),
+    };
+    Some(revision_hash(template, &overrides))
+}
+
+/// Why a stored ControllerRevision of `rs` is not used, or None when its
+/// data hashes to the hash its name ends with. Its ownerReference alone
+/// proves nothing: whoever may create ControllerRevisions in the namespace
+/// can write one that names the replica set, and its data is what a
+/// rollback would write to every cluster.
+pub fn refusal(revision: &ControllerRevision) -> Option<String> {
+    let named = reference(revision).hash;
+    match stored_hash(revision) {
+        Some(stored) if stored == named => None,
+        Some(stored) => Some(format!(
+            "ControllerRevision {} is refused: its data hashes to {stored}, not to {named} as its name says",
+            revision.name_any()
+        )),
+        None => Some(format!(
+            "ControllerRevision {} is refused: its data is not a manifestWorkTemplate and overrides",
+            revision.name_any()
+        )),
+    }
+}
+
 /// The revision hashes of `rs` never pruned: those its `existing` works
 /// hold, its stable revision and the one a rollback went back to (both
 /// from its status).
@@ -143,20 +178,32 @@ pub fn to_prune<'a>(
         .collect()
 }
 
+/// The revisions of a replica set after [`sync_revisions`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredRevisions {
+    /// The revisions whose data hashes to their names, oldest (lowest
+    /// number) first.
+    pub kept: Vec<Revision>,
+    /// Why each of the others is refused ([`refusal`]): never rendered,
+    /// never rolled back to, kept for whoever investigates.
+    pub refused: Vec<String>,
+}
+
 /// Brings the revisions of `rs` (among the `cached` ControllerRevisions)
 /// up to date with its spec and returns them, oldest (lowest number)
 /// first; the current one is the last. The current
 /// template and overrides get a ControllerRevision numbered one past the
 /// highest (created, or renumbered when the spec came back to it); old
 /// revisions beyond `revisionHistoryLimit` are deleted, never one whose
-/// hash is `protected`. Fails when the API server refuses a write or a
-/// deletion.
+/// hash is `protected`. A revision whose data does not hash to its name
+/// is refused (see [`refusal`]), not returned. Fails when the API server
+/// refuses a write or a deletion.
 pub async fn sync_revisions(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
     cached: &[Arc<ControllerRevision>],
     protected: &BTreeSet<String>,
-) -> Result<Vec<Revision>, ReplicaSetError> {
+) -> Result<StoredRevisions, ReplicaSetError> {
     let namespace = rs.namespace().unwrap_or_default();
     let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &namespace);
     let uid = rs.uid().unwrap_or_default();
@@ -212,6 +259,7 @@ pub async fn sync_revisions(
         .map(|r| r.hash.clone())
         .collect();
     let mut kept = Vec::new();
+    let mut refused = Vec::new();
     for revision in own {
         let hash = reference(&revision).hash;
         if doomed.contains(&hash) {
@@ -230,6 +278,11 @@ pub async fn sync_revisions(
             }
             continue;
         }
+        if let Some(why) = refusal(&revision) {
+            warn!(replica_set = %rs.name_any(), namespace = %namespace, %why, "a stored revision is refused");
+            refused.push(why);
+            continue;
+        }
         let Some(spec) = revision_spec(&revision, &rs.spec) else {
             continue;
         };
@@ -239,7 +292,7 @@ pub async fn sync_revisions(
             created: revision.creation_timestamp().map(|t| t.0),
         });
     }
-    Ok(kept)
+    Ok(StoredRevisions { kept, refused })
 }
 
 /// The number and hash of a stored revision; the hash is the end of its
@@ -290,6 +343,45 @@ mod tests {
             number,
             hash: hash.into(),
         }
+    }
+
+    fn replica_set(value: &str) -> ManifestWorkReplicaSet {
+        serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1",
+            "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "ns", "uid": "u"},
+            "spec": {"manifestWorkTemplate": {"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "c", "namespace": "d"}, "data": {"v": value}}]}},
+                "placementRefs": [{"name": "p"}]},
+        }))
+        .expect("replica set")
+    }
+
+    #[test]
+    fn a_revision_the_hub_stored_hashes_to_its_name_and_a_tampered_one_is_refused() {
+        let rs = replica_set("1");
+        let hash = spec_revision_hash(&rs.spec);
+        let stored = new_revision(&rs, &revision_name("app", &hash), 1);
+        assert_eq!(stored_hash(&stored).as_deref(), Some(hash.as_str()));
+        assert_eq!(refusal(&stored), None);
+        // Written by someone else under the same name (and owner): the
+        // data of another template.
+        let mut forged = new_revision(&replica_set("2"), &revision_name("app", &hash), 1);
+        forged.metadata.owner_references = stored.metadata.owner_references.clone();
+        let why = refusal(&forged).expect("refused");
+        assert!(
+            why.contains(&format!("not to {hash} as its name says")),
+            "{why}"
+        );
+        forged.data = Some(RawExtension(json!({"something": "else"})));
+        assert!(
+            refusal(&forged)
+                .expect("refused")
+                .contains("is not a manifestWorkTemplate")
+        );
+        forged.data = None;
+        assert!(refusal(&forged).is_some());
     }
 
     #[test]
