@@ -14,6 +14,8 @@ pub mod cluster_profile;
 pub mod cluster_sets;
 /// ManagedClusters: liveness, the unreachable taint, labels and claims.
 pub mod clusters;
+/// Status conditions: built, merged with the current ones, compared.
+pub mod conditions;
 /// Installing the CRDs and rendering them for `deploy/crds/`.
 pub mod crds;
 /// The agent port: sessions, their handshake, identity and limits.

@@ -248,7 +248,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
             now,
         )
     };
-    let conditions = crate::placement::controller::conditions(current, vec![healthy, joined]);
+    let conditions = crate::conditions::conditions(current, vec![healthy, joined]);
 
     let mut properties = Vec::new();
     if !status.agent_version.is_empty() {
@@ -334,7 +334,7 @@ pub fn status_differs(desired: &DesiredProfile, live: Option<&ClusterProfile>) -
         list.sort_by(|a, b| a.name.cmp(&b.name));
         list
     };
-    !crate::placement::controller::same_conditions(
+    !crate::conditions::same_conditions(
         &by_type(&ours_conditions),
         &by_type(&desired.status.conditions),
     ) || by_name(&ours_properties) != by_name(&desired.status.properties)

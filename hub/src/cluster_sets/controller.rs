@@ -24,7 +24,7 @@ use serde_json::json;
 use tracing::warn;
 
 use super::membership::{compile_set, count_members};
-use crate::placement::controller::{condition, conditions, same_conditions};
+use crate::conditions::{condition, conditions, same_conditions};
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch, watch_backoff};

@@ -13,68 +13,30 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_fleet_semantics::cluster_sets::Eligible;
-use ferry_fleet_semantics::decision_rewrite::decision_writes;
-use ferry_fleet_semantics::lost_grant::{EmptyCause, GrantOutcome, grant_outcome, hold_message};
-use ferry_fleet_semantics::placement::{Candidate, Schedule, Taint, decision_objects, schedule};
-use ferry_semantics::contract::{
-    ALL_MANAGED_CLUSTER_SETS_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_DECISIONS_HELD,
-    PLACEMENT_FIELD_MANAGER, PLACEMENT_MISCONFIGURED, PLACEMENT_SATISFIED,
-};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use tokio::sync::Mutex;
-use tracing::warn;
+use tracing::{debug, warn};
 
-use super::compile::{CompiledPlacement, compile};
-use crate::cluster_sets::membership::{compile_sets, eligible};
+use super::act::{announce_hold, write_decisions, write_status};
+use super::compile::compile;
+use super::decide::{Decision, RESYNC, claims_of, decide};
+use super::error::PlacementError;
+use super::gather::{Previous, Snapshot};
 use crate::clusters::taints::taints_for_placement;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
-use ferry_api::contract::{
-    CONFIRM_EMPTY_DECISIONS_ANNOTATION, DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL,
-    PLACEMENT_LABEL,
-};
+use ferry_api::contract::PLACEMENT_LABEL;
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_api::manifest_work::Condition;
-use ferry_api::placement::{DecisionGroupStatus, Placement, PlacementDecision, PlacementStatus};
-
-/// How often a placement is scheduled again without any change seen, so
-/// that `Balance` follows other placements' decisions.
-const RESYNC: Duration = Duration::from_secs(300);
-
-/// A placement could not be brought up to date; it is retried.
-#[derive(Debug, thiserror::Error)]
-pub enum PlacementError {
-    /// The API server refused a write.
-    #[error("{action} for placement {namespace}/{placement}: {source}")]
-    Write {
-        /// What was being written.
-        action: String,
-        /// Namespace of the placement.
-        namespace: String,
-        /// The placement's name.
-        placement: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The watches have not listed everything yet (or stopped).
-    #[error("the cluster and decision caches are not ready")]
-    NotReady,
-}
-
-/// A placement's decisions: cluster name to (group name, group index).
-type Previous = BTreeMap<String, (String, usize)>;
+use ferry_api::placement::{Placement, PlacementDecision};
 
 struct Context {
     client: Client,
@@ -98,330 +60,47 @@ struct Context {
     ready: StoresReady,
 }
 
-/// The claims of a cluster as a map, for claim selectors.
-fn claims_of(cluster: &ManagedCluster) -> BTreeMap<String, String> {
-    cluster
-        .status
-        .iter()
-        .flat_map(|s| s.cluster_claims.iter())
-        .map(|c| (c.name.clone(), c.value.clone()))
-        .collect()
-}
-
-fn epoch_seconds(text: &str) -> Option<i64> {
-    text.parse::<Timestamp>().ok().map(|t| t.as_second())
-}
-
-/// The decisions of the placement `namespace/name` in the store.
-fn decisions_of<'a>(
-    decisions: &'a [Arc<PlacementDecision>],
-    namespace: &'a str,
-    name: &'a str,
-) -> impl Iterator<Item = &'a Arc<PlacementDecision>> {
-    decisions.iter().filter(move |d| {
-        d.namespace().as_deref() == Some(namespace)
-            && d.labels().get(PLACEMENT_LABEL).map(String::as_str) == Some(name)
-    })
-}
-
-/// The condition list `wanted` keeps each condition's transition time when
-/// its status did not change.
-pub(crate) fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
-    wanted
-        .into_iter()
-        .map(|mut c| {
-            if let Some(old) = current.iter().find(|o| o.type_ == c.type_)
-                && old.status == c.status
-            {
-                c.last_transition_time = old.last_transition_time.clone();
-            }
-            c
-        })
-        .collect()
-}
-
-pub(crate) fn condition(
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
-    generation: i64,
-) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: if status { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message,
-        observed_generation: generation,
-        last_transition_time: Timestamp::now()
-            .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
-            .to_string(),
-    }
-}
-
-/// Whether two condition lists are equal but for transition times, which
-/// the API server rounds.
-pub(crate) fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
-    let strip = |list: &[Condition]| {
-        list.iter()
-            .cloned()
-            .map(|mut c| {
-                c.last_transition_time.clear();
-                c
-            })
-            .collect::<Vec<_>>()
-    };
-    strip(a) == strip(b)
-}
-
-/// Compares status without the transition times the API server rounds.
-fn same_status(a: &PlacementStatus, b: &PlacementStatus) -> bool {
-    let strip = |s: &PlacementStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.last_transition_time.clear();
-        }
-        s
-    };
-    strip(a) == strip(b)
-}
-
 impl Context {
-    fn failed(
-        &self,
-        placement: &Placement,
-        action: impl Into<String>,
-    ) -> impl FnOnce(kube::Error) -> PlacementError {
-        let action = action.into();
-        let namespace = placement.namespace().unwrap_or_default();
-        let name = placement.name_any();
-        move |source| PlacementError::Write {
-            action,
-            namespace,
-            placement: name,
-            source,
+    /// What the reconcile of `placement` reads, now.
+    async fn gather(&self, placement: Arc<Placement>) -> Snapshot {
+        let key = placement.uid().unwrap_or_default();
+        Snapshot {
+            written: self.written.lock().await.get(&key).cloned(),
+            placement,
+            clusters: self.clusters.state(),
+            decisions: self.decisions.state(),
+            sets: self.sets.state(),
+            bindings: self.bindings.state(),
+            now: Timestamp::now(),
         }
     }
 
-    async fn write_status(
-        &self,
-        placement: &Placement,
-        status: PlacementStatus,
-    ) -> Result<(), PlacementError> {
-        let current = placement.status.clone().unwrap_or_default();
-        let status = PlacementStatus {
-            conditions: conditions(&current.conditions, status.conditions),
-            ..status
-        };
-        if same_status(&current, &status) {
-            return Ok(());
-        }
-        let api: Api<Placement> = Api::namespaced(
-            self.client.clone(),
-            &placement.namespace().unwrap_or_default(),
-        );
-        let patch = json!({
-            "apiVersion": Placement::api_version(&()),
-            "kind": Placement::kind(&()),
-            "status": status,
-        });
-        api.patch_status(
-            &placement.name_any(),
-            &PatchParams::apply(PLACEMENT_FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map_err(self.failed(placement, "writing the status"))?;
-        Ok(())
-    }
-
-    /// Schedules `compiled` against the clusters in the cache. The previous
-    /// decisions are `written` (what this controller last wrote) when known,
-    /// else those in the cache.
-    fn schedule(
-        &self,
-        placement: &Placement,
-        compiled: &CompiledPlacement,
-        written: Option<&Previous>,
-        eligible: &Eligible,
-    ) -> Schedule {
-        let namespace = placement.namespace().unwrap_or_default();
-        let name = placement.name_any();
-        let decisions = self.decisions.state();
-        let mut input = compiled.input.clone();
-        input.now = Timestamp::now().as_second();
-        let mut other_decisions: BTreeMap<&str, usize> = BTreeMap::new();
-        for decision in decisions.iter() {
-            let own = decision.namespace().as_deref() == Some(namespace.as_str())
-                && decision.labels().get(PLACEMENT_LABEL) == Some(&name);
-            let (group_index, group_name) = decision.decision_group();
-            for cluster in decision.cluster_names() {
-                if own {
-                    input
-                        .previous
-                        .insert(cluster.to_string(), (group_name.clone(), group_index));
-                } else {
-                    *other_decisions.entry(cluster).or_default() += 1;
-                }
+    /// Remembers `written` as the decisions of the placement with UID
+    /// `key` (None: forgets them), and forgets those of deleted placements.
+    async fn remember(&self, key: String, written: Option<Previous>) {
+        let mut remembered = self.written.lock().await;
+        match written {
+            Some(written) => {
+                remembered.insert(key, written);
+            }
+            None => {
+                remembered.remove(&key);
             }
         }
-        let candidates: Vec<Candidate> = self
-            .clusters
-            .state()
-            .iter()
-            .filter(|c| c.meta().deletion_timestamp.is_none())
-            .filter(|c| eligible.allows(&c.name_any()))
-            .map(|cluster| {
-                let claims = claims_of(cluster);
-                let cluster_name = cluster.name_any();
-                Candidate {
-                    matches_predicates: compiled.selects(cluster.labels(), &claims),
-                    named_group: compiled.group_of(cluster.labels(), &claims),
-                    taints: taints_for_placement(cluster)
-                        .iter()
-                        .map(|t| Taint {
-                            key: t.key.clone(),
-                            value: t.value.clone(),
-                            effect: t.effect.clone(),
-                            added_at: epoch_seconds(&t.time_added),
-                        })
-                        .collect(),
-                    other_decisions: other_decisions
-                        .get(cluster_name.as_str())
-                        .copied()
-                        .unwrap_or(0),
-                    name: cluster_name,
-                }
-            })
-            .collect();
-        if let Some(written) = written {
-            input.previous = written.clone();
-        }
-        schedule(&input, &candidates)
-    }
-
-    /// Writes the PlacementDecisions of `outcome` and deletes the ones no
-    /// longer needed; returns the groups as the status lists them.
-    async fn write_decisions(
-        &self,
-        placement: &Placement,
-        outcome: &Schedule,
-    ) -> Result<Vec<DecisionGroupStatus>, PlacementError> {
-        let namespace = placement.namespace().unwrap_or_default();
-        let name = placement.name_any();
-        let api: Api<PlacementDecision> = Api::namespaced(self.client.clone(), &namespace);
-        let params = PatchParams::apply(PLACEMENT_FIELD_MANAGER).force();
-        let owner = placement.controller_owner_ref(&());
-        let all = self.decisions.state();
-        let existing: BTreeMap<String, &Arc<PlacementDecision>> =
-            decisions_of(&all, &namespace, &name)
-                .map(|d| (d.name_any(), d))
-                .collect();
-        // An empty placement still has one (empty) decision object, as in OCM.
-        let empty = ferry_fleet_semantics::placement::DecisionGroup {
-            index: 0,
-            name: String::new(),
-            clusters: Vec::new(),
-        };
-        let groups: Vec<&ferry_fleet_semantics::placement::DecisionGroup> =
-            if outcome.groups.is_empty() {
-                vec![&empty]
-            } else {
-                outcome.groups.iter().collect()
-            };
-        let mut wanted = BTreeSet::new();
-        let mut statuses = Vec::new();
-        // Each object's clusters, in write order.
-        let mut contents: Vec<(String, Vec<String>)> = Vec::new();
-        let mut number = 0;
-        for group in groups {
-            let mut names = Vec::new();
-            for clusters in decision_objects(&group.clusters) {
-                number += 1;
-                let object = format!("{name}-decision-{number}");
-                wanted.insert(object.clone());
-                names.push(object.clone());
-                contents.push((object.clone(), clusters.to_vec()));
-                let labels = BTreeMap::from([
-                    (PLACEMENT_LABEL.to_string(), name.clone()),
-                    (
-                        DECISION_GROUP_INDEX_LABEL.to_string(),
-                        group.index.to_string(),
-                    ),
-                    (DECISION_GROUP_NAME_LABEL.to_string(), group.name.clone()),
-                ]);
-                let current = existing.get(&object);
-                let labels_match = current
-                    .is_some_and(|d| labels.iter().all(|(k, v)| d.labels().get(k) == Some(v)));
-                if !labels_match {
-                    let body = json!({
-                        "apiVersion": PlacementDecision::api_version(&()),
-                        "kind": PlacementDecision::kind(&()),
-                        "metadata": {
-                            "name": object,
-                            "namespace": namespace,
-                            "labels": labels,
-                            "ownerReferences": owner.iter().collect::<Vec<_>>(),
-                        },
-                        "spec": {},
-                    });
-                    api.patch(&object, &params, &Patch::Apply(&body))
-                        .await
-                        .map_err(
-                            self.failed(placement, format!("writing PlacementDecision {object}")),
-                        )?;
-                }
-            }
-            statuses.push(DecisionGroupStatus {
-                decision_group_index: i32::try_from(group.index).unwrap_or(i32::MAX),
-                decision_group_name: group.name.clone(),
-                decisions: names,
-                clusters_count: i32::try_from(group.clusters.len()).unwrap_or(i32::MAX),
-            });
-        }
-        // Additions before removals: a cluster moving between groups is in
-        // some object at every moment, so no reader of the decisions sees
-        // it leave (ocm#1203).
-        let current: BTreeMap<String, Option<Vec<String>>> = existing
-            .iter()
-            .map(|(object, d)| {
-                let clusters = d
-                    .status
-                    .as_ref()
-                    .map(|_| d.cluster_names().map(str::to_string).collect());
-                (object.clone(), clusters)
-            })
-            .collect();
-        for (object, clusters) in decision_writes(&current, &contents) {
-            let decisions: Vec<serde_json::Value> = clusters
+        if remembered.len() > self.placements.state().len() {
+            let live: BTreeSet<String> = self
+                .placements
+                .state()
                 .iter()
-                .map(|c| json!({"clusterName": c, "reason": ""}))
+                .filter_map(|p| p.uid())
                 .collect();
-            let body = json!({
-                "apiVersion": PlacementDecision::api_version(&()),
-                "kind": PlacementDecision::kind(&()),
-                "status": {"decisions": decisions},
-            });
-            api.patch_status(&object, &params, &Patch::Apply(&body))
-                .await
-                .map_err(self.failed(placement, format!("writing the decisions of {object}")))?;
+            remembered.retain(|uid, _| live.contains(uid));
         }
-        for object in existing.keys().filter(|o| !wanted.contains(*o)) {
-            match api.delete(object, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(self
-                        .failed(placement, format!("deleting PlacementDecision {object}"))(
-                        source,
-                    ));
-                }
-            }
-        }
-        Ok(statuses)
     }
 }
 
+/// Gathers what the placement's reconcile reads, [`decide`]s, and carries
+/// the decision out: the decisions (fenced, see `act.rs`), then the status.
 async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Action, PlacementError> {
     // Scheduling against a cache that has not listed every cluster would
     // drop decisions it simply has not seen yet.
@@ -430,247 +109,45 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         .await
         .map_err(|_| PlacementError::NotReady)?;
     let key = placement.uid().unwrap_or_default();
-    if placement.meta().deletion_timestamp.is_some() {
-        // Its decisions go with it (owner references).
-        ctx.written.lock().await.remove(&key);
-        return Ok(Action::await_change());
-    }
-    let generation = placement.meta().generation.unwrap_or(0);
-    let compiled = match compile(&placement.spec) {
-        Ok(compiled) => compiled,
-        Err(error) => {
-            // The decisions stay as they were: a typo must not empty a fleet.
-            let mut status = placement.status.clone().unwrap_or_default();
-            status.conditions = vec![
-                condition(
-                    PLACEMENT_MISCONFIGURED,
-                    true,
-                    "Misconfigured",
-                    error.to_string(),
-                    generation,
-                ),
-                condition(
-                    PLACEMENT_SATISFIED,
-                    false,
-                    "Misconfigured",
-                    "the spec cannot be used; the previous decisions stand".into(),
-                    generation,
-                ),
-            ];
-            ctx.write_status(&placement, status).await?;
-            return Ok(Action::await_change());
+    let snapshot = ctx.gather(placement).await;
+    let placement = &snapshot.placement;
+    match decide(&snapshot) {
+        Decision::Deleted => {
+            ctx.remember(key, None).await;
+            Ok(Action::await_change())
         }
-    };
-    let written = ctx.written.lock().await.get(&key).cloned();
-    let namespace = placement.namespace().unwrap_or_default();
-    let eligible = eligible(
-        &compile_sets(&ctx.sets.state()),
-        &ctx.bindings.state(),
-        &namespace,
-        &placement.spec.cluster_sets,
-        &ctx.clusters.state(),
-    );
-    let outcome = ctx.schedule(&placement, &compiled, written.as_ref(), &eligible);
-    // Every chosen cluster lost at once holds the last decisions until the
-    // grant comes back or the user confirms (issue 31).
-    let previous = match &written {
-        Some(written) => written.len(),
-        None => decisions_of(&ctx.decisions.state(), &namespace, &placement.name_any())
-            .flat_map(|d| d.cluster_names().map(str::to_string).collect::<Vec<_>>())
-            .collect::<BTreeSet<_>>()
-            .len(),
-    };
-    let cause = match &eligible {
-        Eligible::NoBindings => Some(EmptyCause::NoBindings),
-        Eligible::AllSetsEmpty(_) => Some(EmptyCause::AllSetsEmpty),
-        Eligible::Clusters(_) if outcome.selected == 0 => Some(EmptyCause::NothingMatched),
-        Eligible::Clusters(_) => None,
-    };
-    let confirmed = placement
-        .annotations()
-        .get(CONFIRM_EMPTY_DECISIONS_ANNOTATION)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    if let GrantOutcome::Hold { cause, previous } =
-        grant_outcome(previous, outcome.selected, cause, confirmed)
-    {
-        return hold(&ctx, &placement, cause, previous, generation).await;
-    }
-    let groups = match ctx.write_decisions(&placement, &outcome).await {
-        Ok(groups) => groups,
-        Err(error) => {
-            // Partly written: the cache is the best account now.
-            ctx.written.lock().await.remove(&key);
-            return Err(error);
+        Decision::Misconfigured { status } => {
+            write_status(&ctx.client, placement, &status).await?;
+            Ok(Action::await_change())
         }
-    };
-    let now_written: Previous = outcome
-        .groups
-        .iter()
-        .flat_map(|g| {
-            g.clusters
-                .iter()
-                .map(|c| (c.clone(), (g.name.clone(), g.index)))
-        })
-        .collect();
-    {
-        let mut written = ctx.written.lock().await;
-        written.insert(key, now_written);
-        if written.len() > ctx.placements.state().len() {
-            let live: BTreeSet<String> = ctx
-                .placements
-                .state()
-                .iter()
-                .filter_map(|p| p.uid())
-                .collect();
-            written.retain(|uid, _| live.contains(uid));
+        Decision::Hold { status, announce } => {
+            write_status(&ctx.client, placement, &status).await?;
+            if let Some(message) = announce {
+                announce_hold(&ctx.recorder, placement, message).await;
+            }
+            Ok(Action::requeue(RESYNC))
         }
-    }
-    let wanted = compiled.input.number_of_clusters;
-    let (satisfied, reason, message) = match wanted {
-        _ if eligible == Eligible::NoBindings => (
-            false,
-            NO_MANAGED_CLUSTER_SET_BINDINGS,
-            no_bindings_message(&namespace, &placement.spec.cluster_sets),
-        ),
-        _ if matches!(eligible, Eligible::AllSetsEmpty(_)) => (
-            false,
-            ALL_MANAGED_CLUSTER_SETS_EMPTY,
-            match &eligible {
-                Eligible::AllSetsEmpty(sets) => format!(
-                    "no ManagedCluster belongs to the sets bound to namespace {namespace} that \
-                     this placement may use: {}",
-                    sets.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
-                _ => String::new(),
-            },
-        ),
-        _ if outcome.selected == 0 => (
-            false,
-            "NoManagedClusterMatched",
-            "no ManagedCluster matches the predicates and tolerations".to_string(),
-        ),
-        Some(n) if outcome.selected < n => (
-            false,
-            "NotAllDecisionsScheduled",
-            format!(
-                "{} of {n} clusters chosen: only {} match the predicates and tolerations",
-                outcome.selected, outcome.feasible
-            ),
-        ),
-        _ => (
-            true,
-            "AllDecisionsScheduled",
-            format!("{} clusters chosen", outcome.selected),
-        ),
-    };
-    let status = PlacementStatus {
-        number_of_selected_clusters: i32::try_from(outcome.selected).unwrap_or(i32::MAX),
-        decision_groups: groups,
-        conditions: vec![
-            condition(
-                PLACEMENT_MISCONFIGURED,
-                false,
-                "Succeedconfigured",
-                "the spec is valid".into(),
-                generation,
-            ),
-            condition(PLACEMENT_SATISFIED, satisfied, reason, message, generation),
-        ],
-    };
-    ctx.write_status(&placement, status).await?;
-    let next = match outcome.reschedule_at {
-        Some(at) => Duration::from_secs(
-            u64::try_from(at - Timestamp::now().as_second())
-                .unwrap_or(0)
-                .max(1),
-        )
-        .min(RESYNC),
-        None => RESYNC,
-    };
-    Ok(Action::requeue(next))
-}
-
-/// Keeps the decisions of `placement` as they are (every one of its
-/// `previous` clusters was lost at once for `cause`) and says so: the
-/// `PlacementDecisionsHeld` condition and, when the hold begins, a Warning
-/// Event. Fails when the status cannot be written.
-async fn hold(
-    ctx: &Context,
-    placement: &Placement,
-    cause: EmptyCause,
-    previous: usize,
-    generation: i64,
-) -> Result<Action, PlacementError> {
-    let message = hold_message(cause, previous, CONFIRM_EMPTY_DECISIONS_ANNOTATION);
-    let current = placement.status.clone().unwrap_or_default();
-    let already = current
-        .conditions
-        .iter()
-        .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True");
-    let status = PlacementStatus {
-        conditions: vec![
-            condition(
-                PLACEMENT_MISCONFIGURED,
-                false,
-                "Succeedconfigured",
-                "the spec is valid".into(),
-                generation,
-            ),
-            condition(
-                PLACEMENT_SATISFIED,
-                false,
-                cause.reason(),
-                message.clone(),
-                generation,
-            ),
-            condition(
-                PLACEMENT_DECISIONS_HELD,
-                true,
-                cause.reason(),
-                message.clone(),
-                generation,
-            ),
-        ],
-        ..current
-    };
-    ctx.write_status(placement, status).await?;
-    if !already {
-        warn!(placement = %placement.name_any(), %message, "every chosen cluster lost at once; decisions held");
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "DecisionsHeld".into(),
-            note: Some(message),
-            action: "HoldDecisions".into(),
-            secondary: None,
-        };
-        if let Err(error) = ctx
-            .recorder
-            .publish(&event, &placement.object_ref(&()))
-            .await
-        {
-            warn!(placement = %placement.name_any(), %error, "the Event of a held grant was not published");
+        Decision::Schedule(scheduled) => {
+            if let Err(error) = write_decisions(&ctx.client, placement, &scheduled.writes).await {
+                // Partly written, or refused: the cache is the best
+                // account now.
+                ctx.remember(key, None).await;
+                return Err(error);
+            }
+            ctx.remember(key, Some(scheduled.written)).await;
+            write_status(&ctx.client, placement, &scheduled.status).await?;
+            Ok(Action::requeue(scheduled.requeue))
         }
-    }
-    Ok(Action::requeue(RESYNC))
-}
-
-/// Why a placement in `namespace` with `spec.clusterSets` = `wanted` may
-/// use no set.
-fn no_bindings_message(namespace: &str, wanted: &[String]) -> String {
-    if wanted.is_empty() {
-        format!(
-            "no ManagedClusterSet is bound to namespace {namespace}: create a \
-             ManagedClusterSetBinding there (it needs create on managedclustersets/bind)"
-        )
-    } else {
-        format!(
-            "none of the sets in spec.clusterSets ({}) is bound to namespace {namespace} and exists",
-            wanted.join(", ")
-        )
     }
 }
 
 fn error_policy(placement: Arc<Placement>, error: &PlacementError, _: Arc<Context>) -> Action {
+    if let PlacementError::Superseded { .. } = error {
+        // Expected after a failover, or when the cache lags this
+        // controller's own writes: decided again from a fresher view.
+        debug!(placement = %placement.name_any(), %error, "placement decision superseded");
+        return Action::requeue(Duration::from_millis(500));
+    }
     warn!(placement = %placement.name_any(), %error, "placement not brought up to date; retrying");
     Action::requeue(Duration::from_secs(2))
 }

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::error::{ReplicaSetError, failed_fenced};
 use super::rollout::resolve;
-use crate::placement::controller::condition;
+use crate::conditions::condition;
 use ferry_api::contract::{PLACEMENT_NAME_LABEL, RELEASE_DELETIONS_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{

@@ -1,0 +1,97 @@
+//! The hub's status conditions (OCM's `metav1.Condition` shape): built with
+//! the transition time of when they were decided, merged with the current
+//! list so a condition whose status did not change keeps its transition
+//! time, and compared without the times the API server rounds.
+
+use k8s_openapi::jiff::Timestamp;
+
+use ferry_api::manifest_work::Condition;
+use ferry_semantics::contract::KUBE_TIME_FORMAT;
+
+/// A condition decided at `now`: `True` when `status`, else `False`.
+pub fn condition_at(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+    now: Timestamp,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: now.strftime(KUBE_TIME_FORMAT).to_string(),
+    }
+}
+
+/// A condition decided now (see [`condition_at`]).
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+) -> Condition {
+    condition_at(type_, status, reason, message, generation, Timestamp::now())
+}
+
+/// The `wanted` conditions, each keeping its transition time from `current`
+/// when its status did not change.
+pub fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
+    wanted
+        .into_iter()
+        .map(|mut c| {
+            if let Some(old) = current.iter().find(|o| o.type_ == c.type_)
+                && old.status == c.status
+            {
+                c.last_transition_time = old.last_transition_time.clone();
+            }
+            c
+        })
+        .collect()
+}
+
+/// Whether two condition lists are equal but for transition times, which
+/// the API server rounds.
+pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
+    let strip = |list: &[Condition]| {
+        list.iter()
+            .cloned()
+            .map(|mut c| {
+                c.last_transition_time.clear();
+                c
+            })
+            .collect::<Vec<_>>()
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchanged_status_keeps_its_transition_time_and_a_changed_one_gets_now() {
+        let then: Timestamp = "2026-12-01T00:00:00Z".parse().expect("time");
+        let now: Timestamp = "2026-12-04T00:00:00Z".parse().expect("time");
+        let current = vec![
+            condition_at("A", true, "r", "m".into(), 1, then),
+            condition_at("B", true, "r", "m".into(), 1, then),
+        ];
+        let wanted = vec![
+            condition_at("A", true, "r2", "m2".into(), 2, now),
+            condition_at("B", false, "r", "m".into(), 2, now),
+        ];
+        let merged = conditions(&current, wanted);
+        assert_eq!(merged[0].last_transition_time, "2026-12-01T00:00:00Z");
+        assert_eq!(merged[0].reason, "r2");
+        assert_eq!(merged[1].last_transition_time, "2026-12-04T00:00:00Z");
+        assert!(!same_conditions(&current, &merged));
+        let mut retimed = current.clone();
+        retimed[0].last_transition_time = "2026-12-02T00:00:00Z".into();
+        assert!(same_conditions(&current, &retimed));
+    }
+}
