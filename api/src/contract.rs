@@ -68,6 +68,12 @@ pub const TEMPLATE_APPLIED_AT_ANNOTATION: &str = "work.ferry.dev/template-applie
 /// hash of the template and overrides it was rendered from
 /// (`ferry_fleet_semantics::revision::revision_hash`).
 pub const REVISION_ANNOTATION: &str = "work.ferry.dev/revision";
+/// Annotation on a generated work: the whole digest of the revision it
+/// holds (`ferry_fleet_semantics::revision::revision_digest`), of which
+/// [`REVISION_ANNOTATION`] is the first 10 digits. Whether a work already
+/// holds the revision rolling out is judged by it when present: two
+/// templates sharing the short hash are found in seconds.
+pub const REVISION_DIGEST_ANNOTATION: &str = "work.ferry.dev/revision-digest";
 /// Annotation that releases held deletions once per new value, which says
 /// who released and why (`<user>: <why>`): on a ManifestWorkReplicaSet it
 /// lets the removals its deletion budget holds go (only a platform role may

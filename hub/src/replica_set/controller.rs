@@ -257,18 +257,7 @@ impl Context {
             if !recorded && (!works.start.is_empty() || !works.delete.is_empty()) {
                 fence(&self.client, &at).await?;
             }
-            let new = deploy(
-                &self.client,
-                &rs,
-                &works.start,
-                &works.specs,
-                &works.revision,
-                &works.existing,
-                &decision.chosen.wanted,
-                &works.delete,
-                now,
-            )
-            .await?;
+            let new = deploy(&self.client, &rs, works, &decision.chosen.wanted, now).await?;
             newly_refused = !new.is_empty();
             refused.extend(new);
         }

@@ -22,12 +22,12 @@ use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
 use super::budget::{Removals, fill_budget_status, removals};
 use super::decisions::{Chosen, chosen_by_decisions};
 use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
-use super::deploy::{REFUSAL_RETRY, Refused, spec_hash};
+use super::deploy::{REFUSAL_RETRY, Refused, WorkWrites, spec_hash};
 use super::gates::{GateInputs, HealthRequest};
 use super::plan::{RolloutPlan, plan_rollout};
 use super::render::{Rendered, render_chosen};
 use super::revision_status::{RevisionInputs, fill_revision_status};
-use super::revisions::{Revision, current_revision};
+use super::revisions::{Revision, current_revision, spec_revision_digest};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_to_record, rollback_writes};
 use super::status::{condition, replica_set_status};
 use super::windows::{closed_clusters, waiting_condition};
@@ -81,24 +81,6 @@ pub struct Snapshot {
     pub dependencies: DependencyInputs,
     /// Now.
     pub now: Timestamp,
-}
-
-/// The works one reconcile writes and deletes; absent from a decision
-/// while a referenced placement is missing.
-#[derive(Debug)]
-pub struct WorkWrites {
-    /// The clusters written now, each with its placement.
-    pub start: Vec<(String, String)>,
-    /// What each of them is written (the stable revision's rendering while
-    /// rolling back); a cluster whose rendering failed is not written.
-    pub specs: Rendered,
-    /// The revision hash the written works hold.
-    pub revision: String,
-    /// The works these writes may touch (relabel, delete): the generated
-    /// ones but those of unbound clusters, which are left as they are.
-    pub existing: BTreeMap<String, Arc<ManifestWork>>,
-    /// The clusters whose works are deleted now (within the budget).
-    pub delete: Vec<String>,
 }
 
 /// What one reconcile does, in the order it is done: record a rollback,
@@ -415,10 +397,16 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
                 .into_iter()
                 .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
                 .collect();
-                (start, stable, to.reference.hash.clone())
+                let digest = spec_revision_digest(&to.spec);
+                (start, stable, (to.reference.hash.clone(), digest))
             }
-            _ => (plan.start.clone(), rendered.clone(), current.hash.clone()),
+            _ => (
+                plan.start.clone(),
+                rendered.clone(),
+                (current.hash.clone(), spec_revision_digest(&rs.spec)),
+            ),
         };
+        let (revision, digest) = revision;
         let specs = start
             .iter()
             .filter_map(|(cluster, _)| Some((cluster.clone(), to_write.get(cluster)?.clone())))
@@ -427,6 +415,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
             start,
             specs,
             revision,
+            digest,
             existing: deployable,
             delete: removals.delete(),
         }

@@ -16,10 +16,31 @@ use tracing::warn;
 use super::error::{ReplicaSetError, failed};
 use super::render::Rendered;
 use ferry_api::contract::{
-    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION,
+    PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL, REVISION_ANNOTATION, REVISION_DIGEST_ANNOTATION,
+    TEMPLATE_APPLIED_AT_ANNOTATION,
 };
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
+
+/// The works one reconcile writes and deletes; absent from a decision
+/// while a referenced placement is missing.
+#[derive(Debug)]
+pub struct WorkWrites {
+    /// The clusters written now, each with its placement.
+    pub start: Vec<(String, String)>,
+    /// What each of them is written (the stable revision's rendering while
+    /// rolling back); a cluster whose rendering failed is not written.
+    pub specs: Rendered,
+    /// The revision hash the written works hold.
+    pub revision: String,
+    /// That revision's whole digest.
+    pub digest: String,
+    /// The works these writes may touch (relabel, delete): the generated
+    /// ones but those of unbound clusters, which are left as they are.
+    pub existing: BTreeMap<String, Arc<ManifestWork>>,
+    /// The clusters whose works are deleted now (within the budget).
+    pub delete: Vec<String>,
+}
 
 /// Works written at once by one reconcile.
 const CONCURRENT_WRITES: usize = 16;
@@ -103,25 +124,24 @@ pub fn work_labels(rs: &ManifestWorkReplicaSet, placement: &str) -> BTreeMap<Str
     labels
 }
 
-/// Writes the works of the clusters in `start` (cluster, placement) unless
-/// `rs` is paused, each annotated as holding `revision` (a revision hash),
-/// then deletes the `existing` works of the clusters in `delete` (those the
-/// deletion budget lets go) that are no longer `wanted`. A work the API server refuses for what it
-/// is fails only its cluster: the refusals are returned and the other
-/// writes go on. Fails on any other refused write or deletion, after the
-/// other writes.
-#[allow(clippy::too_many_arguments)]
+/// Carries out `works` for `rs`: writes the works of the clusters in
+/// `works.start` (cluster, placement) unless `rs` is paused, each annotated
+/// as holding `works.revision` (the hash) and `works.digest`, then deletes
+/// the existing works of the clusters in `works.delete` (those the
+/// deletion budget lets go) that are no longer `wanted`. A work the API
+/// server refuses for what it is fails only its cluster: the refusals are
+/// returned and the other writes go on. Fails on any other refused write or
+/// deletion, after the other writes.
 pub async fn deploy(
     client: &Client,
     rs: &ManifestWorkReplicaSet,
-    start: &[(String, String)],
-    rendered: &Rendered,
-    revision: &str,
-    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    works: &WorkWrites,
     wanted: &BTreeMap<String, String>,
-    delete: &[String],
     now: Timestamp,
 ) -> Result<Refused, ReplicaSetError> {
+    let (start, rendered, existing, delete) =
+        (&works.start, &works.specs, &works.existing, &works.delete);
+    let (revision, digest) = (works.revision.as_str(), works.digest.as_str());
     let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
     let mut refusals = Refused::new();
     if !rs.spec.paused {
@@ -163,6 +183,7 @@ pub async fn deploy(
                         "annotations": {
                             TEMPLATE_APPLIED_AT_ANNOTATION: applied_at,
                             REVISION_ANNOTATION: revision,
+                            REVISION_DIGEST_ANNOTATION: digest,
                         },
                     },
                     "spec": spec,

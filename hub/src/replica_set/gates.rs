@@ -19,7 +19,6 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};
 use ferry_api::replica_set::{
@@ -28,7 +27,7 @@ use ferry_api::replica_set::{
 };
 use ferry_api::rollout_approval::RolloutApproval;
 
-use super::revisions::spec_revision_digest;
+use super::revisions::{holds_revision, spec_revision_digest};
 use super::rollout::RolloutError;
 
 /// What the gates and the cohort read beyond the works: the clusters (by
@@ -275,9 +274,10 @@ pub fn placement_gates(
             work_created_ms: work
                 .and_then(|w| w.meta().creation_timestamp.as_ref())
                 .map(|t| t.0.as_millisecond()),
+            // Compared by the whole digest when the work carries it.
             work_revision: work
-                .and_then(|w| w.annotations().get(REVISION_ANNOTATION))
-                .map(String::as_str),
+                .filter(|w| holds_revision(w, revision, &digest))
+                .map(|_| revision),
             cluster_created_ms: managed
                 .and_then(|c| c.meta().creation_timestamp.as_ref())
                 .map(|t| t.0.as_millisecond()),

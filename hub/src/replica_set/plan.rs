@@ -14,10 +14,9 @@ use super::depends::Hold;
 use super::deploy::Refused;
 use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
-use super::revisions::spec_revision_hash;
+use super::revisions::{holds_revision, spec_revision_digest, spec_revision_hash};
 use super::rollout::{cluster_state, resolve};
 use super::windows::Closed;
-use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_semantics::text::first_few;
@@ -81,6 +80,7 @@ pub fn plan_rollout(
     now: Timestamp,
 ) -> RolloutPlan {
     let revision = spec_revision_hash(&rs.spec);
+    let digest = spec_revision_digest(&rs.spec);
     let mut placements = Vec::new();
     let (wanted, group_of) = (&chosen.wanted, &chosen.group_of);
     let mut problems = Vec::new();
@@ -138,10 +138,9 @@ pub fn plan_rollout(
             .iter()
             .filter(|c| c.state == ClusterState::ToApply)
             .filter(|c| {
-                existing
+                !existing
                     .get(&c.name)
-                    .and_then(|w| w.metadata.annotations.as_ref()?.get(REVISION_ANNOTATION))
-                    != Some(&revision)
+                    .is_some_and(|w| holds_revision(w, &revision, &digest))
             })
             .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
             .collect();
@@ -440,11 +439,10 @@ pub(crate) mod tests {
         // Once a has a work (an older revision), a new one is the agent's
         // to gate: the hub writes it.
         let mut older = (*succeeded_work(&all, "a")).clone();
-        older
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(REVISION_ANNOTATION.into(), "old".into());
+        older.metadata.annotations.get_or_insert_default().insert(
+            ferry_api::contract::REVISION_ANNOTATION.into(),
+            "old".into(),
+        );
         older.spec.delete_option = Some(Default::default());
         let started = BTreeMap::from([("a".to_string(), Arc::new(older))]);
         let plan = plan_with(&started);

@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::deploy::owner_label;
 use super::error::{ReplicaSetError, failed};
-use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
+use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION, REVISION_DIGEST_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
 use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
@@ -124,6 +124,20 @@ pub fn refusal(revision: &ControllerRevision) -> Option<String> {
             revision.name_any()
         )),
     }
+}
+
+/// Whether `work` holds the revision with hash `hash` and whole digest
+/// `digest`: its revision annotation is the hash and, when it carries the
+/// digest annotation (every work this hub writes does), that is the
+/// digest. The hash alone is 40 bits, which a birthday search matches in
+/// seconds; a work written before digests were annotated is judged by the
+/// hash until it is next written.
+pub fn holds_revision(work: &ManifestWork, hash: &str, digest: &str) -> bool {
+    let annotations = work.annotations();
+    annotations.get(REVISION_ANNOTATION).map(String::as_str) == Some(hash)
+        && annotations
+            .get(REVISION_DIGEST_ANNOTATION)
+            .is_none_or(|d| d == digest)
 }
 
 /// The revision hashes of `rs` never pruned: those its `existing` works
@@ -382,6 +396,26 @@ mod tests {
         );
         forged.data = None;
         assert!(refusal(&forged).is_some());
+    }
+
+    #[test]
+    fn a_work_holds_a_revision_by_its_whole_digest_when_it_carries_one() {
+        let digest = "a".repeat(64);
+        let hash = &digest[..10];
+        let mut work = ManifestWork::new("app", Default::default());
+        work.metadata.annotations = Some(BTreeMap::from([(
+            REVISION_ANNOTATION.to_string(),
+            hash.to_string(),
+        )]));
+        // Written before digests were annotated: the hash decides.
+        assert!(holds_revision(&work, hash, &digest));
+        let annotations = work.metadata.annotations.get_or_insert_default();
+        annotations.insert(REVISION_DIGEST_ANNOTATION.into(), digest.clone());
+        assert!(holds_revision(&work, hash, &digest));
+        // Another template sharing the short hash is another revision.
+        let colliding = format!("{hash}{}", "b".repeat(54));
+        assert!(!holds_revision(&work, hash, &colliding));
+        assert!(!holds_revision(&work, "bbbbbbbbbb", &digest));
     }
 
     #[test]
