@@ -894,6 +894,16 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         // (e2e placement:: and liveness:: take agents away).
         "tainting a cluster whose agent stayed away past the grace, and removing it",
     ),
+    (
+        "cluster.ferry.dev",
+        "placementdecisions",
+        "patch",
+        // hub/src/placement/act.rs creates a new decision object (so one
+        // that appeared since the decision was made is never applied over)
+        // and patches one only to relabel it, when a decision group's index
+        // or name changes (e2e placement::decision_groups_...).
+        "relabelling a decision object whose group changed",
+    ),
 ];
 
 /// Grants of the agent's fixed rules the core path does not use, each with

@@ -33,6 +33,7 @@ mod deletion_brake_on_the_spoke;
 mod deletion_budget_on_the_hub;
 mod dependency_readiness_rules;
 mod depends_on;
+mod documented_yaml;
 mod drift;
 mod drift_report;
 mod eviction;
