@@ -182,10 +182,22 @@ impl ControlPlane {
     /// A client acting as `user` (in group `system:authenticated`), which has
     /// exactly the rights RBAC grants that user: the admin impersonates it.
     pub async fn client_as(&self, user: &str) -> Result<Client, StartError> {
-        self.client_impersonating(Some(user)).await
+        self.client_impersonating(Some((user, "system:authenticated")))
+            .await
     }
 
-    async fn client_impersonating(&self, user: Option<&str>) -> Result<Client, StartError> {
+    /// A client acting as `user` in group `system:masters`: every right at
+    /// once, with no binding to wait for, for checks that care who the
+    /// user is (an admission policy reading the user name), not what RBAC
+    /// grants it.
+    pub async fn admin_client_as(&self, user: &str) -> Result<Client, StartError> {
+        self.client_impersonating(Some((user, "system:masters")))
+            .await
+    }
+
+    /// A client impersonating (user, group) in `system:authenticated` too,
+    /// or the admin itself.
+    async fn client_impersonating(&self, user: Option<(&str, &str)>) -> Result<Client, StartError> {
         let wrap = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Kubeconfig {
             name: self.name.clone(),
             source,
@@ -196,9 +208,13 @@ impl ControlPlane {
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| wrap(e.into()))?;
-        if let Some(user) = user {
+        if let Some((user, group)) = user {
             config.auth_info.impersonate = Some(user.to_string());
-            config.auth_info.impersonate_groups = Some(vec!["system:authenticated".to_string()]);
+            let mut groups = vec!["system:authenticated".to_string()];
+            if group != "system:authenticated" {
+                groups.push(group.to_string());
+            }
+            config.auth_info.impersonate_groups = Some(groups);
         }
         Client::try_from(config).map_err(|e| wrap(e.into()))
     }

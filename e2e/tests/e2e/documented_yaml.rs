@@ -17,9 +17,7 @@ use ferry_e2e::helpers::cluster_inventory::{
     PLACEMENT_DECISION_CRD, install_cluster_profile_crd, install_module_crd,
 };
 use ferry_hub::crds::install_crds;
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -118,50 +116,6 @@ async fn ensure_namespace(client: &Client, name: &str) {
     }
 }
 
-/// Binds `user` to `cluster-admin` (once).
-async fn grant_admin(bindings: &Api<ClusterRoleBinding>, user: &str) {
-    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": format!("documented-yaml-{user}")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }))
-    .expect("binding");
-    match bindings.create(&PostParams::default(), &binding).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("bind {user}: {e}"),
-    }
-}
-
-/// Waits until the API server's authorizer lets `client` (acting as
-/// `user`) create RolloutApprovals: the binding just made is in force.
-async fn wait_allowed(client: &Client, user: &str) {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let review: SelfSubjectAccessReview = serde_json::from_value(serde_json::json!({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"group": "work.ferry.dev", "resource": "rolloutapprovals",
-                 "verb": "create", "namespace": "default"}},
-    }))
-    .expect("review");
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let answer = reviews
-            .create(&PostParams::default(), &review)
-            .await
-            .expect("self review");
-        if answer.status.is_some_and(|s| s.allowed) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{user}'s binding never came into force"
-        );
-        // The authorizer follows bindings through its watch: ask again.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// Applies `object` (from `place`) as a dry run; panics with the API
 /// server's answer when it is refused.
 async fn dry_run_apply(client: &Client, place: &str, object: &Value) {
@@ -211,9 +165,8 @@ async fn every_yaml_in_the_readme_docs_and_examples_parses_and_every_object_is_a
         .expect("inventory PlacementDecision CRD");
     // An approval is accepted only from the user it names as `approvedBy`
     // (policy `rolloutapprovals.work.ferry.dev`): such an object is applied
-    // as that user, granted what it needs here, so the outcome does not
-    // depend on when the policy comes into force.
-    let approvers: Api<ClusterRoleBinding> = Api::all(client.clone());
+    // as that user (with every right, in `system:masters`), so the outcome
+    // does not depend on when the policy comes into force.
     let (mut objects, mut fragments) = (0, 0);
     for source in sources() {
         for document in serde_yaml::Deserializer::from_str(&source.text) {
@@ -225,12 +178,10 @@ async fn every_yaml_in_the_readme_docs_and_examples_parses_and_every_object_is_a
             let whole = value.get("apiVersion").is_some() && value.get("kind").is_some();
             if whole {
                 let as_user = match value["spec"]["approvedBy"].as_str() {
-                    Some(user) => {
-                        grant_admin(&approvers, user).await;
-                        let as_user = hub.client_as(user).await.expect("client as the approver");
-                        wait_allowed(&as_user, user).await;
-                        as_user
-                    }
+                    Some(user) => hub
+                        .admin_client_as(user)
+                        .await
+                        .expect("client as the approver"),
                     None => client.clone(),
                 };
                 dry_run_apply(&as_user, &source.place, &value).await;

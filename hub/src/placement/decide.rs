@@ -468,7 +468,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
+    use crate::replica_set::decide::tests::everything;
 
     fn now() -> Timestamp {
         "2026-12-04T02:00:00Z".parse().expect("time")
@@ -512,18 +512,6 @@ mod tests {
             }))
             .expect("decision"),
         )
-    }
-
-    fn everything() -> (Arc<ManagedClusterSet>, Arc<ManagedClusterSetBinding>) {
-        let set = serde_json::from_value(json!({"apiVersion": "cluster.ferry.dev/v1alpha1",
-            "kind": "ManagedClusterSet", "metadata": {"name": "all"},
-            "spec": {"clusterSelector": {"selectorType": "LabelSelector", "labelSelector": {}}}}))
-        .expect("set");
-        let binding = serde_json::from_value(json!({"apiVersion": "cluster.ferry.dev/v1alpha1",
-            "kind": "ManagedClusterSetBinding", "metadata": {"name": "all", "namespace": "ns"},
-            "spec": {"clusterSet": "all"}}))
-        .expect("binding");
-        (Arc::new(set), Arc::new(binding))
     }
 
     fn env_a() -> serde_json::Value {

@@ -134,6 +134,17 @@ impl Context {
         inputs
     }
 
+    /// A write to the replica set `owner` returned `version`: the next
+    /// write of this reconcile (`at`) carries it, and the next reconcile
+    /// knows the cache is at least that new.
+    async fn recorded(&self, owner: &str, at: &mut ManifestWorkReplicaSet, version: String) {
+        self.written
+            .lock()
+            .await
+            .insert(owner.to_string(), version.clone());
+        at.metadata.resource_version = Some(version);
+    }
+
     /// Brings the works and the status of `rs` up to date: gathers what
     /// the reconcile reads, [`decide`]s, then carries the decision out in
     /// its order (records before the writes they announce) and writes the
@@ -219,19 +230,11 @@ impl Context {
         if let Some(rollback) = &decision.record_rollback
             && let Some(version) = record_rollback(&self.client, &at, rollback).await?
         {
-            self.written
-                .lock()
-                .await
-                .insert(owner.clone(), version.clone());
-            at.metadata.resource_version = Some(version);
+            self.recorded(&owner, &mut at, version).await;
             recorded = true;
         }
         if let Some(version) = record_window(&self.client, &at, &decision.removals.budget).await? {
-            self.written
-                .lock()
-                .await
-                .insert(owner.clone(), version.clone());
-            at.metadata.resource_version = Some(version);
+            self.recorded(&owner, &mut at, version).await;
             recorded = true;
         }
         // A gate that passes now is in the status before the first work of
@@ -241,11 +244,7 @@ impl Context {
         if !decision.record_gates.is_empty() {
             let status = decide_status(&snapshot, &decision, &snapshot.existing, &decision.refused);
             if let Some(version) = write_status(&self.client, &at, status).await? {
-                self.written
-                    .lock()
-                    .await
-                    .insert(owner.clone(), version.clone());
-                at.metadata.resource_version = Some(version);
+                self.recorded(&owner, &mut at, version).await;
                 recorded = true;
             }
         }

@@ -587,7 +587,7 @@ pub fn decide_status(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::replica_set::decisions::tests::{decision, placement};
     use crate::replica_set::plan::tests::succeeded_work;
@@ -667,7 +667,7 @@ mod tests {
     }
 
     /// A set of every cluster, bound to namespace ns.
-    fn everything() -> (Arc<ManagedClusterSet>, Arc<ManagedClusterSetBinding>) {
+    pub(crate) fn everything() -> (Arc<ManagedClusterSet>, Arc<ManagedClusterSetBinding>) {
         let set = serde_json::from_value(json!({"apiVersion": "cluster.ferry.dev/v1alpha1",
             "kind": "ManagedClusterSet", "metadata": {"name": "all"},
             "spec": {"clusterSelector": {"selectorType": "LabelSelector", "labelSelector": {}}}}))
