@@ -130,6 +130,9 @@ async fn write_reports(
                 Ok(()) => written = report,
                 Err(error) => warn!(%cluster, %error, "cannot record the agent's deletion brake"),
             }
+            // A pace, not a wait for readiness: however often the agent
+            // reports, this cluster's ManagedCluster is written at most
+            // once per interval; the latest report is written after it.
             tokio::time::sleep(MIN_WRITE_INTERVAL).await;
         }
         if reports.changed().await.is_err() {
