@@ -522,14 +522,33 @@ pub struct DeletionRelease {
     pub deleted: i32,
 }
 
-/// A revision: its number (increasing per replica set) and hash.
+/// A revision: its number (increasing per replica set), hash and digest.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionRef {
     /// The revision's number (its ControllerRevision's `revision`).
     pub number: i64,
-    /// The revision hash of its template and overrides.
+    /// The revision hash of its template and overrides (the digest's first
+    /// ten hex digits, as in its ControllerRevision's name).
     pub hash: String,
+    /// The whole revision digest (64 hex digits): what tells two templates
+    /// apart whose hashes clash. Absent in statuses older hubs wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub digest: Option<String>,
+}
+
+impl RevisionRef {
+    /// Whether `other` names the same revision: the same hash and, when
+    /// both carry one, the same digest (the hash alone is 40 bits, which a
+    /// birthday search matches in seconds).
+    pub fn is(&self, other: &RevisionRef) -> bool {
+        self.hash == other.hash
+            && match (&self.digest, &other.digest) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
 }
 
 /// The state of the rollout, bounded in size whatever the fleet's.

@@ -487,6 +487,7 @@ async fn rollback_all_puts_every_cluster_the_bad_revision_reached_back_and_undo_
     let third = RevisionRef {
         number: 3,
         hash: first.hash.clone(),
+        digest: first.digest.clone(),
     };
     wait_rolled_out(&hub, "app", generation, "Complete", |rs| {
         rollout_revision(rs) == Some(third.clone()) && stable_revision(rs) == Some(third.clone())

@@ -387,16 +387,11 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
                 // placement keeps): its stable rendering would lack the
                 // cluster's labels. It is written back once the cache
                 // knows it.
-                let start = rollback_writes(
-                    &current.hash,
-                    &chosen.wanted,
-                    &s.existing,
-                    &rendered,
-                    &stable,
-                )
-                .into_iter()
-                .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
-                .collect();
+                let start =
+                    rollback_writes(&current, &chosen.wanted, &s.existing, &rendered, &stable)
+                        .into_iter()
+                        .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
+                        .collect();
                 let digest = spec_revision_digest(&to.spec);
                 (start, stable, (to.reference.hash.clone(), digest))
             }
@@ -591,7 +586,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::replica_set::decisions::tests::{decision, placement};
     use crate::replica_set::plan::tests::succeeded_work;
-    use crate::replica_set::revisions::spec_revision_hash;
+    use crate::replica_set::revisions::{spec_revision_digest, spec_revision_hash};
+    use crate::replica_set::rollback::Abort;
     use crate::replica_set::rollback::ROLLBACK_ALL;
     use crate::replica_set::rollback::tests::{rs as progressive_rs, spec, work};
     use ferry_api::replica_set::{ManifestWorkReplicaSetSpec, RolloutStatus};
@@ -618,6 +614,7 @@ pub(crate) mod tests {
         RevisionRef {
             number: 1,
             hash: spec_revision_hash(&stable_spec()),
+            digest: Some(spec_revision_digest(&stable_spec())),
         }
     }
 
@@ -700,6 +697,7 @@ pub(crate) mod tests {
                 reference: RevisionRef {
                     number: 2,
                     hash: spec_revision_hash(&rs.spec),
+                    digest: Some(spec_revision_digest(&rs.spec)),
                 },
                 spec: rs.spec.clone(),
                 created: None,
@@ -796,6 +794,76 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_stable_revision_whose_digest_is_another_templates_is_never_rolled_back_to() {
+        // The status names the stable revision by its whole digest; a
+        // stored revision with the same 40-bit hash but another digest
+        // (a clash found by a birthday search) is not it.
+        let mut rs = failing_rs();
+        let rollout = rs
+            .status
+            .as_mut()
+            .and_then(|s| s.rollout.as_mut())
+            .expect("rollout");
+        rollout.stable_revision = Some(RevisionRef {
+            digest: Some("f".repeat(64)),
+            ..stable()
+        });
+        let s = snapshot(rs, &CLUSTERS, &CLUSTERS, &all_failed());
+        let d = decide(&s);
+        assert!(
+            matches!(
+                d.outcome,
+                FailureOutcome::Aborted {
+                    why: Abort::NoStable
+                }
+            ),
+            "{:?}",
+            d.outcome
+        );
+        assert!(written(&d).is_empty(), "{:?}", written(&d));
+    }
+
+    #[test]
+    fn a_rollback_never_writes_as_an_executor_the_template_in_force_does_not_name() {
+        // Revision 1 ran as a privileged executor; the author's template
+        // in force (admitted by the executor policy) names none. Rolling
+        // back would write revision 1's executor with the hub's rights.
+        let mut s = snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_failed());
+        let stable = s
+            .revisions
+            .iter_mut()
+            .find(|r| r.reference == stable())
+            .expect("stable revision");
+        stable.spec.manifest_work_template.executor = Some(
+            serde_json::from_value(json!({"subject": {"type": "ServiceAccount",
+                "serviceAccount": {"namespace": "kube-system", "name": "admin"}}}))
+            .expect("executor"),
+        );
+        let d = decide(&s);
+        let FailureOutcome::Aborted {
+            why: Abort::OtherExecutor { stable, current },
+        } = &d.outcome
+        else {
+            panic!("{:?}", d.outcome);
+        };
+        assert_eq!(stable, "ServiceAccount kube-system/admin");
+        assert!(current.starts_with("none"), "{current}");
+        assert!(d.record_rollback.is_none());
+        assert!(written(&d).is_empty(), "{:?}", written(&d));
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        let rolled_out = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ferry_semantics::contract::PLACEMENT_ROLLED_OUT)
+            .expect("PlacementRolledOut");
+        assert!(
+            rolled_out.message.contains("kube-system/admin") && rolled_out.reason == "Failed",
+            "{}",
+            rolled_out.message
+        );
+    }
+
+    #[test]
     fn a_stable_revision_whose_data_does_not_hash_to_its_name_is_never_rolled_back_to() {
         // sync_revisions refused the stable revision's ControllerRevision
         // (see revisions::refusal): it is not among the revisions.
@@ -809,7 +877,12 @@ pub(crate) mod tests {
         s.refused_revisions = vec![why.clone()];
         let d = decide(&s);
         assert!(
-            matches!(d.outcome, FailureOutcome::Aborted { no_stable: true }),
+            matches!(
+                d.outcome,
+                FailureOutcome::Aborted {
+                    why: Abort::NoStable
+                }
+            ),
             "{:?}",
             d.outcome
         );

@@ -62,8 +62,9 @@ fn clip(text: &str, max: usize) -> String {
     format!("{}...", prefix_within(text, max.saturating_sub(3)))
 }
 
-/// Summarises `reports` against the `current` revision; `numbers` gives
-/// each known revision hash its number (an unknown hash counts as 0), and
+/// Summarises `reports` against the `current` revision; `known` gives
+/// each known revision hash its reference (an unknown hash counts as
+/// number 0, without a digest), and
 /// `feedback_names` the feedback whose values are counted. Bounded: one
 /// entry per revision held (protected from pruning, so few), at most
 /// [`MAX_SUMMARY_ENTRIES`] failing clusters with reasons of at most
@@ -72,7 +73,7 @@ fn clip(text: &str, max: usize) -> String {
 pub fn fleet_summary(
     reports: &[ClusterReport],
     current: &RevisionRef,
-    numbers: &BTreeMap<String, i64>,
+    known: &BTreeMap<String, RevisionRef>,
     feedback_names: &[String],
 ) -> FleetSummary {
     let mut per_revision: BTreeMap<&str, RolloutCounts> = BTreeMap::new();
@@ -99,14 +100,14 @@ pub fn fleet_summary(
             ClusterState::Failed => c.failed += 1,
         }
     }
-    let number = |hash: &str| numbers.get(hash).copied().unwrap_or(0);
     let mut revisions: Vec<RevisionSummary> = per_revision
         .into_iter()
         .map(|(hash, clusters)| RevisionSummary {
-            revision: RevisionRef {
-                number: number(hash),
+            revision: known.get(hash).cloned().unwrap_or_else(|| RevisionRef {
+                number: 0,
                 hash: hash.to_string(),
-            },
+                digest: None,
+            }),
             clusters,
         })
         .collect();
@@ -121,7 +122,11 @@ pub fn fleet_summary(
         .take(MAX_SUMMARY_ENTRIES)
         .map(|r| FailingCluster {
             cluster: r.cluster.clone(),
-            revision: r.revision.as_deref().map_or(0, number),
+            revision: r
+                .revision
+                .as_deref()
+                .and_then(|h| known.get(h))
+                .map_or(0, |k| k.number),
             reason: clip(r.failure.as_deref().unwrap_or("failed"), MAX_REASON),
         })
         .collect();
@@ -185,6 +190,7 @@ mod tests {
         RevisionRef {
             number,
             hash: hash.into(),
+            digest: None,
         }
     }
 
@@ -203,8 +209,11 @@ mod tests {
             waiting,
             away,
         ];
-        let numbers = BTreeMap::from([("old".to_string(), 1), ("new".to_string(), 2)]);
-        let summary = fleet_summary(&reports, &r(2, "new"), &numbers, &[]);
+        let known = BTreeMap::from([
+            ("old".to_string(), r(1, "old")),
+            ("new".to_string(), r(2, "new")),
+        ]);
+        let summary = fleet_summary(&reports, &r(2, "new"), &known, &[]);
         assert_eq!(summary.revisions.len(), 2);
         assert_eq!(summary.revisions[0].revision, r(2, "new"));
         assert_eq!(
@@ -326,14 +335,14 @@ mod tests {
                 }
             })
             .collect();
-        let numbers: BTreeMap<String, i64> = hashes
+        let known: BTreeMap<String, RevisionRef> = hashes
             .iter()
             .enumerate()
-            .map(|(n, h)| (h.to_string(), i64::try_from(n).unwrap_or(0) + 1))
+            .map(|(n, h)| (h.to_string(), r(i64::try_from(n).unwrap_or(0) + 1, h)))
             .collect();
         let names: Vec<String> = (0..8).map(|f| format!("feedback-{f}")).collect();
         let started = std::time::Instant::now();
-        let summary = fleet_summary(&reports, &r(3, hashes[2]), &numbers, &names);
+        let summary = fleet_summary(&reports, &r(3, hashes[2]), &known, &names);
         let took = started.elapsed();
         let counted: i32 = summary.revisions.iter().map(|r| r.clusters.total).sum();
         assert_eq!(counted, 10_000);

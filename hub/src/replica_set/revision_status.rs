@@ -15,7 +15,7 @@ use super::deploy::Refused;
 use super::fleet_summary::{ClusterReport, fleet_summary};
 use super::render::Rendered;
 use super::revisions::Revision;
-use super::rollback::{FailureOutcome, held_revision, rolled_back};
+use super::rollback::{Abort, FailureOutcome, held_revision, rolled_back};
 use super::rollout::{ResolvedStrategy, cluster_state, resolve};
 use super::status::condition;
 use ferry_api::managed_cluster::ManagedCluster;
@@ -132,14 +132,15 @@ pub fn fill_revision_status(
 ) {
     let generation = rs.meta().generation.unwrap_or(0);
     let previous = rs.status.clone().unwrap_or_default().conditions;
-    let numbers: BTreeMap<String, i64> = inputs
+    let mut known: BTreeMap<String, RevisionRef> = inputs
         .revisions
         .iter()
-        .map(|r| (r.reference.hash.clone(), r.reference.number))
+        .map(|r| (r.reference.hash.clone(), r.reference.clone()))
         .collect();
+    known.insert(inputs.current.hash.clone(), inputs.current.clone());
     let renumbered = |r: &RevisionRef| RevisionRef {
-        number: numbers.get(&r.hash).copied().unwrap_or(r.number),
-        hash: r.hash.clone(),
+        number: known.get(&r.hash).map_or(r.number, |k| k.number),
+        ..r.clone()
     };
     let rolling_back = matches!(inputs.outcome, FailureOutcome::RollBack { .. });
     let rolled_out = status
@@ -247,11 +248,11 @@ pub fn fill_revision_status(
         .as_ref()
         .map(|s| s.feedback.clone())
         .unwrap_or_default();
-    let summary = fleet_summary(&reports, inputs.current, &numbers, &feedback_names);
+    let summary = fleet_summary(&reports, inputs.current, &known, &feedback_names);
     let rollback = match inputs.outcome {
         FailureOutcome::RollBack { status, to } => {
             let mut status = status.clone();
-            status.clusters = rolled_back(inputs.works, &to.reference.hash, &status.at);
+            status.clusters = rolled_back(inputs.works, &to.reference, &status.at);
             Some(status)
         }
         _ => None,
@@ -270,26 +271,28 @@ pub fn fill_revision_status(
             generation,
             &previous,
         )),
-        (FailureOutcome::Aborted { no_stable }, _) => Some(condition(
+        (FailureOutcome::Aborted { why }, _) => Some(condition(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            if *no_stable && !inputs.refused_revisions.is_empty() {
-                format!(
+            match why {
+                Abort::NoStable if !inputs.refused_revisions.is_empty() => format!(
                     "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision it trusts to roll back to ({}), so every cluster stays where it is; {halted_message}",
                     inputs.current.number,
                     first_few(inputs.refused_revisions, "; ")
-                )
-            } else if *no_stable {
-                format!(
+                ),
+                Abort::NoStable => format!(
                     "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision to roll back to (no earlier revision completed), so every cluster stays where it is; {halted_message}",
                     inputs.current.number
-                )
-            } else {
-                format!(
+                ),
+                Abort::OtherExecutor { stable, current } => format!(
+                    "rollout of revision {} aborted: failureStrategy rollbackAll does not roll back, because the stable revision runs as executor {stable} and the template in force as {current} (a rollback writes only as the executor the template in force was admitted with), so every cluster stays where it is; {halted_message}",
+                    inputs.current.number
+                ),
+                Abort::Asked => format!(
                     "rollout of revision {} aborted (failureStrategy abortAll): every cluster stays where it is; {halted_message}",
                     inputs.current.number
-                )
+                ),
             },
             generation,
             &previous,

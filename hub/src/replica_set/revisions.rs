@@ -23,7 +23,7 @@ use super::error::{ReplicaSetError, failed};
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION, REVISION_DIGEST_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
-use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
+use ferry_fleet_semantics::revision::{REVISION_HASH_LEN, revision_digest, revision_hash};
 
 /// Old revisions kept when `revisionHistoryLimit` is not set (OCM's and
 /// Deployments' default).
@@ -97,13 +97,37 @@ pub fn revision_spec(
 /// drop or add does not change it), or None when its data is not a
 /// template and overrides.
 pub fn stored_hash(revision: &ControllerRevision) -> Option<String> {
+    let mut digest = stored_digest(revision)?;
+    digest.truncate(REVISION_HASH_LEN);
+    Some(digest)
+}
+
+/// The revision digest of what `revision` stores (see [`stored_hash`]), or
+/// None when its data is not a template and overrides.
+fn stored_digest(revision: &ControllerRevision) -> Option<String> {
     let data = &revision.data.as_ref()?.0;
     let template = data.get("manifestWorkTemplate")?;
     let overrides = match data.get("overrides") {
         None | Some(Value::Null) => json!([]),
         Some(o) => o.clone(),
     };
-    Some(revision_hash(template, &overrides))
+    Some(revision_digest(template, &overrides))
+}
+
+/// Why the stored `revision` named for `spec`'s revision is not that
+/// revision, or None when it is: its data's digest is another (the two
+/// templates' 40-bit hashes clash; whoever may create ControllerRevisions
+/// can make one that way before the spec comes to it). Such a revision is
+/// never renumbered, rendered or rolled back to.
+pub fn clash(revision: &ControllerRevision, spec: &ManifestWorkReplicaSetSpec) -> Option<String> {
+    let wanted = spec_revision_digest(spec);
+    match stored_digest(revision) {
+        Some(stored) if stored == wanted => None,
+        _ => Some(format!(
+            "ControllerRevision {} is refused: its name is the current revision's but its data is another template (a hash clash), so the current revision is not stored and cannot be rolled back to",
+            revision.name_any()
+        )),
+    }
 }
 
 /// Why a stored ControllerRevision of `rs` is not used, or None when its
@@ -168,12 +192,17 @@ pub fn protected_hashes(
 /// The revision `spec` asks for, numbered from the stored `revisions` (0
 /// when it is not stored yet).
 pub fn current_revision(spec: &ManifestWorkReplicaSetSpec, revisions: &[Revision]) -> RevisionRef {
-    let hash = spec_revision_hash(spec);
+    let digest = spec_revision_digest(spec);
+    let wanted = RevisionRef {
+        number: 0,
+        hash: digest[..REVISION_HASH_LEN].to_string(),
+        digest: Some(digest),
+    };
     revisions
         .iter()
-        .find(|r| r.reference.hash == hash)
+        .find(|r| r.reference.is(&wanted))
         .map(|r| r.reference.clone())
-        .unwrap_or(RevisionRef { number: 0, hash })
+        .unwrap_or(wanted)
 }
 
 /// Which old revisions to delete: with `old` sorted oldest first (every
@@ -232,6 +261,16 @@ pub async fn sync_revisions(
     let current = spec_revision_hash(&rs.spec);
     let name = revision_name(&rs.name_any(), &current);
     let highest = own.iter().map(|r| r.revision).max().unwrap_or(0);
+    let mut refused = Vec::new();
+    // A revision of that name holding another template is refused before
+    // anything is made of it (renumbered, kept, rendered).
+    if let Some(at) = own.iter().position(|r| r.name_any() == name)
+        && let Some(why) = clash(&own[at], &rs.spec)
+    {
+        warn!(replica_set = %rs.name_any(), namespace = %namespace, %why, "a stored revision is refused");
+        refused.push(why);
+        own.remove(at);
+    }
     match own.iter_mut().find(|r| r.name_any() == name) {
         Some(existing) if existing.revision < highest => {
             // Back to an older revision: it becomes the newest (its data
@@ -247,6 +286,7 @@ pub async fn sync_revisions(
             *existing = patched;
         }
         Some(_) => {}
+        None if !refused.is_empty() => {}
         None => {
             let revision = new_revision(rs, &name, highest + 1);
             match api.create(&PostParams::default(), &revision).await {
@@ -273,7 +313,6 @@ pub async fn sync_revisions(
         .map(|r| r.hash.clone())
         .collect();
     let mut kept = Vec::new();
-    let mut refused = Vec::new();
     for revision in own {
         let hash = reference(&revision).hash;
         if doomed.contains(&hash) {
@@ -316,6 +355,7 @@ fn reference(revision: &ControllerRevision) -> RevisionRef {
     RevisionRef {
         number: revision.revision,
         hash: name.rsplit('-').next().unwrap_or_default().to_string(),
+        digest: stored_digest(revision),
     }
 }
 
@@ -356,6 +396,7 @@ mod tests {
         RevisionRef {
             number,
             hash: hash.into(),
+            digest: None,
         }
     }
 
@@ -396,6 +437,25 @@ mod tests {
         );
         forged.data = None;
         assert!(refusal(&forged).is_some());
+    }
+
+    #[test]
+    fn a_stored_revision_named_for_the_current_one_but_holding_another_template_clashes() {
+        let rs = replica_set("one");
+        let hash = spec_revision_hash(&rs.spec);
+        let mut revision = new_revision(&rs, &revision_name("app", &hash), 1);
+        assert_eq!(clash(&revision, &rs.spec), None);
+        assert_eq!(
+            reference(&revision).digest,
+            Some(spec_revision_digest(&rs.spec))
+        );
+        // Another template under the current revision's name (what a
+        // 40-bit clash makes possible): refused, whatever its hash says.
+        revision.data = Some(RawExtension(
+            json!({"manifestWorkTemplate": replica_set("two").spec.manifest_work_template, "overrides": []}),
+        ));
+        let why = clash(&revision, &rs.spec).expect("a clash");
+        assert!(why.contains("hash clash"), "{why}");
     }
 
     #[test]
@@ -461,7 +521,13 @@ mod tests {
         let hash = spec_revision_hash(&rs.spec);
         let stored = new_revision(&rs, &revision_name("app", &hash), 3);
         assert_eq!(stored.revision, 3);
-        assert_eq!(reference(&stored), r(3, &hash));
+        assert_eq!(
+            reference(&stored),
+            RevisionRef {
+                digest: Some(spec_revision_digest(&rs.spec)),
+                ..r(3, &hash)
+            }
+        );
         let owner = &stored.metadata.owner_references.as_ref().expect("owner")[0];
         assert_eq!((owner.uid.as_str(), owner.controller), ("u1", Some(true)));
         let mut changed = rs.spec.clone();

@@ -9,15 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 
 use super::error::ReplicaSetError;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
-use super::revisions::Revision;
+use super::revisions::{Revision, holds_revision};
 use super::status::{MAX_CONDITION_MESSAGE, write_status};
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
-use ferry_api::manifest_work::ManifestWork;
+use ferry_api::manifest_work::{ManifestWork, ManifestWorkExecutor, ManifestWorkSpec};
 use ferry_api::replica_set::{
     ManifestWorkReplicaSet, RevisionRef, RollbackStatus, RolloutConfig, RolloutStrategy,
 };
@@ -31,12 +31,10 @@ pub const ROLLBACK_ALL: &str = "rollbackAll";
 pub enum FailureOutcome<'a> {
     /// Not halted: the rollout goes on.
     Proceed,
-    /// Halted and left where it is: `abortAll`, or `rollbackAll` with no
-    /// stable revision to go back to (`no_stable`: the first rollout
-    /// failed, or the stable revision's ControllerRevision is gone).
+    /// Halted and left where it is, for the reason `why`.
     Aborted {
-        /// Whether a rollback was asked for and could not be done.
-        no_stable: bool,
+        /// Why no rollback is made.
+        why: Abort,
     },
     /// `rollbackAll`: the clusters holding the failed revision go back to
     /// `to`.
@@ -46,6 +44,59 @@ pub enum FailureOutcome<'a> {
         /// The revision they go back to.
         to: &'a Revision,
     },
+}
+
+/// Why a halted rollout is left where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Abort {
+    /// `abortAll` says so.
+    Asked,
+    /// `rollbackAll` has no stable revision it trusts to go back to: the
+    /// first rollout failed, or the stable revision's ControllerRevision is
+    /// gone or refused.
+    NoStable,
+    /// `rollbackAll`'s stable revision runs as another executor than the
+    /// template in force (`stable`, `current`: the executors, `none` when
+    /// the agent's own). A rollback writes with the hub's rights, so it
+    /// goes only where the executor policy let the spec in force go: the
+    /// author's right to the older executor was checked when it was
+    /// written and may be gone.
+    OtherExecutor {
+        /// The stable revision's executor.
+        stable: String,
+        /// The current template's executor.
+        current: String,
+    },
+}
+
+/// `executor` as a status message names it.
+fn executor_name(executor: Option<&ManifestWorkExecutor>) -> String {
+    executor
+        .and_then(|e| e.subject.service_account.as_ref())
+        .map_or_else(
+            || "none (the agent's own identity)".to_string(),
+            |sa| format!("ServiceAccount {}/{}", sa.namespace, sa.name),
+        )
+}
+
+/// The rollback to `to` of `rs`, or why it is not made: `to` must run as
+/// the executor of the template in force (see [`Abort::OtherExecutor`]).
+fn roll_back_to<'a>(
+    rs: &ManifestWorkReplicaSet,
+    status: RollbackStatus,
+    to: &'a Revision,
+) -> FailureOutcome<'a> {
+    let current = rs.spec.manifest_work_template.executor.as_ref();
+    let stable = to.spec.manifest_work_template.executor.as_ref();
+    if current != stable {
+        return FailureOutcome::Aborted {
+            why: Abort::OtherExecutor {
+                stable: executor_name(stable),
+                current: executor_name(current),
+            },
+        };
+    }
+    FailureOutcome::RollBack { status, to }
 }
 
 /// The settings shared by every rollout type of `strategy`.
@@ -77,25 +128,28 @@ pub fn failure_outcome<'a>(
     now: Timestamp,
 ) -> FailureOutcome<'a> {
     let (halted, reasons) = (&plan.halted_placements, &plan.halted);
-    let find = |hash: &str| revisions.iter().find(|r| r.reference.hash == hash);
+    let find = |wanted: &RevisionRef| revisions.iter().find(|r| r.reference.is(wanted));
     let previous = rs
         .status
         .as_ref()
         .and_then(|s| s.rollout.as_ref())
         .and_then(|r| r.rollback.as_ref())
         .or(remembered)
-        .filter(|r| r.from.hash == current.hash);
+        .filter(|r| r.from.is(current));
     if let Some(previous) = previous {
-        return match find(&previous.to.hash) {
-            Some(to) => FailureOutcome::RollBack {
-                status: RollbackStatus {
+        return match find(&previous.to) {
+            Some(to) => roll_back_to(
+                rs,
+                RollbackStatus {
                     from: current.clone(),
                     to: to.reference.clone(),
                     ..previous.clone()
                 },
                 to,
+            ),
+            None => FailureOutcome::Aborted {
+                why: Abort::NoStable,
             },
-            None => FailureOutcome::Aborted { no_stable: true },
         };
     }
     if halted.is_empty() {
@@ -108,14 +162,12 @@ pub fn failure_outcome<'a>(
         .filter(|r| halted.contains(&r.name))
         .any(|r| rolls_back(&r.rollout_strategy));
     if !rollback_all {
-        return FailureOutcome::Aborted { no_stable: false };
+        return FailureOutcome::Aborted { why: Abort::Asked };
     }
-    match stable
-        .filter(|s| s.hash != current.hash)
-        .and_then(|s| find(&s.hash))
-    {
-        Some(to) => FailureOutcome::RollBack {
-            status: RollbackStatus {
+    match stable.filter(|s| !s.is(current)).and_then(find) {
+        Some(to) => roll_back_to(
+            rs,
+            RollbackStatus {
                 from: current.clone(),
                 to: to.reference.clone(),
                 reason: clipped(first_few(reasons, "; "), MAX_CONDITION_MESSAGE),
@@ -125,8 +177,10 @@ pub fn failure_outcome<'a>(
                 clusters: 0,
             },
             to,
+        ),
+        None => FailureOutcome::Aborted {
+            why: Abort::NoStable,
         },
-        None => FailureOutcome::Aborted { no_stable: true },
     }
 }
 
@@ -149,7 +203,7 @@ pub fn rollback_to_record<'a>(
         .and_then(|s| s.rollout.as_ref())
         .and_then(|r| r.rollback.as_ref());
     match recorded {
-        Some(r) if r.from.hash == status.from.hash && r.to.hash == status.to.hash => None,
+        Some(r) if r.from.is(&status.from) && r.to.is(&status.to) => None,
         _ => Some(status),
     }
 }
@@ -189,13 +243,35 @@ pub fn held_revision(
         .cloned()
 }
 
+/// Whether `work` holds `revision`: it holds the cluster's
+/// `rendering` of it (see [`held_revision`]), or its annotations name it
+/// by hash and, when both carry one, by whole digest.
+fn holds(
+    work: &ManifestWork,
+    revision: &RevisionRef,
+    rendering: Option<&ManifestWorkSpec>,
+) -> bool {
+    if rendering == Some(&work.spec) {
+        return true;
+    }
+    match &revision.digest {
+        Some(digest) => holds_revision(work, &revision.hash, digest),
+        None => {
+            work.annotations()
+                .get(REVISION_ANNOTATION)
+                .map(String::as_str)
+                == Some(revision.hash.as_str())
+        }
+    }
+}
+
 /// The clusters a rollback from the `failed` revision writes now, each with
 /// its placement: of the `wanted` clusters, those whose work holds the
 /// failed revision (or that have no work yet), and whose work is not
 /// already their `stable` rendering. Clusters on any other revision stay
 /// where they are.
 pub fn rollback_writes(
-    failed: &str,
+    failed: &RevisionRef,
     wanted: &BTreeMap<String, String>,
     existing: &BTreeMap<String, Arc<ManifestWork>>,
     current: &Rendered,
@@ -211,8 +287,7 @@ pub fn rollback_writes(
                 None => true,
                 Some(work) => {
                     let rendering = current.get(*cluster).and_then(|r| r.as_ref().ok());
-                    held_revision(work, failed, rendering).as_deref() == Some(failed)
-                        && &work.spec != target
+                    holds(work, failed, rendering) && &work.spec != target
                 }
             }
         })
@@ -222,20 +297,20 @@ pub fn rollback_writes(
 
 /// How many of the `existing` works a rollback to `to` that started at
 /// `at` (RFC 3339) has put back: those holding `to` written since.
-pub fn rolled_back(existing: &BTreeMap<String, Arc<ManifestWork>>, to: &str, at: &str) -> i32 {
+pub fn rolled_back(
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    to: &RevisionRef,
+    at: &str,
+) -> i32 {
     let Ok(at) = at.parse::<Timestamp>() else {
         return 0;
     };
     let count = existing
         .values()
         .filter(|w| {
-            let annotations = w.meta().annotations.as_ref();
-            annotations
-                .and_then(|a| a.get(REVISION_ANNOTATION))
-                .map(String::as_str)
-                == Some(to)
-                && annotations
-                    .and_then(|a| a.get(TEMPLATE_APPLIED_AT_ANNOTATION))
+            holds(w, to, None)
+                && w.annotations()
+                    .get(TEMPLATE_APPLIED_AT_ANNOTATION)
                     .and_then(|t| t.parse::<Timestamp>().ok())
                     .is_some_and(|t| t >= at)
         })
@@ -267,6 +342,7 @@ pub(crate) mod tests {
         RevisionRef {
             number,
             hash: hash.into(),
+            digest: None,
         }
     }
 
@@ -356,19 +432,23 @@ pub(crate) mod tests {
         );
         assert_eq!(
             outcome(&rollback, None, &halted),
-            FailureOutcome::Aborted { no_stable: true }
+            FailureOutcome::Aborted {
+                why: Abort::NoStable
+            }
         );
         assert_eq!(
             outcome(&rollback, Some(&current), &halted),
-            FailureOutcome::Aborted { no_stable: true }
+            FailureOutcome::Aborted {
+                why: Abort::NoStable
+            }
         );
         assert_eq!(
             outcome(&rs("abortAll"), Some(&stable), &halted),
-            FailureOutcome::Aborted { no_stable: false }
+            FailureOutcome::Aborted { why: Abort::Asked }
         );
         assert_eq!(
             outcome(&rs(""), Some(&stable), &halted),
-            FailureOutcome::Aborted { no_stable: false }
+            FailureOutcome::Aborted { why: Abort::Asked }
         );
     }
 
@@ -424,7 +504,7 @@ pub(crate) mod tests {
         // No rollback, nothing recorded.
         assert_eq!(rollback_to_record(&before, &FailureOutcome::Proceed), None);
         assert_eq!(
-            rollback_to_record(&before, &FailureOutcome::Aborted { no_stable: false }),
+            rollback_to_record(&before, &FailureOutcome::Aborted { why: Abort::Asked }),
             None
         );
     }
@@ -519,10 +599,11 @@ pub(crate) mod tests {
             .keys()
             .map(|c| (c.clone(), Ok(spec("good"))))
             .collect();
-        let writes: Vec<String> = rollback_writes("f", &wanted, &existing, &current, &stable)
-            .into_iter()
-            .map(|(c, _)| c)
-            .collect();
+        let writes: Vec<String> =
+            rollback_writes(&reference(0, "f"), &wanted, &existing, &current, &stable)
+                .into_iter()
+                .map(|(c, _)| c)
+                .collect();
         assert_eq!(writes, vec!["a", "b", "e"]);
     }
 
@@ -560,7 +641,32 @@ pub(crate) mod tests {
                 work(spec("bad"), Some("f"), "2026-11-27T10:00:05Z"),
             ),
         ]);
-        assert_eq!(rolled_back(&existing, "s", "2026-11-27T10:00:00Z"), 1);
-        assert_eq!(rolled_back(&existing, "s", "not a time"), 0);
+        let to = reference(1, "s");
+        assert_eq!(rolled_back(&existing, &to, "2026-11-27T10:00:00Z"), 1);
+        assert_eq!(rolled_back(&existing, &to, "not a time"), 0);
+    }
+
+    #[test]
+    fn a_work_whose_digest_is_another_templates_does_not_hold_the_revision() {
+        let mut clashing = (*work(spec("bad"), Some("f"), "2026-11-27T10:00:05Z")).clone();
+        clashing.annotations_mut().insert(
+            ferry_api::contract::REVISION_DIGEST_ANNOTATION.into(),
+            "b".repeat(64),
+        );
+        let failed = RevisionRef {
+            digest: Some("a".repeat(64)),
+            ..reference(2, "f")
+        };
+        assert!(!holds(&clashing, &failed, None));
+        assert!(
+            holds(&clashing, &reference(2, "f"), None),
+            "no digest: the hash decides"
+        );
+        assert!(
+            holds(&clashing, &failed, Some(&spec("bad"))),
+            "its rendering decides"
+        );
+        let existing = BTreeMap::from([("a".to_string(), Arc::new(clashing))]);
+        assert_eq!(rolled_back(&existing, &failed, "2026-11-27T10:00:00Z"), 0);
     }
 }
