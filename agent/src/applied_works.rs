@@ -70,6 +70,12 @@ pub struct AppliedManifestWorkSpec {
     /// the same account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<RecordedExecutor>,
+    /// The work's owner as the hub stamped it (the team's namespace on the
+    /// hub): its deletions spend that owner's share of the deletion brake.
+    /// Absent in records of agents before owners were recorded, and for
+    /// works the hub sent no owner for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// The executor a work names, as recorded on the spoke.
@@ -420,8 +426,31 @@ impl AppliedWorks {
             .map_err(Self::request("reading", uid))
     }
 
-    /// The record of `work`, created if missing, with its deleteOption and
-    /// the work's `labels` (as OCM copies them) brought up to date and any
+    /// What the record of `work` (owned by `owner`, with `delete_option`,
+    /// written as `executor`) holds: the spec [`AppliedWorks::ensure`]
+    /// brings a record to.
+    pub fn spec_for(
+        &self,
+        work: &v1::WorkRef,
+        owner: &str,
+        delete_option: Option<&v1::DeleteOption>,
+        executor: Option<&ExecutorAccount>,
+    ) -> AppliedManifestWorkSpec {
+        AppliedManifestWorkSpec {
+            cluster_name: self.cluster.clone(),
+            work_namespace: work.namespace.clone(),
+            work_name: work.name.clone(),
+            work_uid: work.uid.clone(),
+            delete_option: delete_option.map(RecordedDeleteOption::from_wire),
+            executor: executor.map(RecordedExecutor::from_account),
+            owner: (!owner.is_empty()).then(|| owner.to_string()),
+        }
+    }
+
+    /// The record of the work `spec` describes (see
+    /// [`AppliedWorks::spec_for`]), created if missing, with its spec
+    /// (owner, deleteOption, executor) and the work's `labels` (as OCM
+    /// copies them) brought up to date and any
     /// eviction called off (the hub has the work). A record it creates
     /// carries `intents` (the objects the pass is about to write) in its
     /// [`CREATION_INTENTS_ANNOTATION`] when they fit; the caller records
@@ -433,31 +462,22 @@ impl AppliedWorks {
     /// server refuses a read or write.
     pub async fn ensure(
         &self,
-        work: &v1::WorkRef,
-        delete_option: Option<&v1::DeleteOption>,
-        executor: Option<&ExecutorAccount>,
+        spec: AppliedManifestWorkSpec,
         labels: &HashMap<String, String>,
         intents: &[AppliedResource],
         likely_new: bool,
     ) -> Result<(AppliedManifestWork, bool), AppliedWorksError> {
-        let spec = AppliedManifestWorkSpec {
-            cluster_name: self.cluster.clone(),
-            work_namespace: work.namespace.clone(),
-            work_name: work.name.clone(),
-            work_uid: work.uid.clone(),
-            delete_option: delete_option.map(RecordedDeleteOption::from_wire),
-            executor: executor.map(RecordedExecutor::from_account),
-        };
+        let uid = spec.work_uid.clone();
         let existing = if likely_new {
             None
         } else {
-            self.get(&work.uid).await?
+            self.get(&uid).await?
         };
         let mut created = false;
         let mut record = match existing {
             Some(existing) => existing,
             None => {
-                let mut fresh = AppliedManifestWork::new(&work.uid, spec.clone());
+                let mut fresh = AppliedManifestWork::new(&uid, spec.clone());
                 fresh.metadata.labels =
                     Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
                 if let Some(text) = creation_intents(intents) {
@@ -473,28 +493,24 @@ impl AppliedWorks {
                     // wrong; use the record there is.
                     Err(kube::Error::Api(status)) if status.code == 409 => self
                         .api
-                        .get(&work.uid)
+                        .get(&uid)
                         .await
-                        .map_err(Self::request("reading", &work.uid))?,
-                    Err(source) => return Err(Self::request("creating", &work.uid)(source)),
+                        .map_err(Self::request("reading", &uid))?,
+                    Err(source) => return Err(Self::request("creating", &uid)(source)),
                 }
             }
         };
         if let Some(ops) = record_patch(&record, &spec, labels) {
             let patch: json_patch::Patch =
                 serde_json::from_value(ops).map_err(|e| AppliedWorksError::Patch {
-                    name: work.uid.clone(),
+                    name: uid.clone(),
                     detail: e.to_string(),
                 })?;
             record = self
                 .api
-                .patch(
-                    &work.uid,
-                    &PatchParams::default(),
-                    &Patch::Json::<()>(patch),
-                )
+                .patch(&uid, &PatchParams::default(), &Patch::Json::<()>(patch))
                 .await
-                .map_err(Self::request("updating", &work.uid))?;
+                .map_err(Self::request("updating", &uid))?;
         }
         Ok((self.call_off_eviction(record).await?, created))
     }

@@ -65,7 +65,9 @@ pub async fn release_work(
                     == Disposition::Delete
             })
             .count() as u64;
-        if let Answer::Held(message) = brake.ask(uid, &record.spec.work_name, deleted).await {
+        let owner = record.spec.owner.as_deref().unwrap_or_default();
+        if let Answer::Held(message) = brake.ask(uid, &record.spec.work_name, owner, deleted).await
+        {
             return Ok(Progress::Held(message));
         }
     }

@@ -397,13 +397,16 @@ impl Reconciler {
         let mut record = self
             .applied
             .ensure(
-                &work_ref,
-                spec.delete_option.as_ref(),
-                self.writers
-                    .is_executor()
-                    .then(|| ExecutorAccount::of(spec.executor.as_ref()))
-                    .flatten()
-                    .as_ref(),
+                self.applied.spec_for(
+                    &work_ref,
+                    owner,
+                    spec.delete_option.as_ref(),
+                    self.writers
+                        .is_executor()
+                        .then(|| ExecutorAccount::of(spec.executor.as_ref()))
+                        .flatten()
+                        .as_ref(),
+                ),
                 &upsert.labels,
                 &intents,
                 record_likely_new,

@@ -3,9 +3,10 @@
 //! held, and what a release lets go. No I/O here; `mod.rs` gathers and
 //! `store.rs` writes what these functions return.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::ledger::{Admitted, Held, Ledger, MAX_RELEASES, Release};
+use super::ledger::{Admitted, Held, Ledger, MAX_OWNERS, MAX_RELEASES, Release};
 
 /// The brake's settings (the agent's `--deletion-brake-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +38,29 @@ pub struct Request<'a> {
     pub uid: &'a str,
     /// The work's name.
     pub work: &'a str,
+    /// The work's owner (empty when the hub did not say).
+    pub owner: &'a str,
     /// Objects the deletion would remove (orphaned ones do not count).
     pub objects: u64,
+}
+
+/// The objects the agent manages, in all and per owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Managed {
+    /// Every record's objects.
+    pub total: u64,
+    /// The same, per owner.
+    pub by_owner: BTreeMap<String, u64>,
+}
+
+impl Managed {
+    /// One owner (`""`) managing `total` objects.
+    pub fn unowned(total: u64) -> Self {
+        Self {
+            total,
+            by_owner: [(String::new(), total)].into(),
+        }
+    }
 }
 
 /// Where the budget stands.
@@ -61,6 +83,8 @@ pub enum Verdict {
     Hold {
         /// The budget when the work was held.
         budget: Budget,
+        /// The work owner's fair share of it.
+        share: u64,
         /// Works held in all, this one included.
         works: usize,
         /// Objects held in all.
@@ -81,14 +105,27 @@ pub struct Decision {
 /// The ledger at `now`: admissions older than the window dropped, and the
 /// high-water mark raised to `managed` (or reset to it once a whole window
 /// passed without a new high).
-pub fn refresh(ledger: &Ledger, now: i64, managed: u64, limits: &Limits) -> Ledger {
+pub fn refresh(ledger: &Ledger, now: i64, managed: &Managed, limits: &Limits) -> Ledger {
     let window = i64::try_from(limits.window.as_secs()).unwrap_or(i64::MAX);
     let cutoff = now.saturating_sub(window);
     let mut next = ledger.clone();
     next.admitted.retain(|a| a.at > cutoff);
-    if managed >= next.high_water || next.high_water_at <= cutoff {
-        next.high_water = managed;
+    if next.high_water_at <= cutoff {
+        next.owner_high_water.clear();
+    }
+    if managed.total >= next.high_water || next.high_water_at <= cutoff {
+        next.high_water = managed.total;
         next.high_water_at = now;
+    }
+    for (owner, &count) in &managed.by_owner {
+        let room = next.owner_high_water.len() < MAX_OWNERS;
+        match next.owner_high_water.get_mut(owner) {
+            Some(mark) => *mark = (*mark).max(count),
+            None if room && count > 0 => {
+                next.owner_high_water.insert(owner.clone(), count);
+            }
+            None => {}
+        }
     }
     next
 }
@@ -111,15 +148,44 @@ pub fn budget(ledger: &Ledger, limits: &Limits) -> Budget {
     }
 }
 
+/// Each owner's fair share of the budget (`budget`, of the refreshed
+/// `ledger`): the allowed objects split in proportion to each owner's
+/// high-water mark, rounded down, so the shares never add up to more than
+/// the budget. An owner absent from the map has none.
+pub fn fair_shares(ledger: &Ledger, budget: &Budget) -> BTreeMap<String, u64> {
+    let whole = ledger
+        .owner_high_water
+        .values()
+        .sum::<u64>()
+        .max(budget.base)
+        .max(1);
+    ledger
+        .owner_high_water
+        .iter()
+        .map(|(owner, &base)| {
+            let share = u128::from(budget.allowed) * u128::from(base) / u128::from(whole);
+            (owner.clone(), u64::try_from(share).unwrap_or(u64::MAX))
+        })
+        .collect()
+}
+
 /// Whether `request`'s deletion goes ahead at `now`, with `managed` objects
 /// under the agent. A deletion already admitted goes on (it may take several
-/// passes, or an agent restart); once anything is held, everything after it
-/// is held too, so a mass deletion stops as a whole rather than trickling
-/// through in whatever order the hub sent it.
+/// passes, or an agent restart); once anything of an owner is held,
+/// everything of that owner after it is held too, so a mass deletion stops
+/// as a whole rather than trickling through in whatever order the hub sent
+/// it.
+///
+/// The budget is the cluster's, and each owner (team) is sure of its fair
+/// share of it ([`fair_shares`]): a deletion within its owner's share goes
+/// ahead whatever other owners deleted, and one beyond it goes ahead only
+/// while the budget has room beyond what the other owners' unused shares
+/// keep. So one team's mass deletion never holds another team's deletions,
+/// and all teams together never delete more than the budget.
 pub fn decide(
     ledger: &Ledger,
     now: i64,
-    managed: u64,
+    managed: &Managed,
     limits: &Limits,
     request: Request<'_>,
 ) -> Decision {
@@ -131,11 +197,25 @@ pub fn decide(
     }
     let mut next = refresh(ledger, now, managed, limits);
     let budget = budget(&next, limits);
-    let fits = budget.spent.saturating_add(request.objects) <= budget.allowed;
-    if next.held.is_empty() && fits {
+    let shares = fair_shares(&next, &budget);
+    let share = shares.get(request.owner).copied().unwrap_or_default();
+    let spent = next.spent_by(request.owner).saturating_add(request.objects);
+    let kept_for_others: u64 = shares
+        .iter()
+        .filter(|(owner, _)| owner.as_str() != request.owner)
+        .map(|(owner, share)| share.saturating_sub(next.spent_by(owner)))
+        .sum();
+    let fits = spent <= share
+        || budget
+            .spent
+            .saturating_add(request.objects)
+            .saturating_add(kept_for_others)
+            <= budget.allowed;
+    if !next.holds_for(request.owner) && fits {
         next.admitted.push(Admitted {
             uid: request.uid.to_string(),
             work: request.work.to_string(),
+            owner: request.owner.to_string(),
             objects: request.objects,
             at: now,
             released: false,
@@ -151,12 +231,14 @@ pub fn decide(
         next.held.push(Held {
             uid: request.uid.to_string(),
             work: request.work.to_string(),
+            owner: request.owner.to_string(),
             objects: request.objects,
             since: now,
         });
     }
     let verdict = Verdict::Hold {
         budget,
+        share,
         works: next.held.len(),
         objects: next.held_objects(),
     };
@@ -193,6 +275,7 @@ pub fn release(ledger: &Ledger, now: i64, annotation: &str, manager: &str) -> Op
     next.admitted.extend(held.into_iter().map(|h| Admitted {
         uid: h.uid,
         work: h.work,
+        owner: h.owner,
         objects: h.objects,
         at: now,
         released: true,
@@ -238,11 +321,12 @@ mod tests {
         let decision = decide(
             ledger,
             now,
-            managed,
+            &Managed::unowned(managed),
             limits,
             Request {
                 uid,
                 work: uid,
+                owner: "",
                 objects,
             },
         );
@@ -398,6 +482,154 @@ mod tests {
         }
         assert_eq!(ledger.releases.len(), MAX_RELEASES);
         assert_eq!(ledger.releases.last().map(|r| r.by.as_str()), Some("r14"));
+    }
+
+    /// Asks as `owner` with `managed` objects per owner.
+    fn ask_as(
+        ledger: &mut Ledger,
+        managed: &[(&str, u64)],
+        limits: &Limits,
+        owner: &str,
+        uid: &str,
+        objects: u64,
+    ) -> Verdict {
+        let managed = Managed {
+            total: managed.iter().map(|(_, n)| n).sum(),
+            by_owner: managed.iter().map(|(o, n)| (o.to_string(), *n)).collect(),
+        };
+        let decision = decide(
+            ledger,
+            NOW,
+            &managed,
+            limits,
+            Request {
+                uid,
+                work: uid,
+                owner,
+                objects,
+            },
+        );
+        if let Some(next) = decision.ledger {
+            *ledger = next;
+        }
+        decision.verdict
+    }
+
+    #[test]
+    fn one_owners_mass_deletion_never_holds_another_owners_deletion() {
+        // 12 objects, a quarter is 3: team-a is sure of 2, team-b of 1.
+        let limits = limits(25, 2);
+        let managed = [("team-a", 8), ("team-b", 4)];
+        let mut ledger = Ledger::default();
+        let verdicts: Vec<Verdict> = (0..8)
+            .map(|i| {
+                ask_as(
+                    &mut ledger,
+                    &managed,
+                    &limits,
+                    "team-a",
+                    &format!("a{i}"),
+                    1,
+                )
+            })
+            .collect();
+        let admitted = verdicts.iter().filter(|v| **v == Verdict::Admit).count();
+        assert_eq!(admitted, 2, "team-a's own share, the rest kept for team-b");
+        assert!(
+            matches!(verdicts[2], Verdict::Hold { share: 2, .. }),
+            "{:?}",
+            verdicts[2]
+        );
+        assert_eq!(
+            ask_as(&mut ledger, &managed, &limits, "team-b", "b0", 1),
+            Verdict::Admit,
+            "team-a's held deletions do not hold team-b's"
+        );
+        assert!(matches!(
+            ask_as(&mut ledger, &managed, &limits, "team-b", "b1", 1),
+            Verdict::Hold { .. }
+        ));
+    }
+
+    #[test]
+    fn an_owner_alone_may_use_what_no_other_owner_is_sure_of() {
+        let limits = limits(50, 0);
+        // 10 objects, half is 5: team-a is sure of 4, team-b of 0 (a
+        // share of 0.5 rounds down), so team-a may take the fifth.
+        let managed = [("team-a", 9), ("team-b", 1)];
+        let mut ledger = Ledger::default();
+        for i in 0..5 {
+            assert_eq!(
+                ask_as(
+                    &mut ledger,
+                    &managed,
+                    &limits,
+                    "team-a",
+                    &format!("a{i}"),
+                    1
+                ),
+                Verdict::Admit
+            );
+        }
+        assert!(matches!(
+            ask_as(&mut ledger, &managed, &limits, "team-b", "b0", 1),
+            Verdict::Hold { share: 0, .. }
+        ));
+    }
+
+    #[test]
+    fn the_owners_high_water_marks_are_bounded() {
+        let limits = limits(25, 0);
+        let managed = Managed {
+            total: (MAX_OWNERS as u64) + 10,
+            by_owner: (0..MAX_OWNERS + 10).map(|i| (format!("t{i}"), 1)).collect(),
+        };
+        let next = refresh(&Ledger::default(), NOW, &managed, &limits);
+        assert_eq!(next.owner_high_water.len(), MAX_OWNERS);
+    }
+
+    proptest! {
+        /// With several owners deleting in any order: all together never
+        /// delete more than the budget, and an owner whose deletions fit
+        /// its fair share is never held, whatever the others do.
+        #[test]
+        fn each_owner_keeps_its_share_and_all_keep_the_budget(
+            percent in 1u8..=100,
+            floor in 0u64..20,
+            owners in proptest::collection::vec(1u64..200, 1..5),
+            asks in proptest::collection::vec((0usize..5, 0usize..30, 1u64..10), 0..150),
+        ) {
+            let limits = limits(percent, floor);
+            let names: Vec<String> = (0..owners.len()).map(|i| format!("team-{i}")).collect();
+            let managed: Vec<(&str, u64)> =
+                names.iter().map(String::as_str).zip(owners.iter().copied()).collect();
+            let total: u64 = owners.iter().sum();
+            let allowed = (total * u64::from(percent)).div_ceil(100).max(floor);
+            let mut ledger = Ledger::default();
+            let mut deleted = 0u64;
+            let mut asked: BTreeMap<usize, u64> = BTreeMap::new();
+            let mut seen = std::collections::HashSet::new();
+            for (owner, work, objects) in asks {
+                let owner = owner % owners.len();
+                let uid = format!("{owner}-{work}");
+                if !seen.insert(uid.clone()) {
+                    continue;
+                }
+                let so_far = asked.entry(owner).or_default();
+                *so_far += objects;
+                let share = u64::try_from(
+                    u128::from(allowed) * u128::from(owners[owner]) / u128::from(total),
+                ).expect("fits");
+                let verdict = ask_as(&mut ledger, &managed, &limits, &names[owner], &uid, objects);
+                if verdict == Verdict::Admit {
+                    deleted += objects;
+                } else {
+                    prop_assert!(*so_far > share,
+                        "{} held within its share: asked {so_far}, share {share}", names[owner]);
+                }
+            }
+            prop_assert!(deleted <= allowed, "{deleted} deleted, {allowed} allowed");
+        }
     }
 
     proptest! {

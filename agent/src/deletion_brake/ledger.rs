@@ -3,6 +3,8 @@
 //! Kept on the spoke (one ConfigMap, see `store.rs`), so the brake survives
 //! the agent's restart and the hub cannot reset it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The brake's durable record. Times are Unix seconds.
@@ -16,6 +18,10 @@ pub struct Ledger {
     /// When `high_water` was last raised (or reset).
     #[serde(default)]
     pub high_water_at: i64,
+    /// The same high-water mark per owner (at most [`MAX_OWNERS`]): the
+    /// base of each owner's fair share, steady while its deletion runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub owner_high_water: BTreeMap<String, u64>,
     /// Works whose deletion went ahead within the window.
     #[serde(default)]
     pub admitted: Vec<Admitted>,
@@ -31,6 +37,12 @@ pub struct Ledger {
     pub last_release: String,
 }
 
+/// How many owners' high-water marks the ledger keeps (one per team with
+/// works on the cluster; ~100 bytes each, far below a ConfigMap's limit).
+/// Owners beyond it have no fair share and delete only from what the
+/// shares leave.
+pub const MAX_OWNERS: usize = 4096;
+
 /// How many releases the ledger remembers.
 pub const MAX_RELEASES: usize = 10;
 
@@ -42,6 +54,10 @@ pub struct Admitted {
     pub uid: String,
     /// The work's name, for people reading the ledger.
     pub work: String,
+    /// The work's owner (the team the hub says it belongs to; empty when
+    /// the hub did not say): its share of the budget is the owner's.
+    #[serde(default)]
+    pub owner: String,
     /// Objects the deletion removes.
     pub objects: u64,
     /// When it was admitted.
@@ -59,6 +75,9 @@ pub struct Held {
     pub uid: String,
     /// The work's name.
     pub work: String,
+    /// The work's owner (see [`Admitted::owner`]).
+    #[serde(default)]
+    pub owner: String,
     /// Objects its deletion would remove.
     pub objects: u64,
     /// When the brake first held it.
@@ -114,6 +133,20 @@ impl Ledger {
         self.held.iter().any(|h| h.uid == uid)
     }
 
+    /// Whether a deletion of `owner`'s is held.
+    pub fn holds_for(&self, owner: &str) -> bool {
+        self.held.iter().any(|h| h.owner == owner)
+    }
+
+    /// Objects of `owner`'s admitted within the window (releases excluded).
+    pub fn spent_by(&self, owner: &str) -> u64 {
+        self.admitted
+            .iter()
+            .filter(|a| !a.released && a.owner == owner)
+            .map(|a| a.objects)
+            .sum()
+    }
+
     /// Whether work `uid` was admitted within the window.
     pub fn admits(&self, uid: &str) -> bool {
         self.admitted.iter().any(|a| a.uid == uid)
@@ -128,6 +161,7 @@ mod tests {
         Held {
             uid: uid.into(),
             work: uid.into(),
+            owner: String::new(),
             objects,
             since,
         }

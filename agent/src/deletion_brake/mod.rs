@@ -29,7 +29,7 @@ use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
 use crate::applied_works::AppliedWorks;
-use decide::{Limits, Request, Verdict};
+use decide::{Limits, Managed, Request, Verdict};
 use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
 use ledger::{Holding, Ledger};
 use store::{LedgerStore, StoreError};
@@ -58,7 +58,7 @@ struct State {
     /// The ledger as last read or written.
     ledger: Option<Ledger>,
     /// The managed-object count and when it was taken.
-    managed: Option<(u64, Instant)>,
+    managed: Option<(Managed, Instant)>,
 }
 
 /// The agent's deletion brake (see the module docs).
@@ -110,10 +110,11 @@ impl DeletionBrake {
         self.store.namespace()
     }
 
-    /// Whether work `uid` (named `work`), whose deletion removes `objects`
-    /// objects, may be deleted now. Any failure to read or record the
-    /// ledger holds the deletion: a brake that cannot see fails closed.
-    pub async fn ask(&self, uid: &str, work: &str, objects: u64) -> Answer {
+    /// Whether work `uid` (named `work`, owned by `owner`), whose deletion
+    /// removes `objects` objects, may be deleted now. Any failure to read or
+    /// record the ledger holds the deletion: a brake that cannot see fails
+    /// closed.
+    pub async fn ask(&self, uid: &str, work: &str, owner: &str, objects: u64) -> Answer {
         let mut state = self.state.lock().await;
         if objects == 0 || state.ledger.as_ref().is_some_and(|l| l.admits(uid)) {
             return Answer::Go;
@@ -122,10 +123,15 @@ impl DeletionBrake {
             Ok(managed) => managed,
             Err(message) => return Answer::Held(message),
         };
-        let request = Request { uid, work, objects };
+        let request = Request {
+            uid,
+            work,
+            owner,
+            objects,
+        };
         let verdict = self
             .transact(&mut state, |ledger, now| {
-                let decision = decide::decide(ledger, now, managed, &self.limits, request);
+                let decision = decide::decide(ledger, now, &managed, &self.limits, request);
                 (decision.verdict, decision.ledger)
             })
             .await;
@@ -133,13 +139,14 @@ impl DeletionBrake {
             Ok(Verdict::Admit) => Answer::Go,
             Ok(Verdict::Hold {
                 budget,
+                share,
                 works,
                 objects,
             }) => {
-                warn!(%uid, %work, works, objects, spent = budget.spent, allowed = budget.allowed,
-                    "the deletion brake holds a work's deletion");
+                warn!(%uid, %work, %owner, works, objects, spent = budget.spent, allowed = budget.allowed,
+                    share, "the deletion brake holds a work's deletion");
                 Answer::Held(format!(
-                    "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}=\"<who and why>\"`",
+                    "held by the agent's deletion brake: {} of {} objects were deleted in the last {}s ({}% of {} managed, at least {}; this work's owner is sure of {share} of them), and {works} deleted works with {objects} objects wait; release on the spoke with `kubectl annotate --overwrite configmap -n {} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}=\"<who and why>\"`",
                     budget.spent,
                     budget.allowed,
                     self.limits.window.as_secs(),
@@ -248,22 +255,28 @@ impl DeletionBrake {
         }
     }
 
-    /// Objects the agent manages (every record's resources), counted at most
-    /// every [`MANAGED_COUNT_TTL`].
-    async fn managed(&self, state: &mut State) -> Result<u64, String> {
-        if let Some((count, at)) = state.managed
+    /// Objects the agent manages (every record's resources), in all and per
+    /// owner, counted at most every [`MANAGED_COUNT_TTL`].
+    async fn managed(&self, state: &mut State) -> Result<Managed, String> {
+        if let Some((count, at)) = &state.managed
             && at.elapsed() < MANAGED_COUNT_TTL
         {
-            return Ok(count);
+            return Ok(count.clone());
         }
         let records = self.applied.list().await.map_err(|error| {
             format!("held: the deletion brake cannot count the objects the agent manages: {error}")
         })?;
-        let count = records
-            .iter()
-            .map(|r| r.resources().map(|v| v.len() as u64).unwrap_or_default())
-            .sum();
-        state.managed = Some((count, Instant::now()));
+        let mut count = Managed::default();
+        for record in &records {
+            let objects = record
+                .resources()
+                .map(|v| v.len() as u64)
+                .unwrap_or_default();
+            count.total += objects;
+            let owner = record.spec.owner.clone().unwrap_or_default();
+            *count.by_owner.entry(owner).or_default() += objects;
+        }
+        state.managed = Some((count.clone(), Instant::now()));
         Ok(count)
     }
 }

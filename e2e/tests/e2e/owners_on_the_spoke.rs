@@ -9,12 +9,24 @@
 //!   does not exist (same reason, same message but the name), and neither
 //!   the feedback nor an error about it reaches team B;
 //! - team A deletes its replica set: its objects go at once, not held for
-//!   team B's work that names it.
+//!   team B's work that names it;
+//! - team A deletes every replica set it has on a spoke whose deletion
+//!   brake allows half of its objects per window: team A's deletions stop
+//!   at its fair share of the brake's budget, and team B's deletion then
+//!   still goes at once (the brake's budget is shared fairly by owner, so
+//!   one team's mass deletion never holds another's).
 //!
 //! That the owner the agent is told (the replica-set label) cannot be
 //! forged by whoever writes works in the cluster's namespace is
 //! `hub_owned_writes::a_cluster_namespace_writer_cannot_set_or_change_the_owner_label_of_a_work`.
 
+use std::time::Duration;
+
+use ferry_agent::DeletionBrakeOptions;
+use ferry_agent::deletion_brake::decide::Limits;
+use ferry_agent::deletion_brake::ledger::Ledger;
+use ferry_agent::deletion_brake::store::LEDGER_KEY;
+use ferry_api::contract::DELETION_BRAKE_LEDGER;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
@@ -22,7 +34,7 @@ use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
-    APPLY_TIMEOUT, config_map, dependencies_ready, feedback_value,
+    APPLY_TIMEOUT, config_map, dependencies_ready, feedback_value, wait_applied,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
@@ -189,4 +201,115 @@ async fn another_teams_work_is_invisible_to_depends_on_and_cannot_hold_its_delet
     let (reason, _) = waiting(&works, "probe").await;
     assert_eq!(reason, "DependencyMissing");
     fleet.stop().await;
+}
+
+/// The deletion brake's ledger in `config_map` (empty when none yet).
+fn ledger_of(config_map: &ConfigMap) -> Ledger {
+    config_map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(LEDGER_KEY))
+        .map(|text| serde_json::from_str(text).expect("the agent's ledger parses"))
+        .unwrap_or_default()
+}
+
+/// Team A's replica sets (one ConfigMap each): 6 of the spoke's 8 objects.
+const TEAM_A_SETS: usize = 6;
+/// Team B's: the other 2.
+const TEAM_B_SETS: usize = 2;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_teams_mass_deletion_never_holds_another_teams_deletion_on_the_spoke() {
+    let mut options = FleetOptions::with_spokes(&[SPOKE]);
+    // Half of the 8 objects per window: 4, of which team A is sure of 3
+    // and team B of 1. The window outlasts the test.
+    options.deletion_brake = Some(DeletionBrakeOptions {
+        namespace: "default".into(),
+        limits: Limits {
+            percent: 50,
+            floor: 0,
+            window: Duration::from_secs(3600),
+        },
+    });
+    let fleet = Fleet::start(options).await.expect("fleet starts");
+    let hub = fleet.hub_client.clone();
+    let team_a = tenant(&fleet, TEAM_A).await;
+    let team_b = tenant(&fleet, TEAM_B).await;
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), SPOKE);
+    let sets = [
+        (&team_a, TEAM_A, "a", TEAM_A_SETS),
+        (&team_b, TEAM_B, "b", TEAM_B_SETS),
+    ];
+    for (client, team, prefix, count) in sets {
+        for i in 0..count {
+            let name = format!("{prefix}-{i}");
+            let manifests = vec![config_map("default", &name, json!({"k": "v"}))];
+            create_replica_set(client, team, &name, manifests, json!([]), json!([])).await;
+        }
+    }
+    for (_, _, prefix, count) in sets {
+        for i in 0..count {
+            wait_applied(&works, &format!("{prefix}-{i}"))
+                .await
+                .expect("applied on the spoke");
+        }
+    }
+    let spoke = fleet.spoke(SPOKE).client.clone();
+    let config_maps = Api::<ConfigMap>::namespaced(spoke.clone(), "default");
+
+    // Team A deletes everything it has on the spoke.
+    let team_a_sets = Api::<ManifestWorkReplicaSet>::namespaced(team_a.clone(), TEAM_A);
+    for i in 0..TEAM_A_SETS {
+        team_a_sets
+            .delete(&format!("a-{i}"), &DeleteParams::background())
+            .await
+            .expect("team A deletes its replica set");
+    }
+    let ledger = wait_until(
+        &config_maps,
+        DELETION_BRAKE_LEDGER,
+        "every deletion of team A decided",
+        APPLY_TIMEOUT,
+        |c| {
+            let ledger = ledger_of(c);
+            let decided = ledger.admitted.iter().filter(|a| a.owner == TEAM_A).count()
+                + ledger.held.iter().filter(|h| h.owner == TEAM_A).count();
+            decided == TEAM_A_SETS
+        },
+    )
+    .await
+    .expect("the agent decides on team A's deletions");
+    let ledger = ledger_of(&ledger);
+    assert_eq!(
+        (ledger.admitted.len(), ledger.held.len()),
+        (3, 3),
+        "team A's fair share goes, the rest is held: {ledger:?}"
+    );
+
+    // Team B's own deletion is not held behind team A's.
+    Api::<ManifestWorkReplicaSet>::namespaced(team_b.clone(), TEAM_B)
+        .delete("b-0", &DeleteParams::background())
+        .await
+        .expect("team B deletes its replica set");
+    wait_deleted(&config_maps, "b-0", "team B's ConfigMap", APPLY_TIMEOUT)
+        .await
+        .expect("team B's deletion goes at once");
+    let ledger = ledger_of(
+        &config_maps
+            .get(DELETION_BRAKE_LEDGER)
+            .await
+            .expect("the ledger"),
+    );
+    assert!(
+        ledger
+            .admitted
+            .iter()
+            .any(|a| a.work == "b-0" && a.owner == TEAM_B),
+        "{ledger:?}"
+    );
+    assert_eq!(ledger.held.len(), 3, "team A's holds stay: {ledger:?}");
+    assert!(
+        config_maps.get_opt("b-1").await.expect("read").is_some(),
+        "team B's other objects stay"
+    );
 }
