@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::cel_memory::{AllocationError, MAX_RULE_ALLOCATION, check_allocation, data_size};
 use cel::objects::{Key, Map};
 use cel::{Context, Program, Value as CelValue};
 use ferry_proto::v1;
@@ -258,6 +259,8 @@ pub(crate) enum RunError {
     Parse(String),
     #[error("evaluation failed: {0}")]
     Execute(String),
+    #[error("is refused before it runs: it {0}")]
+    Allocation(#[from] AllocationError),
 }
 
 /// Compiles and runs one expression with `object` (and `result` for
@@ -272,7 +275,8 @@ fn run(expression: &str, object: &CelValue, result: Option<bool>) -> Result<CelV
 
 /// Compiles and runs one expression (at most [`MAX_CEL_EXPRESSION_LENGTH`]
 /// bytes) with `variables` bound, plus OCM's `hasConditions` function.
-/// Fails when it is too long, does not parse, or fails while running.
+/// Fails when it is too long, does not parse, may allocate more than
+/// [`MAX_RULE_ALLOCATION`] over these variables, or fails while running.
 pub(crate) fn run_with(
     expression: &str,
     variables: &[(&str, CelValue)],
@@ -280,7 +284,17 @@ pub(crate) fn run_with(
     if expression.len() > MAX_CEL_EXPRESSION_LENGTH {
         return Err(RunError::TooLong);
     }
-    let program = Program::compile(expression).map_err(|e| RunError::Parse(e.to_string()))?;
+    // The parser reports most bad input as an error; a panic inside it on
+    // input it does not expect becomes one too.
+    let program = std::panic::catch_unwind(|| Program::compile(expression))
+        .map_err(|_| RunError::Parse("the parser gave up".into()))?
+        .map_err(|e| RunError::Parse(e.to_string()))?;
+    // The `cel` crate cannot be stopped once it runs: what it may allocate
+    // is bounded first, for the data at hand (see `cel_memory`).
+    let data = variables.iter().fold(0u64, |sum, (_, value)| {
+        sum.saturating_add(data_size(value, MAX_RULE_ALLOCATION))
+    });
+    check_allocation(program.expression(), Some(data))?;
     let mut context = Context::default();
     for (name, value) in variables {
         context.add_variable_from_value(*name, value.clone());
@@ -445,6 +459,13 @@ mod tests {
             ("object.status.phase == 'x'", "evaluation failed"),
             ("object.data ==", "does not parse"),
             ("'not a bool'", "expected a bool result"),
+            (
+                "size([0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(a, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(b, \
+                 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(c, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(d, \
+                 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(e, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(f, \
+                 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(g, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])))))))) > 0",
+                "refused before it runs",
+            ),
         ] {
             let out = eval(CM, &live, &[cel("C", &[expression])]);
             assert_eq!(out.len(), 1);

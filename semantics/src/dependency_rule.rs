@@ -33,6 +33,10 @@ pub enum ReadinessError {
     /// It gave something other than a bool.
     #[error("gave a {0}, not a bool")]
     NotBool(String),
+    /// It may allocate more than the agent runs (see
+    /// `crate::cel_memory`).
+    #[error("is refused before it runs: it {0}")]
+    Allocation(crate::cel_memory::AllocationError),
 }
 
 /// Whether the rule `expression` holds for the dependency `work` (a
@@ -47,6 +51,7 @@ pub fn evaluate_readiness(expression: &str, work: &Value) -> Result<bool, Readin
         Err(RunError::TooLong) => Err(ReadinessError::TooLong),
         Err(RunError::Parse(e)) => Err(ReadinessError::Parse(e)),
         Err(RunError::Execute(e)) => Err(ReadinessError::Execute(e)),
+        Err(RunError::Allocation(e)) => Err(ReadinessError::Allocation(e)),
     }
 }
 
@@ -117,6 +122,17 @@ mod tests {
             evaluate_readiness("work.metadata.name", &db(0)),
             Err(ReadinessError::NotBool(_))
         ));
+        // Every pair of conditions, concatenated: refused before it runs
+        // (the agent cannot stop an evaluation once it allocates).
+        assert_eq!(
+            evaluate_readiness(
+                "work.status.conditions.map(a, work.status.conditions.map(b, a.type + b.type)).size() > 0",
+                &db(0)
+            ),
+            Err(ReadinessError::Allocation(
+                crate::cel_memory::AllocationError::Unbounded
+            ))
+        );
         let long = format!("true || {}", "true || ".repeat(1000));
         assert_eq!(
             evaluate_readiness(&long, &db(0)),

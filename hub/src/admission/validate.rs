@@ -1,7 +1,8 @@
 //! What the webhook checks of a ManifestWork: only what CEL in the API
 //! server cannot (see `ferry_api::cel_rules` and [`super::policy`] for the rest,
 //! which hold even with no hub running): the JSONPath grammar of ignore and
-//! feedback paths, feedback entry names, and the size in bytes.
+//! feedback paths, feedback entry names, what the agent's CEL (condition
+//! rules, dependency rules) may allocate, and the size in bytes.
 //!
 //! Pure: no IO. Parsing goes through the agent's own parsers
 //! (`ferry-semantics`) on the very message an agent would receive
@@ -10,11 +11,13 @@
 use std::fmt;
 
 use ferry_proto::v1;
+use ferry_semantics::cel_memory::refusal;
+use ferry_semantics::condition_rules::MAX_CEL_EXPRESSION_LENGTH;
 use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
 
 use crate::wire::to_wire::work_upsert;
-use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork};
+use ferry_api::manifest_work::{ManifestConfigOption, ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_fleet_semantics::rollout_gates::{HealthError, compile_health};
 
@@ -70,16 +73,69 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
     {
         check_config(index, config, wire, &mut problems);
     }
+    problems.extend(agent_cel_problems(&work.spec, ""));
     problems
 }
 
+/// What the agent would refuse to run, of `spec`'s CEL (condition rules and
+/// their messages, dependency readiness rules), for what it may allocate
+/// whatever the data it reads (`ferry_semantics::cel_memory`); subjects
+/// start with `prefix`. An expression that does not compile is left to the
+/// agent's report, as before.
+fn agent_cel_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (index, config) in spec.manifest_configs.iter().enumerate() {
+        let id = &config.resource_identifier;
+        for (rule_index, rule) in config.condition_rules.iter().enumerate() {
+            let expressions = rule
+                .cel_expressions
+                .iter()
+                .chain(std::iter::once(&rule.message_expression));
+            for message in expressions.filter_map(|e| allocation_problem(e)) {
+                problems.push(Problem::new(
+                    format!(
+                        "{prefix}manifestConfigs[{index}] {} {} conditionRules[{rule_index}] ({})",
+                        id.resource, id.name, rule.condition
+                    ),
+                    message,
+                ));
+            }
+        }
+    }
+    for (index, dependency) in spec.depends_on.iter().enumerate() {
+        let expression = dependency.cel_expression.as_deref().unwrap_or_default();
+        if let Some(message) = allocation_problem(expression) {
+            problems.push(Problem::new(
+                format!(
+                    "{prefix}dependsOn[{index}] {} celExpression",
+                    dependency.name
+                ),
+                message,
+            ));
+        }
+    }
+    problems
+}
+
+/// Why the agent would refuse to run `expression` for what it may
+/// allocate whatever the data it reads (`ferry_semantics::cel_memory`), or
+/// None. An empty expression, or one that does not compile, is left to the
+/// agent's report, as before.
+fn allocation_problem(expression: &str) -> Option<String> {
+    if expression.is_empty() || expression.len() > MAX_CEL_EXPRESSION_LENGTH {
+        return None;
+    }
+    refusal(expression).map(|e| format!("{expression:?} {e}"))
+}
+
 /// Every problem of `rs`'s spec the API server's own rules cannot find:
-/// each rollout gate's health expression (of every strategy type given,
+/// its template's CEL for the agent, within what the agent runs (see
+/// [`validate_work`]), and each rollout gate's health expression (of every strategy type given,
 /// not only the one in use) must be within the length and static cost
 /// limits (`ferry_fleet_semantics::cel_cost`); one that does not compile
 /// is left to the gate's status. Empty means nothing more is wrong. Never fails: whatever is wrong is a [`Problem`].
 pub fn validate_replica_set(rs: &ManifestWorkReplicaSet) -> Vec<Problem> {
-    let mut problems = Vec::new();
+    let mut problems = agent_cel_problems(&rs.spec.manifest_work_template, "manifestWorkTemplate.");
     for (index, reference) in rs.spec.placement_refs.iter().enumerate() {
         let strategy = &reference.rollout_strategy;
         let configs = [
@@ -240,6 +296,66 @@ mod tests {
     fn only(problems: Vec<Problem>) -> Problem {
         assert_eq!(problems.len(), 1, "{problems:?}");
         problems.into_iter().next().expect("one problem")
+    }
+
+    #[test]
+    fn agent_cel_that_may_exhaust_the_agents_memory_is_refused_naming_it() {
+        let ten = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+        let nested = format!(
+            "size({ten}.map(a, {ten}.map(b, {ten}.map(c, {ten}.map(d, {ten}.map(e, {ten}.map(f, {ten}))))))) > 0"
+        );
+        let mut w = work(vec![cm("a")]);
+        let mut rules = config(None, vec![]);
+        rules.resource_identifier = ResourceIdentifier {
+            group: String::new(),
+            resource: "configmaps".into(),
+            name: "a".into(),
+            namespace: "default".into(),
+        };
+        rules.condition_rules = vec![
+            serde_json::from_value(json!({
+                "condition": "Ready", "type": "CEL",
+                "celExpressions": ["object.data.ready == 'yes'", nested],
+            }))
+            .expect("rule"),
+        ];
+        w.spec.manifest_configs = vec![rules];
+        let problem = only(validate_work(&w));
+        assert!(
+            problem.subject == "manifestConfigs[0] configmaps a conditionRules[0] (Ready)"
+                && problem.message.contains("may allocate"),
+            "{problem}"
+        );
+        // A dependency's readiness rule over every pair of its conditions.
+        let mut w = work(vec![cm("a")]);
+        w.spec.depends_on = vec![serde_json::from_value(json!({"name": "db",
+            "celExpression": "work.status.conditions.map(a, work.status.conditions.map(b, a.type + b.type)).size() > 0"}))
+            .expect("dependency")];
+        let problem = only(validate_work(&w));
+        assert!(
+            problem.subject == "dependsOn[0] db celExpression"
+                && problem.message.contains("without a bound"),
+            "{problem}"
+        );
+        // The same in a replica set's template.
+        let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+            "metadata": {"name": "app", "namespace": "team"},
+            "spec": {"manifestWorkTemplate": w.spec, "placementRefs": [{"name": "p"}]},
+        }))
+        .expect("replica set");
+        let problem = only(validate_replica_set(&rs));
+        assert_eq!(
+            problem.subject,
+            "manifestWorkTemplate.dependsOn[0] db celExpression"
+        );
+        // Rules that read, compare and count pass.
+        w.spec.depends_on = vec![
+            serde_json::from_value(json!({"name": "db",
+            "celExpression": "work.status.conditions.exists(c, c.type == 'Available')"}))
+            .expect("dependency"),
+        ];
+        assert_eq!(validate_work(&w), vec![]);
     }
 
     #[test]
