@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod cluster_inventory;
 pub mod kubectl_ferry;
+pub mod namespaces;
 pub mod ownership;
 pub mod passes;
 pub mod placement_helpers;

@@ -11,8 +11,31 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 
+use crate::harness::fleet::Fleet;
+use crate::helpers::namespaces::create_namespace;
+use crate::helpers::placement_helpers::create_placement;
+
 /// How long a new RoleBinding may take to reach the API server's authorizer.
 const GRANT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A namespace for team `team` on `fleet`'s hub, bound to `global`, with a
+/// Placement `placement` of `spec`, and a client of user `team` holding
+/// only a tenant's rights there (every verb on replica sets). Panics
+/// (failing the test) when a step is refused.
+pub async fn tenant(fleet: &Fleet, team: &str, placement: &str, spec: serde_json::Value) -> Client {
+    let hub = &fleet.hub_client;
+    create_namespace(hub, team).await;
+    create_placement(hub, team, placement, spec).await;
+    grant_work_resources(
+        hub,
+        team,
+        "replica-sets",
+        team,
+        &["manifestworkreplicasets"],
+    )
+    .await;
+    fleet.hub.client_as(team).await.expect("tenant client")
+}
 
 /// Lets `user` do everything to `resources` of `work.ferry.dev` in
 /// `namespace`, through a Role and RoleBinding named `name`, and returns

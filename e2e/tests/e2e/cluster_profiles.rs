@@ -22,9 +22,9 @@ use ferry_e2e::helpers::cluster_inventory::{
     CLUSTER_PROFILE_CRD, MODULE, PLACEMENT_DECISION_CRD, VERSION, cluster_profiles,
     install_cluster_profile_crd, module_file,
 };
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_hub::join::hub_side::join_cluster;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -125,15 +125,6 @@ async fn apply_reader_example(client: &Client) {
             .await
             .unwrap_or_else(|e| panic!("apply {}: {e}", object.name_any()));
     }
-}
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create the inventory namespace");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
@@ -32,7 +33,6 @@ use ferry_semantics::contract::{
     ALL_MANAGED_CLUSTER_SETS_EMPTY, BOUND, CLUSTER_SET_EMPTY, NO_MANAGED_CLUSTER_SET_BINDINGS,
     PLACEMENT_SATISFIED, PLACEMENT_VERIFIED,
 };
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
@@ -41,20 +41,6 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 const TENANT: &str = "team-a";
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create namespace");
-}
 
 async fn add_cluster(client: &Client, name: &str, set: Option<&str>) {
     let mut cluster = ManagedCluster::new(name, ManagedClusterSpec::default());

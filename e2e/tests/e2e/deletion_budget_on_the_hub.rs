@@ -19,14 +19,14 @@ use ferry_api::placement::Placement;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::admission::{refusal, until_refused_by};
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
 use ferry_semantics::contract::DELETIONS_WAITING;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const TEAM: &str = "team";
@@ -39,24 +39,6 @@ const TENANT: &str = "team-bob";
 const PLATFORM: &str = "platform-alice";
 /// The policy that keeps releases to the platform role.
 const RELEASE_POLICY: &str = "deletion-releases.work.ferry.dev";
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("create namespace {name}: {e}"),
-    }
-}
 
 /// The four clusters, labelled env=prod and ring=`ring` by index (c1, c2:
 /// ring a; c3, c4: ring b), and TEAM's namespace.

@@ -14,12 +14,13 @@ use ferry_api::manifest_work::{
     ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount, PropagationPolicy,
 };
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::spoke_actor::read_json;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, wait_applied,
 };
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -40,21 +41,6 @@ fn executor() -> ManifestWorkExecutor {
             }),
         },
     }
-}
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
 }
 
 /// The ServiceAccount, and namespaces `granted`, `no-delete` and `denied`.

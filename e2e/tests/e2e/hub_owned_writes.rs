@@ -23,6 +23,7 @@ use ferry_e2e::helpers::cluster_inventory::{
     PLACEMENT_DECISION_CRD, cluster_profiles, install_cluster_profile_crd, install_module_crd,
     inventory_placement_decisions,
 };
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::placement_helpers::{bind_cluster_set, create_placement_unbound};
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
@@ -30,7 +31,6 @@ use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, manifest_work,
 use ferry_hub::admission::hub_writes_policy::HUB_WRITES_POLICY_NAME;
 use ferry_hub::crds::install_crds;
 use ferry_hub::replica_set::bound::{CLUSTERS_REFUSED, NOT_IN_BOUND_SETS};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -40,20 +40,6 @@ const TENANT: &str = "team-a";
 const TEAM: &str = "mallory";
 /// How long the replica set is given to answer one write of the routed decision.
 const ROUND: Duration = Duration::from_secs(10);
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create namespace");
-}
 
 /// Grants `TEAM` every verb on every ferry resource and ClusterProfile (and
 /// subresource) in `TENANT`: broader than the README's tenant role, so only

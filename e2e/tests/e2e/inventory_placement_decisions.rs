@@ -19,11 +19,11 @@ use ferry_e2e::helpers::cluster_inventory::{
     PLACEMENT_DECISION_CRD, cluster_profiles, install_cluster_profile_crd, install_module_crd,
     inventory_placement_decisions,
 };
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::placement_helpers::create_placement;
 use ferry_e2e::helpers::wait::wait_until;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 /// Where the hub publishes ClusterProfiles: the slices refer there.
@@ -105,15 +105,6 @@ fn referenced(slices: &[Slice]) -> BTreeSet<ProfileRef> {
 
 fn profile_ref(cluster: &str) -> ProfileRef {
     (INVENTORY.to_string(), cluster.to_string())
-}
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create the inventory namespace");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,39 +11,22 @@ use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::placement_helpers::{bind_global, create_placement};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
 use ferry_semantics::contract::{
     NO_MANAGED_CLUSTER_SET_BINDINGS, PLACEMENT_DECISIONS_HELD, PLACEMENT_SATISFIED,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 const TEAM: &str = "team";
 const SPOKE: &str = "spoke-a";
 const APP: &str = "app";
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("create namespace {name}: {e}"),
-    }
-}
 
 async fn create_replica_set(client: &Client, placement: &str) {
     let rs: ManifestWorkReplicaSet = serde_json::from_value(json!({

@@ -92,6 +92,7 @@ mod protocol_skew;
 mod relist_after_expiry;
 mod replica_set_defects;
 mod replica_set_depends_on;
+mod replica_set_names_across_teams;
 mod report_flood;
 mod restarts;
 mod restricted_mode;

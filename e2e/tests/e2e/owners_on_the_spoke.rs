@@ -30,15 +30,14 @@ use ferry_api::contract::DELETION_BRAKE_LEDGER;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
-use ferry_e2e::helpers::placement_helpers::create_placement;
-use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
+use ferry_e2e::helpers::tenant_rbac::tenant;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, dependencies_ready, feedback_value, wait_applied,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 const SPOKE: &str = "spoke-a";
@@ -51,37 +50,6 @@ const SECRET: &str = "s3cret-value-of-team-a";
 const PROBE_RULE: &str = "work.status.resourceStatus.manifests.exists(m, \
     has(m.statusFeedback) && m.statusFeedback.values.exists(v, \
     v.name == 'token' && v.fieldValue.string.startsWith('s')))";
-
-async fn create_namespace(client: &Client, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-}
-
-/// A namespace for `team`, bound to `global`, with a Placement `all`, and a
-/// client of user `team` holding only the tenant's rights there.
-async fn tenant(fleet: &Fleet, team: &str) -> Client {
-    let hub = &fleet.hub_client;
-    create_namespace(hub, team).await;
-    create_placement(hub, team, "all", json!({})).await;
-    grant_work_resources(
-        hub,
-        team,
-        "replica-sets",
-        team,
-        &["manifestworkreplicasets"],
-    )
-    .await;
-    fleet.hub.client_as(team).await.expect("tenant client")
-}
 
 /// Creates replica set `namespace/name` as `client`, placing `manifests`
 /// (with `configs`) and naming `depends_on` in its template.
@@ -131,8 +99,8 @@ async fn another_teams_work_is_invisible_to_depends_on_and_cannot_hold_its_delet
         .await
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
-    let team_a = tenant(&fleet, TEAM_A).await;
-    let team_b = tenant(&fleet, TEAM_B).await;
+    let team_a = tenant(&fleet, TEAM_A, "all", json!({})).await;
+    let team_b = tenant(&fleet, TEAM_B, "all", json!({})).await;
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), SPOKE);
 
     // Team A reports its secret to itself.
@@ -233,8 +201,8 @@ async fn one_teams_mass_deletion_never_holds_another_teams_deletion_on_the_spoke
     });
     let fleet = Fleet::start(options).await.expect("fleet starts");
     let hub = fleet.hub_client.clone();
-    let team_a = tenant(&fleet, TEAM_A).await;
-    let team_b = tenant(&fleet, TEAM_B).await;
+    let team_a = tenant(&fleet, TEAM_A, "all", json!({})).await;
+    let team_b = tenant(&fleet, TEAM_B, "all", json!({})).await;
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), SPOKE);
     let sets = [
         (&team_a, TEAM_A, "a", TEAM_A_SETS),

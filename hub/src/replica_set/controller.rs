@@ -18,7 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Mutex;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::budget::record_window;
 use super::decide::{Snapshot, decide, decide_status, gate_inputs};
@@ -27,6 +27,7 @@ use super::depends::{DependencyInputs, dependents};
 use super::deploy::{Refused, delete_work, deploy, owner_label};
 use super::error::{ReplicaSetError, failed};
 use super::health_pool::{HealthPool, HealthPoolConfig};
+use super::name_clash::{Standing, rivals};
 use super::revisions::{protected_hashes, sync_revisions};
 use super::rollback::record_rollback;
 use super::rollout_signals::rollout_signals;
@@ -186,6 +187,7 @@ impl Context {
                 .cloned()
                 .unwrap_or_default(),
             dependencies,
+            rivals: rivals(&rs, &self.replica_sets.state()),
             now,
         };
         let mut decision = decide(&snapshot);
@@ -206,6 +208,16 @@ impl Context {
                     .insert((request.placement, request.after_group), verdict);
             }
             decision = decide(&snapshot);
+        }
+        if decision.name_standing == Standing::Yields {
+            // The status does not name the other team; the log does, for
+            // the platform team.
+            let rivals: Vec<&str> = snapshot
+                .rivals
+                .iter()
+                .map(|r| r.namespace.as_str())
+                .collect();
+            info!(replica_set = %owner, ?rivals, "an older replica set of the same name holds it: no new works");
         }
         {
             let mut rollbacks = self.rollbacks.lock().await;
@@ -612,7 +624,13 @@ pub async fn run_replica_set_controller(
         .watches_stream(dependency_stream, move |rs: ManifestWorkReplicaSet| {
             let all = named_sets.state();
             let namespace = rs.namespace().unwrap_or_default();
+            // Those depending on it, and other namespaces' of its name
+            // (which of them holds the name may change with it).
+            let rivals = all.iter().filter(|other| {
+                other.name_any() == rs.name_any() && other.namespace() != rs.namespace()
+            });
             dependents(&all, &namespace, &rs.name_any())
+                .chain(rivals)
                 .map(|other| ObjectRef::from_obj(&**other))
                 .collect::<Vec<_>>()
         })

@@ -24,6 +24,7 @@ use super::decisions::{Chosen, chosen_by_decisions};
 use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
 use super::deploy::{REFUSAL_RETRY, Refused, WorkWrites, spec_hash};
 use super::gates::{GateInputs, HealthRequest};
+use super::name_clash::{NAME_CONFLICT, Rival, Standing, conflict_condition, standing};
 use super::plan::{RolloutPlan, plan_rollout};
 use super::render::{Rendered, render_chosen};
 use super::revision_status::{RevisionInputs, fill_revision_status};
@@ -79,6 +80,8 @@ pub struct Snapshot {
     /// The replica sets of the namespace and the works and clusters of
     /// those `rs` depends on (empty without `dependsOn`).
     pub dependencies: DependencyInputs,
+    /// Other namespaces' replica sets of the same name.
+    pub rivals: Vec<Rival>,
     /// Now.
     pub now: Timestamp,
 }
@@ -132,6 +135,9 @@ pub struct Decision<'a> {
     /// The replica sets (this one among them) whose `dependsOn` form a
     /// cycle: none of them starts a cluster.
     pub dependency_cycle: Option<Vec<String>>,
+    /// Where the replica set stands among others of its name: yielding,
+    /// it writes no work to a cluster it holds none on.
+    pub name_standing: Standing,
 }
 
 impl Decision<'_> {
@@ -378,6 +384,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
     // A missing placement stops everything (OCM): its clusters are not
     // in the decisions, and deleting their works would take the
     // application off them.
+    let name_standing = standing(rs, &s.rivals);
     let works = chosen.missing.is_empty().then(|| {
         let (start, to_write, revision) = match &outcome {
             FailureOutcome::RollBack { to, .. } => {
@@ -402,6 +409,15 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
             ),
         };
         let (revision, digest) = revision;
+        // An older replica set of the same name holds the name: no new
+        // work (one already held stays this replica set's to write).
+        let start: Vec<(String, String)> = match name_standing {
+            Standing::Yields => start
+                .into_iter()
+                .filter(|(cluster, _)| s.existing.contains_key(cluster))
+                .collect(),
+            _ => start,
+        };
         let specs = start
             .iter()
             .filter_map(|(cluster, _)| Some((cluster.clone(), to_write.get(cluster)?.clone())))
@@ -437,6 +453,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         look_again,
         record_gates,
         dependency_cycle,
+        name_standing,
     }
 }
 
@@ -528,8 +545,16 @@ pub fn decide_status(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let cluster_sets = refused_condition(&decision.unbound, &namespace, generation, previous);
-    status.conditions.retain(|c| c.type_ != CLUSTERS_REFUSED);
+    status
+        .conditions
+        .retain(|c| c.type_ != CLUSTERS_REFUSED && c.type_ != NAME_CONFLICT);
     status.conditions.push(cluster_sets);
+    status.conditions.extend(conflict_condition(
+        rs,
+        decision.name_standing,
+        generation,
+        previous,
+    ));
     if chosen.missing.is_empty() {
         fill_revision_status(
             rs,
@@ -725,6 +750,7 @@ pub(crate) mod tests {
             remembered: None,
             refused: Refused::new(),
             dependencies: DependencyInputs::default(),
+            rivals: Vec::new(),
             now: now(),
         }
     }
@@ -1265,6 +1291,54 @@ pub(crate) mod tests {
             "{}",
             waiting.message
         );
+    }
+
+    #[test]
+    fn a_replica_set_yielding_its_name_writes_no_new_work_and_both_are_told() {
+        let mut rs = failing_rs();
+        rs.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-20T00:00:00Z".parse().expect("time"),
+            ));
+        let held_ab: Vec<_> = all_stable()
+            .into_iter()
+            .filter(|(c, _)| *c != "c")
+            .collect();
+        let rival = |created: &str| Rival {
+            namespace: "other-team".into(),
+            created: Some(created.parse().expect("time")),
+        };
+        // An older replica set of the name elsewhere: c, where this one
+        // holds no work, gets none; a and b, its own, are written.
+        let mut s = snapshot(rs.clone(), &CLUSTERS, &CLUSTERS, &held_ab);
+        s.rivals = vec![rival("2026-11-01T00:00:00Z")];
+        let d = decide(&s);
+        assert_eq!(written(&d), ["a", "b"]);
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        let told = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == NAME_CONFLICT)
+            .expect("NameConflict");
+        assert_eq!(told.reason, super::super::name_clash::YIELDS_TO_OLDER);
+        assert!(!told.message.contains("other-team"), "{}", told.message);
+        // A newer one: this one holds the name, writes everywhere, and
+        // says so.
+        s.rivals = vec![rival("2026-11-30T00:00:00Z")];
+        let d = decide(&s);
+        assert_eq!(written(&d), CLUSTERS);
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        let told = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == NAME_CONFLICT)
+            .expect("NameConflict");
+        assert_eq!(told.reason, super::super::name_clash::HOLDS_AGAINST_NEWER);
+        // Alone: no condition.
+        s.rivals.clear();
+        let d = decide(&s);
+        let status = decide_status(&s, &d, &s.existing, &d.refused);
+        assert!(status.conditions.iter().all(|c| c.type_ != NAME_CONFLICT));
     }
 
     #[test]

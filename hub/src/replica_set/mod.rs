@@ -27,6 +27,8 @@ pub mod fleet_summary;
 pub mod gates;
 /// Phase 3 too: gates' health expressions on a bounded blocking pool.
 pub mod health_pool;
+/// Two namespaces' replica sets of one name: the older holds it.
+pub mod name_clash;
 /// Phase 3: the rollout plan.
 pub mod plan;
 /// Phase 2: each cluster's work spec, overrides and placeholders applied.

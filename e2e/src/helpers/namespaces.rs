@@ -1,0 +1,25 @@
+//! Namespaces on a control plane, as tests make them.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+/// Creates the namespace `name` through `client`; one that exists already
+/// is kept. Panics (failing the test) when the API server refuses it.
+pub async fn create_namespace(client: &Client, name: &str) {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create namespace {name}: {e}"),
+    }
+}
