@@ -23,7 +23,7 @@
 //! status reach a readiness rule; a cycle is followed only through works of
 //! one owner; a deleted work is held only for dependents of its own owner.
 //!
-//! Chosen behaviour (documented in the README, "Dependencies between works"):
+//! Chosen behaviour (documented in docs/dependencies.md):
 //! - a generation is applied only once every dependency exists on this agent
 //!   and is ready; after that the generation stays applied
 //!   (drift is still corrected) even if a dependency later turns not ready,

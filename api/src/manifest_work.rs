@@ -53,8 +53,8 @@ pub struct ManifestWorkSpec {
     pub executor: Option<ManifestWorkExecutor>,
     /// ferry addition: other works of this cluster (this namespace) that
     /// must be ready before the agent applies any manifest of this one. The
-    /// agent enforces it, so it holds while the hub is down; see the README's
-    /// "Dependencies between works". OCM works never set it and are applied
+    /// agent enforces it, so it holds while the hub is down; see
+    /// docs/dependencies.md. OCM works never set it and are applied
     /// as before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_DEPENDENCIES), extend("x-kubernetes-validations" = [
