@@ -161,6 +161,32 @@ impl HubProcess {
             .and_then(Result::ok)
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process with kill(1);
+    /// whether it was sent.
+    async fn signal(&self, signal: &str) -> bool {
+        let Some(pid) = self.child.id() else {
+            return false;
+        };
+        Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .await
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Freezes the process with SIGSTOP, as a long GC pause, a stalled
+    /// node or a debugger would: it neither runs nor loses its sockets.
+    /// Whether the signal was sent.
+    pub async fn pause(&self) -> bool {
+        self.signal("STOP").await
+    }
+
+    /// Lets a paused process run on (SIGCONT) from where it stopped.
+    /// Whether the signal was sent.
+    pub async fn resume(&self) -> bool {
+        self.signal("CONT").await
+    }
+
     /// What the hub wrote to its log so far (empty when unreadable).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("hub.log")).unwrap_or_default()

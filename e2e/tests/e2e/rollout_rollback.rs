@@ -9,7 +9,9 @@
 //! history is pruned to `revisionHistoryLimit`. A rollback is recorded in
 //! the status before any work is written back, so a leader that dies between
 //! the record and the writes is followed by one that finishes the rollback
-//! and never pushes the bad revision out again (issue 31).
+//! and never pushes the bad revision out again (issue 31), and one paused
+//! (SIGSTOP) there and resumed after the follower finished reverses nothing
+//! (issue 48).
 
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
@@ -17,6 +19,7 @@ use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::hub_metrics::wait_metric_at_most;
 use ferry_e2e::harness::leader_process::{lead_from_process, wait_leader};
 use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::placement_helpers::create_placement;
@@ -703,9 +706,33 @@ async fn release_writes(hub: &Client) {
         .expect("delete the policy");
 }
 
+/// How the leader goes away in the middle of a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaderLoss {
+    /// SIGKILL: a crash or an OOM kill.
+    Killed,
+    /// SIGSTOP, then SIGCONT once the follower has finished: a long pause
+    /// (a stalled node, a debugger) after which the old leader runs on
+    /// with what it read before.
+    Paused,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_killed_between_recording_a_rollback_and_its_writes_is_followed_by_one_that_finishes_it_and_never_reverses_it()
  {
+    leader_lost_between_recording_a_rollback_and_its_writes(LeaderLoss::Killed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_mid_rollback_and_resumed_after_a_follower_finished_it_reverses_nothing() {
+    leader_lost_between_recording_a_rollback_and_its_writes(LeaderLoss::Paused).await;
+}
+
+/// Revision 2 fails past `maxFailures` and the leader (a `ferry-hub`
+/// process) records the rollback, its writes back held; then it is lost
+/// (`how`), the follower takes over and finishes the rollback, and nothing
+/// is ever written back onto revision 2.
+async fn leader_lost_between_recording_a_rollback_and_its_writes(how: LeaderLoss) {
     tokio::task::spawn_blocking(ferry_e2e::harness::image::build_binaries)
         .await
         .expect("build task")
@@ -774,11 +801,14 @@ async fn a_leader_killed_between_recording_a_rollback_and_its_writes_is_followed
         held(&hub, "held").await
     );
 
-    leader.kill().await;
+    match how {
+        LeaderLoss::Killed => leader.kill().await,
+        LeaderLoss::Paused => assert!(leader.pause().await, "SIGSTOP the leader"),
+    }
     wait_leader(
         &fleet,
         "replica-0",
-        "the follower takes the Lease of the killed leader",
+        "the follower takes the Lease of the lost leader",
         APPLY_TIMEOUT,
     )
     .await;
@@ -812,6 +842,46 @@ async fn a_leader_killed_between_recording_a_rollback_and_its_writes_is_followed
     assert_eq!((kept.from, kept.to), (second.clone(), first.clone()));
     assert_eq!(rollout.stable_revision, Some(first.clone()));
 
+    if how == LeaderLoss::Paused {
+        // The old leader runs on from where it stopped, with what it read
+        // before: it finds its Lease gone and stops leading; whatever it
+        // tries meanwhile is fenced (its writes carry the versions it
+        // read). Nothing it did is reversed below.
+        assert!(leader.resume().await, "SIGCONT the old leader");
+        wait_metric_at_most(leader.probes(), "ferry_hub_leader", 0.0, APPLY_TIMEOUT)
+            .await
+            .expect("the resumed leader stops leading");
+        let fenced = leader
+            .log()
+            .lines()
+            .filter(|l| l.contains("uperseded"))
+            .count();
+        println!("the resumed leader's writes refused as superseded: {fenced}");
+        for spoke in SPOKES {
+            let work = Api::<ManifestWork>::namespaced(hub.clone(), spoke)
+                .get("held")
+                .await
+                .expect("read work");
+            assert_eq!(
+                work.annotations().get(REVISION_ANNOTATION),
+                Some(&first.hash),
+                "the resumed leader put {spoke} back on revision 2"
+            );
+        }
+        let after = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+            .get("held")
+            .await
+            .expect("read replica set");
+        let rollout = after
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout.clone())
+            .expect("rollout");
+        let kept = rollout.rollback.expect("the rollback is still recorded");
+        assert_eq!((kept.from, kept.to), (second.clone(), first.clone()));
+        wait_spoke_version(&fleet, "spoke-a", "held", "v1").await;
+    }
+
     // Never reversed: from the record on, no work was written onto revision
     // 2 again, and the record preceded every write back.
     recorder.abort();
@@ -838,5 +908,6 @@ async fn a_leader_killed_between_recording_a_rollback_and_its_writes_is_followed
             );
         }
     }
+    leader.kill().await;
     fleet.stop().await;
 }
