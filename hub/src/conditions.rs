@@ -7,6 +7,11 @@ use k8s_openapi::jiff::Timestamp;
 
 use ferry_api::manifest_work::Condition;
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
+use ferry_semantics::text::clipped;
+
+/// Bytes of a controller's condition message at most: lists in it name
+/// their first ten items, and whatever still runs over is cut.
+pub const MAX_CONDITION_MESSAGE: usize = 2048;
 
 /// A condition decided at `now`: `True` when `status`, else `False`.
 pub fn condition_at(
@@ -38,17 +43,45 @@ pub fn condition(
     condition_at(type_, status, reason, message, generation, Timestamp::now())
 }
 
+/// A condition of `type_` for `generation`, keeping the transition time of
+/// the `current` one of its type when its status is unchanged (now
+/// otherwise); its message is cut to [`MAX_CONDITION_MESSAGE`].
+pub fn condition_since(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: i64,
+    current: &[Condition],
+) -> Condition {
+    let mut wanted = condition(
+        type_,
+        status,
+        reason,
+        clipped(message, MAX_CONDITION_MESSAGE),
+        generation,
+    );
+    keep_transition(current, &mut wanted);
+    wanted
+}
+
+/// Gives `wanted` the transition time of the `current` condition of its
+/// type, when that one has the same status.
+fn keep_transition(current: &[Condition], wanted: &mut Condition) {
+    if let Some(old) = current.iter().find(|o| o.type_ == wanted.type_)
+        && old.status == wanted.status
+    {
+        wanted.last_transition_time = old.last_transition_time.clone();
+    }
+}
+
 /// The `wanted` conditions, each keeping its transition time from `current`
 /// when its status did not change.
 pub fn conditions(current: &[Condition], wanted: Vec<Condition>) -> Vec<Condition> {
     wanted
         .into_iter()
         .map(|mut c| {
-            if let Some(old) = current.iter().find(|o| o.type_ == c.type_)
-                && old.status == c.status
-            {
-                c.last_transition_time = old.last_transition_time.clone();
-            }
+            keep_transition(current, &mut c);
             c
         })
         .collect()

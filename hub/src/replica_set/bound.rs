@@ -10,7 +10,7 @@ use ferry_api::manifest_work::Condition;
 use ferry_fleet_semantics::cluster_sets::Eligible;
 
 use super::decisions::Chosen;
-use super::status::condition;
+use crate::conditions::condition_since;
 
 /// The condition naming the refused clusters.
 pub const CLUSTERS_REFUSED: &str = "ClustersRefused";
@@ -56,7 +56,7 @@ pub fn refused_condition(
     current: &[Condition],
 ) -> Condition {
     if refused.is_empty() {
-        return condition(
+        return condition_since(
             CLUSTERS_REFUSED,
             false,
             ALL_IN_BOUND_SETS,
@@ -68,7 +68,7 @@ pub fn refused_condition(
         );
     }
     let named: Vec<&str> = refused.iter().take(MAX_NAMED).map(String::as_str).collect();
-    condition(
+    condition_since(
         CLUSTERS_REFUSED,
         true,
         NOT_IN_BOUND_SETS,

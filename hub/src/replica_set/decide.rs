@@ -30,9 +30,10 @@ use super::render::{Rendered, render_chosen};
 use super::revision_status::{RevisionInputs, fill_revision_status};
 use super::revisions::{Revision, current_revision, spec_revision_digest};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_to_record, rollback_writes};
-use super::status::{condition, replica_set_status};
+use super::status::replica_set_status;
 use super::windows::{closed_clusters, waiting_condition};
 use crate::cluster_sets::membership::{compile_sets, eligible};
+use crate::conditions::condition_since;
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
 use ferry_api::contract::CONFIRM_EMPTY_DECISIONS_ANNOTATION;
 use ferry_api::managed_cluster::ManagedCluster;
@@ -253,7 +254,7 @@ fn decisions_held_condition(
         .map(|c| (c.reason.clone(), prefix_within(&c.message, 512).to_string()))
         .unwrap_or_default();
     let names: Vec<String> = held.iter().map(|p| p.name_any()).collect();
-    Some(condition(
+    Some(condition_since(
         PLACEMENT_DECISIONS_HELD,
         true,
         if reason.0.is_empty() {

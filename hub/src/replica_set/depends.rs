@@ -12,7 +12,7 @@ use std::sync::Arc;
 use petgraph::algo::tarjan_scc;
 use petgraph::graphmap::DiGraphMap;
 
-use super::status::condition;
+use crate::conditions::condition_since;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_semantics::contract::{
@@ -203,7 +203,7 @@ pub fn dependencies_condition(
             ),
         )
     };
-    Some(condition(
+    Some(condition_since(
         DEPENDENCIES_READY,
         status,
         reason,

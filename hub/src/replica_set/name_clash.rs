@@ -13,7 +13,7 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::status::condition;
+use crate::conditions::condition_since;
 use ferry_api::manifest_work::Condition;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
@@ -108,7 +108,7 @@ pub fn conflict_condition(
             ),
         ),
     };
-    Some(condition(
+    Some(condition_since(
         NAME_CONFLICT,
         true,
         reason,

@@ -17,7 +17,7 @@ use super::render::Rendered;
 use super::revisions::Revision;
 use super::rollback::{Abort, FailureOutcome, held_revision, rolled_back};
 use super::rollout::{ResolvedStrategy, cluster_state, resolve};
-use super::status::condition;
+use crate::conditions::condition_since;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, RevisionRef};
@@ -221,7 +221,7 @@ pub fn fill_revision_status(
         .then(|| {
             // Every unreachable cluster is among the unconfirmed ones.
             let unreachable = reports.iter().filter(|r| r.unreachable).count();
-            condition(
+            condition_since(
                 PLACEMENT_ROLLED_OUT,
                 false,
                 WAITING_FOR_CLUSTERS,
@@ -260,7 +260,7 @@ pub fn fill_revision_status(
     // PlacementRolledOut says what the failure strategy did.
     let halted_message = rolled_out.map(|c| c.message.clone()).unwrap_or_default();
     let replaced = match (inputs.outcome, &rollback) {
-        (FailureOutcome::RollBack { .. }, Some(r)) => Some(condition(
+        (FailureOutcome::RollBack { .. }, Some(r)) => Some(condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             ROLLED_BACK,
@@ -271,7 +271,7 @@ pub fn fill_revision_status(
             generation,
             &previous,
         )),
-        (FailureOutcome::Aborted { why }, _) => Some(condition(
+        (FailureOutcome::Aborted { why }, _) => Some(condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",

@@ -15,7 +15,8 @@ use super::error::ReplicaSetError;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::revisions::{Revision, holds_revision};
-use super::status::{MAX_CONDITION_MESSAGE, write_status};
+use super::status::write_status;
+use crate::conditions::MAX_CONDITION_MESSAGE;
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkExecutor, ManifestWorkSpec};
 use ferry_api::replica_set::{

@@ -77,12 +77,12 @@ pub fn rollout_signals(status: &ManifestWorkReplicaSetStatus) -> RolloutSignals 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replica_set::status::condition;
+    use crate::conditions::condition_since;
     use ferry_api::manifest_work::Condition;
     use ferry_api::replica_set::{GateStatus, PlacementRollout, RollbackStatus, RolloutStatus};
 
     fn rolled_out(status: bool, reason: &str) -> Condition {
-        condition(PLACEMENT_ROLLED_OUT, status, reason, String::new(), 1, &[])
+        condition_since(PLACEMENT_ROLLED_OUT, status, reason, String::new(), 1, &[])
     }
 
     fn gate(state: &str) -> GateStatus {

@@ -10,8 +10,7 @@ use ferry_semantics::contract::{
     APPLIED, AVAILABLE, DEGRADED, MANDATORY_GROUP_FAILED, MANIFESTWORK_APPLIED, OVERRIDES_RENDERED,
     PLACEMENT_DECISION_NOT_FOUND, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED, PROGRESSING,
 };
-use ferry_semantics::text::{clipped, first_few};
-use k8s_openapi::jiff::Timestamp;
+use ferry_semantics::text::first_few;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -21,6 +20,7 @@ use super::deploy::Refused;
 use super::error::{ReplicaSetError, failed_fenced};
 use super::plan::RolloutPlan;
 use super::render::Rendered;
+use crate::conditions::condition_since;
 use ferry_api::contract::PLACEMENT_NAME_LABEL;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::replica_set::{
@@ -65,42 +65,6 @@ pub fn summarize<'a>(
     s
 }
 
-/// Bytes of a replica-set condition's message at most: lists in it name
-/// their first ten items, and whatever still runs over is cut.
-pub const MAX_CONDITION_MESSAGE: usize = 2048;
-
-/// A condition of `type_` for `generation`, keeping the transition time of
-/// the `current` one when its status is unchanged; its message is cut to
-/// [`MAX_CONDITION_MESSAGE`].
-pub fn condition(
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
-    generation: i64,
-    current: &[Condition],
-) -> Condition {
-    let status = if status { "True" } else { "False" };
-    let last_transition_time = current
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| {
-            Timestamp::now()
-                .strftime(ferry_semantics::contract::KUBE_TIME_FORMAT)
-                .to_string()
-        });
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        // Bounded by construction, whatever was put together above.
-        message: clipped(message, MAX_CONDITION_MESSAGE),
-        observed_generation: generation,
-        last_transition_time,
-    }
-}
-
 /// The status of `rs`: its generated `works` of the `chosen` clusters
 /// counted against their `rendered` specs, and its conditions from the
 /// placements, the works the API server `refused`, the rollout `plan` and
@@ -118,7 +82,7 @@ pub fn replica_set_status(
     let current = rs.status.clone().unwrap_or_default().conditions;
     if !chosen.missing.is_empty() {
         let mut status = rs.status.clone().unwrap_or_default();
-        let verified = condition(
+        let verified = condition_since(
             PLACEMENT_VERIFIED,
             false,
             PLACEMENT_DECISION_NOT_FOUND,
@@ -186,7 +150,7 @@ pub fn replica_set_status(
         .collect();
     let total = i32::try_from(wanted.len()).unwrap_or(i32::MAX);
     let verified = if problems.is_empty() {
-        condition(
+        condition_since(
             PLACEMENT_VERIFIED,
             true,
             "AsExpected",
@@ -195,7 +159,7 @@ pub fn replica_set_status(
             &current,
         )
     } else {
-        condition(
+        condition_since(
             PLACEMENT_VERIFIED,
             false,
             PLACEMENT_DECISION_NOT_FOUND,
@@ -205,7 +169,7 @@ pub fn replica_set_status(
         )
     };
     let rolled_out = if !halted.is_empty() {
-        condition(
+        condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
@@ -214,7 +178,7 @@ pub fn replica_set_status(
             &current,
         )
     } else if !plan.held.is_empty() {
-        condition(
+        condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             MANDATORY_GROUP_FAILED,
@@ -223,7 +187,7 @@ pub fn replica_set_status(
             &current,
         )
     } else if all_complete && summary.updated == total && summary.total == total {
-        condition(
+        condition_since(
             PLACEMENT_ROLLED_OUT,
             true,
             "Complete",
@@ -232,7 +196,7 @@ pub fn replica_set_status(
             &current,
         )
     } else if rs.spec.paused {
-        condition(
+        condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             "Paused",
@@ -244,7 +208,7 @@ pub fn replica_set_status(
             &current,
         )
     } else {
-        condition(
+        condition_since(
             PLACEMENT_ROLLED_OUT,
             false,
             "Progressing",
@@ -262,7 +226,7 @@ pub fn replica_set_status(
         )
     };
     let applied = if total > 0 && summary.applied == total {
-        condition(
+        condition_since(
             MANIFESTWORK_APPLIED,
             true,
             "AsExpected",
@@ -271,7 +235,7 @@ pub fn replica_set_status(
             &current,
         )
     } else if total == 0 {
-        condition(
+        condition_since(
             MANIFESTWORK_APPLIED,
             false,
             "NotFound",
@@ -280,7 +244,7 @@ pub fn replica_set_status(
             &current,
         )
     } else {
-        condition(
+        condition_since(
             MANIFESTWORK_APPLIED,
             false,
             "Processing",
@@ -291,7 +255,7 @@ pub fn replica_set_status(
     };
     let mut conditions = vec![verified, rolled_out, applied];
     if !render_failures.is_empty() {
-        conditions.push(condition(
+        conditions.push(condition_since(
             OVERRIDES_RENDERED,
             false,
             "OverrideFailed",
@@ -300,7 +264,7 @@ pub fn replica_set_status(
             &current,
         ));
     } else if !rs.spec.overrides.is_empty() {
-        conditions.push(condition(
+        conditions.push(condition_since(
             OVERRIDES_RENDERED,
             true,
             "AsExpected",
@@ -502,9 +466,11 @@ mod missing_placement_tests {
 #[cfg(test)]
 mod size_tests {
     use super::*;
+    use crate::conditions::MAX_CONDITION_MESSAGE;
     use crate::replica_set::deploy::{Refusal, RefusedBy};
     use crate::replica_set::plan::halted_message;
     use crate::replica_set::render::RenderFailure;
+    use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
     /// The status etcd must store for a fleet of 10,000 clusters where every

@@ -11,7 +11,7 @@ use ferry_fleet_semantics::maintenance_windows::{WindowState, parse_windows, sta
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::status::condition;
+use crate::conditions::condition_since;
 use ferry_api::contract::MAINTENANCE_WINDOWS_ANNOTATION;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_semantics::contract::{KUBE_TIME_FORMAT, WAITING_FOR_MAINTENANCE_WINDOW};
@@ -94,7 +94,7 @@ pub fn waiting_condition(
     sorted.sort_by_key(|(name, closed)| (closed.opens_at().is_none(), closed.opens_at(), name));
     let entries: Vec<String> = sorted.iter().map(|(c, w)| waiting_entry(c, w)).collect();
     let invalid = waiting.iter().any(|(_, c)| matches!(c, Closed::Invalid(_)));
-    Some(condition(
+    Some(condition_since(
         WAITING_FOR_MAINTENANCE_WINDOW,
         true,
         if invalid {
