@@ -17,7 +17,7 @@ use kube::api::Api;
 use std::time::Duration;
 
 use super::policy_builder::PolicyDef;
-use super::webhook::SPEC_WRITTEN;
+use super::spec_written::SPEC_WRITTEN;
 use ferry_api::contract::WORK_GROUP;
 use ferry_api::manifest_work::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate};
 
@@ -119,7 +119,7 @@ pub async fn wait_until_policy_enforced(
         },
     );
     probe.metadata.namespace = Some(namespace.into());
-    super::webhook::refused_by(&api, &probe, POLICY_NAME, timeout).await
+    super::enforced::refused_by(&api, &probe, POLICY_NAME, timeout).await
 }
 
 #[cfg(test)]

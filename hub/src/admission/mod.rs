@@ -34,6 +34,8 @@
 //! - [`watchdog`]: the leader checks the policies stay installed and
 //!   enforced, says so when not, and re-applies them.
 //! - [`webhook`]: the webhook's registration and server.
+//! - [`spec_written`]: the match condition webhook and policies share;
+//!   [`enforced`]: whether the API server enforces a check yet.
 
 /// Who an approval names as approver: a policy checking it is the creator.
 pub mod approval_policy;
@@ -45,6 +47,8 @@ pub mod cluster_set_policy;
 pub mod crd_deletion_policy;
 /// The admission policy against duplicate manifests in a work.
 pub mod duplicates_policy;
+/// Whether the API server enforces a check yet (a dry-run probe).
+pub mod enforced;
 /// Who may name an executor: a policy asking the API server's authorizer.
 pub mod executor_policy;
 /// Tenant works name an executor: a policy for labelled namespaces.
@@ -59,6 +63,8 @@ pub mod policy_builder;
 pub mod release_policy;
 /// The decision for one `AdmissionReview`, and its route.
 pub mod review;
+/// The match condition of spec writes, shared by webhook and policy.
+pub mod spec_written;
 /// Where the API server reaches the webhook: a URL or a Service.
 pub mod target;
 /// The pure checks of a work.

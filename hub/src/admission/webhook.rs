@@ -2,7 +2,9 @@
 //! the API server (a `ValidatingWebhookConfiguration`), the HTTPS server
 //! answering reviews, and the wait until the API server enforces it.
 
+use super::enforced::refused_by;
 use super::review;
+use super::spec_written::SPEC_WRITTEN;
 use super::target::WebhookTarget;
 use super::watchdog::PolicyHealth;
 use std::future::Future;
@@ -14,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, RuleWithOperations, ServiceReference, ValidatingWebhook,
     ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::net::TcpListener;
 use tracing::info;
@@ -45,10 +47,6 @@ pub const REPLICA_SET_WEBHOOK_NAME: &str = "manifestworkreplicasets.work.ferry.d
 
 /// How long the API server waits for a review before failing the write.
 const WEBHOOK_TIMEOUT_SECONDS: i32 = 10;
-
-/// CEL condition under which the API server calls the webhook (and applies
-/// the admission policy): a CREATE, or an UPDATE that changes the spec.
-pub(crate) const SPEC_WRITTEN: &str = "request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec";
 
 /// What the API server does when it cannot reach the webhook
 /// (`--webhook-failure-policy`).
@@ -286,30 +284,6 @@ pub async fn wait_until_enforced(
     );
     probe.metadata.namespace = Some(namespace.into());
     refused_by(&api, &probe, WEBHOOK_NAME, timeout).await
-}
-
-/// Dry-run creates `probe` (nothing is stored) every 50 ms until the API
-/// server refuses it with a message naming `checker`, which then enforces
-/// its checks: the API server learns of webhooks and policies
-/// asynchronously. Returns false when that does not happen within `timeout`.
-pub(crate) async fn refused_by(
-    api: &Api<ManifestWork>,
-    probe: &ManifestWork,
-    checker: &str,
-    timeout: Duration,
-) -> bool {
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let deadline = tokio::time::Instant::now() + timeout;
-    while tokio::time::Instant::now() < deadline {
-        match api.create(&params, probe).await {
-            Err(kube::Error::Api(status)) if status.message.contains(checker) => return true,
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-    false
 }
 
 #[cfg(test)]

@@ -82,6 +82,12 @@ struct Cli {
     /// `--agent-rss`: an extra argument for `ferry-agent` (repeatable).
     #[arg(long, allow_hyphen_values = true)]
     agent_arg: Vec<String>,
+    /// Instead of the figures above, time this many works of another team
+    /// created one after another (create -> Applied with its condition rule
+    /// True) on the real `ferry-agent` binary, quiet and then beside a
+    /// hostile team's runaway rules and oversized feedback. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    noisy_neighbour: usize,
     /// Time the real `ferry-agent` binary (as production runs it: its own
     /// process, its own spoke client) instead of the agent in this process,
     /// for the latency and drift figures. `FERRY_AGENT_BIN` names it, else
@@ -127,6 +133,9 @@ async fn main() -> anyhow::Result<()> {
             Duration::from_secs(10),
         )
         .await;
+    }
+    if cli.noisy_neighbour > 0 {
+        return ferry_tools::bench::noisy_neighbour::noisy_neighbour(cli.noisy_neighbour).await;
     }
     if cli.webhook_burst > 0 {
         return ferry_tools::bench::webhook_burst::webhook_burst(

@@ -23,7 +23,8 @@ use ferry_tools::loadgen::scenarios::{
     Bench, api_requests, hubs_usage, p2_fan_out, p3_idle, p6_restart, p9_status,
     requests_per_cluster, wait_backlog_drained,
 };
-use ferry_tools::loadgen::shares::{HubTarget, RemoteShare, ShareSpec, serve_share, share_sizes};
+use ferry_tools::loadgen::share_child::serve_share;
+use ferry_tools::loadgen::shares::{HubTarget, RemoteShare, ShareSpec, share_sizes};
 
 /// A connect backlog is over after this long without a ManagedCluster write.
 const BACKLOG_QUIET: Duration = Duration::from_secs(5);

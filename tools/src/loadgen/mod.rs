@@ -7,10 +7,12 @@
 pub mod agent;
 pub mod clusters;
 pub mod counters;
+pub mod error;
 pub mod hub_watch;
 pub mod open_files;
 pub mod report;
 pub mod run;
 pub mod scenarios;
+pub mod share_child;
 pub mod shares;
 pub mod status;

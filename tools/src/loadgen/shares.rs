@@ -4,7 +4,8 @@
 //! runs its agents in shares: this process runs the first, and a child
 //! process of the same binary runs each other one, told what to run by one
 //! JSON line on its stdin and answering with its counters, one JSON line
-//! every 250 ms on its stdout. A child stops when its stdin closes.
+//! every 250 ms on its stdout. A child stops when its stdin closes. This
+//! file is the parent's side; `share_child.rs` is the child's.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,10 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::loadgen::agent::{Behaviour, SimCluster};
 use crate::loadgen::counters::Snapshot;
-use crate::loadgen::run::{LoadgenError, SimFleet, hub_endpoint};
-
-/// How often a child reports its counters.
-const REPORT_EVERY: Duration = Duration::from_millis(250);
+use crate::loadgen::error::LoadgenError;
 
 /// One hub replica as a child dials it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,7 +46,8 @@ pub struct ShareSpec {
 }
 
 impl ShareSpec {
-    fn behaviour(&self) -> Behaviour {
+    /// How the share's agents behave.
+    pub(crate) fn behaviour(&self) -> Behaviour {
         Behaviour {
             heartbeat: Duration::from_millis(self.heartbeat_ms),
             status_delay: Duration::from_millis(self.status_delay_ms),
@@ -150,54 +149,6 @@ async fn read_reports(stdout: tokio::process::ChildStdout, latest: Arc<Mutex<Sna
             *held = snapshot;
         }
     }
-}
-
-/// Runs the share described by the first line of stdin until stdin closes,
-/// writing the share's counters to stdout every 250 ms. Fails when the
-/// line is not a share or a hub's endpoint is refused.
-pub async fn serve_share() -> Result<(), LoadgenError> {
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
-    let line = stdin
-        .next_line()
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(|| LoadgenError::Share {
-            first: 0,
-            detail: "no share on stdin".into(),
-        })?;
-    let spec: ShareSpec = serde_json::from_str(&line).map_err(|e| LoadgenError::Share {
-        first: 0,
-        detail: format!("not a share: {e}"),
-    })?;
-    let endpoints = spec
-        .hubs
-        .iter()
-        .map(|hub| hub_endpoint(&hub.url, hub.ca_pem.as_deref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let fleet = SimFleet::spread_from(
-        spec.first,
-        spec.clusters.clone(),
-        endpoints,
-        spec.behaviour(),
-    );
-    let mut stdout = tokio::io::stdout();
-    let mut tick = tokio::time::interval(REPORT_EVERY);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let Ok(mut line) = serde_json::to_vec(&fleet.snapshot()) else { break };
-                line.push(b'\n');
-                if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
-                    break;
-                }
-            }
-            // EOF (the parent is done or gone) or any further line: stop.
-            _ = stdin.next_line() => break,
-        }
-    }
-    fleet.stop().await;
-    Ok(())
 }
 
 #[cfg(test)]
