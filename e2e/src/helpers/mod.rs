@@ -3,6 +3,7 @@
 //! on a spoke, and set-ups several tests share.
 
 pub mod admission;
+pub mod brake_ledger;
 pub mod cluster_inventory;
 pub mod kubectl_ferry;
 pub mod namespaces;

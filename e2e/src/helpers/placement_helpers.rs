@@ -2,9 +2,10 @@
 
 use ferry_api::cluster_set::{ManagedClusterSetBinding, ManagedClusterSetBindingSpec};
 use ferry_api::contract::GLOBAL_CLUSTER_SET;
+use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::placement::Placement;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// Binds the ManagedClusterSet `set` into `namespace` (a
@@ -69,4 +70,18 @@ pub async fn create_placement_unbound(
         .create(&PostParams::default(), &placement)
         .await
         .expect("create Placement");
+}
+
+/// Merges `labels` into the ManagedCluster `cluster`'s labels (a `null`
+/// value removes one), as a platform admin relabels a cluster. Panics
+/// (failing the test) when the API server refuses it.
+pub async fn label_cluster(client: &Client, cluster: &str, labels: serde_json::Value) {
+    Api::<ManagedCluster>::all(client.clone())
+        .patch(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("label ManagedCluster {cluster}: {e}"));
 }

@@ -21,7 +21,6 @@ use ferry_agent::DeletionBrakeOptions;
 use ferry_agent::Telemetry;
 use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::deletion_brake::ledger::Ledger;
-use ferry_agent::deletion_brake::store::LEDGER_KEY;
 use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
@@ -29,6 +28,7 @@ use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::{
     STATUS_REPORTS_RECEIVED, hub_metric, wait_metric_above, wait_metric_at_most,
 };
+use ferry_e2e::helpers::brake_ledger::ledger_of;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
@@ -82,15 +82,6 @@ async fn applied_works(fleet: &Fleet) -> Api<ManifestWork> {
         wait_applied(&works, &name(i)).await.expect("applied");
     }
     works
-}
-
-fn ledger_of(config_map: &ConfigMap) -> Ledger {
-    config_map
-        .data
-        .as_ref()
-        .and_then(|d| d.get(LEDGER_KEY))
-        .map(|text| serde_json::from_str(text).expect("the agent's ledger parses"))
-        .unwrap_or_default()
 }
 
 /// Waits until the agent has decided on every one of the `WORKS` deletions:

@@ -24,12 +24,11 @@ use std::time::Duration;
 
 use ferry_agent::DeletionBrakeOptions;
 use ferry_agent::deletion_brake::decide::Limits;
-use ferry_agent::deletion_brake::ledger::Ledger;
-use ferry_agent::deletion_brake::store::LEDGER_KEY;
 use ferry_api::contract::DELETION_BRAKE_LEDGER;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::brake_ledger::ledger_of;
 use ferry_e2e::helpers::tenant_rbac::tenant;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
@@ -169,16 +168,6 @@ async fn another_teams_work_is_invisible_to_depends_on_and_cannot_hold_its_delet
     let (reason, _) = waiting(&works, "probe").await;
     assert_eq!(reason, "DependencyMissing");
     fleet.stop().await;
-}
-
-/// The deletion brake's ledger in `config_map` (empty when none yet).
-fn ledger_of(config_map: &ConfigMap) -> Ledger {
-    config_map
-        .data
-        .as_ref()
-        .and_then(|d| d.get(LEDGER_KEY))
-        .map(|text| serde_json::from_str(text).expect("the agent's ledger parses"))
-        .unwrap_or_default()
 }
 
 /// Team A's replica sets (one ConfigMap each): 6 of the spoke's 8 objects.

@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use ferry_api::contract::{
     DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL, PLACEMENT_NAME_LABEL, REPLICA_SET_LABEL,
 };
-use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::placement::{Placement, PlacementDecision};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::audit::list_writes;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::placement_helpers::label_cluster;
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, wait_applied};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -26,17 +26,6 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "default";
-
-async fn label_cluster(hub: &Client, name: &str, labels: Value) {
-    Api::<ManagedCluster>::all(hub.clone())
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .expect("label ManagedCluster");
-}
 
 fn template(name: &str, namespace: &str, version: &str) -> Value {
     json!({"workload": {"manifests": [config_map(namespace, name, json!({"version": version}))]}})

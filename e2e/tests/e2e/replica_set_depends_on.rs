@@ -14,17 +14,17 @@
 
 use std::time::Duration;
 
-use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::image::workspace_dir;
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::placement_helpers::label_cluster;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map, work_condition};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -112,17 +112,6 @@ async fn work_of(hub: &Client, spoke: &str, name: &str) -> Option<ManifestWork> 
         .get_opt(name)
         .await
         .expect("read work")
-}
-
-async fn label_cluster(hub: &Client, cluster: &str, labels: Value) {
-    Api::<ManagedCluster>::all(hub.clone())
-        .patch(
-            cluster,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("label {cluster}: {e}"));
 }
 
 async fn wait_selected(hub: &Client, placement: &str, count: u32) {

@@ -12,31 +12,20 @@
 //! - spoke-b joins `prod`: team A's `app` reaches it.
 
 use ferry_api::contract::REPLICA_SET_LABEL;
-use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::helpers::placement_helpers::label_cluster;
 use ferry_e2e::helpers::tenant_rbac::tenant;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{APPLY_TIMEOUT, config_map};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const SPOKES: [&str; 2] = ["spoke-a", "spoke-b"];
 const TEAM_A: &str = "team-a";
 const TEAM_B: &str = "team-b";
-
-async fn label(admin: &Client, cluster: &str, labels: Value) {
-    Api::<ManagedCluster>::all(admin.clone())
-        .patch(
-            cluster,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .expect("label ManagedCluster");
-}
 
 /// Creates replica set `app` in `team`'s namespace as `client`, on
 /// `placement`, with one ConfigMap holding the team's name.
@@ -77,7 +66,7 @@ async fn a_newer_replica_set_of_the_same_name_cannot_squat_it_on_a_cluster_that_
         .await
         .expect("fleet starts");
     let hub = fleet.hub_client.clone();
-    label(&hub, "spoke-a", json!({"env": "prod"})).await;
+    label_cluster(&hub, "spoke-a", json!({"env": "prod"})).await;
     let prod = json!({"predicates": [{"requiredClusterSelector":
         {"labelSelector": {"matchLabels": {"env": "prod"}}}}]});
     let team_a = tenant(&fleet, TEAM_A, "prod", prod).await;
@@ -126,7 +115,7 @@ async fn a_newer_replica_set_of_the_same_name_cannot_squat_it_on_a_cluster_that_
     );
 
     // spoke-b joins prod: team A's app reaches it.
-    label(&hub, "spoke-b", json!({"env": "prod"})).await;
+    label_cluster(&hub, "spoke-b", json!({"env": "prod"})).await;
     wait_until(
         &on_b,
         "app",

@@ -17,7 +17,6 @@ use std::process::Output;
 use std::time::Duration;
 
 use ferry_api::contract::TEMPLATE_APPLIED_AT_ANNOTATION;
-use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
 use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, PlacementRollout};
@@ -25,6 +24,7 @@ use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::placement_helpers::label_cluster;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::config_map;
 use ferry_tools::loadgen::agent::Behaviour;
@@ -57,17 +57,6 @@ async fn sim_agents(fleet: &Fleet, from: usize, to: usize) -> SimFleet {
     );
     agents.wait_connected(TIMEOUT).await.expect("connected");
     agents
-}
-
-async fn label(hub: &Client, cluster: &str, labels: Value) {
-    Api::<ManagedCluster>::all(hub.clone())
-        .patch(
-            cluster,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .expect("label ManagedCluster");
 }
 
 /// A placement whose clusters labelled `ring=canary` form the decision
@@ -281,7 +270,7 @@ fn stderr_of(output: &Output, what: &str) -> String {
 async fn gated_rollout(fleet: &Fleet) -> (SimFleet, ManifestWorkReplicaSet) {
     let hub = fleet.hub_client.clone();
     let agents = sim_agents(fleet, 0, 3).await;
-    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    label_cluster(&hub, &name(0), json!({"ring": "canary"})).await;
     create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
     wait_selected(&hub, "staged", 3).await;
     create_replica_set(
@@ -501,7 +490,7 @@ async fn a_timed_wait_and_a_health_gate_hold_the_next_group_their_time_and_until
         .expect("fleet");
     let hub = fleet.hub_client.clone();
     let agents = sim_agents(&fleet, 0, 2).await;
-    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    label_cluster(&hub, &name(0), json!({"ring": "canary"})).await;
     create_placement(&hub, NAMESPACE, "staged", staged(json!({}))).await;
     wait_selected(&hub, "staged", 2).await;
     let gates = |expression: &str| {
@@ -589,9 +578,9 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
     let steady = sim_agents(&fleet, 0, 3).await;
     let going = sim_agents(&fleet, 3, 4).await;
     for index in 0..4 {
-        label(&hub, &name(index), json!({"env": "prod"})).await;
+        label_cluster(&hub, &name(index), json!({"env": "prod"})).await;
     }
-    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    label_cluster(&hub, &name(0), json!({"ring": "canary"})).await;
     create_placement(
         &hub,
         NAMESPACE,
@@ -623,9 +612,9 @@ async fn a_cluster_joining_mid_rollout_goes_last_and_clusters_leaving_or_unreach
     // Mid-rollout: sim-00003's agent goes away, sim-00002 leaves the
     // placement, sim-00004 joins it.
     going.stop().await;
-    label(&hub, &name(2), json!({"env": "staging"})).await;
+    label_cluster(&hub, &name(2), json!({"env": "staging"})).await;
     let joined = sim_agents(&fleet, 4, 5).await;
-    label(&hub, &name(4), json!({"env": "prod"})).await;
+    label_cluster(&hub, &name(4), json!({"env": "prod"})).await;
     wait_rs(&hub, "app", "one late joiner and one unreachable", |rs| {
         placement_rollout(rs).is_some_and(|p| p.late_joiners == 1 && p.unreachable == 1)
     })
@@ -691,12 +680,12 @@ async fn a_gated_group_that_empties_and_fills_again_never_lets_a_later_cluster_t
     // decision object as the canary group before its clusters are
     // rewritten (two writes): a reader in between sees the later clusters
     // in the canary group, the one the gate comes after.
-    label(&hub, &name(0), json!({"ring": null})).await;
+    label_cluster(&hub, &name(0), json!({"ring": null})).await;
     wait_rs(&hub, "app", "the gate's group is empty", |rs| {
         gate(rs).is_some_and(|g| g.message.contains("no chosen cluster"))
     })
     .await;
-    label(&hub, &name(0), json!({"ring": "canary"})).await;
+    label_cluster(&hub, &name(0), json!({"ring": "canary"})).await;
     wait_rs(
         &hub,
         "app",

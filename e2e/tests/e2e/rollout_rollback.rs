@@ -17,7 +17,7 @@ use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::Placement;
-use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef};
+use ferry_api::replica_set::{ManifestWorkReplicaSet, RevisionRef, RolloutStatus};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::wait_metric_at_most;
 use ferry_e2e::harness::leader_process::{lead_from_process, wait_leader};
@@ -706,6 +706,26 @@ async fn release_writes(hub: &Client) {
         .expect("delete the policy");
 }
 
+/// The rollout status of replica set `held`, once it is checked to still
+/// record the rollback from `failed` to `stable`.
+async fn rollback_kept(hub: &Client, failed: &RevisionRef, stable: &RevisionRef) -> RolloutStatus {
+    let rs = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
+        .get("held")
+        .await
+        .expect("read replica set");
+    let rollout = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.clone())
+        .expect("rollout");
+    let kept = rollout
+        .rollback
+        .clone()
+        .expect("the rollback is still recorded");
+    assert_eq!((&kept.from, &kept.to), (failed, stable));
+    rollout
+}
+
 /// How the leader goes away in the middle of a rollback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LeaderLoss {
@@ -829,17 +849,7 @@ async fn leader_lost_between_recording_a_rollback_and_its_writes(how: LeaderLoss
         .unwrap_or_else(|e| panic!("the new leader did not put {spoke} back: {e}"));
     }
     wait_spoke_version(&fleet, "spoke-a", "held", "v1").await;
-    let after = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
-        .get("held")
-        .await
-        .expect("read replica set");
-    let rollout = after
-        .status
-        .as_ref()
-        .and_then(|s| s.rollout.clone())
-        .expect("rollout");
-    let kept = rollout.rollback.expect("the rollback is still recorded");
-    assert_eq!((kept.from, kept.to), (second.clone(), first.clone()));
+    let rollout = rollback_kept(&hub, &second, &first).await;
     assert_eq!(rollout.stable_revision, Some(first.clone()));
 
     if how == LeaderLoss::Paused {
@@ -868,17 +878,7 @@ async fn leader_lost_between_recording_a_rollback_and_its_writes(how: LeaderLoss
                 "the resumed leader put {spoke} back on revision 2"
             );
         }
-        let after = Api::<ManifestWorkReplicaSet>::namespaced(hub.clone(), NAMESPACE)
-            .get("held")
-            .await
-            .expect("read replica set");
-        let rollout = after
-            .status
-            .as_ref()
-            .and_then(|s| s.rollout.clone())
-            .expect("rollout");
-        let kept = rollout.rollback.expect("the rollback is still recorded");
-        assert_eq!((kept.from, kept.to), (second.clone(), first.clone()));
+        rollback_kept(&hub, &second, &first).await;
         wait_spoke_version(&fleet, "spoke-a", "held", "v1").await;
     }
 

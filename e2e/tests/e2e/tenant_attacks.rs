@@ -11,7 +11,6 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::agent_process::free_loopback_port;
@@ -19,6 +18,7 @@ use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
 use ferry_e2e::harness::hub_metrics::get;
 use ferry_e2e::harness::hub_process::{HubProcess, HubProcessOptions};
 use ferry_e2e::helpers::placement_helpers::create_placement;
+use ferry_e2e::helpers::placement_helpers::label_cluster;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{config_map, is_applied_at_current_generation};
 use ferry_tools::loadgen::agent::Behaviour;
@@ -27,8 +27,8 @@ use ferry_tools::loadgen::run::{SimFleet, hub_endpoint};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::json;
 
 const TEAM: &str = "team-a";
 /// Generous: the hub under attack must still do these, not do them fast.
@@ -91,17 +91,6 @@ async fn grant(admin: &Client, namespace: &str, user: &str, resources: &[&str], 
         )
         .await
         .expect("create RoleBinding");
-}
-
-async fn label(admin: &Client, cluster: &str, labels: Value) {
-    Api::<ManagedCluster>::all(admin.clone())
-        .patch(
-            cluster,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .expect("label ManagedCluster");
 }
 
 /// A replica set of `team-a` on placement `staged` whose gate after the
@@ -254,8 +243,8 @@ async fn a_hostile_health_gate_neither_starves_the_hub_nor_other_teams() {
         .wait_connected(EVENTUALLY)
         .await
         .expect("agents connect");
-    label(&admin, &sim(0), json!({"team": "a", "ring": "canary"})).await;
-    label(&admin, &sim(1), json!({"team": "a"})).await;
+    label_cluster(&admin, &sim(0), json!({"team": "a", "ring": "canary"})).await;
+    label_cluster(&admin, &sim(1), json!({"team": "a"})).await;
 
     // Team a: a namespace, the README's tenant rights, a placement the
     // platform team bound; mallory is a member of team a.

@@ -4,6 +4,7 @@
 //! cost the hub's and the spoke's API servers (from their audit logs), and
 //! another team's latency beside a hostile one.
 
+pub mod agent_binary;
 pub mod agent_rss;
 pub mod api_requests;
 pub mod compare;

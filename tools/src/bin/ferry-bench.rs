@@ -11,12 +11,12 @@ use ferry_e2e::helpers::wait::wait_until;
 use anyhow::Context;
 use clap::Parser;
 use ferry_api::manifest_work::ManifestWork;
-use ferry_e2e::harness::agent_process::{AgentProcess, agent_binary};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::work_helpers::{
     config_map, is_applied_at_current_generation, manifest_work,
 };
+use ferry_tools::bench::agent_binary::start_agent_binary;
 use ferry_tools::bench::api_requests::{Window, report};
 use ferry_tools::bench::stats::{histogram, quantile_ms, rss_mib};
 use futures::{StreamExt, TryStreamExt};
@@ -149,17 +149,7 @@ async fn main() -> anyhow::Result<()> {
     options.audit_hub = cli.api_requests;
     let mut fleet = Fleet::start(options).await.context("starting the fleet")?;
     let agent = if cli.agent_binary {
-        fleet.stop_agent("cluster-a").await;
-        let agent = AgentProcess::start(&fleet, "cluster-a", None, &[])
-            .await
-            .context("starting ferry-agent")?;
-        // Ready: it holds a hub session and its spoke answers.
-        agent
-            .wait_for_answer("/readyz", 200, "", Duration::from_secs(60))
-            .await
-            .context("ferry-agent did not become ready")?;
-        println!("agent: the ferry-agent binary {}", agent_binary().display());
-        Some(agent)
+        Some(start_agent_binary(&mut fleet, "cluster-a", &[]).await?)
     } else {
         None
     };
