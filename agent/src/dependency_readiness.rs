@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::dependencies::{RuleCheck, Verdict, conclude};
-use crate::rule_conditions::{ReadinessCheckError, RuleEvaluator};
+use crate::rule_pool::{ReadinessCheckError, RuleEvaluator};
 use crate::status_board::StatusBoard;
 
 /// How long a rule that ran past its time bound is not run again.

@@ -27,7 +27,7 @@ use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::ownership::{ObjectKey, OwnerIndex};
 use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
-use crate::rule_conditions::RuleEvaluator;
+use crate::rule_pool::RuleEvaluator;
 use crate::write_breaker::{MAX_REWRITES, WINDOW, WriteBreaker, WriteLoop, other_writers};
 use crate::write_identity::{ExecutorAccount, WriteIdentity, WriteIdentityError};
 use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};

@@ -24,7 +24,7 @@ use crate::conditions::{carry_work_transition_times, condition, condition_of, is
 use crate::deletion::{Progress, release_work};
 use crate::deletion_brake::DeletionBrake;
 use crate::dependencies::{DependencyIndex, Gate, wire_dependencies, work_owner};
-use crate::dependency_rules::{RuleBackoff, decide};
+use crate::dependency_readiness::{RuleBackoff, decide};
 use crate::drift::{DriftWatch, DriftWatches};
 use crate::metrics::{AgentMetrics, KindLabel};
 use crate::reconcile::Reconciler;

@@ -6,7 +6,7 @@
 //!
 //! The `cel` crate counts nothing while it runs, so this evaluation has no
 //! bound of its own: the agent runs it on its bounded rule pool under a
-//! deadline (`agent/src/rule_conditions.rs`), like condition rules.
+//! deadline (`agent/src/rule_pool.rs`), like condition rules.
 
 use serde_json::Value;
 

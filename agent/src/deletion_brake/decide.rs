@@ -70,6 +70,9 @@ pub struct Budget {
     pub spent: u64,
     /// Objects that may be deleted in the window.
     pub allowed: u64,
+    /// The percentage part of `allowed` (without the floor): what the
+    /// owners' fair shares split; the floor's extra is first come.
+    pub proportional: u64,
     /// The high-water mark of managed objects the budget is a share of.
     pub base: u64,
 }
@@ -144,14 +147,17 @@ pub fn budget(ledger: &Ledger, limits: &Limits) -> Budget {
             .map(|a| a.objects)
             .sum(),
         allowed: share.max(limits.floor),
+        proportional: share,
         base,
     }
 }
 
 /// Each owner's fair share of the budget (`budget`, of the refreshed
-/// `ledger`): the allowed objects split in proportion to each owner's
+/// `ledger`): its percentage part split in proportion to each owner's
 /// high-water mark, rounded down, so the shares never add up to more than
-/// the budget. An owner absent from the map has none.
+/// the budget. The floor's extra (on a cluster managing few objects) is
+/// nobody's share: reserved, it would go to whoever was counted first. An
+/// owner absent from the map has none.
 pub fn fair_shares(ledger: &Ledger, budget: &Budget) -> BTreeMap<String, u64> {
     let whole = ledger
         .owner_high_water
@@ -163,7 +169,7 @@ pub fn fair_shares(ledger: &Ledger, budget: &Budget) -> BTreeMap<String, u64> {
         .owner_high_water
         .iter()
         .map(|(owner, &base)| {
-            let share = u128::from(budget.allowed) * u128::from(base) / u128::from(whole);
+            let share = u128::from(budget.proportional) * u128::from(base) / u128::from(whole);
             (owner.clone(), u64::try_from(share).unwrap_or(u64::MAX))
         })
         .collect()
@@ -552,6 +558,23 @@ mod tests {
     }
 
     #[test]
+    fn on_a_cluster_managing_few_objects_the_floor_is_no_ones_share() {
+        // 1 object managed, floor 20: team-a deleted its one work; team-b's
+        // work, not counted yet (the managed count is a few seconds old),
+        // still goes: the floor is first come, not team-a's reserve.
+        let limits = limits(25, 20);
+        let mut ledger = Ledger::default();
+        assert_eq!(
+            ask_as(&mut ledger, &[("team-a", 1)], &limits, "team-a", "a0", 1),
+            Verdict::Admit
+        );
+        assert_eq!(
+            ask_as(&mut ledger, &[("team-a", 1)], &limits, "team-b", "b0", 1),
+            Verdict::Admit
+        );
+    }
+
+    #[test]
     fn an_owner_alone_may_use_what_no_other_owner_is_sure_of() {
         let limits = limits(50, 0);
         // 10 objects, half is 5: team-a is sure of 4, team-b of 0 (a
@@ -617,8 +640,9 @@ mod tests {
                 }
                 let so_far = asked.entry(owner).or_default();
                 *so_far += objects;
+                let proportional = (total * u64::from(percent)).div_ceil(100);
                 let share = u64::try_from(
-                    u128::from(allowed) * u128::from(owners[owner]) / u128::from(total),
+                    u128::from(proportional) * u128::from(owners[owner]) / u128::from(total),
                 ).expect("fits");
                 let verdict = ask_as(&mut ledger, &managed, &limits, &names[owner], &uid, objects);
                 if verdict == Verdict::Admit {
