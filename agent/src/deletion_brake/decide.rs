@@ -44,12 +44,10 @@ pub struct Request<'a> {
     pub objects: u64,
 }
 
-/// The objects the agent manages, in all and per owner.
+/// The objects the agent manages, per owner.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Managed {
-    /// Every record's objects.
-    pub total: u64,
-    /// The same, per owner.
+    /// Every record's objects, per owner.
     pub by_owner: BTreeMap<String, u64>,
 }
 
@@ -57,9 +55,15 @@ impl Managed {
     /// One owner (`""`) managing `total` objects.
     pub fn unowned(total: u64) -> Self {
         Self {
-            total,
             by_owner: [(String::new(), total)].into(),
         }
+    }
+
+    /// Every owner's objects together.
+    pub fn total(&self) -> u64 {
+        self.by_owner
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n))
     }
 }
 
@@ -116,8 +120,9 @@ pub fn refresh(ledger: &Ledger, now: i64, managed: &Managed, limits: &Limits) ->
     if next.high_water_at <= cutoff {
         next.owner_high_water.clear();
     }
-    if managed.total >= next.high_water || next.high_water_at <= cutoff {
-        next.high_water = managed.total;
+    let total = managed.total();
+    if total >= next.high_water || next.high_water_at <= cutoff {
+        next.high_water = total;
         next.high_water_at = now;
     }
     for (owner, &count) in &managed.by_owner {
@@ -204,12 +209,14 @@ pub fn decide(
     let mut next = refresh(ledger, now, managed, limits);
     let budget = budget(&next, limits);
     let shares = fair_shares(&next, &budget);
+    let spent_by = next.spent_by_owner();
+    let spent_of = |owner: &str| spent_by.get(owner).copied().unwrap_or_default();
     let share = shares.get(request.owner).copied().unwrap_or_default();
-    let spent = next.spent_by(request.owner).saturating_add(request.objects);
+    let spent = spent_of(request.owner).saturating_add(request.objects);
     let kept_for_others: u64 = shares
         .iter()
         .filter(|(owner, _)| owner.as_str() != request.owner)
-        .map(|(owner, share)| share.saturating_sub(next.spent_by(owner)))
+        .map(|(owner, share)| share.saturating_sub(spent_of(owner)))
         .sum();
     let fits = spent <= share
         || budget
@@ -500,7 +507,6 @@ mod tests {
         objects: u64,
     ) -> Verdict {
         let managed = Managed {
-            total: managed.iter().map(|(_, n)| n).sum(),
             by_owner: managed.iter().map(|(o, n)| (o.to_string(), *n)).collect(),
         };
         let decision = decide(
@@ -604,7 +610,6 @@ mod tests {
     fn the_owners_high_water_marks_are_bounded() {
         let limits = limits(25, 0);
         let managed = Managed {
-            total: (MAX_OWNERS as u64) + 10,
             by_owner: (0..MAX_OWNERS + 10).map(|i| (format!("t{i}"), 1)).collect(),
         };
         let next = refresh(&Ledger::default(), NOW, &managed, &limits);

@@ -138,13 +138,14 @@ impl Ledger {
         self.held.iter().any(|h| h.owner == owner)
     }
 
-    /// Objects of `owner`'s admitted within the window (releases excluded).
-    pub fn spent_by(&self, owner: &str) -> u64 {
-        self.admitted
-            .iter()
-            .filter(|a| !a.released && a.owner == owner)
-            .map(|a| a.objects)
-            .sum()
+    /// Objects admitted within the window (releases excluded), per owner.
+    pub fn spent_by_owner(&self) -> BTreeMap<&str, u64> {
+        let mut spent: BTreeMap<&str, u64> = BTreeMap::new();
+        for admitted in self.admitted.iter().filter(|a| !a.released) {
+            let sum = spent.entry(admitted.owner.as_str()).or_default();
+            *sum = sum.saturating_add(admitted.objects);
+        }
+        spent
     }
 
     /// Whether work `uid` was admitted within the window.

@@ -272,7 +272,6 @@ impl DeletionBrake {
                 .resources()
                 .map(|v| v.len() as u64)
                 .unwrap_or_default();
-            count.total += objects;
             let owner = record.spec.owner.clone().unwrap_or_default();
             *count.by_owner.entry(owner).or_default() += objects;
         }
