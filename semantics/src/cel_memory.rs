@@ -525,6 +525,19 @@ pub struct AllocationBound {
 }
 
 impl AllocationBound {
+    /// Checks the bound against [`MAX_RULE_ALLOCATION`] for data of size
+    /// `data`, or for any data (`None`). Fails with why.
+    pub fn check(&self, data: Option<u64>) -> Result<(), AllocationError> {
+        if self.unbounded {
+            return Err(AllocationError::Unbounded);
+        }
+        let estimate = self.at(data.unwrap_or(0));
+        if estimate > MAX_RULE_ALLOCATION {
+            return Err(AllocationError::TooMuch { estimate, data });
+        }
+        Ok(())
+    }
+
     /// The bound for data of size `data` (saturating; [`u64::MAX`] when
     /// unbounded).
     pub fn at(&self, data: u64) -> u64 {
@@ -569,15 +582,7 @@ pub fn allocation_bound(expr: &IdedExpr) -> AllocationBound {
 /// size `data` (the agent, before a run) or for any data (`None`: the hub,
 /// which refuses only what no data makes acceptable). Fails with why.
 pub fn check_allocation(expr: &IdedExpr, data: Option<u64>) -> Result<(), AllocationError> {
-    let bound = allocation_bound(expr);
-    if bound.unbounded {
-        return Err(AllocationError::Unbounded);
-    }
-    let estimate = bound.at(data.unwrap_or(0));
-    if estimate > MAX_RULE_ALLOCATION {
-        return Err(AllocationError::TooMuch { estimate, data });
-    }
-    Ok(())
+    allocation_bound(expr).check(data)
 }
 
 /// Why `expression` is refused for what it may allocate whatever the data

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::cel_memory::{AllocationError, MAX_RULE_ALLOCATION, check_allocation, data_size};
+use crate::cel_memory::{AllocationError, MAX_RULE_ALLOCATION, allocation_bound, data_size};
 use cel::objects::{Key, Map};
 use cel::{Context, Program, Value as CelValue};
 use ferry_proto::v1;
@@ -290,11 +290,17 @@ pub(crate) fn run_with(
         .map_err(|_| RunError::Parse("the parser gave up".into()))?
         .map_err(|e| RunError::Parse(e.to_string()))?;
     // The `cel` crate cannot be stopped once it runs: what it may allocate
-    // is bounded first, for the data at hand (see `cel_memory`).
-    let data = variables.iter().fold(0u64, |sum, (_, value)| {
-        sum.saturating_add(data_size(value, MAX_RULE_ALLOCATION))
-    });
-    check_allocation(program.expression(), Some(data))?;
+    // is bounded first, for the data at hand (see `cel_memory`). Measuring
+    // the data walks it, so only a bound that grows with it measures it.
+    let bound = allocation_bound(program.expression());
+    let data = if bound.per_data_unit == 0 {
+        0
+    } else {
+        variables.iter().fold(0u64, |sum, (_, value)| {
+            sum.saturating_add(data_size(value, MAX_RULE_ALLOCATION))
+        })
+    };
+    bound.check(Some(data))?;
     let mut context = Context::default();
     for (name, value) in variables {
         context.add_variable_from_value(*name, value.clone());
