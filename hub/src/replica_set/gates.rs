@@ -276,7 +276,7 @@ pub fn placement_gates(
                 .map(|t| t.0.as_millisecond()),
             // Compared by the whole digest when the work carries it.
             work_revision: work
-                .filter(|w| holds_revision(w, revision, &digest))
+                .filter(|w| holds_revision(w, revision, Some(&digest)))
                 .map(|_| revision),
             cluster_created_ms: managed
                 .and_then(|c| c.meta().creation_timestamp.as_ref())

@@ -140,7 +140,7 @@ pub fn plan_rollout(
             .filter(|c| {
                 !existing
                     .get(&c.name)
-                    .is_some_and(|w| holds_revision(w, &revision, &digest))
+                    .is_some_and(|w| holds_revision(w, &revision, Some(&digest)))
             })
             .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
             .collect();

@@ -154,14 +154,16 @@ pub fn refusal(revision: &ControllerRevision) -> Option<String> {
 /// `digest`: its revision annotation is the hash and, when it carries the
 /// digest annotation (every work this hub writes does), that is the
 /// digest. The hash alone is 40 bits, which a birthday search matches in
-/// seconds; a work written before digests were annotated is judged by the
-/// hash until it is next written.
-pub fn holds_revision(work: &ManifestWork, hash: &str, digest: &str) -> bool {
+/// seconds; a work written before digests were annotated, or a revision a
+/// status of an older hub names without its digest (`None`), is judged by
+/// the hash.
+pub fn holds_revision(work: &ManifestWork, hash: &str, digest: Option<&str>) -> bool {
     let annotations = work.annotations();
     annotations.get(REVISION_ANNOTATION).map(String::as_str) == Some(hash)
         && annotations
             .get(REVISION_DIGEST_ANNOTATION)
-            .is_none_or(|d| d == digest)
+            .zip(digest)
+            .is_none_or(|(held, wanted)| held == wanted)
 }
 
 /// The revision hashes of `rs` never pruned: those its `existing` works
@@ -468,14 +470,14 @@ mod tests {
             hash.to_string(),
         )]));
         // Written before digests were annotated: the hash decides.
-        assert!(holds_revision(&work, hash, &digest));
+        assert!(holds_revision(&work, hash, Some(&digest)));
         let annotations = work.metadata.annotations.get_or_insert_default();
         annotations.insert(REVISION_DIGEST_ANNOTATION.into(), digest.clone());
-        assert!(holds_revision(&work, hash, &digest));
+        assert!(holds_revision(&work, hash, Some(&digest)));
         // Another template sharing the short hash is another revision.
         let colliding = format!("{hash}{}", "b".repeat(54));
-        assert!(!holds_revision(&work, hash, &colliding));
-        assert!(!holds_revision(&work, "bbbbbbbbbb", &digest));
+        assert!(!holds_revision(&work, hash, Some(&colliding)));
+        assert!(!holds_revision(&work, "bbbbbbbbbb", Some(&digest)));
     }
 
     #[test]

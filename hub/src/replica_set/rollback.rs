@@ -252,18 +252,8 @@ fn holds(
     revision: &RevisionRef,
     rendering: Option<&ManifestWorkSpec>,
 ) -> bool {
-    if rendering == Some(&work.spec) {
-        return true;
-    }
-    match &revision.digest {
-        Some(digest) => holds_revision(work, &revision.hash, digest),
-        None => {
-            work.annotations()
-                .get(REVISION_ANNOTATION)
-                .map(String::as_str)
-                == Some(revision.hash.as_str())
-        }
-    }
+    rendering == Some(&work.spec)
+        || holds_revision(work, &revision.hash, revision.digest.as_deref())
 }
 
 /// The clusters a rollback from the `failed` revision writes now, each with
