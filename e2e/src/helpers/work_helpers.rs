@@ -1,9 +1,10 @@
 //! Building ManifestWorks and reading their status in tests and examples.
 
 use ferry_api::manifest_work::{
-    Condition, FieldValue, IgnoreCondition, IgnoreField, Manifest, ManifestCondition,
-    ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier,
-    ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,
+    Condition, ConditionRule, ConditionRuleType, FieldValue, IgnoreCondition, IgnoreField,
+    Manifest, ManifestCondition, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
+    ManifestsTemplate, ResourceIdentifier, ServerSideApplyConfig, UpdateStrategy,
+    UpdateStrategyType,
 };
 use std::time::Duration;
 
@@ -262,4 +263,35 @@ pub fn waits_for_dependencies_with(work: &ManifestWork, reason: &str, naming: &s
     dependencies_ready(work).is_some_and(|(status, r, message)| {
         status == "False" && r == reason && message.contains(naming)
     })
+}
+
+/// A CEL condition rule `condition`, true when every one of `expressions` is.
+pub fn cel_rule(condition: &str, expressions: &[&str]) -> ConditionRule {
+    ConditionRule {
+        condition: condition.into(),
+        type_: ConditionRuleType::Cel,
+        cel_expressions: expressions.iter().map(|e| e.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// A work for `cluster` of one ConfigMap `default/name` holding `data`,
+/// applied with the Update strategy and judged by `rules`.
+pub fn config_map_work_with_rules(
+    cluster: &str,
+    name: &str,
+    data: Value,
+    rules: Vec<ConditionRule>,
+) -> ManifestWork {
+    let mut work = manifest_work(cluster, name, vec![config_map("default", name, data)]);
+    let mut config = strategy_config(
+        "",
+        "configmaps",
+        "default",
+        name,
+        UpdateStrategyType::Update,
+    );
+    config.condition_rules = rules;
+    work.spec.manifest_configs = vec![config];
+    work
 }

@@ -3,24 +3,14 @@
 //! expression that fails gives a False condition naming it, and the other
 //! rules still report.
 
-use ferry_api::manifest_work::{
-    ConditionRule, ConditionRuleType, ManifestWork, UpdateStrategyType,
-};
+use ferry_api::manifest_work::{ManifestWork, UpdateStrategyType};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
-    APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, work_condition,
+    APPLY_TIMEOUT, cel_rule, config_map, manifest_condition, manifest_work, strategy_config,
+    work_condition,
 };
 use serde_json::json;
-
-fn cel(condition: &str, expressions: &[&str]) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: expressions.iter().map(|e| e.to_string()).collect(),
-        ..Default::default()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_rules_set_manifest_and_work_conditions_and_a_failing_expression_is_named() {
@@ -43,15 +33,15 @@ async fn cel_rules_set_manifest_and_work_conditions_and_a_failing_expression_is_
         "settings",
         UpdateStrategyType::Update,
     );
-    let mut configured = cel(
+    let mut configured = cel_rule(
         "Configured",
         &["object.data.mode == 'on'", "int(object.data.size) > 2"],
     );
     configured.message_expression = r#"result ? "mode is " + object.data.mode : """#.into();
     config.condition_rules = vec![
         configured,
-        cel("Broken", &["object.data.missing == 'x'"]),
-        cel("Off", &["object.data.mode == 'off'"]),
+        cel_rule("Broken", &["object.data.missing == 'x'"]),
+        cel_rule("Off", &["object.data.mode == 'off'"]),
     ];
     work.spec.manifest_configs = vec![config];
     let works = fleet.create_work(&work).await.expect("create");

@@ -14,15 +14,14 @@
 //!   condition is False naming the refusal, the manifest is applied, and the
 //!   agent goes on serving the cluster's other works.
 
-use ferry_api::manifest_work::{
-    ConditionRule, ConditionRuleType, ManifestWork, UpdateStrategyType,
-};
+use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
-    APPLY_TIMEOUT, config_map, manifest_condition, manifest_work, strategy_config, wait_applied,
+    APPLY_TIMEOUT, cel_rule, config_map, config_map_work_with_rules, manifest_condition,
+    manifest_work, wait_applied,
 };
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -48,26 +47,12 @@ const QUADRATIC: &str = "object.data.map(k, object.data.map(j, k + j)).size() > 
 fn hostile_work(name: &str, expression: &str) -> ManifestWork {
     let data: serde_json::Map<String, serde_json::Value> =
         (0..50).map(|i| (format!("k{i}"), json!("v"))).collect();
-    let mut work = manifest_work(
+    config_map_work_with_rules(
         CLUSTER,
         name,
-        vec![config_map("default", name, serde_json::Value::Object(data))],
-    );
-    let mut config = strategy_config(
-        "",
-        "configmaps",
-        "default",
-        name,
-        UpdateStrategyType::Update,
-    );
-    config.condition_rules = vec![ConditionRule {
-        condition: "Hostile".into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: vec![expression.to_string()],
-        ..Default::default()
-    }];
-    work.spec.manifest_configs = vec![config];
-    work
+        serde_json::Value::Object(data),
+        vec![cel_rule("Hostile", &[expression])],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,15 +29,11 @@ use serde_json::{Value, json};
 use super::agent_binary::start_agent_binary;
 use super::stats::{histogram, quantile_ms};
 use ferry_api::contract::REPLICA_SET_LABEL;
-use ferry_api::manifest_work::{
-    ConditionRule, ConditionRuleType, FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath,
-    UpdateStrategyType,
-};
+use ferry_api::manifest_work::{FeedbackRule, FeedbackType, ManifestWork, NamedJsonPath};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
-    config_map, is_applied_at_current_generation, manifest_condition, manifest_work,
-    strategy_config,
+    cel_rule, config_map_work_with_rules, is_applied_at_current_generation, manifest_condition,
 };
 
 const CLUSTER: &str = "cluster-a";
@@ -52,31 +48,6 @@ const OVERSIZED_BYTES: usize = 600_000;
 /// How long one victim sample may take before it counts as not ready.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One condition rule `condition` of `expression`.
-fn rule(condition: &str, expression: &str) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: vec![expression.to_string()],
-        ..Default::default()
-    }
-}
-
-/// A work of ConfigMap `name` holding `data`, with `rules` on it.
-fn work_with_rules(name: &str, data: Value, rules: Vec<ConditionRule>) -> ManifestWork {
-    let mut work = manifest_work(CLUSTER, name, vec![config_map("default", name, data)]);
-    let mut config = strategy_config(
-        "",
-        "configmaps",
-        "default",
-        name,
-        UpdateStrategyType::Update,
-    );
-    config.condition_rules = rules;
-    work.spec.manifest_configs = vec![config];
-    work
-}
-
 /// The hostile team's works, labelled as its replica set's.
 fn hostile_works() -> Vec<ManifestWork> {
     let keys: serde_json::Map<String, Value> = (0..HOSTILE_KEYS)
@@ -88,18 +59,20 @@ fn hostile_works() -> Vec<ManifestWork> {
         object.data.all(d, a >= d || d >= a))))";
     let mut works: Vec<ManifestWork> = (0..HOSTILE_RULE_WORKS)
         .map(|i| {
-            work_with_rules(
+            config_map_work_with_rules(
+                CLUSTER,
                 &format!("hostile-rules-{i}"),
                 Value::Object(keys.clone()),
                 vec![
-                    rule("RunawayA", runaway),
-                    rule("RunawayB", runaway),
-                    rule("RunawayC", runaway),
+                    cel_rule("RunawayA", &[runaway]),
+                    cel_rule("RunawayB", &[runaway]),
+                    cel_rule("RunawayC", &[runaway]),
                 ],
             )
         })
         .collect();
-    let mut oversized = work_with_rules(
+    let mut oversized = config_map_work_with_rules(
+        CLUSTER,
         "hostile-feedback",
         json!({"big": "x".repeat(OVERSIZED_BYTES)}),
         Vec::new(),
@@ -142,10 +115,11 @@ async fn victim_samples(
     let mut late = 0;
     for i in 0..samples {
         let name = format!("{prefix}-{i}");
-        let work = work_with_rules(
+        let work = config_map_work_with_rules(
+            CLUSTER,
             &name,
             json!({"k": "v"}),
-            vec![rule("Ready", "object.data.k == 'v'")],
+            vec![cel_rule("Ready", &["object.data.k == 'v'"])],
         );
         let started = Instant::now();
         works
