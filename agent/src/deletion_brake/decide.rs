@@ -331,15 +331,37 @@ mod tests {
         uid: &str,
         objects: u64,
     ) -> Verdict {
-        let decision = decide(
+        ask_at(
             ledger,
             now,
             &Managed::unowned(managed),
             limits,
+            "",
+            uid,
+            objects,
+        )
+    }
+
+    /// Asks about work `uid` of `owner` at `now` and keeps the ledger the
+    /// decision records.
+    fn ask_at(
+        ledger: &mut Ledger,
+        now: i64,
+        managed: &Managed,
+        limits: &Limits,
+        owner: &str,
+        uid: &str,
+        objects: u64,
+    ) -> Verdict {
+        let decision = decide(
+            ledger,
+            now,
+            managed,
+            limits,
             Request {
                 uid,
                 work: uid,
-                owner: "",
+                owner,
                 objects,
             },
         );
@@ -509,22 +531,7 @@ mod tests {
         let managed = Managed {
             by_owner: managed.iter().map(|(o, n)| (o.to_string(), *n)).collect(),
         };
-        let decision = decide(
-            ledger,
-            NOW,
-            &managed,
-            limits,
-            Request {
-                uid,
-                work: uid,
-                owner,
-                objects,
-            },
-        );
-        if let Some(next) = decision.ledger {
-            *ledger = next;
-        }
-        decision.verdict
+        ask_at(ledger, NOW, &managed, limits, owner, uid, objects)
     }
 
     #[test]
