@@ -2,11 +2,14 @@
 //! async runtime, with a time bound: the `cel` crate has no cost tracking,
 //! so each evaluation runs on a blocking thread under a deadline, and at
 //! most [`CONCURRENT_EVALUATIONS`] run at once, so an expression that runs
-//! long can never take more threads than that. The pool is shared fairly by
+//! long can never take more threads than that. No rule starts whose static
+//! bounds (`ferry_semantics::cel_bounds`) are over the limits for the data
+//! at hand, so none runs for more than about half a second however it is
+//! written; one that runs past its deadline keeps its thread until it ends
+//! (the `cel` crate cannot stop an evaluation). The pool is shared fairly by
 //! owner (the tenant a work belongs to): one owner holds at most
-//! [`OWNER_SHARE`] of it, so a team whose rules run for hours (the `cel`
-//! crate cannot stop an evaluation) keeps its own share busy and every
-//! other team's rules still run.
+//! [`OWNER_SHARE`] of it, so a team whose rules all run to their bounds
+//! keeps its own share busy and every other team's rules still run.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -317,6 +320,20 @@ mod tests {
         }
     }
 
+    /// A rule within the agent's static bounds that still runs far past
+    /// its time bound in a debug build: three nested `all` over an
+    /// 80-element literal list, 512,000 iterations.
+    fn slow_rule() -> String {
+        let list = format!("{:?}", (0..80).collect::<Vec<i64>>());
+        let rule = format!("{list}.all(a, {list}.all(b, {list}.all(c, a + b + c >= 0)))");
+        assert_eq!(
+            ferry_semantics::cel_bounds::refusal(&rule),
+            None,
+            "within the static bounds"
+        );
+        rule
+    }
+
     fn rule(expression: &str) -> v1::ConditionRule {
         v1::ConditionRule {
             condition: "Checked".into(),
@@ -346,12 +363,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_expression_past_its_time_bound_is_named_in_a_false_condition() {
-        // A nested comprehension over a large list: far beyond 250 ms.
-        let items: Vec<i64> = (0..1000).collect();
-        let live = json!({"data": {"items": items}});
-        let heavy = "object.data.items.all(x, object.data.items.all(y, x >= y || y >= x))";
+        let live = json!({"data": {"k": "v"}});
+        let heavy = slow_rule();
         let out = RuleEvaluator::default()
-            .evaluate("team-a", &meta(), &live, &[rule(heavy)], 1)
+            .evaluate("team-a", &meta(), &live, &[rule(&heavy)], 1)
             .await;
         assert_eq!(out.len(), 1);
         assert_eq!(
@@ -359,7 +374,7 @@ mod tests {
             ("False", "ConditionRuleExpressionError")
         );
         assert!(
-            out[0].message.contains("time bound") && out[0].message.contains(heavy),
+            out[0].message.contains("time bound") && out[0].message.contains(&heavy),
             "{}",
             out[0].message
         );
@@ -367,14 +382,15 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_owners_runaway_rules_leave_another_owner_a_thread() {
-        // About 5x10^5 steps each: seconds in a debug build, so both are
-        // still running when the other team's rule is asked for.
+        // Seconds each in a debug build, so both are still running when
+        // the other team's rule is asked for.
         let items: Vec<i64> = (0..700).collect();
         let work = json!({"status": {"items": items}});
-        let heavy = "work.status.items.all(x, work.status.items.all(y, x >= y || y >= x))";
+        let heavy = slow_rule();
         let evaluator = Arc::new(RuleEvaluator::default());
-        let hostile = |evaluator: Arc<RuleEvaluator>, work: Value| async move {
-            evaluator.check_readiness("team-a", heavy, work).await
+        let hostile = |evaluator: Arc<RuleEvaluator>, work: Value| {
+            let heavy = heavy.clone();
+            async move { evaluator.check_readiness("team-a", &heavy, work).await }
         };
         let (first, second, third) = tokio::join!(
             hostile(evaluator.clone(), work.clone()),
@@ -427,13 +443,12 @@ mod tests {
         assert_eq!(values.len(), 1, "{values:?}");
         // team-a's runaway rules hold its share: its feedback waits and
         // says so; team-b's is still evaluated on the pool's third thread.
-        let items: Vec<i64> = (0..700).collect();
-        let work = json!({"status": {"items": items}});
-        let heavy = "work.status.items.all(x, work.status.items.all(y, x >= y || y >= x))";
+        let work = json!({"status": {}});
+        let heavy = slow_rule();
         let hogs: Vec<_> = (0..2)
             .map(|_| {
-                let (evaluator, work) = (evaluator.clone(), work.clone());
-                tokio::spawn(async move { evaluator.check_readiness("team-a", heavy, work).await })
+                let (evaluator, work, heavy) = (evaluator.clone(), work.clone(), heavy.clone());
+                tokio::spawn(async move { evaluator.check_readiness("team-a", &heavy, work).await })
             })
             .collect();
         // The signal: both hogs hold their threads (one pool permit left).
@@ -462,14 +477,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_readiness_rule_past_its_time_bound_times_out() {
-        // About 5x10^5 steps: seconds in a debug build.
+        // Seconds in a debug build.
         let items: Vec<i64> = (0..700).collect();
         let work = json!({"status": {"items": items}});
         let evaluator = RuleEvaluator::default();
-        let heavy = "work.status.items.all(x, work.status.items.all(y, x >= y || y >= x))";
+        let heavy = slow_rule();
         assert_eq!(
             evaluator
-                .check_readiness("team-a", heavy, work.clone())
+                .check_readiness("team-a", &heavy, work.clone())
                 .await,
             Err(ReadinessCheckError::TimedOut)
         );
@@ -481,8 +496,30 @@ mod tests {
             "another owner's rule runs while team-a's runaway one holds team-a's share"
         );
         assert!(matches!(
-            evaluator.check_readiness("team-b", "work.(", work).await,
+            evaluator
+                .check_readiness("team-b", "work.(", work.clone())
+                .await,
             Err(ReadinessCheckError::Rule(ReadinessError::Parse(_)))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_rule_over_its_static_bounds_never_starts() {
+        // Every pair of items compared: refused before it runs, its thread
+        // back at once, where it used to hold one for minutes.
+        let items: Vec<i64> = (0..700).collect();
+        let work = json!({"status": {"items": items}});
+        let evaluator = RuleEvaluator::default();
+        let quadratic = "work.status.items.all(x, work.status.items.all(y, x >= y || y >= x))";
+        assert_eq!(
+            evaluator.check_readiness("team-a", quadratic, work).await,
+            Err(ReadinessCheckError::Rule(ReadinessError::Refused(
+                ferry_semantics::cel_bounds::Refusal::CostUnbounded
+            )))
+        );
+        assert_eq!(
+            evaluator.permits.available_permits(),
+            CONCURRENT_EVALUATIONS
+        );
     }
 }

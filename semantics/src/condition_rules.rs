@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::cel_memory::{AllocationError, MAX_RULE_ALLOCATION, allocation_bound, data_size};
+use crate::cel_bounds::{Refusal, bounds, data_size};
 use cel::objects::{Key, Map};
 use cel::{Context, Program, Value as CelValue};
 use ferry_proto::v1;
@@ -260,7 +260,7 @@ pub(crate) enum RunError {
     #[error("evaluation failed: {0}")]
     Execute(String),
     #[error("is refused before it runs: it {0}")]
-    Allocation(#[from] AllocationError),
+    Refused(#[from] Refusal),
 }
 
 /// Compiles and runs one expression with `object` (and `result` for
@@ -275,8 +275,9 @@ fn run(expression: &str, object: &CelValue, result: Option<bool>) -> Result<CelV
 
 /// Compiles and runs one expression (at most [`MAX_CEL_EXPRESSION_LENGTH`]
 /// bytes) with `variables` bound, plus OCM's `hasConditions` function.
-/// Fails when it is too long, does not parse, may allocate more than
-/// [`MAX_RULE_ALLOCATION`] over these variables, or fails while running.
+/// Fails when it is too long, does not parse, may allocate more or take
+/// more steps than the agent runs over these variables
+/// ([`crate::cel_bounds`]), or fails while running.
 pub(crate) fn run_with(
     expression: &str,
     variables: &[(&str, CelValue)],
@@ -290,17 +291,19 @@ pub(crate) fn run_with(
         .map_err(|_| RunError::Parse("the parser gave up".into()))?
         .map_err(|e| RunError::Parse(e.to_string()))?;
     // The `cel` crate cannot be stopped once it runs: what it may allocate
-    // is bounded first, for the data at hand (see `cel_memory`). Measuring
-    // the data walks it, so only a bound that grows with it measures it.
-    let bound = allocation_bound(program.expression());
-    let data = if bound.per_data_unit == 0 {
+    // and the steps it may take are bounded first, for the data at hand
+    // (see `cel_bounds`). Measuring the data walks it, so it is measured
+    // only as far as the bounds need.
+    let bounds = bounds(program.expression());
+    let worth = bounds.data_worth_measuring();
+    let data = if worth == 0 {
         0
     } else {
         variables.iter().fold(0u64, |sum, (_, value)| {
-            sum.saturating_add(data_size(value, MAX_RULE_ALLOCATION))
+            sum.saturating_add(data_size(value, worth))
         })
     };
-    bound.check(Some(data))?;
+    bounds.check(Some(data))?;
     let mut context = Context::default();
     for (name, value) in variables {
         context.add_variable_from_value(*name, value.clone());

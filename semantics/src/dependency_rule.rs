@@ -33,10 +33,10 @@ pub enum ReadinessError {
     /// It gave something other than a bool.
     #[error("gave a {0}, not a bool")]
     NotBool(String),
-    /// It may allocate more than the agent runs (see
-    /// `crate::cel_memory`).
+    /// It may allocate more, or take more steps, than the agent runs (see
+    /// `crate::cel_bounds`).
     #[error("is refused before it runs: it {0}")]
-    Allocation(crate::cel_memory::AllocationError),
+    Refused(crate::cel_bounds::Refusal),
 }
 
 /// Whether the rule `expression` holds for the dependency `work` (a
@@ -51,7 +51,7 @@ pub fn evaluate_readiness(expression: &str, work: &Value) -> Result<bool, Readin
         Err(RunError::TooLong) => Err(ReadinessError::TooLong),
         Err(RunError::Parse(e)) => Err(ReadinessError::Parse(e)),
         Err(RunError::Execute(e)) => Err(ReadinessError::Execute(e)),
-        Err(RunError::Allocation(e)) => Err(ReadinessError::Allocation(e)),
+        Err(RunError::Refused(e)) => Err(ReadinessError::Refused(e)),
     }
 }
 
@@ -129,8 +129,8 @@ mod tests {
                 "work.status.conditions.map(a, work.status.conditions.map(b, a.type + b.type)).size() > 0",
                 &db(0)
             ),
-            Err(ReadinessError::Allocation(
-                crate::cel_memory::AllocationError::Unbounded
+            Err(ReadinessError::Refused(
+                crate::cel_bounds::Refusal::AllocationUnbounded
             ))
         );
         let long = format!("true || {}", "true || ".repeat(1000));

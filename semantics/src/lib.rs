@@ -5,7 +5,7 @@
 
 pub mod apply_outcome;
 pub mod availability;
-pub mod cel_memory;
+pub mod cel_bounds;
 pub mod compare;
 pub mod condition_rules;
 pub mod config_match;

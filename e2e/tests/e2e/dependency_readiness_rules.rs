@@ -152,7 +152,7 @@ async fn an_app_waits_until_its_databases_feedback_satisfies_its_rule() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tenants_bad_or_runaway_rule_is_reported_and_starves_nothing() {
+async fn a_tenants_bad_slow_or_runaway_rule_is_refused_or_reported_and_starves_nothing() {
     let fleet = Fleet::start(FleetOptions::with_spokes(&[CLUSTER]))
         .await
         .expect("fleet starts");
@@ -211,31 +211,53 @@ async fn a_tenants_bad_or_runaway_rule_is_reported_and_starves_nothing() {
     .await
     .expect("a rule that does not compile is reported");
 
-    // A rule built to run for seconds on every evaluation: stopped at its
-    // time bound, reported, and not run again on every status change.
+    // A rule built to run for minutes: refused at admission, naming what
+    // it may cost (the agent would refuse it too, before it starts).
     let range = format!("{:?}", (0..40).collect::<Vec<i64>>());
     let runaway = format!(
         "{range}.all(a, {range}.all(b, {range}.all(c, {range}.all(d, a + b + c + d >= 0))))"
     );
+    let mut refused = manifest_work(
+        CLUSTER,
+        "runaway",
+        vec![config_map("default", "runaway", json!({}))],
+    );
+    refused.spec.depends_on = vec![ruled("db", &runaway)];
+    let error = tenant_works
+        .create(&PostParams::default(), &refused)
+        .await
+        .expect_err("a rule over the cost limit is refused");
+    assert!(
+        error.to_string().contains("dependsOn[0] db celExpression")
+            && error.to_string().contains("may cost"),
+        "{error}"
+    );
+
+    // A rule as slow as the agent's bounds allow (seconds in this debug
+    // build): stopped at its time bound, reported, and not run again on
+    // every status change.
+    let range = format!("{:?}", (0..80).collect::<Vec<i64>>());
+    let slow = format!("{range}.all(a, {range}.all(b, {range}.all(c, a + b + c >= 0)))");
+    assert_eq!(ferry_semantics::cel_bounds::refusal(&slow), None);
     let mut hog = manifest_work(
         CLUSTER,
         "hog",
         vec![config_map("default", "hog", json!({}))],
     );
-    hog.spec.depends_on = vec![ruled("db", &runaway)];
+    hog.spec.depends_on = vec![ruled("db", &slow)];
     tenant_works
         .create(&PostParams::default(), &hog)
         .await
-        .expect("the tenant creates a work with a runaway rule");
+        .expect("the tenant creates a work with a slow rule");
     wait_until(
         &works,
         "hog",
-        "the runaway rule is stopped",
+        "the slow rule is stopped",
         APPLY_TIMEOUT,
         |w| waits_for_dependencies_with(w, "DependencyRuleError", "time bound"),
     )
     .await
-    .expect("a runaway rule is stopped at its time bound");
+    .expect("a slow rule is stopped at its time bound");
 
     // Others' works still apply, with their own rules evaluated.
     let mut other = manifest_work(
@@ -247,7 +269,7 @@ async fn a_tenants_bad_or_runaway_rule_is_reported_and_starves_nothing() {
     fleet.create_work(&other).await.expect("create other");
     wait_applied(&works, "other")
         .await
-        .expect("another team's work applies beside the runaway rule");
+        .expect("another team's work applies beside the slow rule");
     let config_maps = fleet.spoke(CLUSTER).api("v1", "ConfigMap", Some("default"));
     for name in ["broken", "hog"] {
         assert!(

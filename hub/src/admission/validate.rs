@@ -2,7 +2,8 @@
 //! server cannot (see `ferry_api::cel_rules` and [`super::policy`] for the rest,
 //! which hold even with no hub running): the JSONPath grammar of ignore and
 //! feedback paths, feedback entry names, what the agent's CEL (condition
-//! rules, dependency rules) may allocate, and the size in bytes.
+//! rules, dependency rules) may allocate and the steps it may take, and the
+//! size in bytes.
 //!
 //! Pure: no IO. Parsing goes through the agent's own parsers
 //! (`ferry-semantics`) on the very message an agent would receive
@@ -11,7 +12,7 @@
 use std::fmt;
 
 use ferry_proto::v1;
-use ferry_semantics::cel_memory::refusal;
+use ferry_semantics::cel_bounds::refusal;
 use ferry_semantics::condition_rules::MAX_CEL_EXPRESSION_LENGTH;
 use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
@@ -78,8 +79,9 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
 }
 
 /// What the agent would refuse to run, of `spec`'s CEL (condition rules and
-/// their messages, dependency readiness rules), for what it may allocate
-/// whatever the data it reads (`ferry_semantics::cel_memory`); subjects
+/// their messages, dependency readiness rules), for what it may allocate or
+/// the steps it may take whatever the data it reads
+/// (`ferry_semantics::cel_bounds`); subjects
 /// start with `prefix`. An expression that does not compile is left to the
 /// agent's report, as before.
 fn agent_cel_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
@@ -91,7 +93,7 @@ fn agent_cel_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
                 .cel_expressions
                 .iter()
                 .chain(std::iter::once(&rule.message_expression));
-            for message in expressions.filter_map(|e| allocation_problem(e)) {
+            for message in expressions.filter_map(|e| bounds_problem(e)) {
                 problems.push(Problem::new(
                     format!(
                         "{prefix}manifestConfigs[{index}] {} {} conditionRules[{rule_index}] ({})",
@@ -104,7 +106,7 @@ fn agent_cel_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
     }
     for (index, dependency) in spec.depends_on.iter().enumerate() {
         let expression = dependency.cel_expression.as_deref().unwrap_or_default();
-        if let Some(message) = allocation_problem(expression) {
+        if let Some(message) = bounds_problem(expression) {
             problems.push(Problem::new(
                 format!(
                     "{prefix}dependsOn[{index}] {} celExpression",
@@ -118,10 +120,10 @@ fn agent_cel_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
 }
 
 /// Why the agent would refuse to run `expression` for what it may
-/// allocate whatever the data it reads (`ferry_semantics::cel_memory`), or
-/// None. An empty expression, or one that does not compile, is left to the
+/// allocate or the steps it may take whatever the data it reads
+/// (`ferry_semantics::cel_bounds`), or None. An empty expression, or one that does not compile, is left to the
 /// agent's report, as before.
-fn allocation_problem(expression: &str) -> Option<String> {
+fn bounds_problem(expression: &str) -> Option<String> {
     if expression.is_empty() || expression.len() > MAX_CEL_EXPRESSION_LENGTH {
         return None;
     }

@@ -1,209 +1,11 @@
-//! A static bound on what a tenant's CEL expression on the agent (condition
-//! rules, their messages, dependency readiness rules) may allocate, computed
-//! from its parsed form (macros expanded) before it ever runs.
-//!
-//! The `cel` crate neither counts nor stops an evaluation, and the agent
-//! bounds a rule's time only by giving up on it: memory it allocates meanwhile
-//! stays allocated. A nested `map` of ten-element lists eight deep builds
-//! 10^8 values in 60 bytes of expression and the agent is OOM-killed. So each
-//! expression's allocation is bounded before it runs, in units of one value
-//! (a list or map entry) or one string byte:
-//!
-//! - what is bounded is the most held at once: reading data allocates
-//!   nothing; a literal list or map holds its entries; `+` on strings or
-//!   lists and string functions hold their result (numbers add in place);
-//! - in a comprehension, what an iteration makes and drops counts once, at
-//!   its largest; what it keeps (a `map` or `filter` appends one entry per
-//!   element) adds up: times the list's length over a literal list, and over
-//!   data what it keeps of each element adds up to at most the list's size
-//!   (the elements' sizes do), the rest times the length;
-//! - the bound is `constant + per_data_unit × D`, where `D` is the size of
-//!   the data the expression reads (entries plus string bytes of the object
-//!   or status it is given); a product of two sizes that both grow with `D`
-//!   (a nested comprehension over data that allocates, `replace` with a data
-//!   replacement) has no such bound.
-//!
-//! The hub's webhook refuses what no data makes acceptable (no bound, or a
-//! constant over [`MAX_RULE_ALLOCATION`]); the agent checks the bound at the
-//! size of the data it has before each run. Reading without allocating is
-//! free here: how long a rule runs is bounded by the agent's time bound and
-//! its fair pool, not by this estimate.
+//! The walk over a parsed expression that computes both bounds at once:
+//! what it may hold in memory at its peak and what it may cost to run (in tenths of a cost unit),
+//! each as a linear form in the size of its data.
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
-/// The most values or string bytes one expression may allocate: 4 Mi
-/// units, at most about 200 MiB however they are made up (a value is a few
-/// dozen bytes). A rule that reads, compares and counts allocates nothing;
-/// a message that joins a few fields of an object allocates a few times
-/// their length.
-pub const MAX_RULE_ALLOCATION: u64 = 4 << 20;
-
-/// A linear form `c + s·S + Σ e[k]·E_k` (saturating), where `E_k` is the
-/// size of the element of the `k`-th enclosing comprehension over data;
-/// `nonlinear` when no linear bound is known.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Form {
-    c: u64,
-    s: u64,
-    e: Vec<u64>,
-    nonlinear: bool,
-}
-
-impl Form {
-    fn constant(c: u64) -> Self {
-        Self {
-            c,
-            ..Self::default()
-        }
-    }
-
-    fn data() -> Self {
-        Self {
-            s: 1,
-            ..Self::default()
-        }
-    }
-
-    fn element(k: usize) -> Self {
-        let mut e = vec![0; k + 1];
-        e[k] = 1;
-        Self {
-            e,
-            ..Self::default()
-        }
-    }
-
-    fn is_constant(&self) -> bool {
-        !self.nonlinear && self.s == 0 && self.e.iter().all(|&x| x == 0)
-    }
-
-    fn add(&self, other: &Form) -> Form {
-        let len = self.e.len().max(other.e.len());
-        Form {
-            c: self.c.saturating_add(other.c),
-            s: self.s.saturating_add(other.s),
-            e: (0..len)
-                .map(|k| {
-                    let a = self.e.get(k).copied().unwrap_or(0);
-                    a.saturating_add(other.e.get(k).copied().unwrap_or(0))
-                })
-                .collect(),
-            nonlinear: self.nonlinear || other.nonlinear,
-        }
-    }
-
-    fn scale(&self, k: u64) -> Form {
-        Form {
-            c: self.c.saturating_mul(k),
-            s: self.s.saturating_mul(k),
-            e: self.e.iter().map(|x| x.saturating_mul(k)).collect(),
-            nonlinear: self.nonlinear && k > 0,
-        }
-    }
-
-    /// The product, linear only when one side is a constant.
-    fn mul(&self, other: &Form) -> Form {
-        if self.is_constant() {
-            other.scale(self.c)
-        } else if other.is_constant() {
-            self.scale(other.c)
-        } else {
-            Form {
-                nonlinear: true,
-                ..Form::default()
-            }
-        }
-    }
-
-    /// `E_k`'s coefficient, and the form without it.
-    fn split(&self, k: usize) -> (u64, Form) {
-        let mut rest = self.clone();
-        let coefficient = rest.e.get(k).copied().unwrap_or(0);
-        rest.e.truncate(k);
-        (coefficient, rest)
-    }
-
-    /// The form with `E_k` replaced by `whole` (an element is a part of
-    /// the list it comes from).
-    fn substitute(&self, k: usize, whole: &Form) -> Form {
-        let (coefficient, rest) = self.split(k);
-        rest.add(&whole.scale(coefficient))
-    }
-
-    /// As an [`AllocationBound`], element symbols counted as data (an
-    /// element is a part of the data).
-    fn bound(&self) -> AllocationBound {
-        let elements = self.e.iter().fold(0u64, |sum, x| sum.saturating_add(*x));
-        AllocationBound {
-            constant: self.c,
-            per_data_unit: self.s.saturating_add(elements),
-            unbounded: self.nonlinear,
-        }
-    }
-}
-
-/// What the walk knows of a value: its size (elements or bytes, bounding
-/// both its count and everything in it) and, for a literal list or map,
-/// the shape of its entries (`None`: data, whose entries' sizes add up to
-/// at most its own).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Shape {
-    len: Form,
-    elem: Option<Box<Shape>>,
-}
-
-impl Shape {
-    fn scalar() -> Self {
-        Self {
-            len: Form::constant(1),
-            elem: None,
-        }
-    }
-
-    /// Whether the value is one number, bool or character: a literal, a
-    /// count or a comparison, or an entry of a literal list of them.
-    fn is_scalar(&self) -> bool {
-        self.elem.is_none() && self.len == Form::constant(1)
-    }
-
-    fn sized(len: Form) -> Self {
-        Self { len, elem: None }
-    }
-
-    /// An entry of the value, or a field read out of it.
-    fn part(&self) -> Shape {
-        match &self.elem {
-            Some(elem) => (**elem).clone(),
-            None => Shape::sized(self.len.clone()),
-        }
-    }
-
-    fn merge(a: &Shape, b: &Shape) -> Shape {
-        let len = Form {
-            c: a.len.c.max(b.len.c),
-            s: a.len.s.max(b.len.s),
-            e: (0..a.len.e.len().max(b.len.e.len()))
-                .map(|k| {
-                    let x = a.len.e.get(k).copied().unwrap_or(0);
-                    x.max(b.len.e.get(k).copied().unwrap_or(0))
-                })
-                .collect(),
-            nonlinear: a.len.nonlinear || b.len.nonlinear,
-        };
-        let elem = match (&a.elem, &b.elem) {
-            (Some(x), Some(y)) => Some(Box::new(Shape::merge(x, y))),
-            _ => None,
-        };
-        Shape { len, elem }
-    }
-
-    fn substitute(&self, k: usize, whole: &Form) -> Shape {
-        Shape {
-            len: self.len.substitute(k, whole),
-            elem: self.elem.as_ref().map(|e| Box::new(e.substitute(k, whole))),
-        }
-    }
-}
+use super::form::{Form, Shape, count};
+use super::limits::Bounds;
 
 /// Functions whose result is a scalar and that allocate nothing.
 const SCALAR: &[&str] = &[
@@ -242,38 +44,92 @@ const SCALAR: &[&str] = &[
     "getField",
 ];
 
-fn count(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
-}
+/// Functions that take a step or so whatever their operands: logic,
+/// choice, indexing and numbers. Every other function is taken to go
+/// through all of its operands (a comparison, `size`, `contains`, `join`).
+const CONSTANT_TIME: &[&str] = &[
+    "_&&_",
+    "_||_",
+    "!_",
+    "-_",
+    "_-_",
+    "_*_",
+    "_/_",
+    "_%_",
+    "_?_:_",
+    "_[_]",
+    "_[?_]",
+    "@not_strictly_false",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "type",
+    "hasConditions",
+];
+
+/// What evaluating one node takes, in tenths of a cost unit: going through
+/// one element or byte takes one tenth (as Kubernetes charges; on this
+/// project's benchmark machine a node of the `cel` crate takes about 40 ns,
+/// a byte compared about 1).
+const NODE: u64 = 10;
 
 /// A scope entry: a comprehension's variable and its shape.
 type Scope = Vec<(String, Shape)>;
 
-/// What evaluating an expression costs in memory: the most it holds at
+/// What evaluating an expression costs: in memory, the most it holds at
 /// once while it runs (`peak`, what is bounded) and what its value keeps
-/// once it is done (`kept`: what the caller goes on holding).
+/// once it is done (`kept`: what the caller goes on holding); in time, the
+/// tenths of a cost unit it takes (`steps`: [`NODE`] per node, one per
+/// element or byte gone through).
 #[derive(Debug, Clone, Default)]
 struct Cost {
     peak: Form,
     kept: Form,
+    steps: Form,
 }
 
 impl Cost {
+    /// A node that holds nothing.
+    fn leaf() -> Cost {
+        Cost {
+            steps: Form::constant(NODE),
+            ..Cost::default()
+        }
+    }
+
     /// `new` allocated for a value, on top of what its parts held.
     fn made(parts: Cost, new: Form) -> Cost {
         Cost {
             peak: parts.peak.add(&new),
             kept: parts.kept.add(&new),
+            steps: parts.steps,
+        }
+    }
+
+    /// Nothing of the parts kept: the value is a scalar.
+    fn scalar(parts: Cost) -> Cost {
+        Cost {
+            kept: Form::default(),
+            ..parts
         }
     }
 
     /// Parts evaluated one after another, each kept while the next runs:
-    /// at most all their peaks at once (a bound, not the exact maximum).
+    /// at most all their peaks at once (a bound, not the exact maximum),
+    /// and all their steps.
     fn then(self, next: Cost) -> Cost {
         Cost {
             peak: self.peak.add(&next.peak),
             kept: self.kept.add(&next.kept),
+            steps: self.steps.add(&next.steps),
         }
+    }
+
+    /// `steps` more taken.
+    fn taking(mut self, steps: &Form) -> Cost {
+        self.steps = self.steps.add(steps);
+        self
     }
 }
 
@@ -281,13 +137,41 @@ impl Cost {
 /// size `len`: when the range is data (`element` = the depth of its element
 /// symbol), what the iteration makes of its element adds up to the range's
 /// size rather than multiplying it; otherwise `len` times the iteration.
+///
+/// Over data, the size of a list counts its entries and, besides, each
+/// element's size (`data_size`): with `n` elements of sizes `E_i`,
+/// `n + ΣE_i ≤ len`. An iteration costing `c + own·E_i` (a constant `c`)
+/// so comes to `c·n + own·ΣE_i ≤ max(c, own)·len` in all.
 fn over_iterations(cost: &Form, len: &Form, element: Option<usize>) -> Form {
     match element {
         Some(k) => {
             let (own, rest) = cost.split(k);
-            len.mul(&rest).add(&len.scale(own))
+            if rest.is_constant() {
+                len.scale(own.max(rest.c))
+            } else {
+                len.mul(&rest).add(&len.scale(own))
+            }
         }
         None => len.mul(cost),
+    }
+}
+
+/// The tenths a call of `name` takes beyond its node, going through
+/// its operands of sizes `shapes` (`appended`: the first operand is a
+/// macro's accumulator, appended to in place).
+fn call_steps(name: &str, shapes: &[Shape], appended: bool) -> Form {
+    let len = |i: usize| shapes.get(i).map(|s| s.len.clone()).unwrap_or_default();
+    match name {
+        _ if CONSTANT_TIME.contains(&name) => Form::default(),
+        // A regular expression is compiled, then run over the string in
+        // time proportional to both.
+        "matches" => len(0).mul(&len(1)).add(&len(0)).add(&len(1)),
+        // Every match may become the replacement.
+        "replace" => len(0).mul(&len(2).add(&Form::constant(1))).add(&len(1)),
+        "_+_" if appended => len(1),
+        _ => shapes
+            .iter()
+            .fold(Form::default(), |sum, s| sum.add(&s.len)),
     }
 }
 
@@ -296,16 +180,14 @@ fn over_iterations(cost: &Form, len: &Form, element: Option<usize>) -> Form {
 /// data around it (the element symbols `E_0..E_depth`).
 fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
     match &expr.expr {
-        Expr::Unspecified => (Cost::default(), Shape::scalar()),
-        Expr::Literal(LiteralValue::String(s)) => (
-            Cost::default(),
-            Shape::sized(Form::constant(count(s.len()))),
-        ),
-        Expr::Literal(LiteralValue::Bytes(b)) => (
-            Cost::default(),
-            Shape::sized(Form::constant(count(b.len()))),
-        ),
-        Expr::Literal(_) => (Cost::default(), Shape::scalar()),
+        Expr::Unspecified => (Cost::leaf(), Shape::scalar()),
+        Expr::Literal(LiteralValue::String(s)) => {
+            (Cost::leaf(), Shape::sized(Form::constant(count(s.len()))))
+        }
+        Expr::Literal(LiteralValue::Bytes(b)) => {
+            (Cost::leaf(), Shape::sized(Form::constant(count(b.len()))))
+        }
+        Expr::Literal(_) => (Cost::leaf(), Shape::scalar()),
         Expr::Ident(name) => {
             let shape = scope
                 .iter()
@@ -313,7 +195,7 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
                 .find(|(n, _)| n == name)
                 .map(|(_, s)| s.clone())
                 .unwrap_or_else(|| Shape::sized(Form::data()));
-            (Cost::default(), shape)
+            (Cost::leaf(), shape)
         }
         Expr::Select(select) => {
             let (cost, operand) = walk(&select.operand, scope, depth);
@@ -322,10 +204,10 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
             } else {
                 operand.part()
             };
-            (cost, shape)
+            (cost.then(Cost::leaf()), shape)
         }
         Expr::List(list) => {
-            let mut parts = Cost::default();
+            let mut parts = Cost::leaf();
             let mut elem: Option<Shape> = None;
             for element in &list.elements {
                 let (c, s) = walk(element, scope, depth);
@@ -345,7 +227,7 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
         Expr::Map(map) => entries(map.entries.iter().map(|e| &e.expr), scope, depth),
         Expr::Struct(st) => entries(st.entries.iter().map(|e| &e.expr), scope, depth),
         Expr::Call(call) => {
-            let mut parts = Cost::default();
+            let mut parts = Cost::leaf();
             let mut shapes = Vec::with_capacity(call.args.len() + 1);
             for operand in call.target.iter().map(|t| &**t).chain(call.args.iter()) {
                 let (c, s) = walk(operand, scope, depth);
@@ -353,24 +235,22 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
                 shapes.push(s);
             }
             let name = call.func_name.as_str();
+            // A macro's accumulator (`@result + [x]`) is appended to in
+            // place: only the appended part is new, and it stays.
+            let appended = name == "_+_"
+                && matches!(call.args.first().map(|a| &a.expr),
+                    Some(Expr::Ident(n)) if n.starts_with('@'));
+            let parts = parts.taking(&call_steps(name, &shapes, appended));
             let total = shapes
                 .iter()
                 .fold(Form::default(), |sum, s| sum.add(&s.len));
             match name {
                 // Numbers (and one-character strings, which cost as much)
                 // add up in place: nothing is allocated.
-                "_+_" if shapes.iter().all(Shape::is_scalar) => (
-                    Cost {
-                        peak: parts.peak,
-                        kept: Form::default(),
-                    },
-                    Shape::scalar(),
-                ),
+                "_+_" if shapes.iter().all(Shape::is_scalar) => {
+                    (Cost::scalar(parts), Shape::scalar())
+                }
                 "_+_" => {
-                    // A macro's accumulator (`@result + [x]`) is appended to
-                    // in place: only the appended part is new, and it stays.
-                    let appended = matches!(call.args.first().map(|a| &a.expr),
-                        Some(Expr::Ident(n)) if n.starts_with('@'));
                     let new = if appended {
                         shapes.get(1).map(|s| s.len.clone()).unwrap_or_default()
                     } else {
@@ -416,13 +296,7 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
                         _ => Shape::scalar(),
                     },
                 ),
-                _ if SCALAR.contains(&name) => (
-                    Cost {
-                        peak: parts.peak,
-                        kept: Form::default(),
-                    },
-                    Shape::scalar(),
-                ),
+                _ if SCALAR.contains(&name) => (Cost::scalar(parts), Shape::scalar()),
                 // Any other function (`string`, `join`, `split`,
                 // `lowerAscii`, ...): a new value the size of its operands.
                 _ => (Cost::made(parts, total.clone()), Shape::sized(total)),
@@ -457,6 +331,8 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
                 Some(k) => iteration.substitute(k, &range.len),
                 None => iteration,
             };
+            // Every iteration's steps add up.
+            let looping = over_iterations(&cond.steps.add(&step.steps), &range.len, symbol);
             let accumulated = init_cost.kept.add(&grown);
             let accumulator = Shape::sized(init.len.add(&grown).add(&range.len));
             scope.push((c.accu_var.clone(), accumulator));
@@ -473,7 +349,12 @@ fn walk(expr: &IdedExpr, scope: &mut Scope, depth: usize) -> (Cost, Shape) {
                 .add(&accumulated)
                 .add(&result_cost.peak);
             let kept = range_cost.kept.add(&accumulated).add(&result_cost.kept);
-            (Cost { peak, kept }, result)
+            let steps = range_cost
+                .steps
+                .add(&init_cost.steps)
+                .add(&looping)
+                .add(&result_cost.steps);
+            (Cost { peak, kept, steps }, result)
         }
     }
 }
@@ -483,7 +364,7 @@ fn entries<'a>(
     scope: &mut Scope,
     depth: usize,
 ) -> (Cost, Shape) {
-    let mut parts = Cost::default();
+    let mut parts = Cost::leaf();
     let mut n = 0usize;
     let mut elem: Option<Shape> = None;
     for entry in entries {
@@ -512,121 +393,20 @@ fn entries<'a>(
     )
 }
 
-/// What an expression may allocate: `constant + per_data_unit × D` for data
-/// of size `D`, or `unbounded`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AllocationBound {
-    /// What it allocates whatever the data.
-    pub constant: u64,
-    /// What it allocates per unit of data it reads.
-    pub per_data_unit: u64,
-    /// No bound linear in the data is known.
-    pub unbounded: bool,
-}
-
-impl AllocationBound {
-    /// Checks the bound against [`MAX_RULE_ALLOCATION`] for data of size
-    /// `data`, or for any data (`None`). Fails with why.
-    pub fn check(&self, data: Option<u64>) -> Result<(), AllocationError> {
-        if self.unbounded {
-            return Err(AllocationError::Unbounded);
-        }
-        let estimate = self.at(data.unwrap_or(0));
-        if estimate > MAX_RULE_ALLOCATION {
-            return Err(AllocationError::TooMuch { estimate, data });
-        }
-        Ok(())
-    }
-
-    /// The bound for data of size `data` (saturating; [`u64::MAX`] when
-    /// unbounded).
-    pub fn at(&self, data: u64) -> u64 {
-        if self.unbounded {
-            return u64::MAX;
-        }
-        self.constant
-            .saturating_add(self.per_data_unit.saturating_mul(data))
-    }
-}
-
-/// Why an expression is refused for what it may allocate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AllocationError {
-    /// Its allocation grows with the product of two sizes of the data.
-    #[error(
-        "may allocate without a bound linear in its data (a comprehension over data inside another that allocates, or a replacement read from data); the agent runs no such expression"
-    )]
-    Unbounded,
-    /// Its allocation, for the data at hand (or whatever the data), is over
-    /// the limit.
-    #[error(
-        "may allocate {estimate} values or bytes{for_data}, over the limit of {MAX_RULE_ALLOCATION}",
-        for_data = match data { Some(d) => format!(" over data of size {d}"), None => " whatever the data".to_string() }
-    )]
-    TooMuch {
-        /// The estimate.
-        estimate: u64,
-        /// The data's size it is for (None: the constant part alone).
-        data: Option<u64>,
-    },
-}
-
-/// What the parsed (macro-expanded) expression `expr` may allocate while it
-/// runs. Never fails: the arithmetic saturates.
-pub fn allocation_bound(expr: &IdedExpr) -> AllocationBound {
+/// What the parsed (macro-expanded) expression `expr` may allocate and
+/// what it may cost to run. Never fails: the arithmetic saturates.
+pub fn bounds(expr: &IdedExpr) -> Bounds {
     let (cost, _) = walk(expr, &mut Vec::new(), 0);
-    cost.peak.bound()
-}
-
-/// Checks `expr`'s allocation against [`MAX_RULE_ALLOCATION`], for data of
-/// size `data` (the agent, before a run) or for any data (`None`: the hub,
-/// which refuses only what no data makes acceptable). Fails with why.
-pub fn check_allocation(expr: &IdedExpr, data: Option<u64>) -> Result<(), AllocationError> {
-    allocation_bound(expr).check(data)
-}
-
-/// Why `expression` is refused for what it may allocate whatever the data
-/// (what the hub's webhook checks), or None: also None when it does not
-/// compile, which the agent reports when it runs it.
-pub fn refusal(expression: &str) -> Option<AllocationError> {
-    // The parser reports most bad input as an error; a panic inside it on
-    // input it does not expect is left to the agent's report too.
-    let program = std::panic::catch_unwind(|| cel::Program::compile(expression))
-        .ok()?
-        .ok()?;
-    check_allocation(program.expression(), None).err()
-}
-
-/// The size of `value` in the units of [`MAX_RULE_ALLOCATION`]: its
-/// entries and string bytes, counted to at most `limit` (the walk stops
-/// there, so a huge value costs no more than the limit to measure).
-pub fn data_size(value: &cel::Value, limit: u64) -> u64 {
-    let mut size = 0u64;
-    let mut stack = vec![value];
-    while let Some(value) = stack.pop() {
-        if size >= limit {
-            break;
-        }
-        size = size.saturating_add(match value {
-            cel::Value::String(s) => count(s.len()),
-            cel::Value::Bytes(b) => count(b.len()),
-            cel::Value::List(items) => {
-                stack.extend(items.iter());
-                count(items.len())
-            }
-            cel::Value::Map(map) => {
-                stack.extend(map.map.values());
-                count(map.map.len())
-            }
-            _ => 1,
-        });
+    Bounds {
+        allocation: cost.peak.bound(),
+        cost_tenths: cost.steps.bound(),
     }
-    size
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cel_bounds::{LinearBound, MAX_RULE_ALLOCATION, Refusal};
     use cel::Program;
     use proptest::prelude::*;
 
@@ -635,15 +415,20 @@ mod tests {
     /// A typical object.
     const SMALL: u64 = 4_000;
 
-    fn bound(expression: &str) -> AllocationBound {
-        allocation_bound(Program::compile(expression).expect("compiles").expression())
+    fn all(expression: &str) -> Bounds {
+        bounds(Program::compile(expression).expect("compiles").expression())
     }
 
-    fn check(expression: &str, data: Option<u64>) -> Result<(), AllocationError> {
-        check_allocation(
-            Program::compile(expression).expect("compiles").expression(),
-            data,
-        )
+    fn bound(expression: &str) -> LinearBound {
+        all(expression).allocation
+    }
+
+    fn cost(expression: &str) -> LinearBound {
+        all(expression).cost_tenths
+    }
+
+    fn check(expression: &str, data: Option<u64>) -> Result<(), Refusal> {
+        all(expression).check(data)
     }
 
     /// `levels` nested `map`s of ten-element lists: 10^levels values.
@@ -662,7 +447,7 @@ mod tests {
         assert!(estimate >= 100_000_000, "{estimate}");
         assert!(matches!(
             check(&nested_map(8), None),
-            Err(AllocationError::TooMuch { data: None, .. })
+            Err(Refusal::TooMuchAllocation { data: None, .. })
         ));
         assert!(bound(&nested_map(2)).at(0) < 1_000, "a small one is not");
         assert_eq!(check(&nested_map(2), None), Ok(()));
@@ -719,7 +504,7 @@ mod tests {
                 "object.spec.containers.map(c, c.name + ':' + c.image).join(', ')",
                 Some(LARGE)
             ),
-            Err(AllocationError::TooMuch {
+            Err(Refusal::TooMuchAllocation {
                 data: Some(LARGE),
                 ..
             })
@@ -738,7 +523,7 @@ mod tests {
         ] {
             assert_eq!(
                 check(expression, None),
-                Err(AllocationError::Unbounded),
+                Err(Refusal::AllocationUnbounded),
                 "{expression}"
             );
         }
@@ -771,14 +556,99 @@ mod tests {
         assert!(!churn.unbounded && churn.per_data_unit <= 4, "{churn:?}");
     }
 
+    /// `depth` nested `all` over ten-element lists: 10^depth iterations.
+    fn nested_all(depth: usize) -> String {
+        let list = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+        let mut expression = "true".to_string();
+        for level in (0..depth).rev() {
+            expression = format!("{list}.all(x{level}, {expression})");
+        }
+        expression
+    }
+
     #[test]
-    fn the_size_of_data_counts_entries_and_bytes_up_to_a_limit() {
-        let value = crate::condition_rules::to_cel(
-            &serde_json::json!({"a": "12345", "b": [1, 2, {"c": "xy"}]}),
+    fn nine_nested_alls_over_ten_elements_are_refused_whatever_the_data() {
+        let estimate = cost(&nested_all(9)).at(0) / 10;
+        assert!(estimate >= 1_000_000_000, "{estimate}");
+        assert!(matches!(
+            check(&nested_all(9), None),
+            Err(Refusal::TooCostly { data: None, .. })
+        ));
+        assert_eq!(check(&nested_all(3), None), Ok(()), "a shallow one is not");
+    }
+
+    #[test]
+    fn a_comprehension_over_data_inside_another_has_no_linear_bound() {
+        for expression in [
+            // Every pair of items compared: the square of the data.
+            "object.data.items.all(x, object.data.items.all(y, x >= y || y >= x))",
+            // Each condition compared with a field that may be most of
+            // the object.
+            "object.status.conditions.exists(c, c.type == object.spec.wanted)",
+            // A pattern read from the data, run over the data.
+            "object.data.a.matches(object.data.b)",
+        ] {
+            assert!(cost(expression).unbounded, "{expression}");
+            assert_eq!(
+                check(expression, None),
+                Err(Refusal::CostUnbounded),
+                "{expression}"
+            );
+        }
+    }
+
+    #[test]
+    fn rules_over_an_objects_conditions_and_lists_are_linear_and_pass_for_large_objects() {
+        for expression in [
+            "object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')",
+            "object.status.readyReplicas == object.spec.replicas",
+            "object.spec.template.spec.containers.all(c, c.ports.all(p, p.containerPort > 0))",
+            "has(object.status.succeeded) && object.status.succeeded > 0",
+            "hasConditions(object.status)",
+            "object.data.v.matches('^[a-z]+$')",
+            "work.status.conditions.exists(c, c.type == 'Available')",
+            "object.spec.containers.map(c, c.name + ':' + c.image).join(', ')",
+            // docs/dependencies.md's readiness rule.
+            "work.status.resourceStatus.manifests.exists(m, m.resourceMeta.kind == 'Deployment' \
+             && has(m.statusFeedback) && m.statusFeedback.values.exists(v, \
+             v.name == 'ReadyReplicas' && v.fieldValue.integer >= 2))",
+        ] {
+            let bound = cost(expression);
+            assert!(
+                !bound.unbounded && bound.per_data_unit <= 250,
+                "{expression}: {bound:?}"
+            );
+            assert_eq!(check(expression, Some(SMALL)), Ok(()), "{expression}");
+        }
+        // A scan of every condition of a 512 KiB object passes.
+        assert_eq!(
+            check(
+                "object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')",
+                Some(LARGE / 2)
+            ),
+            Ok(())
         );
-        // 2 map entries, 5 bytes, 3 list entries, 1 + 1 scalars, 1 entry, 2 bytes.
-        assert_eq!(data_size(&value, u64::MAX), 2 + 5 + 3 + 1 + 1 + 1 + 2);
-        assert!(data_size(&value, 3) <= 3 + 5);
+    }
+
+    #[test]
+    fn a_linear_scan_is_refused_only_for_data_too_large_to_scan() {
+        let scan = "object.data.items.all(x, size(x) < 100 && x.startsWith('a'))";
+        assert_eq!(check(scan, Some(SMALL)), Ok(()));
+        let huge = 64 * LARGE;
+        assert!(matches!(
+            check(scan, Some(huge)),
+            Err(Refusal::TooCostly { data: Some(d), .. }) if d == huge
+        ));
+    }
+
+    #[test]
+    fn a_literal_range_multiplies_the_cost_of_its_body() {
+        let one = cost("[1].all(x, object.data.v == 'a')");
+        let ten = cost("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, object.data.v == 'a')");
+        assert!(
+            ten.per_data_unit >= 10 * one.per_data_unit,
+            "{one:?} {ten:?}"
+        );
     }
 
     proptest! {
@@ -788,9 +658,22 @@ mod tests {
         }
 
         #[test]
+        fn each_level_of_nesting_costs_at_least_ten_times_the_one_inside(depth in 1usize..12) {
+            prop_assert!(cost(&nested_all(depth)).at(0) >= 10 * cost(&nested_all(depth - 1)).at(0));
+        }
+
+        #[test]
+        fn more_data_never_makes_a_scan_acceptable(small in 0u64..10_000, more in 0u64..100_000_000) {
+            let scan = "object.data.items.all(x, x.contains('a'))";
+            let refused_small = check(scan, Some(small)).is_err();
+            let refused_more = check(scan, Some(small + more)).is_err();
+            prop_assert!(!refused_small || refused_more);
+        }
+
+        #[test]
         fn the_estimate_never_panics_on_any_parsed_expression(expression in ".{0,64}") {
             if let Ok(Ok(program)) = std::panic::catch_unwind(|| Program::compile(&expression)) {
-                let _ = allocation_bound(program.expression());
+                let _ = bounds(program.expression());
             }
         }
 
