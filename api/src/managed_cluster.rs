@@ -141,6 +141,11 @@ pub struct DeletionBrakeStatus {
     /// How to release the hold, on the spoke.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub release: String,
+    /// The namespace of the agent's ledger on the spoke, where the release
+    /// annotation goes (`kubectl ferry release-deletions` reads it); empty
+    /// when the agent named no valid namespace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ledger_namespace: String,
 }
 
 #[cfg(test)]

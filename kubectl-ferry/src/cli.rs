@@ -102,6 +102,29 @@ pub enum Command {
     /// Read and steer a ManifestWorkReplicaSet's rollout.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// Release the deletions a spoke agent's deletion brake holds.
+    ///
+    /// Reads what CLUSTER's agent holds from its ManagedCluster on the hub,
+    /// then, with credentials for the spoke (its own kubeconfig context),
+    /// writes the release on the agent's ledger there, recorded as your
+    /// user name on the spoke, the reason and the time, and waits until
+    /// the hub shows the hold released. The release is taken only on the
+    /// spoke: whoever controls the hub cannot release what the agent holds.
+    ReleaseDeletions {
+        /// The ManagedCluster whose agent holds deletions.
+        #[arg(value_name = "CLUSTER")]
+        cluster: String,
+        /// Why the held deletions are wanted (recorded with your name).
+        #[arg(long)]
+        reason: String,
+        /// The spoke's kubeconfig (default: the hub's kubeconfig file).
+        #[arg(long, value_name = "FILE")]
+        spoke_kubeconfig: Option<PathBuf>,
+        /// The spoke's context (default: the context named CLUSTER, else the
+        /// current context of --spoke-kubeconfig).
+        #[arg(long, value_name = "NAME")]
+        spoke_context: Option<String>,
+    },
 }
 
 /// What `rollout` does.

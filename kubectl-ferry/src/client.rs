@@ -2,6 +2,8 @@
 //! kubectl does (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`;
 //! `--context`, else the current context).
 
+use std::path::Path;
+
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
@@ -22,13 +24,28 @@ pub struct Connection {
 /// [`CliError::Kubeconfig`] when it cannot be used (bad YAML, unknown
 /// context), and [`CliError::Client`] when no client can be built from it.
 pub async fn connect(global: &GlobalArgs) -> Result<Connection, CliError> {
-    let kubeconfig = match &global.kubeconfig {
+    let kubeconfig = read_kubeconfig(global.kubeconfig.as_deref())?;
+    connect_with(kubeconfig, global.context.clone()).await
+}
+
+/// Reads the kubeconfig at `path`, else where kubectl looks for one. Fails
+/// as [`connect`] does.
+pub fn read_kubeconfig(path: Option<&Path>) -> Result<Kubeconfig, CliError> {
+    match path {
         Some(path) => Kubeconfig::read_from(path),
         None => Kubeconfig::read(),
     }
-    .map_err(kubeconfig_error)?;
+    .map_err(kubeconfig_error)
+}
+
+/// A client from `kubeconfig` with `context` (None: its current one).
+/// Fails as [`connect`] does.
+pub async fn connect_with(
+    kubeconfig: Kubeconfig,
+    context: Option<String>,
+) -> Result<Connection, CliError> {
     let options = KubeConfigOptions {
-        context: global.context.clone(),
+        context,
         ..Default::default()
     };
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)

@@ -31,6 +31,9 @@ pub enum CliError {
         /// Its name.
         name: String,
     },
+    /// The named ManagedCluster does not exist.
+    #[error("managedcluster {0} not found on the hub")]
+    ClusterNotFound(String),
     /// The named replica set does not exist.
     #[error("manifestworkreplicaset {namespace}/{name} not found on the hub")]
     ReplicaSetNotFound {
@@ -104,6 +107,9 @@ pub enum CliError {
         /// The server's message.
         message: String,
     },
+    /// `release-deletions` cannot release.
+    #[error(transparent)]
+    Release(#[from] crate::release_deletions::plan::ReleaseError),
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),

@@ -3,7 +3,8 @@
 //! NS/NAME` read the hub's ManagedClusters, ManifestWorks and Events and print
 //! kubectl-style tables, or the underlying records as JSON or YAML.
 //! `kubectl ferry rollout status|approve|pause|resume NS/NAME` read and steer
-//! a ManifestWorkReplicaSet's rollout.
+//! a ManifestWorkReplicaSet's rollout; `kubectl ferry release-deletions
+//! CLUSTER` releases what a spoke agent's deletion brake holds.
 //!
 //! The pure part (objects to rows and text) lives in its own modules with unit
 //! tests; [`fetch`] and [`client`] are the only ones that talk to an API server.
@@ -22,6 +23,7 @@ pub mod events;
 pub mod fetch;
 pub mod fleet_rows;
 pub mod output;
+pub mod release_deletions;
 pub mod rollout;
 pub mod rollout_fetch;
 pub mod rollout_history;

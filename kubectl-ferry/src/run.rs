@@ -20,6 +20,7 @@ use crate::fetch::{
 };
 use crate::fleet_rows::{placements_table, replica_sets_table};
 use crate::output::{hide_managed_fields, list, serialize};
+use crate::release_deletions::act::{ReleaseRequest, release_deletions};
 use crate::rollout::{
     approve, gate_to_approve, generated_works, get_replica_set, parse_replica_set_ref, set_paused,
     waves, whoami,
@@ -174,6 +175,20 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
                     serialize(&record, format)
                 }
             }
+        }
+        Command::ReleaseDeletions {
+            cluster,
+            reason,
+            spoke_kubeconfig,
+            spoke_context,
+        } => {
+            let request = ReleaseRequest {
+                cluster,
+                reason,
+                spoke_kubeconfig: spoke_kubeconfig.as_deref(),
+                spoke_context: spoke_context.as_deref(),
+            };
+            release_deletions(&cli.global, &request, now).await
         }
         Command::Rollout(command) => {
             let connection = connect(&cli.global).await?;

@@ -3,7 +3,9 @@
 //! removes at most the agent's budget of objects; the rest stay, each held
 //! work says so and how to release it, the hold survives the agent's
 //! restart (it is recorded on the spoke), and a platform admin's release on
-//! the spoke lets the held deletions go, recorded with who released them.
+//! the spoke (`kubectl annotate`, or `kubectl ferry release-deletions
+//! CLUSTER`) lets the held deletions go, recorded with who released them;
+//! someone without rights on the spoke's ledger cannot release.
 //!
 //! - the works deleted on the hub all at once (as a deleted CRD or cluster
 //!   namespace deletes them);
@@ -24,18 +26,21 @@ use ferry_agent::deletion_brake::ledger::Ledger;
 use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
-use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
+use ferry_e2e::harness::fleet::{Fleet, FleetOptions, Spoke};
 use ferry_e2e::harness::hub_metrics::{
     STATUS_REPORTS_RECEIVED, hub_metric, wait_metric_above, wait_metric_at_most,
 };
 use ferry_e2e::helpers::brake_ledger::ledger_of;
+use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::wait::{wait_deleted, wait_until};
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, manifest_work, wait_applied, work_condition,
 };
 use ferry_semantics::contract::{DELETING, REASON_DELETION_BRAKE_HELD};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::Kubeconfig;
 use serde_json::json;
 
 const SPOKE: &str = "cluster-a";
@@ -153,6 +158,7 @@ async fn wait_cluster_shows(
             .and_then(|s| s.deletion_brake.as_ref())
             .expect("shown");
         assert!(!brake.since.is_empty(), "{brake:?}");
+        assert_eq!(brake.ledger_namespace, LEDGER_NAMESPACE, "{brake:?}");
         assert!(
             brake.release.contains(&format!(
                 "-n {LEDGER_NAMESPACE} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}="
@@ -163,21 +169,67 @@ async fn wait_cluster_shows(
     cluster
 }
 
-/// A platform admin releases the hold on the spoke, as `kubectl annotate`
-/// does, and every held object goes; the release is recorded.
-async fn release_and_wait(ledgers: &Api<ConfigMap>, config_maps: &Api<ConfigMap>) {
-    let release = json!({"metadata": {"annotations": {RELEASE_DELETIONS_ANNOTATION: RELEASED_BY}}});
-    ledgers
-        .patch(
-            DELETION_BRAKE_LEDGER,
-            &PatchParams::apply("kubectl-annotate").force(),
-            &Patch::Apply(&json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": DELETION_BRAKE_LEDGER, "annotations": release["metadata"]["annotations"]},
-            })),
-        )
-        .await
-        .expect("annotate the ledger");
+/// How a platform admin releases the hold.
+enum Release<'a> {
+    /// `kubectl annotate` on the spoke's ledger.
+    Annotate,
+    /// `kubectl ferry release-deletions CLUSTER`, with the hub's and the
+    /// spoke's admin kubeconfigs.
+    Cli(&'a Fleet),
+}
+
+/// A platform admin releases the hold on the spoke, and every held object
+/// goes; the release is recorded with who (as the spoke knows them) and
+/// the field manager that wrote it.
+async fn release_and_wait(
+    ledgers: &Api<ConfigMap>,
+    config_maps: &Api<ConfigMap>,
+    how: Release<'_>,
+) {
+    let (by, manager) = match how {
+        Release::Annotate => {
+            let release =
+                json!({"metadata": {"annotations": {RELEASE_DELETIONS_ANNOTATION: RELEASED_BY}}});
+            ledgers
+                .patch(
+                    DELETION_BRAKE_LEDGER,
+                    &PatchParams::apply("kubectl-annotate").force(),
+                    &Patch::Apply(&json!({
+                        "apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": DELETION_BRAKE_LEDGER, "annotations": release["metadata"]["annotations"]},
+                    })),
+                )
+                .await
+                .expect("annotate the ledger");
+            (RELEASED_BY.to_string(), "kubectl-annotate")
+        }
+        Release::Cli(fleet) => {
+            let spoke = fleet.spoke(SPOKE);
+            let output = kubectl_ferry(
+                &fleet.hub.info.kubeconfig,
+                &[
+                    "release-deletions",
+                    SPOKE,
+                    "--reason",
+                    "hub restored, deletions checked",
+                    "--spoke-kubeconfig",
+                    &spoke.control_plane.info.kubeconfig.display().to_string(),
+                ],
+            )
+            .await;
+            let printed = succeeded(&output, "kubectl ferry release-deletions");
+            println!("{printed}");
+            assert!(
+                printed.contains(&format!("released {} held works", WORKS - BUDGET)),
+                "{printed}"
+            );
+            let user = user_name(&spoke.client).await;
+            (
+                format!("{user}: hub restored, deletions checked ("),
+                "kubectl-ferry",
+            )
+        }
+    };
     for i in 0..WORKS {
         wait_deleted(
             config_maps,
@@ -202,9 +254,36 @@ async fn release_and_wait(ledgers: &Api<ConfigMap>, config_maps: &Api<ConfigMap>
         .last()
         .cloned()
         .expect("a release is recorded");
-    assert_eq!(record.by, RELEASED_BY);
-    assert_eq!(record.manager, "kubectl-annotate");
+    assert!(record.by.starts_with(&by), "{record:?}");
+    assert_eq!(record.manager, manager);
     assert_eq!(record.works as usize, WORKS - BUDGET);
+}
+
+/// The user name the API server of `client` knows it as.
+async fn user_name(client: &kube::Client) -> String {
+    Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("self subject review")
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .expect("a user name")
+}
+
+/// A kubeconfig for `spoke` that acts as `user` (impersonated by its
+/// admin), written under `dir`.
+fn kubeconfig_as(spoke: &Spoke, user: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let mut kubeconfig =
+        Kubeconfig::read_from(&spoke.control_plane.info.kubeconfig).expect("spoke kubeconfig");
+    for auth in &mut kubeconfig.auth_infos {
+        if let Some(info) = auth.auth_info.as_mut() {
+            info.impersonate = Some(user.to_string());
+        }
+    }
+    let path = dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).expect("yaml")).expect("write");
+    path
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +369,7 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
     // The new session's start clears the report; its agent reports again.
     wait_cluster_shows(&fleet, Some(WORKS - BUDGET), &session_of(&shown)).await;
 
-    release_and_wait(&ledgers, &config_maps).await;
+    release_and_wait(&ledgers, &config_maps, Release::Annotate).await;
     wait_cluster_shows(&fleet, None, "").await;
     wait_metric_at_most(
         fleet.hub_probes_addr,
@@ -363,7 +442,30 @@ async fn a_hub_restarted_with_an_empty_store_evicts_only_the_budget_until_releas
     assert_eq!(remaining(&config_maps).await.len(), WORKS - BUDGET);
     wait_cluster_shows(&fleet, Some(WORKS - BUDGET), "").await;
 
-    release_and_wait(&ledgers, &config_maps).await;
+    // Someone without rights on the spoke's ledger (a tenant with the
+    // hub's kubeconfig and a spoke identity of its own) cannot release.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let outsider = kubeconfig_as(fleet.spoke(SPOKE), "tenant-dave", dir.path());
+    let refused = kubectl_ferry(
+        &fleet.hub.info.kubeconfig,
+        &[
+            "release-deletions",
+            SPOKE,
+            "--reason",
+            "let me",
+            "--spoke-kubeconfig",
+            &outsider.display().to_string(),
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(
+        !refused.status.success() && stderr.contains("Forbidden"),
+        "{stderr}"
+    );
+    assert_eq!(remaining(&config_maps).await.len(), WORKS - BUDGET);
+
+    release_and_wait(&ledgers, &config_maps, Release::Cli(&fleet)).await;
     wait_cluster_shows(&fleet, None, "").await;
     fleet.stop().await;
 }

@@ -329,6 +329,7 @@ impl ClusterLiveness {
                     "heldObjects": r.held_objects,
                     "since": text(&r.since),
                     "release": text(&r.release),
+                    "ledgerNamespace": text(&r.ledger_namespace),
                 })
             });
             let patch = json!({

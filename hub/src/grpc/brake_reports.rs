@@ -35,25 +35,30 @@ pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(2);
 /// The longest namespace name Kubernetes accepts.
 const MAX_NAMESPACE_LEN: usize = 63;
 
-/// The status the hub writes for an agent's `report`: the counts as sent,
-/// the time as RFC 3339 (empty when out of range), and how to release,
-/// naming the ledger's namespace only when it is a valid namespace name.
-pub fn brake_status(report: &v1::DeletionBrake) -> DeletionBrakeStatus {
+/// The status the hub writes for the report of `cluster`'s agent: the
+/// counts as sent, the time as RFC 3339 (empty when out of range), and how
+/// to release, naming the ledger's namespace only when it is a valid
+/// namespace name.
+pub fn brake_status(report: &v1::DeletionBrake, cluster: &str) -> DeletionBrakeStatus {
     let since = Timestamp::from_second(report.since_unix_seconds)
         .ok()
         .filter(|_| report.since_unix_seconds > 0)
         .map(|t| t.strftime(KUBE_TIME_FORMAT).to_string())
         .unwrap_or_default();
-    let namespace = Some(report.ledger_namespace.as_str())
+    let ledger_namespace = Some(report.ledger_namespace.as_str())
         .filter(|ns| is_namespace_name(ns))
+        .unwrap_or_default();
+    let namespace = Some(ledger_namespace)
+        .filter(|ns| !ns.is_empty())
         .unwrap_or("<the agent's namespace>");
     DeletionBrakeStatus {
         held_works: report.held_works,
         held_objects: report.held_objects,
         since,
         release: format!(
-            "on the spoke: kubectl annotate --overwrite configmap -n {namespace} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}=\"<who and why>\""
+            "kubectl ferry release-deletions {cluster} --reason \"<why>\" (with credentials for the spoke), or on the spoke: kubectl annotate --overwrite configmap -n {namespace} {DELETION_BRAKE_LEDGER} {RELEASE_DELETIONS_ANNOTATION}=\"<who and why>\""
         ),
+        ledger_namespace: ledger_namespace.to_string(),
     }
 }
 
@@ -88,7 +93,7 @@ impl BrakeReports {
         cluster: &str,
         session: &str,
     ) {
-        let status = report.map(brake_status);
+        let status = report.map(|r| brake_status(r, cluster));
         match &self.latest {
             Some(latest) => {
                 latest.send_replace(status);
@@ -156,14 +161,15 @@ mod tests {
 
     #[test]
     fn a_report_becomes_counts_a_time_and_how_to_release() {
-        let status = brake_status(&report("ferry-agent", 1_764_800_000));
+        let status = brake_status(&report("ferry-agent", 1_764_800_000), "cluster-a");
         assert_eq!(status.held_works, 6);
         assert_eq!(status.held_objects, 9);
         assert_eq!(status.since, "2025-12-03T22:13:20Z");
         assert_eq!(
             status.release,
-            "on the spoke: kubectl annotate --overwrite configmap -n ferry-agent ferry-deletion-brake work.ferry.dev/release-deletions=\"<who and why>\""
+            "kubectl ferry release-deletions cluster-a --reason \"<why>\" (with credentials for the spoke), or on the spoke: kubectl annotate --overwrite configmap -n ferry-agent ferry-deletion-brake work.ferry.dev/release-deletions=\"<who and why>\""
         );
+        assert_eq!(status.ledger_namespace, "ferry-agent");
     }
 
     #[test]
@@ -177,16 +183,21 @@ mod tests {
             "a;rm -rf /",
             &"a".repeat(64),
         ] {
-            let status = brake_status(&report(namespace, 0));
+            let status = brake_status(&report(namespace, 0), "cluster-a");
             assert!(
                 status.release.contains("-n <the agent's namespace> "),
                 "{namespace:?}: {}",
                 status.release
             );
             assert!(status.since.is_empty());
+            assert!(status.ledger_namespace.is_empty());
         }
         for since in [i64::MIN, -1, i64::MAX] {
-            assert!(brake_status(&report("ns", since)).since.is_empty());
+            assert!(
+                brake_status(&report("ns", since), "cluster-a")
+                    .since
+                    .is_empty()
+            );
         }
         assert!(is_namespace_name(&"a".repeat(63)));
     }
