@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 
 use ferry_api::contract::REVISION_ANNOTATION;
 use ferry_api::manifest_work::ManifestWork;
-use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, PlacementRollout};
+use ferry_api::replica_set::{
+    GateStatus, LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus,
+    PlacementRollout,
+};
 use ferry_fleet_semantics::revision::{revision_digest, revision_hash};
 use ferry_semantics::contract::WAITING_FOR_MAINTENANCE_WINDOW;
 use kube::{Resource, ResourceExt};
@@ -123,6 +126,33 @@ pub fn rollout_status(
 ) -> String {
     let revision = current_revision(rs);
     let status = rs.status.clone().unwrap_or_default();
+    let mut out = header(rs, &status, &revision);
+    let rollouts: Vec<PlacementRollout> = status.rollout.map(|r| r.placements).unwrap_or_default();
+    for reference in &rs.spec.placement_refs {
+        let placement = rollouts
+            .iter()
+            .find(|p| p.name == reference.name)
+            .cloned()
+            .unwrap_or_default();
+        let placement_waves = waves.get(&reference.name).cloned().unwrap_or_default();
+        out.push_str(&placement_section(
+            rs,
+            reference,
+            &placement,
+            &placement_waves,
+            works,
+            &revision,
+        ));
+    }
+    out
+}
+
+/// The replica set's line, its rollout condition, and what holds it.
+fn header(
+    rs: &ManifestWorkReplicaSet,
+    status: &ManifestWorkReplicaSetStatus,
+    revision: &str,
+) -> String {
     let mut out = format!(
         "ManifestWorkReplicaSet {}/{}   revision {revision}{}\n",
         rs.namespace().unwrap_or_default(),
@@ -162,119 +192,135 @@ pub fn rollout_status(
     {
         out.push_str(&format!("Waiting for maintenance windows: {}\n", c.message));
     }
-    let rollouts: Vec<PlacementRollout> = status.rollout.map(|r| r.placements).unwrap_or_default();
-    for reference in &rs.spec.placement_refs {
-        let placement = rollouts
-            .iter()
-            .find(|p| p.name == reference.name)
-            .cloned()
-            .unwrap_or_default();
-        let strategy = if reference.rollout_strategy.type_.is_empty() {
-            "All"
-        } else {
-            reference.rollout_strategy.type_.as_str()
-        };
-        out.push_str(&format!("\nPlacement {} ({strategy})", reference.name));
-        if !placement.started_at.is_empty() {
-            out.push_str(&format!(", started {}", placement.started_at));
-        }
-        out.push_str(&format!(
-            ", late joiners {}, unreachable {}\n",
-            placement.late_joiners, placement.unreachable
+    out
+}
+
+/// One placement: its line, its waves and its gates.
+fn placement_section(
+    rs: &ManifestWorkReplicaSet,
+    reference: &LocalPlacementReference,
+    placement: &PlacementRollout,
+    placement_waves: &[Wave],
+    works: &BTreeMap<String, ManifestWork>,
+    revision: &str,
+) -> String {
+    let strategy = if reference.rollout_strategy.type_.is_empty() {
+        "All"
+    } else {
+        reference.rollout_strategy.type_.as_str()
+    };
+    let mut out = format!("\nPlacement {} ({strategy})", reference.name);
+    if !placement.started_at.is_empty() {
+        out.push_str(&format!(", started {}", placement.started_at));
+    }
+    out.push_str(&format!(
+        ", late joiners {}, unreachable {}\n",
+        placement.late_joiners, placement.unreachable
+    ));
+    if placement_waves.is_empty() {
+        out.push_str("  no cluster chosen\n");
+    }
+    let rows = wave_rows(rs, placement, placement_waves, works, revision);
+    if !rows.is_empty() {
+        out.push_str(&indent(
+            &render(
+                &[
+                    "group",
+                    "name",
+                    "clusters",
+                    "updated",
+                    "applied",
+                    "available",
+                    "degraded",
+                    "state",
+                ],
+                rows,
+            ),
+            2,
         ));
-        let placement_waves = waves.get(&reference.name).cloned().unwrap_or_default();
-        if placement_waves.is_empty() {
-            out.push_str("  no cluster chosen\n");
-        }
-        let mut moving_shown = false;
-        let rows: Vec<Vec<String>> = placement_waves
-            .iter()
-            .map(|wave| {
-                let c = counts(wave, works, &revision, &rs.spec.manifest_work_template);
-                let total = wave.clusters.len();
-                let state = if c.updated == total {
-                    "rolled out".to_string()
-                } else if let Some(gate) =
-                    holding_gate(wave.index, &placement.gates, &placement_waves)
-                {
-                    format!("held by gate after {} ({})", gate.after_group, gate.state)
-                } else if rs.spec.paused {
-                    "paused".to_string()
-                } else if !moving_shown {
-                    moving_shown = true;
-                    "moving".to_string()
-                } else {
-                    "waiting".to_string()
-                };
-                vec![
-                    wave.index.to_string(),
-                    if wave.name.is_empty() {
-                        "-".to_string()
-                    } else {
-                        wave.name.clone()
-                    },
-                    total.to_string(),
-                    c.updated.to_string(),
-                    c.applied.to_string(),
-                    c.available.to_string(),
-                    c.degraded.to_string(),
-                    state,
-                ]
-            })
-            .collect();
-        if !rows.is_empty() {
-            out.push_str(&indent(
-                &render(
-                    &[
-                        "group",
-                        "name",
-                        "clusters",
-                        "updated",
-                        "applied",
-                        "available",
-                        "degraded",
-                        "state",
-                    ],
-                    rows,
-                ),
-                2,
-            ));
-            out.push('\n');
-        }
-        if !placement.gates.is_empty() {
-            let rows = placement
-                .gates
-                .iter()
-                .map(|g| {
-                    let who = if g.approved_by.is_empty() {
-                        "-".to_string()
-                    } else {
-                        format!("{} at {}", g.approved_by, g.approved_at)
-                    };
-                    vec![
-                        g.after_group.clone(),
-                        g.state.clone(),
-                        if g.opened_at.is_empty() {
-                            "-".to_string()
-                        } else {
-                            g.opened_at.clone()
-                        },
-                        who,
-                        g.message.clone(),
-                    ]
-                })
-                .collect();
-            out.push_str(&indent(
-                &render(
-                    &["gate after", "state", "opened", "approved by", "message"],
-                    rows,
-                ),
-                2,
-            ));
-            out.push('\n');
-        }
+        out.push('\n');
+    }
+    if !placement.gates.is_empty() {
+        out.push_str(&indent(
+            &render(
+                &["gate after", "state", "opened", "approved by", "message"],
+                gate_rows(&placement.gates),
+            ),
+            2,
+        ));
+        out.push('\n');
     }
     out
+}
+
+/// A row per wave: its clusters, how many hold the revision, and whether
+/// it is rolled out, moving, waiting or held.
+fn wave_rows(
+    rs: &ManifestWorkReplicaSet,
+    placement: &PlacementRollout,
+    placement_waves: &[Wave],
+    works: &BTreeMap<String, ManifestWork>,
+    revision: &str,
+) -> Vec<Vec<String>> {
+    let mut moving_shown = false;
+    placement_waves
+        .iter()
+        .map(|wave| {
+            let c = counts(wave, works, revision, &rs.spec.manifest_work_template);
+            let total = wave.clusters.len();
+            let state = if c.updated == total {
+                "rolled out".to_string()
+            } else if let Some(gate) = holding_gate(wave.index, &placement.gates, placement_waves) {
+                format!("held by gate after {} ({})", gate.after_group, gate.state)
+            } else if rs.spec.paused {
+                "paused".to_string()
+            } else if !moving_shown {
+                moving_shown = true;
+                "moving".to_string()
+            } else {
+                "waiting".to_string()
+            };
+            vec![
+                wave.index.to_string(),
+                if wave.name.is_empty() {
+                    "-".to_string()
+                } else {
+                    wave.name.clone()
+                },
+                total.to_string(),
+                c.updated.to_string(),
+                c.applied.to_string(),
+                c.available.to_string(),
+                c.degraded.to_string(),
+                state,
+            ]
+        })
+        .collect()
+}
+
+/// A row per gate: its state, when it opened, who approved it.
+fn gate_rows(gates: &[GateStatus]) -> Vec<Vec<String>> {
+    gates
+        .iter()
+        .map(|g| {
+            let who = if g.approved_by.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{} at {}", g.approved_by, g.approved_at)
+            };
+            vec![
+                g.after_group.clone(),
+                g.state.clone(),
+                if g.opened_at.is_empty() {
+                    "-".to_string()
+                } else {
+                    g.opened_at.clone()
+                },
+                who,
+                g.message.clone(),
+            ]
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! group), failing clusters and rollback, and the actions approve, pause and
 //! resume, each a form the page's script confirms before posting.
 
-use ferry_api::replica_set::{GateStatus, ManifestWorkReplicaSet, RevisionRef};
+use ferry_api::replica_set::{
+    GateStatus, LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus,
+    RevisionRef, RevisionSummary, RolloutStatus,
+};
 use serde_json::Value;
 
 use super::escape::escape;
@@ -103,53 +106,80 @@ fn replica_set(
         token,
         &[("namespace", namespace), ("name", name)],
     ));
-    if !rollout.revisions.is_empty() {
+    revisions_table(out, &rollout.revisions);
+    for placement_ref in &rs.spec.placement_refs {
+        placement_section(out, namespace, name, rs, placement_ref, &rollout, token);
+    }
+    holds_and_failures(out, &status, &rollout);
+}
+
+/// How many clusters run each revision.
+fn revisions_table(out: &mut String, revisions: &[RevisionSummary]) {
+    if !revisions.is_empty() {
         out.push_str("<table><caption>Clusters per revision</caption><thead><tr><th>Revision</th><th>Clusters</th><th>To apply</th><th>Progressing</th><th>Succeeded</th><th>Failed</th><th>Unreachable</th></tr></thead><tbody>");
-        for r in &rollout.revisions {
+        for r in revisions {
             let c = &r.clusters;
             out.push_str(&format!(
-                "<tr data-revision=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                r.revision.number,
-                escape(&revision_text(&r.revision)),
-                c.total, c.to_apply, c.progressing, c.succeeded, c.failed, c.unreachable
-            ));
+            "<tr data-revision=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.revision.number,
+            escape(&revision_text(&r.revision)),
+            c.total, c.to_apply, c.progressing, c.succeeded, c.failed, c.unreachable
+        ));
         }
         out.push_str("</tbody></table>");
     }
-    for placement_ref in &rs.spec.placement_refs {
-        let placement = &placement_ref.name;
-        let progress = rollout.placements.iter().find(|p| &p.name == placement);
-        let strategy = if placement_ref.rollout_strategy.type_.is_empty() {
-            "All"
-        } else {
-            placement_ref.rollout_strategy.type_.as_str()
-        };
-        out.push_str(&format!(
-            r#"<div class="placement" data-placement="{p}"><h3>Placement {p} <small>({s})</small></h3>"#,
-            p = escape(placement),
-            s = escape(strategy)
-        ));
-        let gates = progress.map(|p| p.gates.as_slice()).unwrap_or_default();
-        let revision = approvable_revision(rs, placement);
-        out.push_str(&format!(
-            "<p class=\"holds\">{}</p>",
-            escape(&what_holds(rs.spec.paused, gates))
-        ));
-        if !gates.is_empty() {
-            out.push_str(r#"<ol class="gates">"#);
-            for gate in gates {
-                gate_item(out, namespace, name, placement, gate, &revision, token);
-            }
-            out.push_str("</ol>");
+}
+
+/// One placement: its strategy, what holds it, its gates.
+fn placement_section(
+    out: &mut String,
+    namespace: &str,
+    name: &str,
+    rs: &ManifestWorkReplicaSet,
+    placement_ref: &LocalPlacementReference,
+    rollout: &RolloutStatus,
+    token: &str,
+) {
+    let placement = &placement_ref.name;
+    let progress = rollout.placements.iter().find(|p| &p.name == placement);
+    let strategy = if placement_ref.rollout_strategy.type_.is_empty() {
+        "All"
+    } else {
+        placement_ref.rollout_strategy.type_.as_str()
+    };
+    out.push_str(&format!(
+    r#"<div class="placement" data-placement="{p}"><h3>Placement {p} <small>({s})</small></h3>"#,
+    p = escape(placement),
+    s = escape(strategy)
+));
+    let gates = progress.map(|p| p.gates.as_slice()).unwrap_or_default();
+    let revision = approvable_revision(rs, placement);
+    out.push_str(&format!(
+        "<p class=\"holds\">{}</p>",
+        escape(&what_holds(rs.spec.paused, gates))
+    ));
+    if !gates.is_empty() {
+        out.push_str(r#"<ol class="gates">"#);
+        for gate in gates {
+            gate_item(out, namespace, name, placement, gate, &revision, token);
         }
-        if let Some(p) = progress.filter(|p| p.late_joiners > 0 || p.unreachable > 0) {
-            out.push_str(&format!(
-                "<p>{} late joiners, {} unreachable clusters.</p>",
-                p.late_joiners, p.unreachable
-            ));
-        }
-        out.push_str("</div>");
+        out.push_str("</ol>");
     }
+    if let Some(p) = progress.filter(|p| p.late_joiners > 0 || p.unreachable > 0) {
+        out.push_str(&format!(
+            "<p>{} late joiners, {} unreachable clusters.</p>",
+            p.late_joiners, p.unreachable
+        ));
+    }
+    out.push_str("</div>");
+}
+
+/// Failing clusters, held removals and a rollback, as banners.
+fn holds_and_failures(
+    out: &mut String,
+    status: &ManifestWorkReplicaSetStatus,
+    rollout: &RolloutStatus,
+) {
     if !rollout.failing_clusters.is_empty() {
         out.push_str("<h3>Failing clusters</h3><ul>");
         for f in &rollout.failing_clusters {
