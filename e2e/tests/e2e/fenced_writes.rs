@@ -24,9 +24,9 @@ use ferry_hub::crds::install_crds;
 use ferry_hub::placement::PlacementError;
 use ferry_hub::placement::act::{write_decisions, write_status as write_placement_status};
 use ferry_hub::placement::decide::DecisionWrites;
-use ferry_hub::replica_set::budget::record_window;
+use ferry_hub::replica_set::act::records::{fence, write_status};
+use ferry_hub::replica_set::budget::window_record;
 use ferry_hub::replica_set::error::ReplicaSetError;
-use ferry_hub::replica_set::status::{fence, write_status};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -106,7 +106,8 @@ async fn a_leader_that_decided_from_an_older_replica_set_writes_nothing() {
         release: None,
         removed: vec!["c1".into()],
     };
-    superseded(record_window(&admin, &old, &window).await);
+    let recorded = window_record(&old, &window).expect("a window to record");
+    superseded(write_status(&admin, &old, recorded).await);
     superseded(fence(&admin, &old).await);
 
     let after = sets.get("app").await.expect("read");

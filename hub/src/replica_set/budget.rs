@@ -15,11 +15,8 @@ use ferry_fleet_semantics::deletion_budget::{
     Budget, Recorded, Verdict, Window, deletions_now, intended_now, waiting_message,
 };
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
-use super::error::{ReplicaSetError, failed_fenced};
 use super::rollout::resolve;
 use crate::conditions::condition;
 use ferry_api::contract::{PLACEMENT_NAME_LABEL, RELEASE_DELETIONS_ANNOTATION};
@@ -196,6 +193,24 @@ fn window_status(
     }
 }
 
+/// The status `rs` records before the deletions of `verdict` are made:
+/// its own with the window (and the release it acts on) in
+/// `deletionBudget`; None when there is no window to record.
+pub fn window_record(
+    rs: &ManifestWorkReplicaSet,
+    verdict: &Verdict,
+) -> Option<ManifestWorkReplicaSetStatus> {
+    let window = verdict.window?;
+    let mut status = rs.status.clone().unwrap_or_default();
+    status.deletion_budget = Some(window_status(
+        window,
+        &verdict.waiting,
+        &verdict.removed,
+        release_record(rs, verdict),
+    ));
+    Some(status)
+}
+
 /// The release `verdict` acts on, as the status records it; else the one
 /// `rs`'s status holds.
 fn release_record(rs: &ManifestWorkReplicaSet, verdict: &Verdict) -> Option<DeletionRelease> {
@@ -211,43 +226,6 @@ fn release_record(rs: &ManifestWorkReplicaSet, verdict: &Verdict) -> Option<Dele
             .and_then(|s| s.deletion_budget.as_ref())
             .and_then(|b| b.last_release.clone()),
     }
-}
-
-/// Records the window of `verdict` (and the release it acts on) in `rs`'s
-/// status before its deletions are made; returns the resourceVersion
-/// written, None when nothing is to record. Fails when the API server
-/// refuses the write (then nothing is deleted).
-pub async fn record_window(
-    client: &kube::Client,
-    rs: &ManifestWorkReplicaSet,
-    verdict: &Verdict,
-) -> Result<Option<String>, ReplicaSetError> {
-    let Some(window) = verdict.window else {
-        return Ok(None);
-    };
-    let api: Api<ManifestWorkReplicaSet> =
-        Api::namespaced(client.clone(), &rs.namespace().unwrap_or_default());
-    let status = window_status(
-        window,
-        &verdict.waiting,
-        &verdict.removed,
-        release_record(rs, verdict),
-    );
-    // The resourceVersion is a precondition: a leader that decided from an
-    // older object records (and so deletes) nothing.
-    let patch = json!({
-        "metadata": {"resourceVersion": rs.resource_version()},
-        "status": {"deletionBudget": status},
-    });
-    let params = PatchParams {
-        field_manager: Some(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    let written = api
-        .patch_status(&rs.name_any(), &params, &Patch::Merge(&patch))
-        .await
-        .map_err(failed_fenced(rs, "recording the deletion budget's window"))?;
-    Ok(written.resource_version())
 }
 
 /// Puts the budget into `status`: the window (the one recorded now, else
@@ -299,6 +277,7 @@ pub fn fill_budget_status(
 mod tests {
     use super::*;
     use ferry_api::manifest_work::ManifestWorkSpec;
+    use serde_json::json;
 
     fn rs(annotations: serde_json::Value) -> ManifestWorkReplicaSet {
         serde_json::from_value(json!({

@@ -22,7 +22,6 @@ use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
 use super::budget::{Removals, fill_budget_status, removals};
 use super::decisions::{Chosen, chosen_by_decisions};
 use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
-use super::deploy::{REFUSAL_RETRY, Refused, WorkWrites, spec_hash};
 use super::gates::{GateInputs, HealthRequest};
 use super::name_clash::{NAME_CONFLICT, Rival, Standing, conflict_condition, standing};
 use super::plan::{RolloutPlan, plan_rollout};
@@ -32,6 +31,7 @@ use super::revisions::{Revision, current_revision, spec_revision_digest};
 use super::rollback::{FailureOutcome, failure_outcome, rollback_to_record, rollback_writes};
 use super::status::replica_set_status;
 use super::windows::{closed_clusters, waiting_condition};
+use super::work_writes::{REFUSAL_RETRY, Refused, WorkWrites, spec_hash};
 use crate::cluster_sets::membership::{compile_sets, eligible};
 use crate::conditions::condition_since;
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
@@ -892,7 +892,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_stable_revision_whose_data_does_not_hash_to_its_name_is_never_rolled_back_to() {
-        // sync_revisions refused the stable revision's ControllerRevision
+        // plan_revisions refused the stable revision's ControllerRevision
         // (see revisions::refusal): it is not among the revisions.
         let mut s = snapshot(failing_rs(), &CLUSTERS, &CLUSTERS, &all_failed());
         s.revisions.retain(|r| r.reference != stable());

@@ -9,8 +9,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use super::deploy::work_labels;
 use super::render::{RenderFailure, render_for_cluster};
+use super::work_writes::work_labels;
 use ferry_api::contract::PLACEMENT_LABEL;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;

@@ -1,8 +1,10 @@
 //! ManifestWorkReplicaSet: one ManifestWork template made into a
 //! ManifestWork on every cluster its Placements choose. The controller
-//! reconciles in phases, one file each: decisions, render, plan, deploy,
-//! status.
+//! gathers a snapshot, decides from it (pure: decisions, render, plan,
+//! budget, status, one file each) and acts: `act/` holds every write.
 
+/// Act: every write (works, revisions, records and status).
+pub mod act;
 /// Phase 1b: decided clusters outside the namespace's bound sets refused.
 pub mod bound;
 /// Phase 4 too: the deletion budget.
@@ -15,8 +17,6 @@ pub mod decide;
 pub mod decisions;
 /// Replica-set `dependsOn`: clusters held for their dependencies, cycles.
 pub mod depends;
-/// Phase 4: writing the works of started clusters, deleting unchosen ones.
-pub mod deploy;
 /// `ferry-hub render`: a replica set's works, without writing them.
 pub mod dry_run;
 /// Why a replica set could not be brought up to date.
@@ -35,7 +35,8 @@ pub mod plan;
 pub mod render;
 /// The revision part of the status: current, stable, rollback, summary.
 pub mod revision_status;
-/// Revisions kept as ControllerRevisions, renumbered and pruned.
+/// Revisions kept as ControllerRevisions: which to store, renumber and
+/// prune (pure; `act/revisions.rs` writes them).
 pub mod revisions;
 /// `failureStrategy`: abort, or roll back to the stable revision.
 pub mod rollback;
@@ -43,8 +44,12 @@ pub mod rollback;
 pub mod rollout;
 /// What the alerts read of a rollout: halted, rolled back, gates holding.
 pub mod rollout_signals;
-/// Phase 5: the status, counted and written.
+/// Phase 5: the status, counted.
 pub mod status;
+/// Maintenance windows: which clusters may start now.
 pub mod windows;
+/// What a decision writes and deletes of the works, and the labels they
+/// carry (pure; `act/works.rs` writes them).
+pub mod work_writes;
 
 pub use controller::run_replica_set_controller;

@@ -11,12 +11,12 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::decisions::Chosen;
 use super::depends::Hold;
-use super::deploy::Refused;
 use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
 use super::revisions::{holds_revision, spec_revision_digest, spec_revision_hash};
 use super::rollout::{cluster_state, resolve};
 use super::windows::Closed;
+use super::work_writes::Refused;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
 use ferry_semantics::text::first_few;
@@ -247,7 +247,7 @@ pub fn halted_message(placement: &str, failed: &[&str], max_failures: usize) -> 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::replica_set::deploy::{Refusal, RefusedBy, spec_hash};
+    use crate::replica_set::work_writes::{Refusal, RefusedBy, spec_hash};
     use ferry_api::manifest_work::ManifestWorkSpec;
     use serde_json::json;
 

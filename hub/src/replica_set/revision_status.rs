@@ -11,12 +11,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
 use super::decisions::Chosen;
-use super::deploy::Refused;
 use super::fleet_summary::{ClusterReport, fleet_summary};
 use super::render::Rendered;
 use super::revisions::Revision;
 use super::rollback::{Abort, FailureOutcome, held_revision, rolled_back};
 use super::rollout::{ResolvedStrategy, cluster_state, resolve};
+use super::work_writes::Refused;
 use crate::conditions::condition_since;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::{FieldValue, ManifestWork};

@@ -13,13 +13,11 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::warn;
 
-use super::deploy::owner_label;
-use super::error::{ReplicaSetError, failed};
+use super::work_writes::owner_label;
 use ferry_api::contract::{REPLICA_SET_LABEL, REVISION_ANNOTATION, REVISION_DIGEST_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, RevisionRef};
@@ -223,7 +221,7 @@ pub fn to_prune<'a>(
         .collect()
 }
 
-/// The revisions of a replica set after [`sync_revisions`].
+/// The revisions of a replica set once its [`RevisionPlan`] is carried out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StoredRevisions {
     /// The revisions whose data hashes to their names, oldest (lowest
@@ -234,23 +232,35 @@ pub struct StoredRevisions {
     pub refused: Vec<String>,
 }
 
-/// Brings the revisions of `rs` (among the `cached` ControllerRevisions)
-/// up to date with its spec and returns them, oldest (lowest number)
-/// first; the current one is the last. The current
-/// template and overrides get a ControllerRevision numbered one past the
-/// highest (created, or renumbered when the spec came back to it); old
-/// revisions beyond `revisionHistoryLimit` are deleted, never one whose
-/// hash is `protected`. A revision whose data does not hash to its name
-/// is refused (see [`refusal`]), not returned. Fails when the API server
-/// refuses a write or a deletion.
-pub async fn sync_revisions(
-    client: &Client,
+/// What storing the revisions of `rs` takes: the writes, and the
+/// revisions as they will stand once made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RevisionPlan {
+    /// The current revision's ControllerRevision, renumbered to this
+    /// number (the spec came back to it).
+    pub renumber: Option<(String, i64)>,
+    /// The current revision's ControllerRevision, to create.
+    pub create: Option<ControllerRevision>,
+    /// Old revisions to delete, by name.
+    pub prune: Vec<String>,
+    /// The revisions once the writes are made.
+    pub stored: StoredRevisions,
+}
+
+/// Plans bringing the revisions of `rs` (among the `cached`
+/// ControllerRevisions) up to date with its spec; see
+/// `act::revisions::store_revisions`, which carries the plan out. The
+/// current template and overrides get a ControllerRevision numbered one
+/// past the highest (created, or renumbered when the spec came back to
+/// it); old revisions beyond `revisionHistoryLimit` are deleted, never one
+/// whose hash is `protected`. A revision whose data does not hash to its
+/// name is refused (see [`refusal`]), not kept. Pure.
+pub fn plan_revisions(
     rs: &ManifestWorkReplicaSet,
     cached: &[Arc<ControllerRevision>],
     protected: &BTreeSet<String>,
-) -> Result<StoredRevisions, ReplicaSetError> {
+) -> RevisionPlan {
     let namespace = rs.namespace().unwrap_or_default();
-    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), &namespace);
     let uid = rs.uid().unwrap_or_default();
     // A revision of an earlier replica set of the same name (being
     // garbage-collected) is not this one's.
@@ -263,7 +273,8 @@ pub async fn sync_revisions(
     let current = spec_revision_hash(&rs.spec);
     let name = revision_name(&rs.name_any(), &current);
     let highest = own.iter().map(|r| r.revision).max().unwrap_or(0);
-    let mut refused = Vec::new();
+    let mut plan = RevisionPlan::default();
+    let refused = &mut plan.stored.refused;
     // A revision of that name holding another template is refused before
     // anything is made of it (renumbered, kept, rendered).
     if let Some(at) = own.iter().position(|r| r.name_any() == name)
@@ -277,30 +288,15 @@ pub async fn sync_revisions(
         Some(existing) if existing.revision < highest => {
             // Back to an older revision: it becomes the newest (its data
             // is immutable, its number is not).
-            let patched = api
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"revision": highest + 1})),
-                )
-                .await
-                .map_err(failed(rs, format!("renumbering ControllerRevision {name}")))?;
-            *existing = patched;
+            existing.revision = highest + 1;
+            plan.renumber = Some((name, highest + 1));
         }
         Some(_) => {}
         None if !refused.is_empty() => {}
         None => {
             let revision = new_revision(rs, &name, highest + 1);
-            match api.create(&PostParams::default(), &revision).await {
-                Ok(created) => own.push(created),
-                // Created by an earlier reconcile the cache has not seen yet.
-                Err(kube::Error::Api(e)) if e.code == 409 => own.push(revision),
-                Err(source) => {
-                    return Err(failed(rs, format!("creating ControllerRevision {name}"))(
-                        source,
-                    ));
-                }
-            }
+            own.push(revision.clone());
+            plan.create = Some(revision);
         }
     }
     own.sort_by_key(|r| r.revision);
@@ -314,40 +310,27 @@ pub async fn sync_revisions(
         .into_iter()
         .map(|r| r.hash.clone())
         .collect();
-    let mut kept = Vec::new();
     for revision in own {
         let hash = reference(&revision).hash;
         if doomed.contains(&hash) {
-            match api
-                .delete(&revision.name_any(), &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(failed(
-                        rs,
-                        format!("pruning ControllerRevision {}", revision.name_any()),
-                    )(source));
-                }
-            }
+            plan.prune.push(revision.name_any());
             continue;
         }
         if let Some(why) = refusal(&revision) {
             warn!(replica_set = %rs.name_any(), namespace = %namespace, %why, "a stored revision is refused");
-            refused.push(why);
+            plan.stored.refused.push(why);
             continue;
         }
         let Some(spec) = revision_spec(&revision, &rs.spec) else {
             continue;
         };
-        kept.push(Revision {
+        plan.stored.kept.push(Revision {
             reference: reference(&revision),
             spec,
             created: revision.creation_timestamp().map(|t| t.0),
         });
     }
-    Ok(StoredRevisions { kept, refused })
+    plan
 }
 
 /// The number and hash of a stored revision; the hash is the end of its
@@ -413,6 +396,73 @@ mod tests {
                 "placementRefs": [{"name": "p"}]},
         }))
         .expect("replica set")
+    }
+
+    /// The ControllerRevision `rs` stores for its spec, numbered `number`.
+    fn stored(rs: &ManifestWorkReplicaSet, number: i64) -> Arc<ControllerRevision> {
+        let hash = spec_revision_hash(&rs.spec);
+        Arc::new(new_revision(rs, &revision_name("app", &hash), number))
+    }
+
+    #[test]
+    fn a_new_spec_plans_its_revision_one_past_the_highest_and_nothing_else() {
+        let (one, two) = (replica_set("1"), replica_set("2"));
+        let plan = plan_revisions(&two, &[stored(&one, 1)], &BTreeSet::new());
+        let created = plan
+            .create
+            .as_ref()
+            .expect("the current revision is created");
+        assert_eq!(created.revision, 2);
+        assert_eq!(
+            created.name_any(),
+            revision_name("app", &spec_revision_hash(&two.spec))
+        );
+        assert_eq!((plan.renumber.clone(), plan.prune.clone()), (None, vec![]));
+        let numbers: Vec<i64> = plan
+            .stored
+            .kept
+            .iter()
+            .map(|r| r.reference.number)
+            .collect();
+        assert_eq!(numbers, [1, 2], "kept oldest first, the current last");
+        // Once stored, the same spec plans nothing.
+        let again = plan_revisions(&two, &[stored(&one, 1), stored(&two, 2)], &BTreeSet::new());
+        assert_eq!(
+            (again.create, again.renumber, again.prune),
+            (None, None, vec![])
+        );
+    }
+
+    #[test]
+    fn a_spec_back_to_an_older_revision_renumbers_it_and_the_oldest_are_pruned() {
+        let specs: Vec<ManifestWorkReplicaSet> =
+            (1..=12).map(|i| replica_set(&i.to_string())).collect();
+        let cached: Vec<_> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, rs)| stored(rs, i as i64 + 1))
+            .collect();
+        // Back to revision 1 (its name is kept, its number is the newest).
+        let back = &specs[0];
+        let protected: BTreeSet<String> = [spec_revision_hash(&specs[1].spec)].into();
+        let plan = plan_revisions(back, &cached, &protected);
+        assert_eq!(
+            plan.renumber,
+            Some((revision_name("app", &spec_revision_hash(&back.spec)), 13))
+        );
+        assert!(plan.create.is_none());
+        // Eleven old ones against a limit of ten: the oldest (2) is
+        // protected, so none goes; the current is never pruned.
+        assert_eq!(plan.prune, Vec::<String>::new());
+        let unprotected = plan_revisions(back, &cached, &BTreeSet::new());
+        assert_eq!(
+            unprotected.prune,
+            [revision_name("app", &spec_revision_hash(&specs[1].spec))]
+        );
+        assert_eq!(
+            unprotected.stored.kept.last().map(|r| r.reference.number),
+            Some(13)
+        );
     }
 
     #[test]

@@ -11,16 +11,15 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
-use super::error::ReplicaSetError;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::revisions::{Revision, holds_revision};
-use super::status::write_status;
 use crate::conditions::MAX_CONDITION_MESSAGE;
 use ferry_api::contract::{REVISION_ANNOTATION, TEMPLATE_APPLIED_AT_ANNOTATION};
 use ferry_api::manifest_work::{ManifestWork, ManifestWorkExecutor, ManifestWorkSpec};
 use ferry_api::replica_set::{
-    ManifestWorkReplicaSet, RevisionRef, RollbackStatus, RolloutConfig, RolloutStrategy,
+    ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, RevisionRef, RollbackStatus,
+    RolloutConfig, RolloutStrategy,
 };
 use ferry_semantics::text::{clipped, first_few};
 
@@ -209,20 +208,15 @@ pub fn rollback_to_record<'a>(
     }
 }
 
-/// Writes `rollback` into `rs`'s status and returns the resource version
-/// written. The status is the one `rs` holds with the rollback added,
-/// applied by the replica-set field manager like every status write: a
-/// merge patch would be owned by an Update entry that the next apply
-/// cannot clear, leaving half a rollback the schema refuses. Fails when the
-/// API server refuses or cannot be reached; the caller then writes no work.
-pub async fn record_rollback(
-    client: &kube::Client,
+/// The status `rs` records before the works of a rollback are written:
+/// its own with `rollback` in `rollout.rollback`.
+pub fn rollback_record(
     rs: &ManifestWorkReplicaSet,
     rollback: &RollbackStatus,
-) -> Result<Option<String>, ReplicaSetError> {
+) -> ManifestWorkReplicaSetStatus {
     let mut status = rs.status.clone().unwrap_or_default();
     status.rollout.get_or_insert_with(Default::default).rollback = Some(rollback.clone());
-    write_status(client, rs, status).await
+    status
 }
 
 /// The revision hash `work` holds: `current` when it holds the cluster's

@@ -5,33 +5,41 @@
 //! status counts the works by state. Rollout `All`: every cluster at once.
 //! Triggered by the replica sets, the PlacementDecisions and the generated
 //! works, so only the replica sets a change touches are reconciled.
+//!
+//! One reconcile, in three rooms: `gather.rs` reads a snapshot (carrying
+//! `now`), `decide.rs` (beside this folder) decides from it, purely, and
+//! `act.rs` carries the decision out through `act/`, records before the
+//! writes they announce. The revisions are the one record made before the
+//! snapshot, planned purely (`revisions.rs`): the decision reads them.
+//! `triggers.rs` maps other objects' changes to the replica sets they
+//! concern.
+
+mod act;
+mod gather;
+mod triggers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use tokio::sync::Mutex;
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::budget::record_window;
-use super::decide::{Snapshot, decide, decide_status, gate_inputs};
-use super::decisions::chosen_by_decisions;
-use super::depends::{DependencyInputs, dependents};
-use super::deploy::{Refused, delete_work, deploy, owner_label};
-use super::error::{ReplicaSetError, failed};
+use self::triggers::{labels_and_reachability, owner_of, referring, using_labels};
+use super::act::revisions::store_revisions;
+use super::decide::decide;
+use super::depends::dependents;
+use super::error::ReplicaSetError;
 use super::health_pool::{HealthPool, HealthPoolConfig};
-use super::name_clash::{Standing, rivals};
-use super::revisions::{protected_hashes, sync_revisions};
-use super::rollback::record_rollback;
-use super::rollout_signals::rollout_signals;
-use super::status::{fence, write_status};
+use super::revisions::{plan_revisions, protected_hashes};
+use super::work_writes::Refused;
 use crate::metrics::RolloutMetrics;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
@@ -45,6 +53,8 @@ use ferry_api::replica_set::{ManifestWorkReplicaSet, RollbackStatus};
 use ferry_api::rollout_approval::RolloutApproval;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
+/// What every reconcile shares: the client, the caches, and the memory
+/// kept between reconciles.
 struct Context {
     client: Client,
     /// Every replica set: those a replica set depends on are read from it.
@@ -86,115 +96,23 @@ struct Context {
 }
 
 impl Context {
-    /// The works this replica set generated, by cluster (namespace).
-    fn generated(&self, rs: &ManifestWorkReplicaSet) -> BTreeMap<String, Arc<ManifestWork>> {
-        let owner = owner_label(rs);
-        self.works
-            .state()
-            .into_iter()
-            .filter(|w| w.labels().get(REPLICA_SET_LABEL) == Some(&owner))
-            .filter_map(|w| Some((w.namespace()?, w)))
-            .collect()
-    }
-
-    /// What the `dependsOn` of `rs` is judged from: the replica sets of
-    /// its namespace, and the works and chosen clusters of those it names
-    /// (at most `MAX_DEPENDENCIES`). Empty without `dependsOn`.
-    fn dependencies(
-        &self,
-        rs: &ManifestWorkReplicaSet,
-        placements: &[Arc<Placement>],
-        decisions: &[Arc<PlacementDecision>],
-    ) -> DependencyInputs {
-        if rs.spec.depends_on.is_empty() {
-            return DependencyInputs::default();
-        }
-        let namespace = rs.namespace();
-        let replica_sets: BTreeMap<String, Arc<ManifestWorkReplicaSet>> = self
-            .replica_sets
-            .state()
-            .into_iter()
-            .filter(|other| other.namespace() == namespace)
-            .map(|other| (other.name_any(), other))
-            .collect();
-        let mut inputs = DependencyInputs::default();
-        for dependency in &rs.spec.depends_on {
-            let Some(other) = replica_sets.get(&dependency.name) else {
-                continue;
-            };
-            inputs
-                .works
-                .insert(dependency.name.clone(), self.generated(other));
-            let placed = chosen_by_decisions(other, placements, decisions)
-                .wanted
-                .into_keys()
-                .collect();
-            inputs.placed.insert(dependency.name.clone(), placed);
-        }
-        inputs.replica_sets = replica_sets;
-        inputs
-    }
-
-    /// A write to the replica set `owner` returned `version`: the next
-    /// write of this reconcile (`at`) carries it, and the next reconcile
-    /// knows the cache is at least that new.
-    async fn recorded(&self, owner: &str, at: &mut ManifestWorkReplicaSet, version: String) {
-        self.written
-            .lock()
-            .await
-            .insert(owner.to_string(), version.clone());
-        at.metadata.resource_version = Some(version);
-    }
-
-    /// Brings the works and the status of `rs` up to date: gathers what
-    /// the reconcile reads, [`decide`]s, then carries the decision out in
-    /// its order (records before the writes they announce) and writes the
-    /// status.
+    /// Brings the works and the status of `rs` up to date: stores its
+    /// revisions, gathers a snapshot, [`decide`]s, then acts.
     async fn apply(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
         let rs = self.current(rs).await?;
-        let owner = owner_label(&rs);
-        let namespace = rs.namespace().unwrap_or_default();
         let now = Timestamp::now();
-        let existing = self.generated(&rs);
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
-        let protected = protected_hashes(&rs, &existing);
-        let stored = sync_revisions(&self.client, &rs, &self.revisions.state(), &protected).await?;
-        let placements = self.placements.state();
-        let decisions = self.decisions.state();
-        let dependencies = self.dependencies(&rs, &placements, &decisions);
-        let mut snapshot = Snapshot {
-            gates: gate_inputs(
-                &rs,
-                &placements,
-                self.clusters.state(),
-                self.approvals.state(),
-            ),
-            rs: rs.clone(),
-            placements,
-            decisions,
-            sets: self.sets.state(),
-            bindings: self.bindings.state(),
-            existing,
-            revisions: stored.kept,
-            refused_revisions: stored.refused,
-            remembered: self.rollbacks.lock().await.get(&owner).cloned(),
-            refused: self
-                .refused
-                .lock()
-                .await
-                .get(&owner)
-                .cloned()
-                .unwrap_or_default(),
-            dependencies,
-            rivals: rivals(&rs, &self.replica_sets.state()),
-            now,
-        };
+        let protected = protected_hashes(&rs, &self.generated(&rs));
+        let plan = plan_revisions(&rs, &self.revisions.state(), &protected);
+        let stored = store_revisions(&self.client, &rs, plan).await?;
+        let mut snapshot = self.gather(&rs, stored, now).await;
         let mut decision = decide(&snapshot);
         // The gates' health expressions (tenant CEL) run on the bounded
         // pool, awaited, never on a runtime worker; then the decision is
         // made again, the same in everything but their verdicts.
         if !decision.health_requests.is_empty() {
+            let namespace = rs.namespace().unwrap_or_default();
             let requests = std::mem::take(&mut decision.health_requests);
             drop(decision);
             for request in requests {
@@ -209,145 +127,7 @@ impl Context {
             }
             decision = decide(&snapshot);
         }
-        if decision.name_standing == Standing::Yields {
-            // The status does not name the other team; the log does, for
-            // the platform team.
-            let rivals: Vec<&str> = snapshot
-                .rivals
-                .iter()
-                .map(|r| r.namespace.as_str())
-                .collect();
-            info!(replica_set = %owner, ?rivals, "an older replica set of the same name holds it: no new works");
-        }
-        {
-            let mut rollbacks = self.rollbacks.lock().await;
-            match &decision.rollback_memory {
-                Some(status) => {
-                    rollbacks.insert(owner.clone(), status.clone());
-                }
-                None => {
-                    rollbacks.remove(&owner);
-                }
-            }
-        }
-        // Record before act: the rollback, then the budget's window, are in
-        // the status before the first work they decide is written or
-        // deleted; a failed record writes no work. Every write to the
-        // replica set carries the resourceVersion the decision was made
-        // from (then the one this reconcile wrote): a leader that decided
-        // from an older object, paused and resumed after another took
-        // over, writes nothing (fenced).
-        let mut at = (*rs).clone();
-        let mut recorded = false;
-        if let Some(rollback) = &decision.record_rollback
-            && let Some(version) = record_rollback(&self.client, &at, rollback).await?
-        {
-            self.recorded(&owner, &mut at, version).await;
-            recorded = true;
-        }
-        if let Some(version) = record_window(&self.client, &at, &decision.removals.budget).await? {
-            self.recorded(&owner, &mut at, version).await;
-            recorded = true;
-        }
-        // A gate that passes now is in the status before the first work of
-        // the groups after it: a leader taking over reads it passed and
-        // keeps it so, rather than judging it again (a health expression
-        // may no longer hold) with some of those groups already written.
-        if !decision.record_gates.is_empty() {
-            let status = decide_status(&snapshot, &decision, &snapshot.existing, &decision.refused);
-            if let Some(version) = write_status(&self.client, &at, status).await? {
-                self.recorded(&owner, &mut at, version).await;
-                recorded = true;
-            }
-        }
-        let mut refused = decision.refused.clone();
-        let mut newly_refused = false;
-        if let Some(works) = &decision.works {
-            // Nothing recorded yet: check the decision's object is current
-            // before its first work write (writing nothing).
-            if !recorded && (!works.start.is_empty() || !works.delete.is_empty()) {
-                fence(&self.client, &at).await?;
-            }
-            let new = deploy(&self.client, &rs, works, &decision.chosen.wanted, now).await?;
-            newly_refused = !new.is_empty();
-            refused.extend(new);
-        }
-        {
-            let mut all = self.refused.lock().await;
-            if refused.is_empty() {
-                all.remove(&owner);
-            } else {
-                all.insert(owner.clone(), refused.clone());
-            }
-        }
-        // The status counts what the cache shows; the writes above come
-        // back through the work watch and reconcile again.
-        let generated = self.generated(&rs);
-        let status = decide_status(&snapshot, &decision, &generated, &refused);
-        self.rollout_metrics
-            .set(&namespace, &rs.name_any(), &rollout_signals(&status));
-        if let Some(version) = write_status(&self.client, &at, status).await? {
-            self.written.lock().await.insert(owner.clone(), version);
-        }
-        Ok(decision.action(newly_refused))
-    }
-
-    /// `rs` as the cache has it, or read from the API server when the cache
-    /// is not (exactly) at the last status this process wrote: the rollout
-    /// reads its gates' memory from the status.
-    async fn current(
-        &self,
-        rs: Arc<ManifestWorkReplicaSet>,
-    ) -> Result<Arc<ManifestWorkReplicaSet>, ReplicaSetError> {
-        let owner = owner_label(&rs);
-        let stale = self
-            .written
-            .lock()
-            .await
-            .get(&owner)
-            .is_some_and(|version| rs.resource_version().as_ref() != Some(version));
-        if !stale {
-            return Ok(rs);
-        }
-        let api: Api<ManifestWorkReplicaSet> =
-            Api::namespaced(self.client.clone(), &rs.namespace().unwrap_or_default());
-        let fresh = api
-            .get(&rs.name_any())
-            .await
-            .map_err(failed(&rs, "reading it"))?;
-        // The cache is current again once it reaches this version.
-        if let Some(version) = fresh.resource_version() {
-            self.written.lock().await.insert(owner, version);
-        }
-        Ok(Arc::new(fresh))
-    }
-
-    /// Deletes every generated work; with `Foreground`, holds the replica
-    /// set until they are gone.
-    async fn cleanup(&self, rs: Arc<ManifestWorkReplicaSet>) -> Result<Action, ReplicaSetError> {
-        self.refused.lock().await.remove(&owner_label(&rs));
-        self.rollbacks.lock().await.remove(&owner_label(&rs));
-        self.written.lock().await.remove(&owner_label(&rs));
-        self.rollout_metrics
-            .forget(&rs.namespace().unwrap_or_default(), &rs.name_any());
-        // Listed from the API, not the cache: the finalizer must not go
-        // while a work the cache has not seen yet exists.
-        let works: Api<ManifestWork> = Api::all(self.client.clone());
-        let listed = works
-            .list(
-                &ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={}", owner_label(&rs))),
-            )
-            .await
-            .map_err(failed(&rs, "listing its works"))?;
-        for work in &listed.items {
-            if work.meta().deletion_timestamp.is_none() {
-                delete_work(&self.client, &rs, &work.namespace().unwrap_or_default()).await?;
-            }
-        }
-        if rs.spec.cascade_deletion_policy == "Foreground" && !listed.items.is_empty() {
-            return Err(ReplicaSetError::WorksRemaining(listed.items.len()));
-        }
-        Ok(Action::await_change())
+        self.act(&rs, &snapshot, decision).await
     }
 }
 
@@ -391,71 +171,6 @@ fn error_policy(
     }
     warn!(replica_set = %rs.name_any(), %error, "retrying");
     Action::requeue(Duration::from_secs(2))
-}
-
-/// The replica set a replica-set label (`<namespace>.<name>`) names.
-fn owner_of(labels: &BTreeMap<String, String>) -> Option<ObjectRef<ManifestWorkReplicaSet>> {
-    labels
-        .get(REPLICA_SET_LABEL)
-        .and_then(|v| v.split_once('.'))
-        .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
-}
-
-/// The replica sets in `namespace` referring to `placement`.
-fn referring(
-    replica_sets: &Store<ManifestWorkReplicaSet>,
-    namespace: &str,
-    placement: &str,
-) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
-    replica_sets
-        .state()
-        .iter()
-        .filter(|rs| rs.namespace().as_deref() == Some(namespace))
-        .filter(|rs| rs.spec.placement_refs.iter().any(|r| r.name == placement))
-        .map(|rs| ObjectRef::from_obj(&**rs))
-        .collect()
-}
-
-/// What of a cluster the replica sets react to: its labels (overrides,
-/// placeholders), whether it is unreachable (the rollout stops waiting
-/// for it) and its maintenance windows.
-fn labels_and_reachability(cluster: &ManagedCluster) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    predicates::labels(cluster).hash(&mut hasher);
-    super::gates::is_unreachable(Some(cluster)).hash(&mut hasher);
-    // A window opening or closing by a change of the annotation (the
-    // opening by time alone comes from the decision's requeue).
-    cluster
-        .annotations()
-        .get(ferry_api::contract::MAINTENANCE_WINDOWS_ANNOTATION)
-        .hash(&mut hasher);
-    Some(hasher.finish())
-}
-
-/// The replica sets a cluster change may concern: those whose rendering
-/// may read a cluster's labels (overrides or a `${CLUSTER_LABEL:`
-/// placeholder), and those whose rollout is under way (a cluster becoming
-/// unreachable no longer holds it).
-fn using_labels(
-    replica_sets: &Store<ManifestWorkReplicaSet>,
-) -> Vec<ObjectRef<ManifestWorkReplicaSet>> {
-    replica_sets
-        .state()
-        .iter()
-        .filter(|rs| {
-            !rs.spec.overrides.is_empty()
-                || serde_json::to_string(&rs.spec.manifest_work_template)
-                    .is_ok_and(|t| t.contains("${CLUSTER_LABEL:"))
-                || rs.status.as_ref().is_none_or(|s| {
-                    !s.conditions.iter().any(|c| {
-                        c.type_ == ferry_semantics::contract::PLACEMENT_ROLLED_OUT
-                            && c.reason == "Complete"
-                    })
-                })
-        })
-        .map(|rs| ObjectRef::from_obj(&**rs))
-        .collect()
 }
 
 /// Runs the replica set controller until `shutdown` completes, reconciling
