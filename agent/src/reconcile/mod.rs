@@ -1,7 +1,16 @@
 //! Applies every manifest of one work in order and describes the result as a
 //! `WorkStatus` for the hub.
+//!
+//! - `pass_record.rs`: one pass's view of the work's record on the spoke.
+//! - `failure.rs`: why one manifest is not applied, and what that means.
+
+mod failure;
+mod pass_record;
 
 use std::sync::Arc;
+
+use self::failure::ManifestFailure;
+use self::pass_record::PassRecord;
 use std::time::Instant;
 
 use ferry_proto::v1;
@@ -26,20 +35,20 @@ use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::ownership::{ObjectKey, OwnerIndex};
-use crate::release::{ReleaseError, adopt, drop_ocm_marks, unmark};
+use crate::release::{adopt, drop_ocm_marks, unmark};
 use crate::rule_pool::RuleEvaluator;
 use crate::write_breaker::{MAX_REWRITES, WINDOW, WriteBreaker, WriteLoop, other_writers};
-use crate::write_identity::{ExecutorAccount, WriteIdentity, WriteIdentityError};
-use ferry_semantics::apply_outcome::{Applied, Hold, ObjectMissing, Writes, applied_report};
+use crate::write_identity::{ExecutorAccount, WriteIdentity};
+use ferry_semantics::apply_outcome::{Applied, Hold, Writes, applied_report};
 use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for, options_for};
-use ferry_semantics::contract::{APPLIED, REASON_CONFLICTS_WITH_WORK, REASON_WRITE_LOOP};
+use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::ownership::{Verdict, WorkRank};
 use ferry_semantics::release::has_managed_label;
-use ferry_semantics::release::{DeletePolicy, Disposition, Owner, is_owned_by};
-use ferry_semantics::strategy::{Strategy, StrategyError, strategy_of};
+use ferry_semantics::release::{DeletePolicy, Disposition, is_owned_by};
+use ferry_semantics::strategy::{Strategy, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, identify};
 
 /// The outcome of one pass over a work.
@@ -71,67 +80,6 @@ pub struct RecordUpdate {
     pub resources: Vec<AppliedResource>,
 }
 
-/// One pass's view of the work's record on the spoke: the objects recorded
-/// before the pass (whose UIDs also let `whenDeleted: Leave` tell "deleted on
-/// the spoke" from "never created"), what the record holds now (those plus
-/// the intents this pass wrote before creating), and those the pass applied.
-struct PassRecord {
-    owner: Owner,
-    /// Where the work stands against others listing the same objects.
-    rank: WorkRank,
-    /// The generation this pass applies.
-    generation: i64,
-    /// The pass created the record: no earlier pass wrote an object for
-    /// this work (each creates the record first), so its objects are most
-    /// likely not on the spoke.
-    fresh: bool,
-    previous: Vec<AppliedResource>,
-    stored: Vec<AppliedResource>,
-    recorded: Vec<AppliedResource>,
-    managed: Vec<ManagedObject>,
-    written: Vec<String>,
-    /// The objects this pass claimed for the work (those it may write).
-    claimed: Vec<ObjectKey>,
-}
-
-impl PassRecord {
-    fn previous_uid(
-        &self,
-        group: &str,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&str> {
-        self.previous
-            .iter()
-            .find(|r| {
-                r.group == group
-                    && r.resource == resource
-                    && r.namespace == namespace
-                    && r.name == name
-            })
-            .map(|r| r.uid.as_str())
-            // An intent (empty UID) does not say the object was ever seen.
-            .filter(|uid| !uid.is_empty())
-    }
-
-    /// Whether an earlier pass recorded creating (or holding) the object
-    /// of `identity`, with its UID: an intent alone does not count.
-    fn created_before(&self, identity: &ManifestIdentity) -> bool {
-        self.previous.iter().any(|r| {
-            !r.uid.is_empty()
-                && r.group == identity.group
-                && r.kind == identity.kind
-                && r.namespace == identity.namespace.as_deref().unwrap_or_default()
-                && r.name == identity.name
-        })
-    }
-
-    fn holds(&self, slot: &AppliedResource) -> bool {
-        self.stored.iter().any(|r| r.same_object(slot))
-    }
-}
-
 /// Where one manifest goes on the spoke: its resource, an Api handle, and
 /// its slot in the record (with an empty UID, as an intent).
 struct Target {
@@ -139,88 +87,6 @@ struct Target {
     api: Api<DynamicObject>,
     namespace: String,
     slot: AppliedResource,
-}
-
-/// Why one manifest is not applied.
-#[derive(Debug, thiserror::Error)]
-enum ManifestFailure {
-    #[error(transparent)]
-    Invalid(#[from] ManifestError),
-    #[error(transparent)]
-    Config(#[from] StrategyError),
-    #[error(transparent)]
-    Resolve(#[from] ResolveError),
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    #[error(transparent)]
-    Missing(#[from] ObjectMissing),
-    #[error(transparent)]
-    Mark(#[from] ReleaseError),
-    #[error("cannot record what this work applies: {0}; retrying")]
-    Record(String),
-    #[error(transparent)]
-    Executor(#[from] ExecutorError),
-    #[error(
-        "{what} is owned by work {owner}, which is older and sets other values for {fields}; this work writes none of them",
-        fields = fields.join(", ")
-    )]
-    ConflictsWithWork {
-        what: String,
-        owner: String,
-        fields: Vec<String>,
-    },
-    #[error(transparent)]
-    WriteLoop(#[from] WriteLoop),
-    #[error(transparent)]
-    WriteAs(#[from] WriteIdentityError),
-}
-
-impl ManifestFailure {
-    fn reason(&self) -> &'static str {
-        match self {
-            ManifestFailure::Invalid(e) => e.reason(),
-            ManifestFailure::Config(e) => e.reason(),
-            ManifestFailure::Resolve(ResolveError::UnknownKind { .. }) => "UnknownKind",
-            ManifestFailure::Resolve(ResolveError::Discovery { .. }) => "DiscoveryFailed",
-            ManifestFailure::Apply(e) => e.reason(),
-            ManifestFailure::Missing(_) => ObjectMissing::REASON,
-            ManifestFailure::Mark(_) => "ObjectChanged",
-            ManifestFailure::Record(_) => "AppliedRecordFailed",
-            ManifestFailure::Executor(e) => e.reason(),
-            ManifestFailure::ConflictsWithWork { .. } => REASON_CONFLICTS_WITH_WORK,
-            ManifestFailure::WriteLoop(_) => REASON_WRITE_LOOP,
-            ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => "ExecutorRequired",
-            ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => "ExecutorClientFailed",
-        }
-    }
-
-    /// Whether the executor was refused the write (its rights, asked of
-    /// the spoke's API server): nothing was written.
-    fn is_write_refusal(&self) -> bool {
-        matches!(
-            self,
-            ManifestFailure::Executor(
-                ExecutorError::NotAllowed { .. } | ExecutorError::Escalation { .. }
-            )
-        )
-    }
-
-    fn is_transient(&self) -> bool {
-        match self {
-            ManifestFailure::Invalid(_) | ManifestFailure::Config(_) => false,
-            // A CRD may be installed on the spoke later.
-            ManifestFailure::Resolve(_) => true,
-            ManifestFailure::Apply(e) => e.is_transient(),
-            // The drift watch sees the object appear.
-            ManifestFailure::Missing(_) => false,
-            ManifestFailure::Mark(_) | ManifestFailure::Record(_) => true,
-            ManifestFailure::Executor(e) => e.is_transient(),
-            // The owner may go away; the hold runs out.
-            ManifestFailure::ConflictsWithWork { .. } | ManifestFailure::WriteLoop(_) => true,
-            ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => false,
-            ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => true,
-        }
-    }
 }
 
 /// Applies works to one spoke.
