@@ -3,26 +3,31 @@
 //!
 //! - `pass_record.rs`: one pass's view of the work's record on the spoke.
 //! - `failure.rs`: why one manifest is not applied, and what that means.
+//! - `lookup.rs`: where a manifest goes, what a look-up after a failed
+//!   apply finds, and its condition rules.
+//! - `intents.rs`: the record's intents before creating, and objects held.
 
 mod failure;
+mod intents;
+mod lookup;
 mod pass_record;
 
 use std::sync::Arc;
 
 use self::failure::ManifestFailure;
+use self::lookup::{Lookup, Target};
 use self::pass_record::PassRecord;
 use std::time::Instant;
 
 use ferry_proto::v1;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::core::GroupVersionKind;
-use kube::discovery::ApiResource;
 use serde_json::Value;
 use tracing::{Instrument as _, debug, info_span, warn};
 
 use crate::applied_works::{AppliedResource, AppliedWorks};
-use crate::applier::{ApplyError, ManifestWrite, api_for, apply_manifest};
+use crate::applier::{ApplyError, ManifestWrite, apply_manifest};
 use crate::conditions::{
     Observed, availability_unknown, condition, not_available, observe_health,
     refused_never_created, work_applied_condition, work_available_condition,
@@ -30,24 +35,23 @@ use crate::conditions::{
 };
 use crate::discovery::{KindResolver, ResolveError};
 use crate::drift::ManagedObject;
-use crate::executor::{ExecutorCheck, ExecutorError, Target as ExecutorTarget};
+use crate::executor::{ExecutorCheck, Target as ExecutorTarget};
 use crate::garbage_collection::{Claim, PassObjects, collect_garbage};
 use crate::list_schema::ListSchemas;
 use crate::metrics::{AgentMetrics, apply_failure, apply_outcome, wrote};
 use crate::ownership::{ObjectKey, OwnerIndex};
-use crate::release::{adopt, drop_ocm_marks, unmark};
 use crate::rule_pool::RuleEvaluator;
 use crate::write_breaker::{MAX_REWRITES, WINDOW, WriteBreaker, WriteLoop, other_writers};
 use crate::write_identity::{ExecutorAccount, WriteIdentity};
-use ferry_semantics::apply_outcome::{Applied, Hold, Writes, applied_report};
-use ferry_semantics::availability::{REASON_FETCH_FAILED, REASON_INCOMPLETE_META};
+use ferry_semantics::apply_outcome::{Applied, Writes, applied_report};
+use ferry_semantics::availability::REASON_INCOMPLETE_META;
 use ferry_semantics::config_match::{condition_rules_for, feedback_rules_for, options_for};
 use ferry_semantics::contract::APPLIED;
 use ferry_semantics::drift_report::manifest_drift;
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
 use ferry_semantics::ownership::{Verdict, WorkRank};
 use ferry_semantics::release::has_managed_label;
-use ferry_semantics::release::{DeletePolicy, Disposition, is_owned_by};
+use ferry_semantics::release::{DeletePolicy, Disposition};
 use ferry_semantics::strategy::{Strategy, strategy_of};
 use ferry_semantics::{ManifestError, ManifestIdentity, apply_order, identify};
 
@@ -80,15 +84,6 @@ pub struct RecordUpdate {
     pub resources: Vec<AppliedResource>,
 }
 
-/// Where one manifest goes on the spoke: its resource, an Api handle, and
-/// its slot in the record (with an empty UID, as an intent).
-struct Target {
-    resource: ApiResource,
-    api: Api<DynamicObject>,
-    namespace: String,
-    slot: AppliedResource,
-}
-
 /// Applies works to one spoke.
 pub struct Reconciler {
     client: Client,
@@ -105,19 +100,6 @@ pub struct Reconciler {
     /// Whose identity writes the works' objects: the agent's, or each
     /// work's executor's.
     writers: WriteIdentity,
-}
-
-/// What a look-up of a manifest's object after a failed apply found, for
-/// its `Available` condition (OCM reports the object's existence whether or
-/// not the apply worked).
-enum Lookup {
-    /// The object exists.
-    Found(Observed),
-    /// The object does not exist.
-    Absent,
-    /// There is nothing to look up, or the look-up failed: the reason (OCM's)
-    /// and what went wrong.
-    Unknown(&'static str, String),
 }
 
 impl Reconciler {
@@ -845,261 +827,6 @@ impl Reconciler {
             message,
             observed,
         })
-    }
-}
-
-impl Reconciler {
-    /// Adds the conditions of the manifest's condition rules (of a work of
-    /// `owner`) to `conditions`; a rule's condition replaces one of the same
-    /// type that ferry computed (as in OCM, where rules may set any
-    /// condition).
-    async fn add_rule_conditions(
-        &self,
-        owner: &str,
-        meta: &v1::ResourceMeta,
-        observed: &Observed,
-        generation: i64,
-        conditions: &mut Vec<v1::Condition>,
-    ) {
-        let computed = self
-            .rules
-            .evaluate(
-                owner,
-                meta,
-                &observed.object,
-                &observed.condition_rules,
-                generation,
-            )
-            .await;
-        for c in computed {
-            conditions.retain(|existing| existing.r#type != c.r#type);
-            conditions.push(c);
-        }
-    }
-
-    /// Looks up the object of a manifest whose apply failed, for its
-    /// `Available` condition and feedback. The read is the executor's
-    /// (`executor`, the work's): through the impersonating client when the
-    /// agent writes as executors, after a SubjectAccessReview for `get`
-    /// otherwise; a work without one is read as the agent only when the
-    /// agent does not require executors. A failed or refused write never
-    /// falls back to the agent's own read rights. Never fails: what went
-    /// wrong, or why the object may not be read, is the `Unknown` answer.
-    async fn look_up(
-        &self,
-        identity: &ManifestIdentity,
-        configs: &[v1::ManifestConfig],
-        executor: Option<&v1::Executor>,
-    ) -> Lookup {
-        let target = match self.target(identity).await {
-            Ok(target) => target,
-            Err(error) => return Lookup::Unknown(REASON_INCOMPLETE_META, error.to_string()),
-        };
-        let none = Value::Null;
-        let read_target = ExecutorTarget {
-            group: &identity.group,
-            version: &identity.version,
-            resource: &target.resource.plural,
-            namespace: &target.namespace,
-            name: &identity.name,
-            manifest: &none,
-        };
-        let reader = match self.executor.may_read(executor, read_target).await {
-            Err(refused) => return Lookup::Unknown(refused.reason(), refused.to_string()),
-            Ok(None) => None,
-            Ok(Some(account)) => Some(account),
-        };
-        let api = match &reader {
-            Some(_) if self.writers.is_executor() => {
-                match self
-                    .writers
-                    .client_for(ExecutorAccount::of(executor).as_ref())
-                    .await
-                {
-                    Ok(client) if target.namespace.is_empty() => {
-                        Api::all_with(client, &target.resource)
-                    }
-                    Ok(client) => Api::namespaced_with(client, &target.namespace, &target.resource),
-                    Err(error) => {
-                        let failure = ManifestFailure::from(error);
-                        return Lookup::Unknown(
-                            failure.reason(),
-                            format!("cannot read the object as the executor: {failure}"),
-                        );
-                    }
-                }
-            }
-            _ => target.api.clone(),
-        };
-        let fetched = match api.get_opt(&identity.name).await {
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                let refused = match reader {
-                    Some(account) => ExecutorError::cannot_read(account, &read_target),
-                    None => {
-                        return Lookup::Unknown(
-                            REASON_FETCH_FAILED,
-                            format!("Failed to fetch resource: {}", status.message),
-                        );
-                    }
-                };
-                return Lookup::Unknown(refused.reason(), refused.to_string());
-            }
-            other => other,
-        };
-        match fetched {
-            Ok(Some(object)) => {
-                let rules = feedback_rules_for(
-                    configs,
-                    &identity.group,
-                    &target.resource.plural,
-                    &target.namespace,
-                    &identity.name,
-                );
-                let condition_rules = condition_rules_for(
-                    configs,
-                    &identity.group,
-                    &target.resource.plural,
-                    &target.namespace,
-                    &identity.name,
-                );
-                match serde_json::to_value(&object) {
-                    Ok(object) => Lookup::Found(Observed {
-                        object,
-                        rules: rules.to_vec(),
-                        condition_rules: condition_rules.to_vec(),
-                    }),
-                    Err(error) => Lookup::Unknown(REASON_FETCH_FAILED, error.to_string()),
-                }
-            }
-            Ok(None) => Lookup::Absent,
-            Err(error) => Lookup::Unknown(
-                REASON_FETCH_FAILED,
-                format!("Failed to fetch resource: {error}"),
-            ),
-        }
-    }
-
-    /// Where `identity` goes on the spoke. Fails when its kind is not served.
-    async fn target(&self, identity: &ManifestIdentity) -> Result<Target, ResolveError> {
-        let gvk = GroupVersionKind::gvk(&identity.group, &identity.version, &identity.kind);
-        let (resource, caps) = self.resolver.resolve(&gvk).await?;
-        let api = api_for(&self.client, &resource, &caps, identity);
-        let namespace = api.namespace().unwrap_or_default().to_string();
-        let slot = AppliedResource {
-            group: identity.group.clone(),
-            version: identity.version.clone(),
-            kind: identity.kind.clone(),
-            resource: resource.plural.clone(),
-            namespace: namespace.clone(),
-            name: identity.name.clone(),
-            uid: String::new(),
-        };
-        Ok(Target {
-            resource,
-            api,
-            namespace,
-            slot,
-        })
-    }
-
-    /// The intent to hold every object of the work that the pass will
-    /// write whatever the spoke holds (Update, ServerSideApply), each once.
-    /// Kinds not served yet, and CreateOnly objects, are left out: they are
-    /// recorded one by one just before their write.
-    async fn planned_intents(
-        &self,
-        identities: &[Option<&ManifestIdentity>],
-        configs: &[v1::ManifestConfig],
-    ) -> Vec<AppliedResource> {
-        let mut intents: Vec<AppliedResource> = Vec::new();
-        for identity in identities.iter().flatten() {
-            let Ok(target) = self.target(identity).await else {
-                continue;
-            };
-            let slot = target.slot;
-            let config = options_for(
-                configs,
-                &slot.group,
-                &slot.resource,
-                &slot.namespace,
-                &slot.name,
-            );
-            let writes =
-                strategy_of(config.as_ref()).is_ok_and(|(s, _)| s.writes() == Writes::Always);
-            if writes && !intents.iter().any(|i| i.same_object(&slot)) {
-                intents.push(slot);
-            }
-        }
-        intents
-    }
-
-    /// Records, in one write, the `intents` the record lacks, before any
-    /// object is created: an agent killed mid-pass leaves a record that
-    /// names every object it may have created. A record just created with
-    /// them lacks none, and nothing is sent. A failed write here is only
-    /// logged: each manifest then tries on its own.
-    async fn record_intents(&self, intents: &[AppliedResource], record: &mut PassRecord) {
-        let lacking: Vec<AppliedResource> = intents
-            .iter()
-            .filter(|slot| !record.holds(slot))
-            .cloned()
-            .collect();
-        if let Err(error) = self.write_intents(record, lacking).await {
-            warn!(%error, "could not record the objects this work is about to create");
-        }
-    }
-
-    /// Adds `intents` to the record on the spoke (nothing is sent when there
-    /// are none).
-    async fn write_intents(
-        &self,
-        record: &mut PassRecord,
-        intents: Vec<AppliedResource>,
-    ) -> Result<(), crate::applied_works::AppliedWorksError> {
-        if intents.is_empty() {
-            return Ok(());
-        }
-        let mut stored = record.stored.clone();
-        stored.extend(intents);
-        self.applied
-            .set_resources(&record.owner.name, &stored)
-            .await?;
-        record.stored = stored;
-        Ok(())
-    }
-
-    /// Marks an object the pass wrote as held by this work and records it.
-    /// Objects ferry only observes (ReadOnly) or found already present under
-    /// CreateOnly are not taken over: deleting the work must not delete them.
-    async fn hold(
-        &self,
-        object: Value,
-        applied: &Applied,
-        api: &kube::Api<kube::api::DynamicObject>,
-        slot: AppliedResource,
-        record: &mut PassRecord,
-        marked: bool,
-    ) -> Result<Value, ManifestFailure> {
-        let object = match applied.hold() {
-            Hold::Written if marked => adopt(api, object, &record.owner, &slot.describe()).await?,
-            // Orphaned objects stay recorded (the record, not the mark, is
-            // what the work releases on deletion) but unmarked.
-            Hold::Written => unmark(api, object, &record.owner, &slot.describe()).await?,
-            Hold::KeptIfAlreadyOwned if is_owned_by(&object, &record.owner) => object,
-            Hold::KeptIfAlreadyOwned | Hold::NotHeld => return Ok(object),
-        };
-        let object = if self.adopt_ocm_objects {
-            drop_ocm_marks(api, object, &slot.describe()).await?
-        } else {
-            object
-        };
-        if let Some(uid) = object["metadata"]["uid"].as_str() {
-            record.recorded.push(AppliedResource {
-                uid: uid.to_string(),
-                ..slot
-            });
-        }
-        Ok(object)
     }
 }
 
