@@ -101,19 +101,11 @@ pub fn replica_set_status(
         .chain(&plan.problems)
         .cloned()
         .collect();
-    let (halted, all_complete) = (&plan.halted, plan.all_complete);
     // Each refused work, named with its cluster and the API server's word.
     let refusals = refused
         .iter()
         .map(|(cluster, r)| format!("cluster {cluster}: {}", r.describe()))
         .collect::<Vec<_>>();
-    let with_refusals = |message: String| {
-        if refusals.is_empty() {
-            message
-        } else {
-            format!("{message}; {}", first_few(&refusals, "; "))
-        }
-    };
     let render_failures: Vec<String> = rendered
         .iter()
         .filter_map(|(cluster, r)| Some(format!("cluster {cluster}: {}", r.as_ref().err()?)))
@@ -146,129 +138,19 @@ pub fn replica_set_status(
         })
         .collect();
     let total = i32::try_from(wanted.len()).unwrap_or(i32::MAX);
-    let verified = if problems.is_empty() {
-        condition_since(
-            PLACEMENT_VERIFIED,
-            true,
-            "AsExpected",
-            "every placement is found".into(),
-            generation,
-            &current,
-        )
-    } else {
-        condition_since(
-            PLACEMENT_VERIFIED,
-            false,
-            PLACEMENT_DECISION_NOT_FOUND,
-            first_few(&problems, "; "),
-            generation,
-            &current,
-        )
+    let judged = |type_: &str, (ok, reason, message): Judged| {
+        condition_since(type_, ok, reason, message, generation, &current)
     };
-    let rolled_out = if !halted.is_empty() {
-        condition_since(
+    let mut conditions = vec![
+        judged(PLACEMENT_VERIFIED, verified(&problems)),
+        judged(
             PLACEMENT_ROLLED_OUT,
-            false,
-            "Failed",
-            with_refusals(first_few(halted, "; ")),
-            generation,
-            &current,
-        )
-    } else if !plan.held.is_empty() {
-        condition_since(
-            PLACEMENT_ROLLED_OUT,
-            false,
-            MANDATORY_GROUP_FAILED,
-            with_refusals(first_few(&plan.held, "; ")),
-            generation,
-            &current,
-        )
-    } else if all_complete && summary.updated == total && summary.total == total {
-        condition_since(
-            PLACEMENT_ROLLED_OUT,
-            true,
-            "Complete",
-            format!("{total} clusters have the current template"),
-            generation,
-            &current,
-        )
-    } else if rs.spec.paused {
-        condition_since(
-            PLACEMENT_ROLLED_OUT,
-            false,
-            "Paused",
-            format!(
-                "paused with {} of {total} clusters at the current template",
-                summary.updated
-            ),
-            generation,
-            &current,
-        )
-    } else {
-        condition_since(
-            PLACEMENT_ROLLED_OUT,
-            false,
-            "Progressing",
-            with_refusals(
-                std::iter::once(format!(
-                    "{} of {total} clusters have the current template",
-                    summary.updated
-                ))
-                .chain(gate_holds(plan))
-                .collect::<Vec<_>>()
-                .join("; "),
-            ),
-            generation,
-            &current,
-        )
-    };
-    let applied = if total > 0 && summary.applied == total {
-        condition_since(
-            MANIFESTWORK_APPLIED,
-            true,
-            "AsExpected",
-            format!("{total} works applied"),
-            generation,
-            &current,
-        )
-    } else if total == 0 {
-        condition_since(
-            MANIFESTWORK_APPLIED,
-            false,
-            "NotFound",
-            "no cluster is chosen".into(),
-            generation,
-            &current,
-        )
-    } else {
-        condition_since(
-            MANIFESTWORK_APPLIED,
-            false,
-            "Processing",
-            format!("{} of {total} works applied", summary.applied),
-            generation,
-            &current,
-        )
-    };
-    let mut conditions = vec![verified, rolled_out, applied];
-    if !render_failures.is_empty() {
-        conditions.push(condition_since(
-            OVERRIDES_RENDERED,
-            false,
-            "OverrideFailed",
-            first_few(&render_failures, "; "),
-            generation,
-            &current,
-        ));
-    } else if !rs.spec.overrides.is_empty() {
-        conditions.push(condition_since(
-            OVERRIDES_RENDERED,
-            true,
-            "AsExpected",
-            format!("{} works rendered", rendered.len()),
-            generation,
-            &current,
-        ));
+            rolled_out(rs, plan, &summary, total, &refusals),
+        ),
+        judged(MANIFESTWORK_APPLIED, applied(&summary, total)),
+    ];
+    if let Some(overrides) = overrides_rendered(rs, rendered, &render_failures) {
+        conditions.push(judged(OVERRIDES_RENDERED, overrides));
     }
     let mut status = ManifestWorkReplicaSetStatus {
         conditions,
@@ -282,6 +164,119 @@ pub fn replica_set_status(
         status.rollout.get_or_insert_default().placements = plan.placements.clone();
     }
     status
+}
+
+/// A condition's verdict: whether it holds, its reason and its message.
+type Judged = (bool, &'static str, String);
+
+/// `PlacementVerified`: every placement found, else the problems.
+fn verified(problems: &[String]) -> Judged {
+    if problems.is_empty() {
+        (true, "AsExpected", "every placement is found".into())
+    } else {
+        (
+            false,
+            PLACEMENT_DECISION_NOT_FOUND,
+            first_few(problems, "; "),
+        )
+    }
+}
+
+/// `message`, followed by the works the API server refused, if any.
+fn with_refusals(message: String, refusals: &[String]) -> String {
+    if refusals.is_empty() {
+        message
+    } else {
+        format!("{message}; {}", first_few(refusals, "; "))
+    }
+}
+
+/// `PlacementRolledOut`: failed, held by a failed mandatory group,
+/// complete, paused or progressing, in that order.
+fn rolled_out(
+    rs: &ManifestWorkReplicaSet,
+    plan: &RolloutPlan,
+    summary: &ManifestWorkSummary,
+    total: i32,
+    refusals: &[String],
+) -> Judged {
+    if !plan.halted.is_empty() {
+        (
+            false,
+            "Failed",
+            with_refusals(first_few(&plan.halted, "; "), refusals),
+        )
+    } else if !plan.held.is_empty() {
+        (
+            false,
+            MANDATORY_GROUP_FAILED,
+            with_refusals(first_few(&plan.held, "; "), refusals),
+        )
+    } else if plan.all_complete && summary.updated == total && summary.total == total {
+        (
+            true,
+            "Complete",
+            format!("{total} clusters have the current template"),
+        )
+    } else if rs.spec.paused {
+        (
+            false,
+            "Paused",
+            format!(
+                "paused with {} of {total} clusters at the current template",
+                summary.updated
+            ),
+        )
+    } else {
+        (
+            false,
+            "Progressing",
+            with_refusals(
+                std::iter::once(format!(
+                    "{} of {total} clusters have the current template",
+                    summary.updated
+                ))
+                .chain(gate_holds(plan))
+                .collect::<Vec<_>>()
+                .join("; "),
+                refusals,
+            ),
+        )
+    }
+}
+
+/// `ManifestworkApplied`: every chosen cluster's work applied.
+fn applied(summary: &ManifestWorkSummary, total: i32) -> Judged {
+    if total > 0 && summary.applied == total {
+        (true, "AsExpected", format!("{total} works applied"))
+    } else if total == 0 {
+        (false, "NotFound", "no cluster is chosen".into())
+    } else {
+        (
+            false,
+            "Processing",
+            format!("{} of {total} works applied", summary.applied),
+        )
+    }
+}
+
+/// `OverridesRendered`, when there are overrides or a rendering failed.
+fn overrides_rendered(
+    rs: &ManifestWorkReplicaSet,
+    rendered: &Rendered,
+    failures: &[String],
+) -> Option<Judged> {
+    if !failures.is_empty() {
+        Some((false, "OverrideFailed", first_few(failures, "; ")))
+    } else if !rs.spec.overrides.is_empty() {
+        Some((
+            true,
+            "AsExpected",
+            format!("{} works rendered", rendered.len()),
+        ))
+    } else {
+        None
+    }
 }
 
 /// What the gates hold, for the rollout condition: each gate that opened
