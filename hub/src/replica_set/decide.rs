@@ -309,14 +309,7 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         .map(|(c, w)| (c.clone(), w.clone()))
         .collect();
     let rendered = render_chosen(&rs.spec, &chosen.wanted, &s.gates.clusters);
-    // Refusals of a rendering the cluster no longer gets are void.
-    let mut refused = s.refused.clone();
-    refused.retain(|cluster, r| {
-        now.duration_since(r.at) < REFUSAL_RETRY
-            && rendered
-                .get(cluster)
-                .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
-    });
+    let refused = still_refused(&s.refused, &rendered, now);
     let stable = rs
         .status
         .as_ref()
@@ -382,66 +375,13 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         chosen.missing.is_empty() && chosen.may_delete(),
         now,
     );
-    // A missing placement stops everything (OCM): its clusters are not
-    // in the decisions, and deleting their works would take the
-    // application off them.
     let name_standing = standing(rs, &s.rivals);
-    let works = chosen.missing.is_empty().then(|| {
-        let (start, to_write, revision) = match &outcome {
-            FailureOutcome::RollBack { to, .. } => {
-                let stable = render_chosen(&to.spec, &chosen.wanted, &s.gates.clusters);
-                // A recorded rollback goes on whatever the view, but never
-                // to a decided cluster the cache lacks (one a held
-                // placement keeps): its stable rendering would lack the
-                // cluster's labels. It is written back once the cache
-                // knows it.
-                let start =
-                    rollback_writes(&current, &chosen.wanted, &s.existing, &rendered, &stable)
-                        .into_iter()
-                        .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
-                        .collect();
-                let digest = spec_revision_digest(&to.spec);
-                (start, stable, (to.reference.hash.clone(), digest))
-            }
-            _ => (
-                plan.start.clone(),
-                rendered.clone(),
-                (current.hash.clone(), spec_revision_digest(&rs.spec)),
-            ),
-        };
-        let (revision, digest) = revision;
-        // An older replica set of the same name holds the name: no new
-        // work (one already held stays this replica set's to write).
-        let start: Vec<(String, String)> = match name_standing {
-            Standing::Yields => start
-                .into_iter()
-                .filter(|(cluster, _)| s.existing.contains_key(cluster))
-                .collect(),
-            _ => start,
-        };
-        let specs = start
-            .iter()
-            .filter_map(|(cluster, _)| Some((cluster.clone(), to_write.get(cluster)?.clone())))
-            .collect();
-        WorkWrites {
-            start,
-            specs,
-            revision,
-            digest,
-            existing: deployable,
-            delete: removals.delete(),
-        }
-    });
     let look_again = look_again(&plan, &refused, now);
-    let record_gates = match &works {
-        Some(w) if !w.start.is_empty() => gates_passing_now(rs, &plan),
-        _ => Vec::new(),
-    };
-    Decision {
+    let mut decision = Decision {
         health_requests,
         record_rollback,
         removals,
-        works,
+        works: None,
         rollback_memory,
         refused,
         chosen,
@@ -452,9 +392,100 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         plan,
         outcome,
         look_again,
-        record_gates,
+        record_gates: Vec::new(),
         dependency_cycle,
         name_standing,
+    };
+    // A missing placement stops everything (OCM): its clusters are not
+    // in the decisions, and deleting their works would take the
+    // application off them.
+    if decision.chosen.missing.is_empty() {
+        let works = work_writes(s, &decision, deployable);
+        // A gate that passes now is recorded before the first work after it.
+        if !works.start.is_empty() {
+            decision.record_gates = gates_passing_now(rs, &decision.plan);
+        }
+        decision.works = Some(works);
+    }
+    decision
+}
+
+/// The refusals that still stand at `now`: those of the rendering each
+/// cluster still gets, younger than [`REFUSAL_RETRY`].
+fn still_refused(refused: &Refused, rendered: &Rendered, now: Timestamp) -> Refused {
+    let mut refused = refused.clone();
+    refused.retain(|cluster, r| {
+        now.duration_since(r.at) < REFUSAL_RETRY
+            && rendered
+                .get(cluster)
+                .is_some_and(|spec| spec.as_ref().is_ok_and(|s| spec_hash(s) == r.spec_hash))
+    });
+    refused
+}
+
+/// The works one reconcile writes and deletes, once every placement is
+/// found, for `decision` (made from `s` in everything else): the plan's
+/// clusters with the current rendering, or a rollback's with the stable
+/// one; none new when an older replica set holds the name. `deployable`:
+/// the works it may touch.
+fn work_writes(
+    s: &Snapshot,
+    decision: &Decision<'_>,
+    deployable: BTreeMap<String, Arc<ManifestWork>>,
+) -> WorkWrites {
+    let rs = &*s.rs;
+    let Decision {
+        chosen,
+        outcome,
+        plan,
+        rendered,
+        current,
+        removals,
+        name_standing,
+        ..
+    } = decision;
+    let (start, to_write, revision) = match &outcome {
+        FailureOutcome::RollBack { to, .. } => {
+            let stable = render_chosen(&to.spec, &chosen.wanted, &s.gates.clusters);
+            // A recorded rollback goes on whatever the view, but never
+            // to a decided cluster the cache lacks (one a held
+            // placement keeps): its stable rendering would lack the
+            // cluster's labels. It is written back once the cache
+            // knows it.
+            let start = rollback_writes(current, &chosen.wanted, &s.existing, rendered, &stable)
+                .into_iter()
+                .filter(|(cluster, _)| s.gates.clusters.contains_key(cluster))
+                .collect();
+            let digest = spec_revision_digest(&to.spec);
+            (start, stable, (to.reference.hash.clone(), digest))
+        }
+        _ => (
+            plan.start.clone(),
+            rendered.clone(),
+            (current.hash.clone(), spec_revision_digest(&rs.spec)),
+        ),
+    };
+    let (revision, digest) = revision;
+    // An older replica set of the same name holds the name: no new
+    // work (one already held stays this replica set's to write).
+    let start: Vec<(String, String)> = match name_standing {
+        Standing::Yields => start
+            .into_iter()
+            .filter(|(cluster, _)| s.existing.contains_key(cluster))
+            .collect(),
+        _ => start,
+    };
+    let specs = start
+        .iter()
+        .filter_map(|(cluster, _)| Some((cluster.clone(), to_write.get(cluster)?.clone())))
+        .collect();
+    WorkWrites {
+        start,
+        specs,
+        revision,
+        digest,
+        existing: deployable,
+        delete: removals.delete(),
     }
 }
 
