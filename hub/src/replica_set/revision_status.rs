@@ -122,31 +122,13 @@ fn unconfirmed<'a>(reports: &'a [ClusterReport], current: &str) -> Vec<&'a str> 
         .collect()
 }
 
-/// Fills `status.rollout` (revision, stableRevision, revisions, rollback,
-/// failingClusters, feedback) of `rs` from `inputs`, and says in
-/// `PlacementRolledOut` what the failure strategy did.
-pub fn fill_revision_status(
+/// Where each chosen cluster stands against the current revision, each
+/// placement's strategy resolved for its cluster count.
+fn cluster_reports(
     rs: &ManifestWorkReplicaSet,
-    status: &mut ManifestWorkReplicaSetStatus,
     inputs: &RevisionInputs<'_>,
-) {
-    let generation = rs.meta().generation.unwrap_or(0);
-    let previous = rs.status.clone().unwrap_or_default().conditions;
-    let mut known: BTreeMap<String, RevisionRef> = inputs
-        .revisions
-        .iter()
-        .map(|r| (r.reference.hash.clone(), r.reference.clone()))
-        .collect();
-    known.insert(inputs.current.hash.clone(), inputs.current.clone());
-    let renumbered = |r: &RevisionRef| RevisionRef {
-        number: known.get(&r.hash).map_or(r.number, |k| k.number),
-        ..r.clone()
-    };
-    let rolling_back = matches!(inputs.outcome, FailureOutcome::RollBack { .. });
-    let rolled_out = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == PLACEMENT_ROLLED_OUT);
+    rolling_back: bool,
+) -> Vec<ClusterReport> {
     // Per placement, its strategy resolved for its cluster count.
     let strategies: BTreeMap<&str, ResolvedStrategy> = rs
         .spec
@@ -162,7 +144,7 @@ pub fn fill_revision_status(
             Some((r.name.as_str(), resolve(&r.rollout_strategy, total).ok()?))
         })
         .collect();
-    let reports: Vec<ClusterReport> = inputs
+    inputs
         .chosen
         .wanted
         .iter()
@@ -209,7 +191,59 @@ pub fn fill_revision_status(
                 feedback: work.map(|w| feedback_of(w)).unwrap_or_default(),
             }
         })
+        .collect()
+}
+
+/// `PlacementRolledOut`'s message for a rollout aborted `why`, followed by
+/// what halted it.
+fn aborted(inputs: &RevisionInputs<'_>, why: &Abort, halted_message: &str) -> String {
+    match why {
+        Abort::NoStable if !inputs.refused_revisions.is_empty() => format!(
+            "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision it trusts to roll back to ({}), so every cluster stays where it is; {halted_message}",
+            inputs.current.number,
+            first_few(inputs.refused_revisions, "; ")
+        ),
+        Abort::NoStable => format!(
+            "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision to roll back to (no earlier revision completed), so every cluster stays where it is; {halted_message}",
+            inputs.current.number
+        ),
+        Abort::OtherExecutor { stable, current } => format!(
+            "rollout of revision {} aborted: failureStrategy rollbackAll does not roll back, because the stable revision runs as executor {stable} and the template in force as {current} (a rollback writes only as the executor the template in force was admitted with), so every cluster stays where it is; {halted_message}",
+            inputs.current.number
+        ),
+        Abort::Asked => format!(
+            "rollout of revision {} aborted (failureStrategy abortAll): every cluster stays where it is; {halted_message}",
+            inputs.current.number
+        ),
+    }
+}
+
+/// Fills `status.rollout` (revision, stableRevision, revisions, rollback,
+/// failingClusters, feedback) of `rs` from `inputs`, and says in
+/// `PlacementRolledOut` what the failure strategy did.
+pub fn fill_revision_status(
+    rs: &ManifestWorkReplicaSet,
+    status: &mut ManifestWorkReplicaSetStatus,
+    inputs: &RevisionInputs<'_>,
+) {
+    let generation = rs.meta().generation.unwrap_or(0);
+    let previous = rs.status.clone().unwrap_or_default().conditions;
+    let mut known: BTreeMap<String, RevisionRef> = inputs
+        .revisions
+        .iter()
+        .map(|r| (r.reference.hash.clone(), r.reference.clone()))
         .collect();
+    known.insert(inputs.current.hash.clone(), inputs.current.clone());
+    let renumbered = |r: &RevisionRef| RevisionRef {
+        number: known.get(&r.hash).map_or(r.number, |k| k.number),
+        ..r.clone()
+    };
+    let rolling_back = matches!(inputs.outcome, FailureOutcome::RollBack { .. });
+    let rolled_out = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == PLACEMENT_ROLLED_OUT);
+    let reports = cluster_reports(rs, inputs, rolling_back);
     // Complete, and a new stable revision, only when every chosen cluster
     // runs the current revision and succeeded there: the rollout itself
     // counts an unreachable cluster as done (it must not hold the others),
@@ -275,25 +309,7 @@ pub fn fill_revision_status(
             PLACEMENT_ROLLED_OUT,
             false,
             "Failed",
-            match why {
-                Abort::NoStable if !inputs.refused_revisions.is_empty() => format!(
-                    "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision it trusts to roll back to ({}), so every cluster stays where it is; {halted_message}",
-                    inputs.current.number,
-                    first_few(inputs.refused_revisions, "; ")
-                ),
-                Abort::NoStable => format!(
-                    "rollout of revision {} aborted: failureStrategy rollbackAll has no stable revision to roll back to (no earlier revision completed), so every cluster stays where it is; {halted_message}",
-                    inputs.current.number
-                ),
-                Abort::OtherExecutor { stable, current } => format!(
-                    "rollout of revision {} aborted: failureStrategy rollbackAll does not roll back, because the stable revision runs as executor {stable} and the template in force as {current} (a rollback writes only as the executor the template in force was admitted with), so every cluster stays where it is; {halted_message}",
-                    inputs.current.number
-                ),
-                Abort::Asked => format!(
-                    "rollout of revision {} aborted (failureStrategy abortAll): every cluster stays where it is; {halted_message}",
-                    inputs.current.number
-                ),
-            },
+            aborted(inputs, why, &halted_message),
             generation,
             &previous,
         )),
