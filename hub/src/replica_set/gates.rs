@@ -11,8 +11,8 @@ use std::sync::Arc;
 use ferry_fleet_semantics::cohort::{Membership, in_cohort, joined_late};
 use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, StepContext};
 use ferry_fleet_semantics::rollout_gates::{
-    Approval, ClusterFacts, GateMemory, GateSpec, GroupFacts, HealthError, HealthSpec, decide_gate,
-    held_after, needs_health,
+    Approval, ClusterFacts, GateMemory, GateSpec, GateState, GroupFacts, HealthError, HealthSpec,
+    decide_gate, held_after, needs_health,
 };
 use ferry_semantics::contract::{APPLIED, AVAILABLE, DEGRADED, MILLI_TIME_FORMAT};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -265,33 +265,8 @@ pub fn placement_gates(
     let started_ms = previous
         .and_then(|p| parse_ms(&p.started_at))
         .unwrap_or(now_ms - now_ms.rem_euclid(1000));
-    let mut context = StepContext::default();
-    let mut late_joiners = 0;
-    for cluster in states {
-        let work = existing.get(&cluster.name);
-        let managed = inputs.clusters.get(&cluster.name);
-        let member = Membership {
-            work_created_ms: work
-                .and_then(|w| w.meta().creation_timestamp.as_ref())
-                .map(|t| t.0.as_millisecond()),
-            // Compared by the whole digest when the work carries it.
-            work_revision: work
-                .filter(|w| holds_revision(w, revision, Some(&digest)))
-                .map(|_| revision),
-            cluster_created_ms: managed
-                .and_then(|c| c.meta().creation_timestamp.as_ref())
-                .map(|t| t.0.as_millisecond()),
-        };
-        if joined_late(&member, started_ms) {
-            late_joiners += 1;
-        }
-        if !in_cohort(&member, revision, started_ms) {
-            context.late.insert(cluster.name.clone());
-        }
-        if is_unreachable(managed.map(|c| &**c)) {
-            context.unreachable.insert(cluster.name.clone());
-        }
-    }
+    let (mut context, late_joiners) =
+        cohort(states, existing, inputs, revision, &digest, started_ms);
     let namespace = rs.namespace().unwrap_or_default();
     let name = rs.name_any();
     let mut statuses = Vec::new();
@@ -299,31 +274,7 @@ pub fn placement_gates(
     let mut look_again: Option<SignedDuration> = None;
     let mut health_requests = Vec::new();
     for gate in gates {
-        let group: Vec<&RolloutCluster> = states
-            .iter()
-            .filter(|c| c.group_name == gate.after_group)
-            .collect();
-        let index = group.first().map(|c| c.group_index);
-        let counted: Vec<&&RolloutCluster> = group
-            .iter()
-            .filter(|c| !context.late.contains(&c.name) && !context.unreachable.contains(&c.name))
-            .collect();
-        let facts = GroupFacts {
-            name: gate.after_group.clone(),
-            total: counted.len(),
-            succeeded: counted
-                .iter()
-                .filter(|c| c.state == ClusterState::Succeeded)
-                .count(),
-            failed: counted
-                .iter()
-                .filter(|c| c.state == ClusterState::Failed)
-                .count(),
-            clusters: group
-                .iter()
-                .map(|c| cluster_facts(&c.name, existing.get(&c.name).map(|w| &**w)))
-                .collect(),
-        };
+        let (index, facts) = group_facts(gate, states, &context, existing);
         let of_gate: Vec<&Arc<RolloutApproval>> = inputs
             .approvals
             .iter()
@@ -393,29 +344,7 @@ pub fn placement_gates(
             }
             _ => outcome.message,
         };
-        statuses.push(GateStatus {
-            after_group: gate.after_group.clone(),
-            state: outcome.state.as_str().to_string(),
-            opened_at: outcome.memory.opened_at.map(format_ms).unwrap_or_default(),
-            healthy_since: outcome
-                .memory
-                .healthy_since
-                .map(format_ms)
-                .unwrap_or_default(),
-            approved_by: outcome
-                .memory
-                .approval
-                .as_ref()
-                .map(|a| a.by.clone())
-                .unwrap_or_default(),
-            approved_at: outcome
-                .memory
-                .approval
-                .as_ref()
-                .map(|a| format_ms(a.at_ms))
-                .unwrap_or_default(),
-            message,
-        });
+        statuses.push(gate_status(gate, &outcome.state, &outcome.memory, message));
     }
     context.held_after_group = held_after(&holds);
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
@@ -432,6 +361,110 @@ pub fn placement_gates(
         context,
         look_again,
         health_requests,
+    }
+}
+
+/// The cohort of a rollout that started at `started_ms`: the clusters of
+/// `states` that joined late (not counted by the gates; how many joined
+/// late in all) and those unreachable.
+fn cohort(
+    states: &[RolloutCluster],
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    inputs: &GateInputs,
+    revision: &str,
+    digest: &str,
+    started_ms: i64,
+) -> (StepContext, usize) {
+    let mut context = StepContext::default();
+    let mut late_joiners = 0;
+    for cluster in states {
+        let work = existing.get(&cluster.name);
+        let managed = inputs.clusters.get(&cluster.name);
+        let member = Membership {
+            work_created_ms: work
+                .and_then(|w| w.meta().creation_timestamp.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            // Compared by the whole digest when the work carries it.
+            work_revision: work
+                .filter(|w| holds_revision(w, revision, Some(digest)))
+                .map(|_| revision),
+            cluster_created_ms: managed
+                .and_then(|c| c.meta().creation_timestamp.as_ref())
+                .map(|t| t.0.as_millisecond()),
+        };
+        if joined_late(&member, started_ms) {
+            late_joiners += 1;
+        }
+        if !in_cohort(&member, revision, started_ms) {
+            context.late.insert(cluster.name.clone());
+        }
+        if is_unreachable(managed.map(|c| &**c)) {
+            context.unreachable.insert(cluster.name.clone());
+        }
+    }
+    (context, late_joiners)
+}
+
+/// The decision group `gate` follows among `states`: its index (None: no
+/// chosen cluster in it) and the facts its gate judges, late joiners and
+/// unreachable clusters not counted.
+fn group_facts(
+    gate: &GateSpec,
+    states: &[RolloutCluster],
+    context: &StepContext,
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+) -> (Option<usize>, GroupFacts) {
+    let group: Vec<&RolloutCluster> = states
+        .iter()
+        .filter(|c| c.group_name == gate.after_group)
+        .collect();
+    let index = group.first().map(|c| c.group_index);
+    let counted: Vec<&&RolloutCluster> = group
+        .iter()
+        .filter(|c| !context.late.contains(&c.name) && !context.unreachable.contains(&c.name))
+        .collect();
+    let facts = GroupFacts {
+        name: gate.after_group.clone(),
+        total: counted.len(),
+        succeeded: counted
+            .iter()
+            .filter(|c| c.state == ClusterState::Succeeded)
+            .count(),
+        failed: counted
+            .iter()
+            .filter(|c| c.state == ClusterState::Failed)
+            .count(),
+        clusters: group
+            .iter()
+            .map(|c| cluster_facts(&c.name, existing.get(&c.name).map(|w| &**w)))
+            .collect(),
+    };
+    (index, facts)
+}
+
+/// A gate's status as the replica set reports it.
+fn gate_status(
+    gate: &GateSpec,
+    state: &GateState,
+    memory: &GateMemory,
+    message: String,
+) -> GateStatus {
+    GateStatus {
+        after_group: gate.after_group.clone(),
+        state: state.as_str().to_string(),
+        opened_at: memory.opened_at.map(format_ms).unwrap_or_default(),
+        healthy_since: memory.healthy_since.map(format_ms).unwrap_or_default(),
+        approved_by: memory
+            .approval
+            .as_ref()
+            .map(|a| a.by.clone())
+            .unwrap_or_default(),
+        approved_at: memory
+            .approval
+            .as_ref()
+            .map(|a| format_ms(a.at_ms))
+            .unwrap_or_default(),
+        message,
     }
 }
 
