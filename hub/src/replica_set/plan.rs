@@ -14,7 +14,7 @@ use super::depends::Hold;
 use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;
 use super::revisions::{holds_revision, spec_revision_digest, spec_revision_hash};
-use super::rollout::{cluster_state, resolve};
+use super::rollout::{ResolvedStrategy, cluster_state, resolve};
 use super::windows::Closed;
 use super::work_writes::Refused;
 use ferry_api::manifest_work::ManifestWork;
@@ -110,57 +110,19 @@ pub fn plan_rollout(
                 continue;
             }
         };
-        let states: Vec<RolloutCluster> = clusters
-            .iter()
-            .map(|((index, group), cluster)| {
-                let (state, again) = match rendered.get(*cluster) {
-                    _ if refused.contains_key(*cluster) => (ClusterState::Failed, None),
-                    Some(Ok(spec)) => {
-                        cluster_state(existing.get(*cluster).map(|w| &**w), spec, &strategy, now)
-                    }
-                    _ => (ClusterState::Failed, None),
-                };
-                if let Some(again) = again {
-                    look_again = Some(look_again.map_or(again, |l| l.min(again)));
-                }
-                RolloutCluster {
-                    name: (*cluster).clone(),
-                    group_index: *index,
-                    group_name: group.clone(),
-                    state,
-                }
-            })
-            .collect();
-        // A cluster whose window is closed is held like one the rollout
-        // has not reached yet, when what it would be written is a new
-        // revision.
-        let held_for_window: Vec<(String, Closed)> = states
-            .iter()
-            .filter(|c| c.state == ClusterState::ToApply)
-            .filter(|c| {
-                !existing
-                    .get(&c.name)
-                    .is_some_and(|w| holds_revision(w, &revision, Some(&digest)))
-            })
-            .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
-            .collect();
-        // A cluster whose dependencies are not ready is held like one the
-        // rollout has not reached yet, when it would get its first work.
-        let held_for_dependencies: Vec<(String, Hold)> = states
-            .iter()
-            .filter(|c| c.state == ClusterState::ToApply && !existing.contains_key(&c.name))
-            .filter_map(|c| Some((c.name.clone(), dependencies.get(&c.name)?.clone())))
-            .collect();
+        let (states, again) =
+            cluster_states(&clusters, rendered, existing, refused, &strategy, now);
+        look_again = sooner(look_again, again);
+        let held_for_window = held_for_window(&states, existing, closed, &revision, &digest);
+        let held_for_dependencies = held_for_dependencies(&states, existing, dependencies);
         for opens in held_for_window.iter().filter_map(|(_, c)| c.opens_at()) {
             let again = opens.duration_since(now).max(SignedDuration::from_secs(1));
-            look_again = Some(look_again.map_or(again, |l| l.min(again)));
+            look_again = sooner(look_again, Some(again));
         }
         let mut gated = placement_gates(
             rs, reference, &gates, &revision, &states, existing, inputs, now,
         );
-        if let Some(again) = gated.look_again {
-            look_again = Some(look_again.map_or(again, |l| l.min(again)));
-        }
+        look_again = sooner(look_again, gated.look_again);
         health_requests.extend(gated.health_requests);
         // Mid-rewrite the groups may hold the wrong clusters: the gates'
         // memory (a pass is kept for good) is not rewritten from them.
@@ -198,17 +160,7 @@ pub fn plan_rollout(
             ));
         }
         if !step.held_by.is_empty() {
-            let groups: std::collections::BTreeSet<&str> = states
-                .iter()
-                .filter(|c| step.held_by.contains(&c.name))
-                .map(|c| c.group_name.as_str())
-                .collect();
-            held.push(format!(
-                "placement {}: held by failed mandatory decision group {} (cluster {}): mandatory groups tolerate no failure",
-                reference.name,
-                first_few(&groups.into_iter().collect::<Vec<_>>(), ", "),
-                first_few(&step.held_by, ", ")
-            ));
+            held.push(held_by_mandatory(&reference.name, &states, &step.held_by));
         }
         // Mid-rewrite a cluster may stand in a group it is not in: nothing
         // of this placement starts until its decisions agree again (the
@@ -232,6 +184,98 @@ pub fn plan_rollout(
         waiting,
         waiting_for_dependencies,
     }
+}
+
+/// The sooner of two times to look again.
+fn sooner(a: Option<SignedDuration>, b: Option<SignedDuration>) -> Option<SignedDuration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Each of a placement's `clusters` ((group index, group name), cluster)
+/// in its rollout state under `strategy`, and the soonest a state changes
+/// by time alone.
+fn cluster_states(
+    clusters: &[(&(usize, String), &String)],
+    rendered: &Rendered,
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    refused: &Refused,
+    strategy: &ResolvedStrategy,
+    now: Timestamp,
+) -> (Vec<RolloutCluster>, Option<SignedDuration>) {
+    let mut look_again = None;
+    let states = clusters
+        .iter()
+        .map(|((index, group), cluster)| {
+            let (state, again) = match rendered.get(*cluster) {
+                _ if refused.contains_key(*cluster) => (ClusterState::Failed, None),
+                Some(Ok(spec)) => {
+                    cluster_state(existing.get(*cluster).map(|w| &**w), spec, strategy, now)
+                }
+                _ => (ClusterState::Failed, None),
+            };
+            look_again = sooner(look_again, again);
+            RolloutCluster {
+                name: (*cluster).clone(),
+                group_index: *index,
+                group_name: group.clone(),
+                state,
+            }
+        })
+        .collect();
+    (states, look_again)
+}
+
+/// The clusters whose window is `closed`, held like those the rollout has
+/// not reached yet, when what each would be written is a new revision.
+fn held_for_window(
+    states: &[RolloutCluster],
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    closed: &BTreeMap<String, Closed>,
+    revision: &str,
+    digest: &str,
+) -> Vec<(String, Closed)> {
+    states
+        .iter()
+        .filter(|c| c.state == ClusterState::ToApply)
+        .filter(|c| {
+            !existing
+                .get(&c.name)
+                .is_some_and(|w| holds_revision(w, revision, Some(digest)))
+        })
+        .filter_map(|c| Some((c.name.clone(), closed.get(&c.name)?.clone())))
+        .collect()
+}
+
+/// The clusters whose `dependencies` are not ready, held like those the
+/// rollout has not reached yet, when each would get its first work.
+fn held_for_dependencies(
+    states: &[RolloutCluster],
+    existing: &BTreeMap<String, Arc<ManifestWork>>,
+    dependencies: &BTreeMap<String, Hold>,
+) -> Vec<(String, Hold)> {
+    states
+        .iter()
+        .filter(|c| c.state == ClusterState::ToApply && !existing.contains_key(&c.name))
+        .filter_map(|c| Some((c.name.clone(), dependencies.get(&c.name)?.clone())))
+        .collect()
+}
+
+/// Why `placement`'s rollout is held by failed mandatory groups: the
+/// groups of the clusters `held_by` names, and those clusters.
+fn held_by_mandatory(placement: &str, states: &[RolloutCluster], held_by: &[String]) -> String {
+    let groups: std::collections::BTreeSet<&str> = states
+        .iter()
+        .filter(|c| held_by.contains(&c.name))
+        .map(|c| c.group_name.as_str())
+        .collect();
+    format!(
+        "placement {placement}: held by failed mandatory decision group {} (cluster {}): mandatory groups tolerate no failure",
+        first_few(&groups.into_iter().collect::<Vec<_>>(), ", "),
+        first_few(held_by, ", ")
+    )
 }
 
 /// Why a placement's rollout halted: its failed clusters, the first few
