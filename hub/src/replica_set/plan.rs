@@ -295,6 +295,15 @@ pub(crate) mod tests {
     use ferry_api::manifest_work::ManifestWorkSpec;
     use serde_json::json;
 
+    #[test]
+    fn the_sooner_time_to_look_again_wins_and_none_is_no_time() {
+        let (one, two) = (SignedDuration::from_secs(1), SignedDuration::from_secs(2));
+        assert_eq!(sooner(Some(two), Some(one)), Some(one));
+        assert_eq!(sooner(None, Some(two)), Some(two));
+        assert_eq!(sooner(Some(one), None), Some(one));
+        assert_eq!(sooner(None, None), None);
+    }
+
     fn rs(strategy: serde_json::Value) -> ManifestWorkReplicaSet {
         serde_json::from_value(json!({
             "apiVersion": "work.ferry.dev/v1alpha1",
