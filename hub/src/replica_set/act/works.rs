@@ -17,7 +17,7 @@ use ferry_api::contract::{
     REPLICA_SET_LABEL, REVISION_ANNOTATION, REVISION_DIGEST_ANNOTATION,
     TEMPLATE_APPLIED_AT_ANNOTATION,
 };
-use ferry_api::manifest_work::ManifestWork;
+use ferry_api::manifest_work::{ManifestWork, ManifestWorkSpec};
 use ferry_api::replica_set::ManifestWorkReplicaSet;
 
 /// Works written at once by one reconcile.
@@ -45,110 +45,156 @@ pub async fn deploy(
     wanted: &BTreeMap<String, String>,
     now: Timestamp,
 ) -> Result<Refused, ReplicaSetError> {
-    let (start, rendered, existing, delete) =
-        (&works.start, &works.specs, &works.existing, &works.delete);
-    let (revision, digest) = (works.revision.as_str(), works.digest.as_str());
-    let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
-    let mut refusals = Refused::new();
-    if !rs.spec.paused {
-        let applied_at = now
-            .strftime(ferry_semantics::contract::MILLI_TIME_FORMAT)
-            .to_string();
-        // Which revision each work holds (the stable one while rolling
-        // back): the cohort and the fleet summary read it back.
-        let (applied_at, params) = (&applied_at, &params);
-        // Written a few at a time: one template change reaches a
-        // thousand clusters in a few seconds, not one round trip each.
-        let writes = start.iter().cloned().filter_map(|(cluster, placement)| {
-            let spec = rendered.get(&cluster)?.as_ref().ok()?.clone();
-            Some((cluster, placement, spec))
-        });
-        let results: Vec<(String, u64, Result<(), Write>)> = futures::stream::iter(writes)
-            .map(|(cluster, placement, spec)| async move {
-                let hash = spec_hash(&spec);
-                let api: Api<ManifestWork> = Api::namespaced(client.clone(), &cluster);
-                // A work this replica set did not write is never
-                // overwritten: one not in its own (labelled) set is
-                // read first, and a stranger's stays as it is.
-                if !existing.contains_key(&cluster) {
-                    match foreign(&api, rs).await {
-                        Ok(None) => {}
-                        Ok(Some(message)) => {
-                            return (cluster, hash, Err(Write::Clash(message)));
-                        }
-                        Err(error) => return (cluster, hash, Err(Write::Api(error))),
-                    }
-                }
-                let work = json!({
-                    "apiVersion": ManifestWork::api_version(&()),
-                    "kind": ManifestWork::kind(&()),
-                    "metadata": {
-                        "name": rs.name_any(),
-                        "namespace": cluster,
-                        "labels": work_labels(rs, &placement),
-                        "annotations": {
-                            TEMPLATE_APPLIED_AT_ANNOTATION: applied_at,
-                            REVISION_ANNOTATION: revision,
-                            REVISION_DIGEST_ANNOTATION: digest,
-                        },
-                    },
-                    "spec": spec,
-                });
-                let result = api
-                    .patch(&rs.name_any(), params, &Patch::Apply(&work))
-                    .await
-                    .map(|_| ())
-                    .map_err(Write::Api);
-                (cluster, hash, result)
-            })
-            .buffer_unordered(CONCURRENT_WRITES)
-            .collect()
-            .await;
-        let mut first_error = None;
-        for (cluster, spec_hash, result) in results {
-            match result {
-                Ok(()) => {}
-                Err(Write::Clash(message)) => {
-                    warn!(replica_set = %owner_label(rs), %cluster, %message, "a work of that name is not this replica set's");
-                    refusals.insert(
-                        cluster,
-                        Refusal {
-                            spec_hash,
-                            by: RefusedBy::NameClash,
-                            message,
-                            at: now,
-                        },
-                    );
-                }
-                Err(Write::Api(error)) if refused(&error) => {
-                    warn!(replica_set = %owner_label(rs), %cluster, %error, "the hub API server refused the work");
-                    refusals.insert(
-                        cluster,
-                        Refusal {
-                            spec_hash,
-                            by: RefusedBy::HubApiServer,
-                            message: error.to_string(),
-                            at: now,
-                        },
-                    );
-                }
-                Err(Write::Api(error)) => {
-                    first_error.get_or_insert(failed(
-                        rs,
-                        format!("writing the ManifestWork of cluster {cluster}"),
-                    )(error));
-                }
-            }
-        }
-        if let Some(error) = first_error {
-            return Err(error);
+    let refusals = if rs.spec.paused {
+        Refused::new()
+    } else {
+        write_started(client, rs, works, now).await?
+    };
+    relabel(client, rs, works, wanted).await?;
+    for cluster in &works.delete {
+        if let Some(work) = works.existing.get(cluster)
+            && !wanted.contains_key(cluster)
+            && work.meta().deletion_timestamp.is_none()
+        {
+            delete_work(client, rs, cluster).await?;
         }
     }
-    // A label added to the replica set reaches works that get no new
-    // template: a merge patch of the labels alone, which neither restarts
-    // the rollout nor touches the spec.
-    let started: std::collections::BTreeSet<&str> = start.iter().map(|(c, _)| c.as_str()).collect();
-    for (cluster, work) in existing {
+    Ok(refusals)
+}
+
+/// What every work written by one reconcile is annotated with: when, and
+/// the revision it holds (the stable one while rolling back: the cohort and
+/// the fleet summary read it back).
+struct Stamp<'a> {
+    applied_at: String,
+    revision: &'a str,
+    digest: &'a str,
+}
+
+/// Writes the works of the clusters `works.start` names, a few at a time
+/// (one template change reaches a thousand clusters in a few seconds, not
+/// one round trip each), and returns those refused for what they are.
+/// Fails, after the other writes, on the first other failure.
+async fn write_started(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+    works: &WorkWrites,
+    now: Timestamp,
+) -> Result<Refused, ReplicaSetError> {
+    let stamp = Stamp {
+        applied_at: now
+            .strftime(ferry_semantics::contract::MILLI_TIME_FORMAT)
+            .to_string(),
+        revision: &works.revision,
+        digest: &works.digest,
+    };
+    let stamp = &stamp;
+    let writes = works
+        .start
+        .iter()
+        .cloned()
+        .filter_map(|(cluster, placement)| {
+            let spec = works.specs.get(&cluster)?.as_ref().ok()?.clone();
+            Some((cluster, placement, spec))
+        });
+    let results: Vec<(String, u64, Result<(), Write>)> = futures::stream::iter(writes)
+        .map(|(cluster, placement, spec)| async move {
+            let hash = spec_hash(&spec);
+            let result = write_one(client, rs, works, &cluster, &placement, spec, stamp).await;
+            (cluster, hash, result)
+        })
+        .buffer_unordered(CONCURRENT_WRITES)
+        .collect()
+        .await;
+    let mut refusals = Refused::new();
+    let mut first_error = None;
+    for (cluster, spec_hash, result) in results {
+        let (by, message) = match result {
+            Ok(()) => continue,
+            Err(Write::Clash(message)) => {
+                warn!(replica_set = %owner_label(rs), %cluster, %message, "a work of that name is not this replica set's");
+                (RefusedBy::NameClash, message)
+            }
+            Err(Write::Api(error)) if refused(&error) => {
+                warn!(replica_set = %owner_label(rs), %cluster, %error, "the hub API server refused the work");
+                (RefusedBy::HubApiServer, error.to_string())
+            }
+            Err(Write::Api(error)) => {
+                first_error.get_or_insert(failed(
+                    rs,
+                    format!("writing the ManifestWork of cluster {cluster}"),
+                )(error));
+                continue;
+            }
+        };
+        refusals.insert(
+            cluster,
+            Refusal {
+                spec_hash,
+                by,
+                message,
+                at: now,
+            },
+        );
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(refusals),
+    }
+}
+
+/// Writes `spec` as `rs`'s work on `cluster` (of `placement`), stamped.
+/// A work this replica set did not write is never overwritten: one not in
+/// its own (labelled) set is read first, and a stranger's stays as it is.
+async fn write_one(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+    works: &WorkWrites,
+    cluster: &str,
+    placement: &str,
+    spec: ManifestWorkSpec,
+    stamp: &Stamp<'_>,
+) -> Result<(), Write> {
+    let api: Api<ManifestWork> = Api::namespaced(client.clone(), cluster);
+    if !works.existing.contains_key(cluster)
+        && let Some(message) = foreign(&api, rs).await.map_err(Write::Api)?
+    {
+        return Err(Write::Clash(message));
+    }
+    let work = json!({
+        "apiVersion": ManifestWork::api_version(&()),
+        "kind": ManifestWork::kind(&()),
+        "metadata": {
+            "name": rs.name_any(),
+            "namespace": cluster,
+            "labels": work_labels(rs, placement),
+            "annotations": {
+                TEMPLATE_APPLIED_AT_ANNOTATION: stamp.applied_at,
+                REVISION_ANNOTATION: stamp.revision,
+                REVISION_DIGEST_ANNOTATION: stamp.digest,
+            },
+        },
+        "spec": spec,
+    });
+    let params = PatchParams::apply(ferry_semantics::contract::REPLICA_SET_FIELD_MANAGER).force();
+    api.patch(&rs.name_any(), &params, &Patch::Apply(&work))
+        .await
+        .map(|_| ())
+        .map_err(Write::Api)
+}
+
+/// A label added to the replica set reaches works that get no new
+/// template: a merge patch of the labels alone, which neither restarts the
+/// rollout nor touches the spec. Fails when a patch is refused.
+async fn relabel(
+    client: &Client,
+    rs: &ManifestWorkReplicaSet,
+    works: &WorkWrites,
+    wanted: &BTreeMap<String, String>,
+) -> Result<(), ReplicaSetError> {
+    let started: std::collections::BTreeSet<&str> =
+        works.start.iter().map(|(c, _)| c.as_str()).collect();
+    for (cluster, work) in &works.existing {
         let Some(placement) = wanted.get(cluster) else {
             continue;
         };
@@ -183,15 +229,7 @@ pub async fn deploy(
             }
         }
     }
-    for cluster in delete {
-        if let Some(work) = existing.get(cluster)
-            && !wanted.contains_key(cluster)
-            && work.meta().deletion_timestamp.is_none()
-        {
-            delete_work(client, rs, cluster).await?;
-        }
-    }
-    Ok(refusals)
+    Ok(())
 }
 
 /// Why one work was not written.
