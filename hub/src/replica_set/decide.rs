@@ -280,34 +280,8 @@ fn decisions_held_condition(
 pub fn decide(s: &Snapshot) -> Decision<'_> {
     let rs = &*s.rs;
     let now = s.now;
-    let namespace = rs.namespace().unwrap_or_default();
     let mut chosen = chosen_by_decisions(rs, &s.placements, &s.decisions);
-    // Decisions are data a tenant could have written: a cluster outside
-    // the sets bound to the namespace is never written a work.
-    let clusters: Vec<Arc<ManagedCluster>> = s.gates.clusters.values().cloned().collect();
-    let eligible = eligible(
-        &compile_sets(&s.sets),
-        &s.bindings,
-        &namespace,
-        &[],
-        &clusters,
-    );
-    // A placement holding its decisions after its grant was lost (a
-    // condition only the hub writes) keeps its clusters: the hold is
-    // what keeps a lost binding from removing the application.
-    let held = held_placements(&namespace, &s.placements);
-    // A decided cluster the cluster cache does not hold yet can be
-    // neither rendered nor judged: its placement waits (no start, no
-    // deletion, no halt) until the cache catches up.
-    chosen.unsettle_unknown(|cluster| s.gates.clusters.contains_key(cluster));
-    let unbound = refuse_unbound(&mut chosen, &eligible, &held);
-    // Their works, if any, are neither rewritten nor deleted here.
-    let deployable: BTreeMap<String, Arc<ManifestWork>> = s
-        .existing
-        .iter()
-        .filter(|(cluster, _)| !unbound.contains(cluster))
-        .map(|(c, w)| (c.clone(), w.clone()))
-        .collect();
+    let (unbound, deployable) = bound(s, &mut chosen);
     let rendered = render_chosen(&rs.spec, &chosen.wanted, &s.gates.clusters);
     let refused = still_refused(&s.refused, &rendered, now);
     let stable = rs
@@ -408,6 +382,40 @@ pub fn decide(s: &Snapshot) -> Decision<'_> {
         decision.works = Some(works);
     }
     decision
+}
+
+/// Keeps `chosen` to the clusters of the sets bound to the snapshot's
+/// namespace (decisions are data a tenant could have written: a cluster
+/// outside them is never written a work) and those the cluster cache
+/// knows; returns the clusters refused as unbound, and the works the
+/// reconcile may touch (all but those of unbound clusters).
+fn bound(s: &Snapshot, chosen: &mut Chosen) -> (Vec<String>, BTreeMap<String, Arc<ManifestWork>>) {
+    let namespace = s.rs.namespace().unwrap_or_default();
+    let clusters: Vec<Arc<ManagedCluster>> = s.gates.clusters.values().cloned().collect();
+    let eligible = eligible(
+        &compile_sets(&s.sets),
+        &s.bindings,
+        &namespace,
+        &[],
+        &clusters,
+    );
+    // A placement holding its decisions after its grant was lost (a
+    // condition only the hub writes) keeps its clusters: the hold is
+    // what keeps a lost binding from removing the application.
+    let held = held_placements(&namespace, &s.placements);
+    // A decided cluster the cluster cache does not hold yet can be
+    // neither rendered nor judged: its placement waits (no start, no
+    // deletion, no halt) until the cache catches up.
+    chosen.unsettle_unknown(|cluster| s.gates.clusters.contains_key(cluster));
+    let unbound = refuse_unbound(chosen, &eligible, &held);
+    // Their works, if any, are neither rewritten nor deleted here.
+    let deployable: BTreeMap<String, Arc<ManifestWork>> = s
+        .existing
+        .iter()
+        .filter(|(cluster, _)| !unbound.contains(cluster))
+        .map(|(c, w)| (c.clone(), w.clone()))
+        .collect();
+    (unbound, deployable)
 }
 
 /// The refusals that still stand at `now`: those of the rendering each
