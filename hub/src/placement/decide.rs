@@ -98,34 +98,13 @@ pub fn decide(s: &Snapshot) -> Decision {
     if placement.meta().deletion_timestamp.is_some() {
         return Decision::Deleted;
     }
-    let generation = placement.meta().generation.unwrap_or(0);
     let current = placement.status.clone().unwrap_or_default();
     let at = |type_: &str, status: bool, reason: &str, message: String| {
-        condition_at(type_, status, reason, message, generation, s.now)
+        stamped(s, type_, status, reason, message)
     };
     let compiled = match compile(&placement.spec) {
         Ok(compiled) => compiled,
-        Err(error) => {
-            let wanted = vec![
-                at(
-                    PLACEMENT_MISCONFIGURED,
-                    true,
-                    "Misconfigured",
-                    error.to_string(),
-                ),
-                at(
-                    PLACEMENT_SATISFIED,
-                    false,
-                    "Misconfigured",
-                    "the spec cannot be used; the previous decisions stand".into(),
-                ),
-            ];
-            let status = PlacementStatus {
-                conditions: conditions(&current.conditions, wanted),
-                ..current
-            };
-            return Decision::Misconfigured { status };
-        }
+        Err(error) => return misconfigured(s, current, error.to_string()),
     };
     let namespace = placement.namespace().unwrap_or_default();
     let name = placement.name_any();
@@ -159,34 +138,7 @@ pub fn decide(s: &Snapshot) -> Decision {
     if let GrantOutcome::Hold { cause, previous } =
         grant_outcome(previous, outcome.selected, cause, confirmed)
     {
-        let message = hold_message(cause, previous, CONFIRM_EMPTY_DECISIONS_ANNOTATION);
-        let already = current
-            .conditions
-            .iter()
-            .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True");
-        let wanted = vec![
-            at(
-                PLACEMENT_MISCONFIGURED,
-                false,
-                "Succeedconfigured",
-                "the spec is valid".into(),
-            ),
-            at(PLACEMENT_SATISFIED, false, cause.reason(), message.clone()),
-            at(
-                PLACEMENT_DECISIONS_HELD,
-                true,
-                cause.reason(),
-                message.clone(),
-            ),
-        ];
-        let status = PlacementStatus {
-            conditions: conditions(&current.conditions, wanted),
-            ..current
-        };
-        return Decision::Hold {
-            status,
-            announce: (!already).then_some(message),
-        };
+        return held(s, current, cause, previous);
     }
     let (writes, decision_groups) = writes_of(s, &outcome);
     let written: Previous = outcome
@@ -230,6 +182,78 @@ pub fn decide(s: &Snapshot) -> Decision {
         status,
         requeue,
     }))
+}
+
+/// A condition of the snapshot's placement, of its generation, at the
+/// snapshot's `now`.
+fn stamped(
+    s: &Snapshot,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+) -> ferry_api::manifest_work::Condition {
+    let generation = s.placement.meta().generation.unwrap_or(0);
+    condition_at(type_, status, reason, message, generation, s.now)
+}
+
+/// The decision for a spec that cannot be used (`error`): the previous
+/// decisions stand, and the status says why.
+fn misconfigured(s: &Snapshot, current: PlacementStatus, error: String) -> Decision {
+    let at = |type_: &str, status: bool, reason: &str, message: String| {
+        stamped(s, type_, status, reason, message)
+    };
+    let wanted = vec![
+        at(PLACEMENT_MISCONFIGURED, true, "Misconfigured", error),
+        at(
+            PLACEMENT_SATISFIED,
+            false,
+            "Misconfigured",
+            "the spec cannot be used; the previous decisions stand".into(),
+        ),
+    ];
+    let status = PlacementStatus {
+        conditions: conditions(&current.conditions, wanted),
+        ..current
+    };
+    Decision::Misconfigured { status }
+}
+
+/// The decision when every chosen cluster is lost at once (`cause`; the
+/// `previous` decisions held): they stand, the status says so, and the
+/// hold is announced once.
+fn held(s: &Snapshot, current: PlacementStatus, cause: EmptyCause, previous: usize) -> Decision {
+    let at = |type_: &str, status: bool, reason: &str, message: String| {
+        stamped(s, type_, status, reason, message)
+    };
+    let message = hold_message(cause, previous, CONFIRM_EMPTY_DECISIONS_ANNOTATION);
+    let already = current
+        .conditions
+        .iter()
+        .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True");
+    let wanted = vec![
+        at(
+            PLACEMENT_MISCONFIGURED,
+            false,
+            "Succeedconfigured",
+            "the spec is valid".into(),
+        ),
+        at(PLACEMENT_SATISFIED, false, cause.reason(), message.clone()),
+        at(
+            PLACEMENT_DECISIONS_HELD,
+            true,
+            cause.reason(),
+            message.clone(),
+        ),
+    ];
+    let status = PlacementStatus {
+        conditions: conditions(&current.conditions, wanted),
+        ..current
+    };
+    Decision::Hold {
+        status,
+        announce: (!already).then_some(message),
+    }
 }
 
 /// Whether the placement got what it asked for, the reason and message.
