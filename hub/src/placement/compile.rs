@@ -11,7 +11,7 @@ use ferry_fleet_semantics::placement::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::core::{Selector, SelectorExt};
 
-use ferry_api::placement::{ClusterSelector, PlacementSpec, SelectorRequirement};
+use ferry_api::placement::{ClusterSelector, GroupStrategy, PlacementSpec, SelectorRequirement};
 
 /// Why a Placement's spec cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,26 +166,10 @@ impl CompiledPlacement {
     }
 }
 
-/// Compiles `spec`, or says what is wrong with it.
-pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
-    let predicates = spec
-        .predicates
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            compile_selector(
-                &format!("predicates[{i}].requiredClusterSelector"),
-                &p.required_cluster_selector,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let number_of_clusters = match spec.number_of_clusters {
-        None => None,
-        Some(n) => Some(usize::try_from(n).map_err(|_| SpecError::Field {
-            field: "numberOfClusters",
-            reason: format!("{n} is negative"),
-        })?),
-    };
+/// The prioritizers and their weights: the mode's defaults, each replaced
+/// by a configuration of the same prioritizer. Fails on an unknown mode,
+/// prioritizer or coordinate type, or a weight outside -10..=10.
+fn prioritizers(spec: &PlacementSpec) -> Result<Vec<(Prioritizer, i64)>, SpecError> {
     let policy = spec.prioritizer_policy.clone().unwrap_or_default();
     let mut prioritizers: Vec<(Prioritizer, i64)> = match policy.mode.as_str() {
         "" | "Additive" => vec![(Prioritizer::Steady, 1), (Prioritizer::Balance, 1)],
@@ -230,6 +214,14 @@ pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
         prioritizers.retain(|(p, _)| *p != prioritizer);
         prioritizers.push((prioritizer, i64::from(config.weight)));
     }
+    Ok(prioritizers)
+}
+
+/// The tolerations, checked. Fails on an operator that is neither Equal
+/// nor Exists, Equal without a key, or Exists with a value.
+fn tolerations(
+    spec: &PlacementSpec,
+) -> Result<Vec<ferry_fleet_semantics::placement::Toleration>, SpecError> {
     for (i, t) in spec.tolerations.iter().enumerate() {
         match t.operator.as_str() {
             "" | "Equal" if t.key.is_empty() => {
@@ -255,7 +247,7 @@ pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
             }
         }
     }
-    let tolerations = spec
+    Ok(spec
         .tolerations
         .iter()
         .map(|t| ferry_fleet_semantics::placement::Toleration {
@@ -265,12 +257,15 @@ pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
             effect: t.effect.clone(),
             toleration_seconds: t.toleration_seconds,
         })
-        .collect();
-    let strategy = spec
-        .decision_strategy
-        .clone()
-        .unwrap_or_default()
-        .group_strategy;
+        .collect())
+}
+
+/// The decision groups' names and selectors. Fails on a name unset,
+/// repeated or longer than a label value, or a selector that does not
+/// compile.
+fn decision_groups(
+    strategy: &GroupStrategy,
+) -> Result<(Vec<String>, Vec<CompiledSelector>), SpecError> {
     let mut group_names: Vec<String> = Vec::new();
     let mut groups = Vec::new();
     for (i, group) in strategy.decision_groups.iter().enumerate() {
@@ -292,6 +287,37 @@ pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
             &group.group_cluster_selector,
         )?);
     }
+    Ok((group_names, groups))
+}
+
+/// Compiles `spec`, or says what is wrong with it.
+pub fn compile(spec: &PlacementSpec) -> Result<CompiledPlacement, SpecError> {
+    let predicates = spec
+        .predicates
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            compile_selector(
+                &format!("predicates[{i}].requiredClusterSelector"),
+                &p.required_cluster_selector,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let number_of_clusters = match spec.number_of_clusters {
+        None => None,
+        Some(n) => Some(usize::try_from(n).map_err(|_| SpecError::Field {
+            field: "numberOfClusters",
+            reason: format!("{n} is negative"),
+        })?),
+    };
+    let prioritizers = prioritizers(spec)?;
+    let tolerations = tolerations(spec)?;
+    let strategy = spec
+        .decision_strategy
+        .clone()
+        .unwrap_or_default()
+        .group_strategy;
+    let (group_names, groups) = decision_groups(&strategy)?;
     let clusters_per_group = match &strategy.clusters_per_decision_group {
         None => IntOrPercent::default(),
         Some(value) => parse_int_or_percent("clustersPerDecisionGroup", value)?,
