@@ -158,12 +158,7 @@ pub fn decide(s: &Snapshot) -> Decision {
         &placement.spec.cluster_sets,
     );
     let wanted = vec![
-        at(
-            PLACEMENT_MISCONFIGURED,
-            false,
-            "Succeedconfigured",
-            "the spec is valid".into(),
-        ),
+        spec_valid(s),
         at(PLACEMENT_SATISFIED, satisfied, reason, message),
     ];
     let status = PlacementStatus {
@@ -195,6 +190,17 @@ fn stamped(
 ) -> ferry_api::manifest_work::Condition {
     let generation = s.placement.meta().generation.unwrap_or(0);
     condition_at(type_, status, reason, message, generation, s.now)
+}
+
+/// `PlacementMisconfigured=False`: the spec compiled (OCM's reason).
+fn spec_valid(s: &Snapshot) -> ferry_api::manifest_work::Condition {
+    stamped(
+        s,
+        PLACEMENT_MISCONFIGURED,
+        false,
+        "Succeedconfigured",
+        "the spec is valid".into(),
+    )
 }
 
 /// The decision for a spec that cannot be used (`error`): the previous
@@ -232,12 +238,7 @@ fn held(s: &Snapshot, current: PlacementStatus, cause: EmptyCause, previous: usi
         .iter()
         .any(|c| c.type_ == PLACEMENT_DECISIONS_HELD && c.status == "True");
     let wanted = vec![
-        at(
-            PLACEMENT_MISCONFIGURED,
-            false,
-            "Succeedconfigured",
-            "the spec is valid".into(),
-        ),
+        spec_valid(s),
         at(PLACEMENT_SATISFIED, false, cause.reason(), message.clone()),
         at(
             PLACEMENT_DECISIONS_HELD,
