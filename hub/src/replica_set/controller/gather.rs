@@ -106,15 +106,16 @@ impl Context {
     }
 
     /// Everything the decision for `rs` is made from, at `now`, with its
-    /// revisions as `stored` (see `act::revisions`).
+    /// generated works `existing` and its revisions as `stored` (see
+    /// `act::revisions`).
     pub(super) async fn gather(
         &self,
         rs: &Arc<ManifestWorkReplicaSet>,
+        existing: BTreeMap<String, Arc<ManifestWork>>,
         stored: StoredRevisions,
         now: Timestamp,
     ) -> Snapshot {
         let owner = owner_label(rs);
-        let existing = self.generated(rs);
         let placements = self.placements.state();
         let decisions = self.decisions.state();
         let dependencies = self.dependencies(rs, &placements, &decisions);

@@ -103,10 +103,12 @@ impl Context {
         let now = Timestamp::now();
         // The revisions: the current one stored (or renumbered), old ones
         // pruned, never the stable one or one a work still holds.
-        let protected = protected_hashes(&rs, &self.generated(&rs));
+        // One read of the works serves both the revisions and the snapshot.
+        let existing = self.generated(&rs);
+        let protected = protected_hashes(&rs, &existing);
         let plan = plan_revisions(&rs, &self.revisions.state(), &protected);
         let stored = store_revisions(&self.client, &rs, plan).await?;
-        let mut snapshot = self.gather(&rs, stored, now).await;
+        let mut snapshot = self.gather(&rs, existing, stored, now).await;
         let mut decision = decide(&snapshot);
         // The gates' health expressions (tenant CEL) run on the bounded
         // pool, awaited, never on a runtime worker; then the decision is
