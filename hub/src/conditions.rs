@@ -32,20 +32,10 @@ pub fn condition_at(
     }
 }
 
-/// A condition decided now (see [`condition_at`]).
-pub fn condition(
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
-    generation: i64,
-) -> Condition {
-    condition_at(type_, status, reason, message, generation, Timestamp::now())
-}
-
-/// A condition of `type_` for `generation`, keeping the transition time of
-/// the `current` one of its type when its status is unchanged (now
-/// otherwise); its message is cut to [`MAX_CONDITION_MESSAGE`].
+/// A condition of `type_` for `generation` decided at `now` (the
+/// snapshot's time: decisions never read the clock), keeping the transition
+/// time of the `current` one of its type when its status is unchanged; its
+/// message is cut to [`MAX_CONDITION_MESSAGE`].
 pub fn condition_since(
     type_: &str,
     status: bool,
@@ -53,13 +43,15 @@ pub fn condition_since(
     message: String,
     generation: i64,
     current: &[Condition],
+    now: Timestamp,
 ) -> Condition {
-    let mut wanted = condition(
+    let mut wanted = condition_at(
         type_,
         status,
         reason,
         clipped(message, MAX_CONDITION_MESSAGE),
         generation,
+        now,
     );
     keep_transition(current, &mut wanted);
     wanted

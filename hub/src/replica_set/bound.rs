@@ -8,6 +8,7 @@
 
 use ferry_api::manifest_work::Condition;
 use ferry_fleet_semantics::cluster_sets::Eligible;
+use k8s_openapi::jiff::Timestamp;
 
 use super::decisions::Chosen;
 use crate::conditions::condition_since;
@@ -54,6 +55,7 @@ pub fn refused_condition(
     namespace: &str,
     generation: i64,
     current: &[Condition],
+    now: Timestamp,
 ) -> Condition {
     if refused.is_empty() {
         return condition_since(
@@ -65,6 +67,7 @@ pub fn refused_condition(
             ),
             generation,
             current,
+            now,
         );
     }
     let named: Vec<&str> = refused.iter().take(MAX_NAMED).map(String::as_str).collect();
@@ -81,6 +84,7 @@ pub fn refused_condition(
         ),
         generation,
         current,
+        now,
     )
 }
 
@@ -101,7 +105,7 @@ mod tests {
         assert_eq!(refused, ["outsider"]);
         assert_eq!(chosen.wanted.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert!(!chosen.group_of.contains_key("outsider"));
-        let c = refused_condition(&refused, "team-a", 1, &[]);
+        let c = refused_condition(&refused, "team-a", 1, &[], Timestamp::UNIX_EPOCH);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("True", NOT_IN_BOUND_SETS)
@@ -118,7 +122,7 @@ mod tests {
         let refused = refuse_unbound(&mut chosen, &Eligible::NoBindings, &BTreeSet::new());
         assert_eq!(refused.len(), 25);
         assert!(chosen.wanted.is_empty());
-        let c = refused_condition(&refused, "ns", 1, &[]);
+        let c = refused_condition(&refused, "ns", 1, &[], Timestamp::UNIX_EPOCH);
         assert!(c.message.starts_with("25 refused, first 10: c00, "));
         assert!(!c.message.contains("c10"));
     }

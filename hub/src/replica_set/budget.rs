@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use super::rollout::resolve;
-use crate::conditions::condition;
+use crate::conditions::condition_since;
 use ferry_api::contract::{PLACEMENT_NAME_LABEL, RELEASE_DELETIONS_ANNOTATION};
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::replica_set::{
@@ -235,6 +235,7 @@ pub fn fill_budget_status(
     rs: &ManifestWorkReplicaSet,
     status: &mut ManifestWorkReplicaSetStatus,
     verdict: &Verdict,
+    now: Timestamp,
 ) {
     let budget = Budget::default();
     // The last window stays recorded once it ends (it is only read back as
@@ -251,7 +252,8 @@ pub fn fill_budget_status(
     if !verdict.waiting.is_empty() {
         let allowance = window.map_or(1, |w| w.allowance(&budget));
         let generation = rs.meta().generation.unwrap_or(0);
-        let mut waiting = condition(
+        let current = rs.status.clone().unwrap_or_default().conditions;
+        let waiting = condition_since(
             DELETIONS_WAITING,
             true,
             "DeletionBudgetExhausted",
@@ -260,15 +262,9 @@ pub fn fill_budget_status(
                 waiting_message(&verdict.waiting, allowance, budget.window_seconds)
             ),
             generation,
+            &current,
+            now,
         );
-        if let Some(old) = rs
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == DELETIONS_WAITING))
-            .filter(|c| c.status == "True")
-        {
-            waiting.last_transition_time = old.last_transition_time.clone();
-        }
         status.conditions.push(waiting);
     }
 }
@@ -318,7 +314,7 @@ mod tests {
         assert_eq!(verdict.delete, vec!["c0".to_string(), "c1".to_string()]);
         assert_eq!(verdict.waiting.len(), 6);
         let mut status = ManifestWorkReplicaSetStatus::default();
-        fill_budget_status(&rs, &mut status, verdict);
+        fill_budget_status(&rs, &mut status, verdict, now());
         let budget = status.deletion_budget.expect("budget");
         assert_eq!((budget.base, budget.deleted, budget.waiting), (8, 2, 6));
         let waiting = status
@@ -375,7 +371,7 @@ mod tests {
         let verdict = removals(&rs, &works(8, "new"), &BTreeMap::new(), true, now()).budget;
         assert_eq!(verdict.delete.len(), 8);
         let mut status = ManifestWorkReplicaSetStatus::default();
-        fill_budget_status(&rs, &mut status, &verdict);
+        fill_budget_status(&rs, &mut status, &verdict, now());
         let release = status
             .deletion_budget
             .as_ref()

@@ -227,6 +227,7 @@ fn decisions_held_condition(
     placements: &[Arc<Placement>],
     generation: i64,
     previous: &[Condition],
+    now: Timestamp,
 ) -> Option<Condition> {
     let namespace = rs.namespace().unwrap_or_default();
     let held = held_placements(&namespace, placements);
@@ -269,6 +270,7 @@ fn decisions_held_condition(
         ),
         generation,
         previous,
+        now,
     ))
 }
 
@@ -575,6 +577,7 @@ pub fn decide_status(
         &decision.rendered,
         refused,
         &decision.plan,
+        s.now,
     );
     let generation = rs.meta().generation.unwrap_or(0);
     // Its transition time comes from the status as written before (the
@@ -584,7 +587,8 @@ pub fn decide_status(
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let cluster_sets = refused_condition(&decision.unbound, &namespace, generation, previous);
+    let cluster_sets =
+        refused_condition(&decision.unbound, &namespace, generation, previous, s.now);
     status
         .conditions
         .retain(|c| c.type_ != CLUSTERS_REFUSED && c.type_ != NAME_CONFLICT);
@@ -594,6 +598,7 @@ pub fn decide_status(
         decision.name_standing,
         generation,
         previous,
+        s.now,
     ));
     if chosen.missing.is_empty() {
         fill_revision_status(
@@ -614,7 +619,7 @@ pub fn decide_status(
             },
         );
     }
-    fill_budget_status(rs, &mut status, &decision.removals.budget);
+    fill_budget_status(rs, &mut status, &decision.removals.budget, s.now);
     // Only while the rollout plan is in charge: a rollback's writes are
     // not held, so nothing waits then.
     let waiting = match decision.outcome {
@@ -624,13 +629,13 @@ pub fn decide_status(
     status
         .conditions
         .retain(|c| c.type_ != WAITING_FOR_MAINTENANCE_WINDOW);
-    if let Some(windows) = waiting_condition(waiting, generation, previous) {
+    if let Some(windows) = waiting_condition(waiting, generation, previous, s.now) {
         status.conditions.push(windows);
     }
     status
         .conditions
         .retain(|c| c.type_ != PLACEMENT_DECISIONS_HELD);
-    if let Some(held) = decisions_held_condition(rs, &s.placements, generation, previous) {
+    if let Some(held) = decisions_held_condition(rs, &s.placements, generation, previous, s.now) {
         status.conditions.push(held);
     }
     status.conditions.retain(|c| c.type_ != DEPENDENCIES_READY);
@@ -640,6 +645,7 @@ pub fn decide_status(
         &decision.plan.waiting_for_dependencies,
         generation,
         previous,
+        s.now,
     ) {
         status.conditions.push(dependencies);
     }
@@ -1121,7 +1127,7 @@ pub(crate) mod tests {
         // What record_window writes, read back by a new leader a minute
         // later, before and after the deletions landed.
         let mut status = ManifestWorkReplicaSetStatus::default();
-        fill_budget_status(&rs, &mut status, &d.removals.budget);
+        fill_budget_status(&rs, &mut status, &d.removals.budget, now());
         let mut recorded = rs.clone();
         recorded.status = Some(status);
         for landed in [false, true] {
@@ -1270,6 +1276,15 @@ pub(crate) mod tests {
                 decide_status(s, &two, &s.existing, &two.refused)
             );
             assert_eq!(one.action(false), two.action(false));
+        }
+        // The status reads its time from the snapshot, never the clock: a
+        // replica set without a status gets every condition at `now`.
+        let s = &snapshots[0];
+        let d = decide(s);
+        let status = decide_status(s, &d, &s.existing, &d.refused);
+        assert!(!status.conditions.is_empty());
+        for c in &status.conditions {
+            assert_eq!(c.last_transition_time, "2026-11-27T10:10:00Z", "{c:?}");
         }
     }
 

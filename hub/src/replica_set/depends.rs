@@ -6,6 +6,7 @@
 //! those outside their maintenance window, and the agent keeps the order
 //! on each cluster for every later revision (the works carry `dependsOn`).
 
+use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -167,6 +168,7 @@ pub fn dependencies_condition(
     waiting: &[(String, Hold)],
     generation: i64,
     previous: &[Condition],
+    now: Timestamp,
 ) -> Option<Condition> {
     if rs.spec.depends_on.is_empty() {
         return None;
@@ -210,6 +212,7 @@ pub fn dependencies_condition(
         message,
         generation,
         previous,
+        now,
     ))
 }
 
@@ -327,7 +330,8 @@ mod tests {
         assert_eq!(held.len(), 2);
         let waiting: Vec<_> = held.into_iter().collect();
         let cycle = ["a".to_string(), "b".to_string()];
-        let c = dependencies_condition(&a, Some(&cycle), &waiting, 1, &[]).expect("condition");
+        let c = dependencies_condition(&a, Some(&cycle), &waiting, 1, &[], Timestamp::UNIX_EPOCH)
+            .expect("condition");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", REASON_DEPENDENCY_CYCLE)
@@ -341,7 +345,8 @@ mod tests {
         let waiting: Vec<(String, Hold)> = (0..10_000)
             .map(|i| (format!("cluster-{i:05}"), Hold::NoWork("db".into())))
             .collect();
-        let c = dependencies_condition(&app, None, &waiting, 1, &[]).expect("condition");
+        let c = dependencies_condition(&app, None, &waiting, 1, &[], Timestamp::UNIX_EPOCH)
+            .expect("condition");
         assert_eq!(c.reason, REASON_WAITING_FOR_DEPENDENCY);
         assert!(
             c.message.starts_with("10000 clusters wait"),
@@ -355,10 +360,18 @@ mod tests {
             c.message
         );
         assert!(c.message.len() < 1024, "{}", c.message.len());
-        let ready = dependencies_condition(&app, None, &[], 1, &[]).expect("condition");
+        let ready = dependencies_condition(&app, None, &[], 1, &[], Timestamp::UNIX_EPOCH)
+            .expect("condition");
         assert_eq!(ready.status, "True");
         assert_eq!(
-            dependencies_condition(&rs("db", &[]), None, &waiting, 1, &[]),
+            dependencies_condition(
+                &rs("db", &[]),
+                None,
+                &waiting,
+                1,
+                &[],
+                Timestamp::UNIX_EPOCH
+            ),
             None
         );
         assert!(

@@ -91,6 +91,7 @@ pub fn conflict_condition(
     standing: Standing,
     generation: i64,
     previous: &[Condition],
+    now: Timestamp,
 ) -> Option<Condition> {
     let name = rs.name_any();
     let (reason, message) = match standing {
@@ -115,6 +116,7 @@ pub fn conflict_condition(
         message,
         generation,
         previous,
+        now,
     ))
 }
 
@@ -148,8 +150,11 @@ mod tests {
         assert_eq!(standing(&all[1], &rivals(&all[1], &all)), Standing::Yields);
         let alone = vec![all[0].clone()];
         assert_eq!(standing(&all[0], &rivals(&all[0], &alone)), Standing::Alone);
-        assert!(conflict_condition(&all[0], Standing::Alone, 1, &[]).is_none());
-        let told = conflict_condition(&all[1], Standing::Yields, 1, &[]).expect("told");
+        assert!(
+            conflict_condition(&all[0], Standing::Alone, 1, &[], Timestamp::UNIX_EPOCH).is_none()
+        );
+        let told = conflict_condition(&all[1], Standing::Yields, 1, &[], Timestamp::UNIX_EPOCH)
+            .expect("told");
         assert_eq!(
             (told.reason.as_str(), told.status.as_str()),
             (YIELDS_TO_OLDER, "True")

@@ -226,6 +226,7 @@ pub fn fill_revision_status(
     status: &mut ManifestWorkReplicaSetStatus,
     inputs: &RevisionInputs<'_>,
 ) {
+    let now = inputs.now;
     let generation = rs.meta().generation.unwrap_or(0);
     let previous = rs.status.clone().unwrap_or_default().conditions;
     let mut known: BTreeMap<String, RevisionRef> = inputs
@@ -269,6 +270,7 @@ pub fn fill_revision_status(
                 ),
                 generation,
                 &previous,
+                now,
             )
         });
     let stable = if complete {
@@ -304,6 +306,7 @@ pub fn fill_revision_status(
             ),
             generation,
             &previous,
+            now,
         )),
         (FailureOutcome::Aborted { why }, _) => Some(condition_since(
             PLACEMENT_ROLLED_OUT,
@@ -312,6 +315,7 @@ pub fn fill_revision_status(
             aborted(inputs, why, &halted_message),
             generation,
             &previous,
+            now,
         )),
         _ => waiting_for_clusters,
     };

@@ -82,7 +82,15 @@ mod tests {
     use ferry_api::replica_set::{GateStatus, PlacementRollout, RollbackStatus, RolloutStatus};
 
     fn rolled_out(status: bool, reason: &str) -> Condition {
-        condition_since(PLACEMENT_ROLLED_OUT, status, reason, String::new(), 1, &[])
+        condition_since(
+            PLACEMENT_ROLLED_OUT,
+            status,
+            reason,
+            String::new(),
+            1,
+            &[],
+            "2026-12-04T00:00:00Z".parse().expect("time"),
+        )
     }
 
     fn gate(state: &str) -> GateStatus {

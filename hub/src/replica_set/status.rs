@@ -11,6 +11,7 @@ use ferry_semantics::contract::{
     PLACEMENT_DECISION_NOT_FOUND, PLACEMENT_ROLLED_OUT, PLACEMENT_VERIFIED, PROGRESSING,
 };
 use ferry_semantics::text::first_few;
+use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use super::decisions::Chosen;
@@ -74,6 +75,7 @@ pub fn replica_set_status(
     rendered: &Rendered,
     refused: &Refused,
     plan: &RolloutPlan,
+    now: Timestamp,
 ) -> ManifestWorkReplicaSetStatus {
     let generation = rs.meta().generation.unwrap_or(0);
     let current = rs.status.clone().unwrap_or_default().conditions;
@@ -89,6 +91,7 @@ pub fn replica_set_status(
             ),
             generation,
             &current,
+            now,
         );
         status.conditions.retain(|c| c.type_ != PLACEMENT_VERIFIED);
         status.conditions.insert(0, verified);
@@ -139,7 +142,7 @@ pub fn replica_set_status(
         .collect();
     let total = i32::try_from(wanted.len()).unwrap_or(i32::MAX);
     let judged = |type_: &str, (ok, reason, message): Judged| {
-        condition_since(type_, ok, reason, message, generation, &current)
+        condition_since(type_, ok, reason, message, generation, &current, now)
     };
     let mut conditions = vec![
         judged(PLACEMENT_VERIFIED, verified(&problems)),
@@ -384,6 +387,7 @@ mod missing_placement_tests {
             &Rendered::new(),
             &Refused::new(),
             &plan,
+            Timestamp::UNIX_EPOCH,
         );
         let verified = &status.conditions[0];
         assert_eq!(
@@ -488,7 +492,15 @@ mod size_tests {
             waiting: vec![],
             waiting_for_dependencies: vec![],
         };
-        let status = replica_set_status(&rs, &chosen, &BTreeMap::new(), &rendered, &refused, &plan);
+        let status = replica_set_status(
+            &rs,
+            &chosen,
+            &BTreeMap::new(),
+            &rendered,
+            &refused,
+            &plan,
+            Timestamp::UNIX_EPOCH,
+        );
         let size = serde_json::to_vec(&status).expect("serialises").len();
         println!(
             "replica-set status with 10000 distinctly failing clusters: {size} bytes ({:.1} KiB)",

@@ -84,6 +84,7 @@ pub fn waiting_condition(
     waiting: &[(String, Closed)],
     generation: i64,
     previous: &[Condition],
+    now: Timestamp,
 ) -> Option<Condition> {
     if waiting.is_empty() {
         return None;
@@ -109,6 +110,7 @@ pub fn waiting_condition(
         ),
         generation,
         previous,
+        now,
     ))
 }
 
@@ -159,7 +161,7 @@ mod tests {
             })
             .chain([("odd".to_string(), Closed::Invalid("why".into()))])
             .collect();
-        let c = waiting_condition(&waiting, 3, &[]).expect("clusters wait");
+        let c = waiting_condition(&waiting, 3, &[], Timestamp::UNIX_EPOCH).expect("clusters wait");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("True", "InvalidMaintenanceWindows")
@@ -175,7 +177,7 @@ mod tests {
             c.message
         );
         assert!(c.message.len() < 1024, "{}", c.message.len());
-        assert_eq!(waiting_condition(&[], 3, &[]), None);
+        assert_eq!(waiting_condition(&[], 3, &[], Timestamp::UNIX_EPOCH), None);
     }
 
     #[test]
