@@ -5,26 +5,24 @@
 //! and each binding's `Bound` condition, writing only what changed.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_semantics::contract::{
-    BOUND, CLUSTER_SET_BOUND, CLUSTER_SET_EMPTY, CLUSTER_SET_FIELD_MANAGER, CLUSTER_SET_NOT_FOUND,
-    CLUSTERS_SELECTED, NO_CLUSTER_MATCHED,
-};
-use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use tracing::warn;
 
+use super::act::{create_missing_sets, label_into_default, write_binding_status, write_set_status};
+use super::decide::{SetSeen, binding_status, set_status};
 use super::membership::{compile_set, count_members};
-use crate::conditions::{condition, conditions, same_conditions};
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch, watch_backoff};
@@ -57,11 +55,6 @@ pub enum ClusterSetError {
     NotReady,
 }
 
-fn failed(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ClusterSetError {
-    let action = action.into();
-    move |source| ClusterSetError::Write { action, source }
-}
-
 struct Context {
     client: Client,
     /// Every cluster's metadata: a set's count reads labels alone.
@@ -89,23 +82,8 @@ pub fn well_known_sets() -> [ManagedClusterSet; 2] {
     [global, default]
 }
 
-/// Creates the well-known sets that do not exist; one that exists is left
-/// as its owner made it.
-async fn create_well_known_sets(client: &Client) -> Result<(), ClusterSetError> {
-    let api: Api<ManagedClusterSet> = Api::all(client.clone());
-    for set in well_known_sets() {
-        let name = set.name_any();
-        match api.create(&PostParams::default(), &set).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(source) => {
-                return Err(failed(format!("creating ManagedClusterSet {name}"))(source));
-            }
-        }
-    }
-    Ok(())
-}
-
+/// Gathers a set's members at `now`, decides its status, writes it when
+/// it changed.
 async fn reconcile_set(
     set: Arc<ManagedClusterSet>,
     ctx: Arc<Context>,
@@ -118,54 +96,21 @@ async fn reconcile_set(
         return Ok(Action::await_change());
     }
     let compiled = compile_set(&set);
-    let count = count_members(&compiled, &ctx.clusters.state());
-    let generation = set.meta().generation.unwrap_or(0);
-    let wanted = if count == 0 {
-        let message = match compiled.problem() {
-            Some(problem) => format!("no cluster belongs to the set: {problem}"),
-            None => "no ManagedCluster belongs to the set".into(),
-        };
-        condition(
-            CLUSTER_SET_EMPTY,
-            true,
-            NO_CLUSTER_MATCHED,
-            message,
-            generation,
-        )
-    } else {
-        condition(
-            CLUSTER_SET_EMPTY,
-            false,
-            CLUSTERS_SELECTED,
-            format!("{count} ManagedClusters belong to the set"),
-            generation,
-        )
-    };
     let current = set.status.clone().unwrap_or_default();
-    let new_conditions = conditions(&current.conditions, vec![wanted]);
-    let count = i32::try_from(count).unwrap_or(i32::MAX);
-    if current.cluster_count == count && same_conditions(&current.conditions, &new_conditions) {
-        return Ok(Action::requeue(SET_RESYNC));
+    let seen = SetSeen {
+        generation: set.meta().generation.unwrap_or(0),
+        current: &current,
+        members: count_members(&compiled, &ctx.clusters.state()),
+        problem: compiled.problem(),
+    };
+    if let Some(status) = set_status(&seen, Timestamp::now()) {
+        write_set_status(&ctx.client, &set.name_any(), &status).await?;
     }
-    let api: Api<ManagedClusterSet> = Api::all(ctx.client.clone());
-    let patch = json!({
-        "apiVersion": ManagedClusterSet::api_version(&()),
-        "kind": ManagedClusterSet::kind(&()),
-        "status": {"clusterCount": count, "conditions": new_conditions},
-    });
-    api.patch_status(
-        &set.name_any(),
-        &PatchParams::apply(CLUSTER_SET_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(failed(format!(
-        "writing the status of ManagedClusterSet {}",
-        set.name_any()
-    )))?;
     Ok(Action::requeue(SET_RESYNC))
 }
 
+/// Gathers whether a binding's set exists at `now`, decides its `Bound`,
+/// writes it when it changed.
 async fn reconcile_binding(
     binding: Arc<ManagedClusterSetBinding>,
     ctx: Arc<Context>,
@@ -182,78 +127,26 @@ async fn reconcile_binding(
         .sets
         .get(&ObjectRef::new(set))
         .is_some_and(|s| s.meta().deletion_timestamp.is_none());
-    let generation = binding.meta().generation.unwrap_or(0);
-    let wanted = if exists {
-        condition(
-            BOUND,
-            true,
-            CLUSTER_SET_BOUND,
-            format!("ManagedClusterSet {set} is bound to the namespace"),
-            generation,
-        )
-    } else {
-        condition(
-            BOUND,
-            false,
-            CLUSTER_SET_NOT_FOUND,
-            format!("ManagedClusterSet {set} does not exist"),
-            generation,
-        )
-    };
     let current = binding.status.clone().unwrap_or_default();
-    let new_conditions = conditions(&current.conditions, vec![wanted]);
-    if same_conditions(&current.conditions, &new_conditions) {
-        return Ok(Action::await_change());
+    let generation = binding.meta().generation.unwrap_or(0);
+    if let Some(status) = binding_status(set, exists, generation, &current, Timestamp::now()) {
+        let namespace = binding.namespace().unwrap_or_default();
+        write_binding_status(&ctx.client, &namespace, &binding.name_any(), &status).await?;
     }
-    let namespace = binding.namespace().unwrap_or_default();
-    let api: Api<ManagedClusterSetBinding> = Api::namespaced(ctx.client.clone(), &namespace);
-    let patch = json!({
-        "apiVersion": ManagedClusterSetBinding::api_version(&()),
-        "kind": ManagedClusterSetBinding::kind(&()),
-        "status": {"conditions": new_conditions},
-    });
-    api.patch_status(
-        &binding.name_any(),
-        &PatchParams::apply(CLUSTER_SET_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(failed(format!(
-        "writing the status of ManagedClusterSetBinding {namespace}/{}",
-        binding.name_any()
-    )))?;
     Ok(Action::await_change())
 }
 
-/// Labels a cluster without a set label into `default`. The patch carries
-/// the resourceVersion read, so a label someone sets meanwhile is never
-/// overwritten (the API server refuses the stale patch and it is retried).
+/// Labels a cluster without a set label into `default` (a label someone
+/// else sets meanwhile wins: see [`label_into_default`]).
 async fn reconcile_cluster(
     cluster: Arc<PartialObjectMeta<ManagedCluster>>,
     ctx: Arc<Context>,
 ) -> Result<Action, ClusterSetError> {
-    if cluster.meta().deletion_timestamp.is_some()
-        || cluster.labels().contains_key(CLUSTER_SET_LABEL)
+    if cluster.meta().deletion_timestamp.is_none()
+        && !cluster.labels().contains_key(CLUSTER_SET_LABEL)
     {
-        return Ok(Action::await_change());
+        label_into_default(&ctx.client, &cluster).await?;
     }
-    let api: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": cluster.resource_version(),
-            "labels": {CLUSTER_SET_LABEL: DEFAULT_CLUSTER_SET},
-        }
-    });
-    api.patch(
-        &cluster.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(failed(format!(
-        "labelling ManagedCluster {} into the {DEFAULT_CLUSTER_SET} set",
-        cluster.name_any()
-    )))?;
     Ok(Action::await_change())
 }
 
@@ -277,48 +170,34 @@ fn labels_hash(cluster: &PartialObjectMeta<ManagedCluster>) -> u64 {
     hasher.finish()
 }
 
-/// Runs the cluster-set controller until `shutdown` completes. Watch errors
-/// never end it; creating the well-known sets is retried with backoff.
-pub async fn run_cluster_set_controller(
-    client: Client,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let creating = {
-        let client = client.clone();
-        let stop = shutdown.clone();
-        async move {
-            tokio::select! {
-              () = stop => {}
-              () = async {
-              let mut delays = watch_backoff();
-              loop {
-                  match create_well_known_sets(&client).await {
-                      Ok(()) => break,
-                      Err(error) => {
-                          warn!(%error, "creating the well-known cluster sets; retrying");
-                          let delay = delays.next().unwrap_or(Duration::from_secs(5));
-                          tokio::time::sleep(delay).await;
-                      }
-                  }
-              }
-              } => {}
-            }
+/// Creates the well-known sets, retrying with backoff until they exist or
+/// `stop` completes.
+async fn create_well_known_sets(client: Client, stop: impl Future<Output = ()>) {
+    let creating = async {
+        let mut delays = watch_backoff();
+        while let Err(error) = create_missing_sets(&client, &well_known_sets()).await {
+            warn!(%error, "creating the well-known cluster sets; retrying");
+            let delay = delays.next().unwrap_or(Duration::from_secs(5));
+            tokio::time::sleep(delay).await;
         }
     };
-    let (clusters, cluster_writer) = reflector::store();
-    let (sets, set_writer) = reflector::store();
-    let (bindings, binding_writer) = reflector::store::<ManagedClusterSetBinding>();
-    // Each set's count follows the clusters' labels; each binding's Bound
-    // follows its set (a second watch of sets, as one stream feeds one
-    // controller). Clusters: only label changes and deletions matter to sets.
-    // Metadata alone (an `Api` of `PartialObjectMeta` lists and watches
-    // nothing else): neither the counts nor the labelling read more.
-    let cluster_stream = watch(
+    tokio::select! {
+        () = stop => {}
+        () = creating => {}
+    }
+}
+
+/// The clusters' metadata (each set's count and the labelling read labels
+/// alone), passed on only when a cluster's labels or deletion changed.
+fn cluster_label_changes(
+    client: &Client,
+    writer: reflector::store::Writer<PartialObjectMeta<ManagedCluster>>,
+) -> impl Stream<Item = Result<PartialObjectMeta<ManagedCluster>, watcher::Error>> + Send + use<> {
+    watch(
         Api::<PartialObjectMeta<ManagedCluster>>::all(client.clone()),
         watcher::Config::default(),
     )
-    .reflect(cluster_writer)
+    .reflect(writer)
     .scan(BTreeMap::<String, u64>::new(), |seen, event| {
         let passed = match event {
             Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
@@ -335,7 +214,22 @@ pub async fn run_cluster_set_controller(
         std::future::ready(Some(passed))
     })
     .filter_map(std::future::ready)
-    .boxed();
+}
+
+/// Runs the cluster-set controller until `shutdown` completes. Watch errors
+/// never end it; creating the well-known sets is retried with backoff.
+pub async fn run_cluster_set_controller(
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let (clusters, cluster_writer) = reflector::store();
+    let (sets, set_writer) = reflector::store();
+    let (bindings, binding_writer) = reflector::store::<ManagedClusterSetBinding>();
+    // Each set's count follows the clusters' labels; each binding's Bound
+    // follows its set (a second watch of sets, as one stream feeds one
+    // controller).
+    let cluster_stream = cluster_label_changes(&client, cluster_writer).boxed();
     let set_stream = watch(
         Api::<ManagedClusterSet>::all(client.clone()),
         watcher::Config::default(),
@@ -400,7 +294,7 @@ pub async fn run_cluster_set_controller(
     let label_controller =
         Controller::for_stream(label_stream, label_view).reconcile_all_on(resync_every(SET_RESYNC));
     tokio::join!(
-        creating,
+        create_well_known_sets(client.clone(), shutdown.clone()),
         run_controller(
             "cluster sets",
             set_controller,

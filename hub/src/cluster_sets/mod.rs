@@ -5,8 +5,12 @@
 //! controller that keeps the well-known sets, the default set label and the
 //! set and binding status.
 
+/// The controller's writes.
+mod act;
 /// The controller: well-known sets, default label, set and binding status.
 pub mod controller;
+/// Set and binding status decided from what the controller read.
+mod decide;
 /// Sets compiled into label matchers; the clusters a placement may use.
 pub mod membership;
 
