@@ -355,17 +355,21 @@ impl HubMetrics {
     /// Registers every metric under the `ferry_hub` prefix.
     pub fn register(&self, registry: &mut Registry) {
         let registry = registry.sub_registry_with_prefix("ferry_hub");
+        self.register_replica(registry);
+        self.register_agents(registry);
+        self.register_status(registry);
+        self.register_rollouts(registry);
+    }
+
+    /// Registers the metrics of this replica: its build, leadership, what it
+    /// publishes, its watches, policies, Events, certificates and webhook.
+    fn register_replica(&self, registry: &mut Registry) {
         registry.register(
             "build",
             "Build information of the hub",
             Info::new(VersionLabel {
                 version: env!("CARGO_PKG_VERSION"),
             }),
-        );
-        registry.register(
-            "agent_sessions",
-            "Open agent sessions",
-            self.sessions.clone(),
         );
         registry.register(
             "leader",
@@ -381,26 +385,6 @@ impl HubMetrics {
             "inventory_decisions_publishing",
             "1 while the leader publishes placements' multicluster.x-k8s.io PlacementDecisions (their CRD served)",
             self.inventory_decisions_publishing.clone(),
-        );
-        registry.register(
-            "work_upserts_sent",
-            "Work upserts sent to agents",
-            self.upserts_sent.clone(),
-        );
-        registry.register(
-            "work_deletes_sent",
-            "Work deletes sent to agents",
-            self.deletes_sent.clone(),
-        );
-        registry.register(
-            "status_reports",
-            "Agent status reports by outcome",
-            self.status_reports.clone(),
-        );
-        registry.register(
-            "status_reports_received",
-            "Agent status reports as they arrive, before any is written",
-            self.status_reports_received.clone(),
         );
         registry.register(
             "watch_errors",
@@ -421,6 +405,87 @@ impl HubMetrics {
             "undecodable_works",
             "Stored ManifestWorks the hub cannot decode and skips, by namespace and name",
             self.undecodable_works.clone(),
+        );
+        registry.register(
+            "events",
+            "Kubernetes Events about works, by outcome (published, failed, dropped)",
+            self.events.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Certificate files that changed, by listener and outcome (reloaded, failed)",
+            self.certificate_reloads.clone(),
+        );
+        registry.register(
+            "webhook_review_duration_seconds",
+            "Seconds the admission webhook took to answer a review",
+            self.webhook_review_seconds.clone(),
+        );
+    }
+
+    /// Registers the metrics of agents: sessions, what is sent to them, how
+    /// they are admitted and refused, and the clusters whose agents are away or
+    /// braking.
+    fn register_agents(&self, registry: &mut Registry) {
+        registry.register(
+            "agent_sessions",
+            "Open agent sessions",
+            self.sessions.clone(),
+        );
+        registry.register(
+            "work_upserts_sent",
+            "Work upserts sent to agents",
+            self.upserts_sent.clone(),
+        );
+        registry.register(
+            "work_deletes_sent",
+            "Work deletes sent to agents",
+            self.deletes_sent.clone(),
+        );
+        registry.register(
+            "token_review_duration_seconds",
+            "Seconds each TokenReview of an agent token took",
+            self.token_review_seconds.clone(),
+        );
+        registry.register(
+            "agent_refusals",
+            "Agent streams refused, by reason",
+            self.agent_refusals.clone(),
+        );
+        registry.register(
+            "agent_connections_closed",
+            "Agent-port connections closed by the hub before or without an authenticated stream, by reason",
+            self.connections_closed.clone(),
+        );
+        registry.register(
+            "agent_messages_too_large",
+            "Agent sessions ended because a message was over its cap, by message (hello, report)",
+            self.messages_too_large.clone(),
+        );
+        registry.register(
+            "clusters_disconnected",
+            "Accepted clusters whose agent is not connected, as of the leader's last liveness sweep",
+            self.clusters_disconnected.clone(),
+        );
+        registry.register(
+            "clusters_deletions_held",
+            "Clusters whose agent's deletion brake holds deletions until a release on the spoke, as of the leader's last liveness sweep",
+            self.clusters_deletions_held.clone(),
+        );
+    }
+
+    /// Registers the metrics of status reports from agents and their writes to
+    /// the hub.
+    fn register_status(&self, registry: &mut Registry) {
+        registry.register(
+            "status_reports",
+            "Agent status reports by outcome",
+            self.status_reports.clone(),
+        );
+        registry.register(
+            "status_reports_received",
+            "Agent status reports as they arrive, before any is written",
+            self.status_reports_received.clone(),
         );
         registry.register(
             "status_writes",
@@ -448,55 +513,15 @@ impl HubMetrics {
             self.status_reports_pending.clone(),
         );
         registry.register(
-            "events",
-            "Kubernetes Events about works, by outcome (published, failed, dropped)",
-            self.events.clone(),
-        );
-        registry.register(
-            "certificate_reloads",
-            "Certificate files that changed, by listener and outcome (reloaded, failed)",
-            self.certificate_reloads.clone(),
-        );
-        registry.register(
             "status_write_duration_seconds",
             "Seconds each status write request to the API server took",
             self.status_write_seconds.clone(),
         );
-        registry.register(
-            "token_review_duration_seconds",
-            "Seconds each TokenReview of an agent token took",
-            self.token_review_seconds.clone(),
-        );
-        registry.register(
-            "webhook_review_duration_seconds",
-            "Seconds the admission webhook took to answer a review",
-            self.webhook_review_seconds.clone(),
-        );
-        registry.register(
-            "agent_refusals",
-            "Agent streams refused, by reason",
-            self.agent_refusals.clone(),
-        );
-        registry.register(
-            "agent_connections_closed",
-            "Agent-port connections closed by the hub before or without an authenticated stream, by reason",
-            self.connections_closed.clone(),
-        );
-        registry.register(
-            "agent_messages_too_large",
-            "Agent sessions ended because a message was over its cap, by message (hello, report)",
-            self.messages_too_large.clone(),
-        );
-        registry.register(
-            "clusters_disconnected",
-            "Accepted clusters whose agent is not connected, as of the leader's last liveness sweep",
-            self.clusters_disconnected.clone(),
-        );
-        registry.register(
-            "clusters_deletions_held",
-            "Clusters whose agent's deletion brake holds deletions until a release on the spoke, as of the leader's last liveness sweep",
-            self.clusters_deletions_held.clone(),
-        );
+    }
+
+    /// Registers the metrics of replica-set rollouts: halts, rollbacks, gates
+    /// and held deletions.
+    fn register_rollouts(&self, registry: &mut Registry) {
         registry.register(
             "rollout_halted",
             "1 while a replica set's rollout is halted (past maxFailures, or a mandatory group failed)",

@@ -255,61 +255,57 @@ fn replica_identity() -> String {
 /// incomplete, a port cannot be bound, the CRDs cannot be installed, or a
 /// part of the hub fails.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let ServeArgs {
-        grpc_addr,
-        probe_addr,
-        heartbeat_seconds,
-        install_crds: install,
-        watch_admission_policies,
-        tls_cert,
-        tls_key,
-        client_ca,
-        insecure_plaintext,
-        webhook_addr,
-        webhook_url,
-        webhook_service,
-        webhook_cert,
-        webhook_key,
-        webhook_ca,
-        cert_reload_seconds,
-        max_work_bytes,
-        webhook_failure_policy,
-        agent_service_account,
-        token_review_seconds,
-        peer_token_reviews_per_minute,
-        live_token_reviews_per_second,
-        connect_token_reviews_in_flight,
-        max_session_seconds,
-        max_streams_per_connection,
-        tls_handshake_timeout_seconds,
-        http2_keepalive_seconds,
-        http2_keepalive_timeout_seconds,
-        tcp_keepalive_seconds,
-        max_connections,
-        max_connections_per_peer,
-        unauthenticated_idle_seconds,
-        hub_api_concurrency,
-        leader_election_namespace,
-        leader_election_lease,
-        leader_lease_seconds,
-        replica_lease_namespace,
-        replica_lease_seconds,
-        unreachable_grace_seconds,
-        controller_sweep_seconds,
-        shutdown_grace_seconds,
-        health_eval_permits,
-        health_eval_deadline_ms,
-        cluster_profiles,
-        cluster_profile_namespace,
-        trace: _,
-    } = args;
     // Installed before anything waits on the API server, so a stop during
     // start-up is bounded too.
-    let stop = super::shutdown::shutdown_signal(Duration::from_secs(shutdown_grace_seconds))
+    let stop = super::shutdown::shutdown_signal(Duration::from_secs(args.shutdown_grace_seconds))
         .context("installing the signal handlers")?;
-    let replica_lease = ReplicaLease {
-        namespace: replica_lease_namespace
-            .or_else(|| leader_election_namespace.clone())
+    let replica_lease = replica_lease(&args);
+    let cluster_profiles = args.cluster_profiles.then(|| ClusterProfileOptions {
+        namespace: args
+            .cluster_profile_namespace
+            .clone()
+            .unwrap_or_else(|| replica_lease.namespace.clone()),
+    });
+    let grpc_tls = grpc_tls(&args)?;
+    let client = api_client(args.hub_api_concurrency).await?;
+    if args.install_crds {
+        install_crds(&client).await?;
+    }
+    let listeners = HubListeners {
+        cluster_profiles,
+        watch_policies: args.watch_admission_policies,
+        leader_election: leader_election(&args),
+        replica_lease,
+        unreachable_grace: Duration::from_secs(args.unreachable_grace_seconds),
+        controller_sweep: Duration::from_secs(args.controller_sweep_seconds),
+        health_pool: HealthPoolConfig {
+            permits: args.health_eval_permits.max(1),
+            deadline: Duration::from_millis(args.health_eval_deadline_ms.max(1)),
+        },
+        grpc: bind(args.grpc_addr).await?,
+        grpc_tls,
+        probes: Some(bind(args.probe_addr).await?),
+        admission: admission(&args).await?,
+    };
+    run_hub(client, listeners, session(&args), stop).await?;
+    Ok(())
+}
+
+/// A listener on `addr`; fails naming it.
+async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
+}
+
+/// This replica's Lease: in `--replica-lease-namespace`, else the leader
+/// election's, else the pod's, else `default`.
+fn replica_lease(args: &ServeArgs) -> ReplicaLease {
+    ReplicaLease {
+        namespace: args
+            .replica_lease_namespace
+            .clone()
+            .or_else(|| args.leader_election_namespace.clone())
             .or_else(|| {
                 std::env::var("POD_NAMESPACE")
                     .ok()
@@ -323,111 +319,104 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             replica_identity(),
             rand::random::<u32>() & 0xff_ffff
         ),
-        duration: Duration::from_secs(replica_lease_seconds.max(3)),
-    };
-    let cluster_profiles = cluster_profiles.then(|| ClusterProfileOptions {
-        namespace: cluster_profile_namespace.unwrap_or_else(|| replica_lease.namespace.clone()),
-    });
-    let leader_election = leader_election_namespace.map(|namespace| {
-        let lease_duration = Duration::from_secs(leader_lease_seconds.max(3));
+        duration: Duration::from_secs(args.replica_lease_seconds.max(3)),
+    }
+}
+
+/// Leader election, when `--leader-election-namespace` is given.
+fn leader_election(args: &ServeArgs) -> Option<LeaderElection> {
+    args.leader_election_namespace.clone().map(|namespace| {
+        let lease_duration = Duration::from_secs(args.leader_lease_seconds.max(3));
         LeaderElection {
-            lease_name: leader_election_lease,
+            lease_name: args.leader_election_lease.clone(),
             namespace,
             identity: replica_identity(),
             lease_duration,
             renew_before: lease_duration / 3,
         }
-    });
-    // The files are followed: a rotated certificate (cert-manager
-    // renewing the Secret) is served without a restart.
-    let reload_interval = Duration::from_secs(cert_reload_seconds.max(1));
-    let grpc_tls = match (tls_cert, tls_key) {
-        (Some(cert), Some(key)) => Some(GrpcTls {
-            client_ca: client_ca.map(CaSource::File),
-            reload_interval,
-            ..GrpcTls::new(CertSource::Files { cert, key })
-        }),
-        _ if insecure_plaintext => None,
+    })
+}
+
+/// How often certificate files are read again: a rotated certificate
+/// (cert-manager renewing the Secret) is served without a restart.
+fn reload_interval(args: &ServeArgs) -> Duration {
+    Duration::from_secs(args.cert_reload_seconds.max(1))
+}
+
+/// TLS of the agent port; fails unless it has a certificate and key or
+/// plaintext is asked for.
+fn grpc_tls(args: &ServeArgs) -> anyhow::Result<Option<GrpcTls>> {
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Ok(Some(GrpcTls {
+            client_ca: args.client_ca.clone().map(CaSource::File),
+            reload_interval: reload_interval(args),
+            ..GrpcTls::new(CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            })
+        })),
+        _ if args.insecure_plaintext => Ok(None),
         _ => anyhow::bail!(
             "TLS is on by default: give --tls-cert and --tls-key, or --insecure-plaintext for local experiments"
         ),
-    };
-    let client = api_client(hub_api_concurrency).await?;
-    if install {
-        install_crds(&client).await?;
     }
-    let listeners = HubListeners {
-        cluster_profiles,
-        watch_policies: watch_admission_policies,
-        leader_election,
-        replica_lease,
-        unreachable_grace: Duration::from_secs(unreachable_grace_seconds),
-        controller_sweep: Duration::from_secs(controller_sweep_seconds),
-        health_pool: HealthPoolConfig {
-            permits: health_eval_permits.max(1),
-            deadline: Duration::from_millis(health_eval_deadline_ms.max(1)),
-        },
-        grpc: TcpListener::bind(grpc_addr)
-            .await
-            .with_context(|| format!("binding {grpc_addr}"))?,
-        grpc_tls,
-        probes: Some(
-            TcpListener::bind(probe_addr)
-                .await
-                .with_context(|| format!("binding {probe_addr}"))?,
-        ),
-        admission: match (webhook_addr, webhook_target(webhook_url, webhook_service)) {
-            (Some(addr), Some(target)) => {
-                let cert = match (webhook_cert, webhook_key) {
-                    (Some(cert), Some(key)) => ServingCert {
-                        reload_interval,
-                        ..ServingCert::load(&cert, &key, webhook_ca.as_deref())?
-                    },
-                    _ => ServingCert::generate(&[match &target {
-                        WebhookTarget::Url(url) => url_host(url)?,
-                        WebhookTarget::Service(service) => service.dns_name(),
-                    }])?,
-                };
-                Some(AdmissionOptions {
-                    listener: TcpListener::bind(addr)
-                        .await
-                        .with_context(|| format!("binding {addr}"))?,
-                    target,
-                    cert,
-                    max_work_bytes,
-                    failure_policy: webhook_failure_policy,
-                })
-            }
-            _ => None,
-        },
+}
+
+/// The admission webhook, when it has an address and a target: its
+/// certificate from files, or made for the target's host. Fails when the
+/// files cannot be read or the address bound.
+async fn admission(args: &ServeArgs) -> anyhow::Result<Option<AdmissionOptions>> {
+    let target = webhook_target(args.webhook_url.clone(), args.webhook_service.clone());
+    let (Some(addr), Some(target)) = (args.webhook_addr, target) else {
+        return Ok(None);
     };
+    let cert = match (&args.webhook_cert, &args.webhook_key) {
+        (Some(cert), Some(key)) => ServingCert {
+            reload_interval: reload_interval(args),
+            ..ServingCert::load(cert, key, args.webhook_ca.as_deref())?
+        },
+        _ => ServingCert::generate(&[match &target {
+            WebhookTarget::Url(url) => url_host(url)?,
+            WebhookTarget::Service(service) => service.dns_name(),
+        }])?,
+    };
+    Ok(Some(AdmissionOptions {
+        listener: bind(addr).await?,
+        target,
+        cert,
+        max_work_bytes: args.max_work_bytes,
+        failure_policy: args.webhook_failure_policy,
+    }))
+}
+
+/// The agents' sessions: heartbeats, age, authentication and transport
+/// limits (each at least one second where a zero would spin).
+fn session(args: &ServeArgs) -> SessionConfig {
     let seconds = |s: u64| Duration::from_secs(s.max(1));
-    let session = SessionConfig {
-        heartbeat_interval: seconds(heartbeat_seconds),
-        max_session_age: seconds(max_session_seconds),
+    SessionConfig {
+        heartbeat_interval: seconds(args.heartbeat_seconds),
+        max_session_age: seconds(args.max_session_seconds),
         auth: AuthOptions {
-            service_account: agent_service_account,
-            review_interval: seconds(token_review_seconds),
-            peer_reviews_per_minute: peer_token_reviews_per_minute,
-            live_reviews_per_second: live_token_reviews_per_second,
-            connect_reviews_in_flight: connect_token_reviews_in_flight,
+            service_account: args.agent_service_account.clone(),
+            review_interval: seconds(args.token_review_seconds),
+            peer_reviews_per_minute: args.peer_token_reviews_per_minute,
+            live_reviews_per_second: args.live_token_reviews_per_second,
+            connect_reviews_in_flight: args.connect_token_reviews_in_flight,
         },
         transport: TransportLimits {
-            max_concurrent_streams: max_streams_per_connection.max(1),
-            tls_handshake_timeout: seconds(tls_handshake_timeout_seconds),
-            http2_keepalive_interval: seconds(http2_keepalive_seconds),
-            http2_keepalive_timeout: seconds(http2_keepalive_timeout_seconds),
-            tcp_keepalive: seconds(tcp_keepalive_seconds),
-            max_connections: max_connections.max(1),
-            max_connections_per_peer: max_connections_per_peer.max(1),
-            unauthenticated_idle: seconds(unauthenticated_idle_seconds),
+            max_concurrent_streams: args.max_streams_per_connection.max(1),
+            tls_handshake_timeout: seconds(args.tls_handshake_timeout_seconds),
+            http2_keepalive_interval: seconds(args.http2_keepalive_seconds),
+            http2_keepalive_timeout: seconds(args.http2_keepalive_timeout_seconds),
+            tcp_keepalive: seconds(args.tcp_keepalive_seconds),
+            max_connections: args.max_connections.max(1),
+            max_connections_per_peer: args.max_connections_per_peer.max(1),
+            unauthenticated_idle: seconds(args.unauthenticated_idle_seconds),
             // Agents report the status of works of up to this size.
-            message_caps: MessageCaps::for_max_work_bytes(max_work_bytes),
+            message_caps: MessageCaps::for_max_work_bytes(args.max_work_bytes),
             ..TransportLimits::default()
         },
-    };
-    run_hub(client, listeners, session, stop).await?;
-    Ok(())
+    }
 }
 
 /// Default of `--hub-api-concurrency`.

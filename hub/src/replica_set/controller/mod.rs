@@ -11,12 +11,13 @@
 //! `act.rs` carries the decision out through `act/`, records before the
 //! writes they announce. The revisions are the one record made before the
 //! snapshot, planned purely (`revisions.rs`): the decision reads them.
-//! `triggers.rs` maps other objects' changes to the replica sets they
-//! concern.
+//! `watches.rs` keeps the caches and wires the controller to the changes
+//! `triggers.rs` maps to the replica sets they concern.
 
 mod act;
 mod gather;
 mod triggers;
+mod watches;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,28 +25,25 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use tokio::sync::Mutex;
 use tracing::warn;
 
-use self::triggers::{labels_and_reachability, owner_of, referring, using_labels};
+use self::watches::{controller, watch_all};
 use super::act::revisions::store_revisions;
 use super::decide::decide;
-use super::depends::dependents;
 use super::error::ReplicaSetError;
 use super::health_pool::{HealthPool, HealthPoolConfig};
 use super::revisions::{plan_revisions, protected_hashes};
 use super::work_writes::Refused;
 use crate::metrics::RolloutMetrics;
-use crate::store_ready::{StoresReady, store_ready};
-use crate::watch::SettledObjects;
-use crate::watch::{resync_every, run_controller, watch};
+use crate::store_ready::StoresReady;
+use crate::watch::run_controller;
 use ferry_api::cluster_set::{ManagedClusterSet, ManagedClusterSetBinding};
-use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_FINALIZER, REPLICA_SET_LABEL};
+use ferry_api::contract::REPLICA_SET_FINALIZER;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_api::placement::{Placement, PlacementDecision};
@@ -185,187 +183,26 @@ pub async fn run_replica_set_controller(
     sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (replica_sets, rs_writer) = reflector::store();
-    let (placements, placement_writer) = reflector::store();
-    let (decisions, decision_writer) = reflector::store();
-    let (works, work_writer) = reflector::store();
-    let (clusters, cluster_writer) = reflector::store();
-    let (revisions, revision_writer) = reflector::store();
-    let (approvals, approval_writer) = reflector::store();
-    let (sets, set_writer) = reflector::store();
-    let (bindings, binding_writer) = reflector::store();
-    let rs_stream = watch(
-        Api::<ManifestWorkReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(rs_writer)
-    .applied_settled();
-    // A replica set created, deleted or given a new spec may hold or free
-    // the replica sets depending on it (a cycle closes or opens, a missing
-    // dependency appears): its generation, not its status, matters here.
-    let dependency_stream = watch(
-        Api::<ManifestWorkReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .touched_settled()
-    .predicate_filter(predicates::generation, Default::default());
-    // A placement going or coming back, or its status naming new
-    // decision objects, changes what may be deleted.
-    let placement_stream = watch(
-        Api::<Placement>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(placement_writer)
-    .touched_settled();
-    let decision_stream = watch(
-        Api::<PlacementDecision>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(decision_writer)
-    .touched_settled();
-    let work_stream = watch(
-        Api::<ManifestWork>::all(client.clone()),
-        watcher::Config::default().labels(REPLICA_SET_LABEL),
-    )
-    .reflect(work_writer)
-    .touched_settled();
-    // Cluster labels feed overrides and `${CLUSTER_LABEL:key}`: only a
-    // label change triggers, not the status heartbeats.
-    let cluster_stream = watch(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(cluster_writer)
-    .touched_settled()
-    .predicate_filter(labels_and_reachability, Default::default());
-    // A revision deleted or renumbered by hand is put right at once.
-    let revision_stream = watch(
-        Api::<ControllerRevision>::all(client.clone()),
-        watcher::Config::default().labels(REPLICA_SET_LABEL),
-    )
-    .reflect(revision_writer)
-    .touched_settled();
-    // An approval lets its replica set's gate through.
-    let approval_stream = watch(
-        Api::<RolloutApproval>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(approval_writer)
-    .touched_settled();
-    // A set or binding change can refuse or admit clusters: the replica
-    // sets of the binding's namespace are looked at again (a set's change
-    // at the next resync).
-    let set_stream = watch(
-        Api::<ManagedClusterSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(set_writer)
-    .touched_settled();
-    let binding_stream = watch(
-        Api::<ManagedClusterSetBinding>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(binding_writer)
-    .touched_settled();
-    let ready = StoresReady::all(vec![
-        store_ready(&placements),
-        store_ready(&decisions),
-        store_ready(&works),
-        store_ready(&clusters),
-        store_ready(&revisions),
-        store_ready(&approvals),
-        store_ready(&sets),
-        store_ready(&bindings),
-    ]);
+    let (caches, triggers) = watch_all(&client);
+    let controller = controller(&caches, triggers, sweep);
     let context = Arc::new(Context {
-        replica_sets: replica_sets.clone(),
-        ready,
-        sets,
-        bindings,
+        ready: caches.ready(),
+        replica_sets: caches.replica_sets,
+        sets: caches.sets,
+        bindings: caches.bindings,
         client,
-        placements,
-        decisions,
-        works,
-        clusters,
-        revisions,
-        approvals,
+        placements: caches.placements,
+        decisions: caches.decisions,
+        works: caches.works,
+        clusters: caches.clusters,
+        revisions: caches.revisions,
+        approvals: caches.approvals,
         refused: Mutex::new(BTreeMap::new()),
         rollbacks: Mutex::new(BTreeMap::new()),
         written: Mutex::new(BTreeMap::new()),
         health: HealthPool::new(health),
         rollout_metrics: rollout_metrics.clone(),
     });
-    let label_sets = replica_sets.clone();
-    let mapper_sets = replica_sets.clone();
-    let placement_sets = replica_sets.clone();
-    let binding_sets = replica_sets.clone();
-    let dependent_sets = replica_sets.clone();
-    let named_sets = replica_sets.clone();
-    let controller = Controller::for_stream(rs_stream, replica_sets)
-        .watches_stream(decision_stream, move |decision: PlacementDecision| {
-            match (decision.namespace(), decision.labels().get(PLACEMENT_LABEL)) {
-                (Some(namespace), Some(placement)) => {
-                    referring(&mapper_sets, &namespace, placement)
-                }
-                _ => Vec::new(),
-            }
-        })
-        .watches_stream(
-            placement_stream,
-            move |placement: Placement| match placement.namespace() {
-                Some(namespace) => referring(&placement_sets, &namespace, &placement.name_any()),
-                None => Vec::new(),
-            },
-        )
-        .watches_stream(set_stream, |_: ManagedClusterSet| Vec::new())
-        .watches_stream(binding_stream, move |binding: ManagedClusterSetBinding| {
-            let namespace = binding.namespace();
-            binding_sets
-                .state()
-                .iter()
-                .filter(|rs| rs.namespace() == namespace)
-                .map(|rs| ObjectRef::from_obj(rs.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .watches_stream(cluster_stream, move |_: ManagedCluster| {
-            using_labels(&label_sets)
-        })
-        .watches_stream(revision_stream, |revision: ControllerRevision| {
-            owner_of(revision.labels())
-        })
-        .watches_stream(approval_stream, |approval: RolloutApproval| {
-            approval
-                .namespace()
-                .map(|namespace| ObjectRef::new(&approval.spec.replica_set).within(&namespace))
-        })
-        .watches_stream(dependency_stream, move |rs: ManifestWorkReplicaSet| {
-            let all = named_sets.state();
-            let namespace = rs.namespace().unwrap_or_default();
-            // Those depending on it, and other namespaces' of its name
-            // (which of them holds the name may change with it).
-            let rivals = all.iter().filter(|other| {
-                other.name_any() == rs.name_any() && other.namespace() != rs.namespace()
-            });
-            dependents(&all, &namespace, &rs.name_any())
-                .chain(rivals)
-                .map(|other| ObjectRef::from_obj(&**other))
-                .collect::<Vec<_>>()
-        })
-        .watches_stream(work_stream, move |work: ManifestWork| {
-            // Its replica set, and those depending on it: its status (say
-            // Available) may start their clusters.
-            let Some(owner) = owner_of(work.labels()) else {
-                return Vec::new();
-            };
-            let all = dependent_sets.state();
-            let namespace = owner.namespace.clone().unwrap_or_default();
-            let mut concerned: Vec<_> = dependents(&all, &namespace, &owner.name)
-                .map(|rs| ObjectRef::from_obj(&**rs))
-                .collect();
-            concerned.push(owner);
-            concerned
-        })
-        .reconcile_all_on(resync_every(sweep));
     run_controller(
         "replica set",
         controller,
