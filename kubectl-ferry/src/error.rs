@@ -110,6 +110,15 @@ pub enum CliError {
     /// `release-deletions` cannot release.
     #[error(transparent)]
     Release(#[from] crate::release_deletions::plan::ReleaseError),
+    /// An object the hub holds is not what this build can read (a newer
+    /// hub's, or one written around the API's checks).
+    #[error("{what} cannot be read by this kubectl-ferry: {reason}")]
+    Undecodable {
+        /// The object, by kind and name.
+        what: String,
+        /// What did not fit.
+        reason: String,
+    },
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),

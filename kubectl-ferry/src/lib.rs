@@ -7,7 +7,7 @@
 //! CLUSTER` releases what a spoke agent's deletion brake holds.
 //!
 //! The pure part (objects to rows and text) lives in its own modules with unit
-//! tests; [`fetch`] and [`client`] are the only ones that talk to an API server.
+//! tests; [`hub_api`] and [`client`] are the only ones that talk to an API server.
 #![forbid(unsafe_code)]
 
 pub mod age;
@@ -20,12 +20,11 @@ pub mod describe;
 pub mod drift_table;
 pub mod error;
 pub mod events;
-pub mod fetch;
 pub mod fleet_rows;
+pub mod hub_api;
 pub mod output;
 pub mod release_deletions;
 pub mod rollout;
-pub mod rollout_fetch;
 pub mod rollout_history;
 pub mod rollout_view;
 pub mod run;

@@ -1,21 +1,13 @@
-//! `kubectl ferry rollout status|approve|pause|resume NS/NAME`: reading a
-//! replica set's rollout, approving the gate that awaits approval (a
-//! `RolloutApproval` recorded as approved by the caller, whose user name a
-//! SelfSubjectReview gives), and pausing or resuming it.
+//! What `kubectl ferry rollout` decides, purely: the replica set a user
+//! names, the gate an approval is for (a `RolloutApproval` recorded as
+//! approved by the caller) and the approval's name. The reads and writes
+//! are `crate::hub_api::replica_sets`.
 
-use std::collections::BTreeMap;
-
-use ferry_api::contract::{PLACEMENT_LABEL, REPLICA_SET_LABEL};
-use ferry_api::manifest_work::ManifestWork;
-use ferry_api::placement::PlacementDecision;
 use ferry_api::replica_set::{ManifestWorkReplicaSet, PlacementRollout};
-use ferry_api::rollout_approval::{RolloutApproval, RolloutApprovalSpec};
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 
 use crate::error::CliError;
-use crate::rollout_view::{Wave, current_revision, current_revision_digest};
+use crate::rollout_view::{current_revision, current_revision_digest};
 
 /// A replica set named by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,126 +50,6 @@ pub fn parse_replica_set_ref(
     Ok(ReplicaSetRef {
         namespace: ns,
         name,
-    })
-}
-
-const RESOURCE: &str = "manifestworkreplicasets.work.ferry.dev";
-
-/// The replica set; [`CliError::ReplicaSetNotFound`] when there is none.
-pub async fn get_replica_set(
-    client: &Client,
-    rs: &ReplicaSetRef,
-) -> Result<ManifestWorkReplicaSet, CliError> {
-    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), &rs.namespace);
-    let action = format!("get manifestworkreplicaset {}/{}", rs.namespace, rs.name);
-    match api.get_opt(&rs.name).await {
-        Ok(Some(object)) => Ok(object),
-        Ok(None) => Err(CliError::ReplicaSetNotFound {
-            namespace: rs.namespace.clone(),
-            name: rs.name.clone(),
-        }),
-        Err(error) => Err(CliError::from_kube(&action, RESOURCE, error)),
-    }
-}
-
-/// The decision groups of each placement of `rs`, from its
-/// PlacementDecisions, in group order.
-pub async fn waves(
-    client: &Client,
-    rs: &ManifestWorkReplicaSet,
-) -> Result<BTreeMap<String, Vec<Wave>>, CliError> {
-    let namespace = rs.namespace().unwrap_or_default();
-    let api: Api<PlacementDecision> = Api::namespaced(client.clone(), &namespace);
-    let mut out = BTreeMap::new();
-    for reference in &rs.spec.placement_refs {
-        let decisions = api
-            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", reference.name)))
-            .await
-            .map_err(|e| {
-                CliError::from_kube(
-                    &format!("list placementdecisions in namespace {namespace}"),
-                    "placementdecisions.cluster.ferry.dev",
-                    e,
-                )
-            })?;
-        let mut groups: BTreeMap<usize, Wave> = BTreeMap::new();
-        for decision in decisions.items {
-            let (index, name) = decision.decision_group();
-            let wave = groups.entry(index).or_insert_with(|| Wave {
-                index,
-                name,
-                clusters: Vec::new(),
-            });
-            wave.clusters
-                .extend(decision.cluster_names().map(str::to_string));
-        }
-        out.insert(reference.name.clone(), groups.into_values().collect());
-    }
-    Ok(out)
-}
-
-/// The works `rs` generated, by cluster.
-pub async fn generated_works(
-    client: &Client,
-    rs: &ManifestWorkReplicaSet,
-) -> Result<BTreeMap<String, ManifestWork>, CliError> {
-    let api: Api<ManifestWork> = Api::all(client.clone());
-    let owner = format!("{}.{}", rs.namespace().unwrap_or_default(), rs.name_any());
-    let works = api
-        .list(&ListParams::default().labels(&format!("{REPLICA_SET_LABEL}={owner}")))
-        .await
-        .map_err(|e| {
-            CliError::from_kube(
-                "list manifestworks in all namespaces",
-                "manifestworks.work.ferry.dev",
-                e,
-            )
-        })?;
-    Ok(works
-        .items
-        .into_iter()
-        .filter_map(|w| Some((w.namespace()?, w)))
-        .collect())
-}
-
-/// Merge-patches `spec.paused` of replica set `rs` with `client`'s
-/// credentials; fails with the API server's answer (the CLI and the
-/// dashboard each say it their way).
-pub async fn patch_paused(
-    client: &Client,
-    rs: &ReplicaSetRef,
-    paused: bool,
-) -> Result<(), kube::Error> {
-    let api: Api<ManifestWorkReplicaSet> = Api::namespaced(client.clone(), &rs.namespace);
-    api.patch(
-        &rs.name,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
-    )
-    .await
-    .map(|_| ())
-}
-
-/// Sets `spec.paused` of the replica set.
-pub async fn set_paused(client: &Client, rs: &ReplicaSetRef, paused: bool) -> Result<(), CliError> {
-    let verb = if paused { "pause" } else { "resume" };
-    patch_paused(client, rs, paused).await.map_err(|e| match e {
-        kube::Error::Api(s)
-            if s.code == 404 && s.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
-        {
-            CliError::ReplicaSetNotFound {
-                namespace: rs.namespace.clone(),
-                name: rs.name.clone(),
-            }
-        }
-        e => CliError::from_kube(
-            &format!(
-                "{verb} (patch) manifestworkreplicaset {}/{}",
-                rs.namespace, rs.name
-            ),
-            RESOURCE,
-            e,
-        ),
     })
 }
 
@@ -266,27 +138,6 @@ pub fn placement_digest(p: &PlacementRollout, revision: &str, digest: &str) -> S
     }
 }
 
-/// The caller's user name, as the API server authenticates it.
-pub async fn whoami(client: &Client) -> Result<String, CliError> {
-    let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = api
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| {
-            CliError::from_kube(
-                "create selfsubjectreviews (to learn your user name)",
-                "selfsubjectreviews.authentication.k8s.io",
-                e,
-            )
-        })?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| CliError::Print("the API server did not say who you are".into()))
-}
-
 /// The name of the approval of `choice` on replica set `name`: lower-case,
 /// DNS-safe, at most 253 characters, the same for the same gate and
 /// revision (so approving twice finds the first approval).
@@ -308,62 +159,6 @@ pub fn approval_name(name: &str, choice: &GateChoice) -> String {
         .collect();
     clean.truncate(253);
     clean.trim_matches(|c| c == '-' || c == '.').to_string()
-}
-
-/// Creates the approval of `choice` by `user` with `comment`, named by
-/// [`approval_name`] so approving twice finds the first approval; returns
-/// its name, and whether it existed already. Fails with the API server's
-/// answer (the CLI and the dashboard each say it their way).
-pub async fn create_approval(
-    client: &Client,
-    rs: &ReplicaSetRef,
-    choice: &GateChoice,
-    user: &str,
-    comment: &str,
-) -> Result<(String, bool), kube::Error> {
-    let name = approval_name(&rs.name, choice);
-    let mut approval = RolloutApproval::new(
-        &name,
-        RolloutApprovalSpec {
-            replica_set: rs.name.clone(),
-            placement: choice.placement.clone(),
-            after_group: choice.after_group.clone(),
-            revision: choice.revision.clone(),
-            approved_by: user.to_string(),
-            comment: comment.to_string(),
-        },
-    );
-    approval.metadata.namespace = Some(rs.namespace.clone());
-    let api: Api<RolloutApproval> = Api::namespaced(client.clone(), &rs.namespace);
-    match api.create(&PostParams::default(), &approval).await {
-        Ok(_) => Ok((name, false)),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok((name, true)),
-        Err(e) => Err(e),
-    }
-}
-
-/// Creates the approval of `choice` by `user` with `comment`; returns its
-/// name, and whether it existed already.
-pub async fn approve(
-    client: &Client,
-    rs: &ReplicaSetRef,
-    choice: &GateChoice,
-    user: &str,
-    comment: &str,
-) -> Result<(String, bool), CliError> {
-    create_approval(client, rs, choice, user, comment)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) if s.code == 403 => CliError::ApproveForbidden {
-                namespace: rs.namespace.clone(),
-                message: s.message,
-            },
-            e => CliError::from_kube(
-                &format!("create rolloutapprovals in namespace {}", rs.namespace),
-                "rolloutapprovals.work.ferry.dev",
-                e,
-            ),
-        })
 }
 
 #[cfg(test)]

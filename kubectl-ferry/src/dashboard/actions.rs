@@ -11,7 +11,9 @@ use kube::api::ApiResource;
 use kube::{Client, Resource};
 use serde_json::Value;
 
-use crate::rollout::{GateChoice, ReplicaSetRef, create_approval, patch_paused};
+use crate::hub_api::identity::whoami;
+use crate::hub_api::replica_sets::{create_approval, patch_paused};
+use crate::rollout::{GateChoice, ReplicaSetRef};
 
 use super::rollouts_page::{AWAITING_APPROVAL, approvable_revision};
 
@@ -204,7 +206,7 @@ fn resource_name<K: Resource<DynamicType = ()>>() -> String {
 /// The caller's user name as the API server authenticated it (the same
 /// SelfSubjectReview as `kubectl ferry rollout approve`).
 pub async fn who_am_i(client: &Client) -> Result<String, ActionError> {
-    crate::rollout::whoami(client)
+    whoami(client)
         .await
         .map_err(|e| ActionError::WhoAmI(e.to_string()))
 }

@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::{RwLock, broadcast};
 
-use crate::fetch::raw_object;
+use crate::hub_api::fleet::raw_object;
 
 /// Notices kept for slow browsers; a browser further behind is told to
 /// re-fetch once (its stream reports the lag) instead of the server

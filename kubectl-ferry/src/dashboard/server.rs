@@ -20,9 +20,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Event as KubeEvent;
 use kube::Client;
-use kube::api::{Api, ListParams};
 use subtle::ConstantTimeEq;
 use tokio_stream::wrappers::BroadcastStream;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -36,6 +34,7 @@ use super::rollouts_page::rollouts_body;
 use super::serve_error::ServeError;
 use crate::age::now;
 use crate::events::recent;
+use crate::hub_api::fleet::events_in;
 use crate::work_rows::WorkEntry;
 
 /// The stylesheet, embedded.
@@ -386,9 +385,8 @@ async fn cluster(
 
 /// The recent events of the cluster's namespace, or why they cannot be read.
 async fn cluster_events(client: &Client, namespace: &str) -> EventsView {
-    let api: Api<KubeEvent> = Api::namespaced(client.clone(), namespace);
-    match api.list(&ListParams::default().limit(EVENTS_LIMIT)).await {
-        Ok(list) => Ok(recent(&list.items)),
+    match events_in(client, namespace, EVENTS_LIMIT).await {
+        Ok(events) => Ok(recent(&events)),
         Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
             "forbidden: you may not list events in namespace {namespace} ({})",
             status.message

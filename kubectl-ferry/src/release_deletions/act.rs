@@ -18,7 +18,8 @@ use super::plan::{Plan, ReleaseError, plan, release_value, released, spoke_conte
 use crate::cli::GlobalArgs;
 use crate::client::{connect, connect_with, read_kubeconfig};
 use crate::error::CliError;
-use crate::rollout::whoami;
+use crate::hub_api::fleet::get_cluster;
+use crate::hub_api::identity::whoami;
 
 /// How long the hub is watched for the agent's report of the release (it
 /// reports in its heartbeats, and looks for a release every few seconds
@@ -52,17 +53,7 @@ pub async fn release_deletions(
 ) -> Result<String, CliError> {
     let cluster = request.cluster;
     let hub = connect(global).await?;
-    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
-    let read = clusters.get_opt(cluster).await.map_err(|e| {
-        CliError::from_kube(
-            &format!("get managedcluster {cluster}"),
-            "managedclusters.work.ferry.dev",
-            e,
-        )
-    })?;
-    let Some(managed) = read else {
-        return Err(CliError::ClusterNotFound(cluster.to_string()));
-    };
+    let managed = get_cluster(&hub.client, cluster).await?;
     let brake = managed
         .status
         .as_ref()
@@ -113,6 +104,7 @@ pub async fn release_deletions(
             )
         })?;
 
+    let clusters: Api<ManagedCluster> = Api::all(hub.client.clone());
     let taken = await_condition(clusters, cluster, |mc: Option<&ManagedCluster>| {
         mc.is_some_and(|mc| {
             released(

@@ -9,7 +9,7 @@ use crate::client::connect;
 use crate::describe::describe_work;
 use crate::error::CliError;
 use crate::events::recent;
-use crate::fetch::{get_work, work_events};
+use crate::hub_api::fleet::{get_work, work_events};
 use crate::output::serialize;
 use crate::work_ref::parse_work_ref;
 

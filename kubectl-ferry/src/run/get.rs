@@ -8,10 +8,10 @@ use crate::client::connect;
 use crate::cluster_rows::{cluster_records, clusters_table};
 use crate::cluster_set_rows::cluster_sets_table;
 use crate::error::CliError;
-use crate::fetch::{
+use crate::fleet_rows::{placements_table, replica_sets_table};
+use crate::hub_api::fleet::{
     list_cluster_sets, list_clusters, list_placements, list_replica_sets, list_works,
 };
-use crate::fleet_rows::{placements_table, replica_sets_table};
 use crate::output::{list, serialize};
 use crate::work_rows::works_table;
 

@@ -10,15 +10,13 @@ use super::{shown, with_newline};
 use crate::cli::{GlobalArgs, OutputFormat, RolloutCommand};
 use crate::client::connect;
 use crate::error::CliError;
+use crate::hub_api::identity::whoami;
+use crate::hub_api::replica_sets::{
+    approve, generated_works, list_replica_set_works, list_revisions, replace_replica_set,
+    set_paused, stored_replica_set, typed_replica_set, waves,
+};
 use crate::output::{list, serialize};
-use crate::rollout::{
-    approve, gate_to_approve, generated_works, get_replica_set, parse_replica_set_ref, set_paused,
-    waves, whoami,
-};
-use crate::rollout_fetch::{
-    get_replica_set as get_replica_set_json, list_replica_set_works, list_revisions,
-    replace_replica_set,
-};
+use crate::rollout::{ReplicaSetRef, gate_to_approve, parse_replica_set_ref};
 use crate::rollout_history::{UndoPlan, history_rows, history_table, undo_plan};
 use crate::rollout_view::rollout_status;
 use crate::work_ref::parse_work_ref;
@@ -48,11 +46,11 @@ pub async fn rollout(
     match command {
         RolloutCommand::Status { replica_set } => {
             let reference = named(replica_set)?;
-            let rs = get_replica_set(client, &reference).await?;
+            let rs = typed_replica_set(client, &reference).await?;
             match format {
                 OutputFormat::Table => {
                     let waves = waves(client, &rs).await?;
-                    let works = generated_works(client, &rs).await?;
+                    let works = generated_works(client, &reference).await?;
                     Ok(rollout_status(&rs, &waves, &works))
                 }
                 _ => {
@@ -69,7 +67,7 @@ pub async fn rollout(
             comment,
         } => {
             let reference = named(replica_set)?;
-            let rs = get_replica_set(client, &reference).await?;
+            let rs = typed_replica_set(client, &reference).await?;
             let choice = gate_to_approve(&rs, placement.as_deref(), group.as_deref())?;
             let user = whoami(client).await?;
             let (name, existed) = approve(client, &reference, &choice, &user, comment).await?;
@@ -109,8 +107,8 @@ async fn history(
     now: Timestamp,
 ) -> Result<String, CliError> {
     let format = global.output;
-    let rs = parse_work_ref(replica_set, global.namespace.as_deref())?;
-    let object = get_replica_set_json(client, &rs).await?;
+    let rs = named_by_work_ref(replica_set, global)?;
+    let object = stored_replica_set(client, &rs).await?;
     let revisions = list_revisions(client, &rs).await?;
     let works = list_replica_set_works(client, &rs).await?;
     let rows = history_rows(&object, &revisions, &works);
@@ -138,14 +136,14 @@ async fn undo(
     replica_set: &str,
     to_revision: i64,
 ) -> Result<String, CliError> {
-    let rs = parse_work_ref(replica_set, global.namespace.as_deref())?;
+    let rs = named_by_work_ref(replica_set, global)?;
     let revisions = list_revisions(client, &rs).await?;
     // The hub writes the replica set's status as its rollout
     // moves, and every write changes its resourceVersion: a
     // write refused for a change since the read is decided
     // again on a fresh read, a bounded number of times.
     let undo_once = || async {
-        let object = get_replica_set_json(client, &rs).await?;
+        let object = stored_replica_set(client, &rs).await?;
         match undo_plan(object, &revisions, to_revision)? {
             UndoPlan::AlreadyThere => Ok(false),
             UndoPlan::Write(object) => {
@@ -173,4 +171,14 @@ async fn undo(
         "manifestworkreplicaset.work.ferry.dev/{} rolled back to revision {to_revision}\n",
         rs.name
     ))
+}
+
+/// The replica set `arg` names as `NS/NAME` (or `NAME` with `-n`), checked
+/// as a work reference is.
+fn named_by_work_ref(arg: &str, global: &GlobalArgs) -> Result<ReplicaSetRef, CliError> {
+    let work = parse_work_ref(arg, global.namespace.as_deref())?;
+    Ok(ReplicaSetRef {
+        namespace: work.namespace,
+        name: work.name,
+    })
 }

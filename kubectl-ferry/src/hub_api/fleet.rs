@@ -1,6 +1,5 @@
-//! Reading the hub: ManagedClusters, ManagedClusterSets, ManifestWorks and
-//! Events. The only module besides [`crate::client`] that talks to an API
-//! server.
+//! Reading the fleet on the hub: ManagedClusters, ManagedClusterSets,
+//! Placements, ManifestWorks, replica sets and Events, page by page.
 
 use ferry_api::cluster_set::ManagedClusterSet;
 use ferry_api::managed_cluster::ManagedCluster;
@@ -98,6 +97,20 @@ async fn list_raw<K: kube::Resource<DynamicType = ()>>(
         .collect())
 }
 
+/// The ManagedCluster `name`; [`CliError::ClusterNotFound`] when there is
+/// none.
+pub async fn get_cluster(client: &Client, name: &str) -> Result<ManagedCluster, CliError> {
+    let clusters: Api<ManagedCluster> = Api::all(client.clone());
+    let read = clusters.get_opt(name).await.map_err(|e| {
+        CliError::from_kube(
+            &format!("get managedcluster {name}"),
+            "managedclusters.work.ferry.dev",
+            e,
+        )
+    })?;
+    read.ok_or_else(|| CliError::ClusterNotFound(name.to_string()))
+}
+
 /// The work named by `work`; [`CliError::WorkNotFound`] when there is none.
 pub async fn get_work(client: &Client, work: &WorkRef) -> Result<WorkEntry, CliError> {
     let resource = ApiResource::erase::<ManifestWork>(&());
@@ -138,6 +151,18 @@ pub async fn work_events(client: &Client, work: &WorkEntry) -> Result<Vec<Event>
         "events",
     )
     .await
+}
+
+/// The first `limit` Events of `namespace`, one request (the dashboard
+/// shows the recent ones); fails with the API server's answer, which the
+/// dashboard shows in the page.
+pub async fn events_in(
+    client: &Client,
+    namespace: &str,
+    limit: u32,
+) -> Result<Vec<Event>, kube::Error> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    Ok(api.list(&ListParams::default().limit(limit)).await?.items)
 }
 
 /// Every object `api` lists with `params`, page by page; `action` and
