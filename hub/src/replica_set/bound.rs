@@ -10,7 +10,7 @@ use ferry_api::manifest_work::Condition;
 use ferry_fleet_semantics::cluster_sets::Eligible;
 use k8s_openapi::jiff::Timestamp;
 
-use super::decisions::Chosen;
+use super::chosen::Chosen;
 use crate::conditions::condition_since;
 
 /// The condition naming the refused clusters.

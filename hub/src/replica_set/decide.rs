@@ -20,7 +20,7 @@ use kube::{Resource, ResourceExt};
 
 use super::bound::{CLUSTERS_REFUSED, refuse_unbound, refused_condition};
 use super::budget::{Removals, fill_budget_status, removals};
-use super::decisions::{Chosen, chosen_by_decisions};
+use super::chosen::{Chosen, chosen_by_decisions};
 use super::depends::{DependencyInputs, cycle_through, dependencies_condition, holds};
 use super::gates::{GateInputs, HealthRequest};
 use super::name_clash::{NAME_CONFLICT, Rival, Standing, conflict_condition, standing};
@@ -655,7 +655,7 @@ pub fn decide_status(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::replica_set::decisions::tests::{decision, placement};
+    use crate::replica_set::chosen::tests::{decision, placement};
     use crate::replica_set::plan::tests::succeeded_work;
     use crate::replica_set::revisions::{spec_revision_digest, spec_revision_hash};
     use crate::replica_set::rollback::Abort;

@@ -9,12 +9,12 @@ pub mod act;
 pub mod bound;
 /// Phase 4 too: the deletion budget.
 pub mod budget;
+/// Phase 1: the clusters the placements chose.
+pub mod chosen;
 /// The controller: watches, finalizer, and the phases in order.
 pub mod controller;
 /// Decide, then act: the reconcile as a pure decision the controller carries out.
 pub mod decide;
-/// Phase 1: the clusters the placements chose.
-pub mod decisions;
 /// Replica-set `dependsOn`: clusters held for their dependencies, cycles.
 pub mod depends;
 /// `ferry-hub render`: a replica set's works, without writing them.

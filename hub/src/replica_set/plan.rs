@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ferry_fleet_semantics::rollout::{ClusterState, RolloutCluster, next_step_with};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::decisions::Chosen;
+use super::chosen::Chosen;
 use super::depends::Hold;
 use super::gates::{GateInputs, HealthRequest, gate_specs, placement_gates, recorded_rollout};
 use super::render::Rendered;

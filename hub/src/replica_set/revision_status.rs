@@ -10,7 +10,7 @@ use ferry_semantics::contract::{DEGRADED, PLACEMENT_ROLLED_OUT, ROLLED_BACK};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use super::decisions::Chosen;
+use super::chosen::Chosen;
 use super::fleet_summary::{ClusterReport, fleet_summary};
 use super::render::Rendered;
 use super::revisions::Revision;

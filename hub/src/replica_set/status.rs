@@ -14,7 +14,7 @@ use ferry_semantics::text::first_few;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
-use super::decisions::Chosen;
+use super::chosen::Chosen;
 use super::plan::RolloutPlan;
 use super::render::Rendered;
 use super::work_writes::Refused;

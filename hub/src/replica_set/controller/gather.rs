@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 
+use super::super::chosen::chosen_by_decisions;
 use super::super::decide::{Snapshot, gate_inputs};
-use super::super::decisions::chosen_by_decisions;
 use super::super::depends::DependencyInputs;
 use super::super::error::{ReplicaSetError, failed};
 use super::super::name_clash::rivals;
