@@ -18,6 +18,8 @@ pub mod clusters;
 pub mod conditions;
 /// Installing the CRDs and rendering them for `deploy/crds/`.
 pub mod crds;
+/// Kubernetes Events the hub publishes, through one bounded queue.
+pub mod events;
 /// The agent port: sessions, their handshake, identity and limits.
 pub mod grpc;
 /// The composition root: wires every part of a hub replica together.

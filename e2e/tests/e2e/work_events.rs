@@ -16,7 +16,7 @@ use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, feedback_value, manifest_condition, manifest_work, strategy_config,
     wait_applied,
 };
-use ferry_hub::works::events::{
+use ferry_hub::events::{
     REASON_APPLIED, REASON_DELETING, REASON_WORK_EVICTED, REPORTING_CONTROLLER,
 };
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -10,13 +10,13 @@
 
 use std::time::Duration;
 
+use crate::events::{HubEvent, HubEvents};
 use k8s_openapi::api::admissionregistration::v1::{
     NamedRuleWithOperations, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicySpec,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, ListParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -323,33 +323,21 @@ pub fn transitions(previous: &[Finding], now: &[Finding]) -> Vec<(bool, &'static
 }
 
 /// Publishes one Event of [`transitions`] regarding the policy object
-/// (cluster-scoped, so the Event lands in `default`); a failure is logged.
-async fn announce(recorder: &Recorder, warning: bool, policy: &str, note: String) {
+/// (cluster-scoped, so the Event lands in `default`); queued, never waited
+/// on (the status and `/readyz` say it too).
+fn announce(events: &HubEvents, warning: bool, policy: &str, note: String) {
     let regarding = ObjectReference {
         api_version: Some("admissionregistration.k8s.io/v1".into()),
         kind: Some("ValidatingAdmissionPolicy".into()),
         name: Some(policy.into()),
         ..ObjectReference::default()
     };
-    let event = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: if warning {
-            REASON_POLICY_NOT_IN_FORCE
-        } else {
-            REASON_POLICY_RESTORED
-        }
-        .into(),
-        note: Some(ferry_semantics::text::clipped(note, 1024)),
-        action: "Check".into(),
-        secondary: None,
+    let reason = if warning {
+        REASON_POLICY_NOT_IN_FORCE
+    } else {
+        REASON_POLICY_RESTORED
     };
-    if let Err(error) = recorder.publish(&event, &regarding).await {
-        warn!(%policy, %error, "cannot publish the admission policy Event");
-    }
+    events.publish(HubEvent::new(warning, reason, "Check", &note), &regarding);
 }
 
 /// Runs the check every [`CHECK_INTERVAL`] until `stop` fires: publishes the
@@ -363,16 +351,10 @@ pub async fn run_watchdog(
     hub_writers: Vec<String>,
     health: PolicyHealth,
     metrics: std::sync::Arc<HubMetrics>,
+    events: HubEvents,
     mut stop: StopSignal,
 ) {
     let expected = all_policies_for(&hub_writers);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: crate::works::events::REPORTING_CONTROLLER.into(),
-            instance: None,
-        },
-    );
     let mut tick = tokio::time::interval(CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -404,7 +386,7 @@ pub async fn run_watchdog(
             }
         }
         for (warning, policy, note) in transitions(&previous, &findings) {
-            announce(&recorder, warning, policy, note).await;
+            announce(&events, warning, policy, note);
         }
         for def in &expected {
             let repairable = findings

@@ -9,11 +9,11 @@ use tokio::sync::watch;
 
 use crate::admission::watchdog::{PolicyHealth, run_watchdog};
 use crate::cluster_profile::ClusterProfileOptions;
+use crate::events::HubEvents;
 use crate::leader::{StopSignal, while_leading};
 use crate::metrics::HubMetrics;
 use crate::replica_set::health_pool::HealthPoolConfig;
 use crate::works::deletion::{WorkDeletion, run_deletion_controller};
-use crate::works::events::WorkEvents;
 use crate::works::ttl::run_ttl_controller;
 
 /// What the leader's controllers are built from.
@@ -23,7 +23,7 @@ pub struct LeaderControllers {
     /// The hub's metrics.
     pub metrics: Arc<HubMetrics>,
     /// The hub's Event recorder for works.
-    pub events: WorkEvents,
+    pub events: HubEvents,
     /// How often placements and replica sets are reconciled with no change.
     pub controller_sweep: Duration,
     /// How long a disconnected cluster waits before it is tainted.
@@ -73,7 +73,12 @@ impl LeaderControllers {
             run_ttl_controller(c.client.clone(), c.metrics.clone(), stop)
         });
         let placement = while_leading(leading.clone(), stopping.clone(), "placement", |stop| {
-            crate::placement::run_placement_controller(c.client.clone(), c.controller_sweep, stop)
+            crate::placement::run_placement_controller(
+                c.client.clone(),
+                c.events.clone(),
+                c.controller_sweep,
+                stop,
+            )
         });
         let cluster_sets =
             while_leading(leading.clone(), stopping.clone(), "cluster sets", |stop| {
@@ -135,7 +140,14 @@ impl LeaderControllers {
             "admission policies",
             |stop| {
                 when(c.watch_policies.clone(), stop, |(health, writers), stop| {
-                    run_watchdog(c.client.clone(), writers, health, c.metrics.clone(), stop)
+                    run_watchdog(
+                        c.client.clone(),
+                        writers,
+                        health,
+                        c.metrics.clone(),
+                        c.events.clone(),
+                        stop,
+                    )
                 })
             },
         );

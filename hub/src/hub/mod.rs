@@ -29,6 +29,7 @@ use crate::certs::reload::CertLoadError;
 use crate::cluster_profile::ClusterProfileOptions;
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
 use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
+use crate::events::HubEvents;
 use crate::grpc::config::{GrpcTls, SessionConfig};
 use crate::grpc::identity::AgentAuthenticator;
 use crate::grpc::session::Distributor;
@@ -38,7 +39,6 @@ use crate::probes;
 pub use crate::replica_set::health_pool::HealthPoolConfig;
 use crate::status::writer::StatusWriter;
 use crate::works::deletion::WorkDeletion;
-use crate::works::events::WorkEvents;
 use crate::works::index::WorkIndex;
 use ferry_api::managed_cluster::ManagedCluster;
 
@@ -274,7 +274,7 @@ pub async fn run_hub(
     let metrics = Arc::new(HubMetrics::default());
     let mut registry = Registry::default();
     metrics.register(&mut registry);
-    let events = WorkEvents::start(client.clone(), reporting_instance(), metrics.clone());
+    let events = HubEvents::start(client.clone(), reporting_instance(), metrics.clone());
     let stop_rx = stop_on(shutdown);
     let leading = match &listeners.leader_election {
         Some(election) => Some(elect(client.clone(), election).await?),

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
@@ -17,6 +16,7 @@ use tracing::warn;
 use super::decide::DecisionWrites;
 use super::error::{PlacementError, failed};
 use crate::conditions::same_conditions;
+use crate::events::{HubEvent, HubEvents};
 use ferry_api::placement::{Placement, PlacementDecision, PlacementDecisionSpec, PlacementStatus};
 use ferry_semantics::contract::PLACEMENT_FIELD_MANAGER;
 
@@ -164,17 +164,11 @@ pub async fn write_decisions(
 }
 
 /// Publishes the Warning Event of a hold that begins now, saying
-/// `message`; a failure is logged (the status says it too).
-pub async fn announce_hold(recorder: &Recorder, placement: &Placement, message: String) {
+/// `message` (queued: a full queue drops it; the status says it too).
+pub fn announce_hold(events: &HubEvents, placement: &Placement, message: String) {
     warn!(placement = %placement.name_any(), %message, "every chosen cluster lost at once; decisions held");
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "DecisionsHeld".into(),
-        note: Some(message),
-        action: "HoldDecisions".into(),
-        secondary: None,
-    };
-    if let Err(error) = recorder.publish(&event, &placement.object_ref(&())).await {
-        warn!(placement = %placement.name_any(), %error, "the Event of a held grant was not published");
-    }
+    events.publish(
+        HubEvent::new(true, "DecisionsHeld", "HoldDecisions", &message),
+        &placement.object_ref(&()),
+    );
 }

@@ -17,7 +17,6 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -30,6 +29,7 @@ use super::decide::{Decision, RESYNC, claims_of, decide};
 use super::error::PlacementError;
 use super::gather::{Previous, Snapshot};
 use crate::clusters::taints::taints_for_placement;
+use crate::events::HubEvents;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
 use crate::watch::{resync_every, run_controller, watch};
@@ -54,7 +54,7 @@ struct Context {
     /// The bindings of sets to namespaces.
     bindings: Store<ManagedClusterSetBinding>,
     /// Publishes the Event of a held grant.
-    recorder: Recorder,
+    events: HubEvents,
     /// Every store above has listed: scheduling against a cache that has
     /// not would drop decisions it simply has not seen yet.
     ready: StoresReady,
@@ -123,7 +123,7 @@ async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> Result<Actio
         Decision::Hold { status, announce } => {
             write_status(&ctx.client, placement, &status).await?;
             if let Some(message) = announce {
-                announce_hold(&ctx.recorder, placement, message).await;
+                announce_hold(&ctx.events, placement, message);
             }
             Ok(Action::requeue(RESYNC))
         }
@@ -216,6 +216,7 @@ fn in_namespaces(
 /// logged and retried with backoff.
 pub async fn run_placement_controller(
     client: Client,
+    events: HubEvents,
     sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -270,13 +271,6 @@ pub async fn run_placement_controller(
     )
     .reflect(binding_writer)
     .touched_settled();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: crate::works::events::REPORTING_CONTROLLER.into(),
-            instance: None,
-        },
-    );
     let ready = StoresReady::all(vec![
         store_ready(&clusters),
         store_ready(&decisions),
@@ -286,7 +280,7 @@ pub async fn run_placement_controller(
     ]);
     let context = Arc::new(Context {
         ready,
-        recorder,
+        events,
         client,
         clusters,
         decisions: decisions.clone(),

@@ -15,9 +15,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::events::HubEvents;
 use crate::wire::status_from_wire::work_status;
 use crate::works::deletion::{DeletionError, WorkDeletion, needs_finalizer};
-use crate::works::events::WorkEvents;
 use crate::works::index::WorkIndex;
 use ferry_api::manifest_work::ManifestWork;
 use ferry_semantics::contract::DELETING;
@@ -143,7 +143,7 @@ pub struct StatusWriter {
     client: Client,
     index: Arc<WorkIndex>,
     deletion: WorkDeletion,
-    events: WorkEvents,
+    events: HubEvents,
     /// Seconds each write request takes.
     write_seconds: Histogram,
 }
@@ -163,7 +163,7 @@ impl StatusWriter {
     pub fn new(
         client: Client,
         index: Arc<WorkIndex>,
-        events: WorkEvents,
+        events: HubEvents,
         write_seconds: Histogram,
     ) -> Self {
         Self {

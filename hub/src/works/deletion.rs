@@ -24,10 +24,10 @@ use tracing::warn;
 
 use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
 
+use crate::events::HubEvents;
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::watch::SettledObjects;
 use crate::watch::{WORKS_RESOURCE, WatchErrors, run_controller, watch};
-use crate::works::events::WorkEvents;
 use ferry_api::contract::CLEANUP_FINALIZER;
 use ferry_api::manifest_work::{Condition, ManifestWork};
 
@@ -104,18 +104,18 @@ const SET_DELETING_ATTEMPTS: usize = 3;
 #[derive(Clone)]
 pub struct WorkDeletion {
     client: Client,
-    events: WorkEvents,
+    events: HubEvents,
 }
 
 impl WorkDeletion {
     /// Writes through `client`; publishes an Event through `events` after
     /// each write that starts or ends a deletion.
-    pub fn new(client: Client, events: WorkEvents) -> Self {
+    pub fn new(client: Client, events: HubEvents) -> Self {
         Self { client, events }
     }
 
     /// The Events this writer publishes through.
-    pub fn events(&self) -> &WorkEvents {
+    pub fn events(&self) -> &HubEvents {
         &self.events
     }
 

@@ -1,6 +1,8 @@
-//! Kubernetes Events on ManifestWorks for the transitions the hub writes:
-//! a generation applied, a manifest failing (with its reason), deletion
-//! started and finished, and works the agent of a cluster is told to evict.
+//! The hub's one Event recorder: Kubernetes Events on ManifestWorks for the
+//! transitions the hub writes (a generation applied, a manifest failing with
+//! its reason, deletion started and finished, works the agent of a cluster
+//! is told to evict), on Placements holding their decisions, and on
+//! admission policies found missing or restored.
 //!
 //! Events are published through kube's `Recorder` by one background task fed
 //! by a bounded queue: whoever writes status only enqueues, after its write
@@ -50,7 +52,7 @@ const MAX_NOTE: usize = 1024;
 
 /// One Event to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkEvent {
+pub struct HubEvent {
     /// Warning for failures, Normal otherwise.
     pub warning: bool,
     /// Short PascalCase cause, at most 128 bytes.
@@ -61,8 +63,10 @@ pub struct WorkEvent {
     pub note: String,
 }
 
-impl WorkEvent {
-    fn new(warning: bool, reason: &str, action: &'static str, note: &str) -> Self {
+impl HubEvent {
+    /// An Event with `reason` (cut to what the API server accepts) and
+    /// `note` (cut to 1 KiB).
+    pub fn new(warning: bool, reason: &str, action: &'static str, note: &str) -> Self {
         Self {
             warning,
             reason: event_reason(reason),
@@ -72,15 +76,15 @@ impl WorkEvent {
     }
 }
 
-/// Publishes Events about works. Cheap to clone; a disabled one (for tests
+/// Publishes the hub's Events. Cheap to clone; a disabled one (for tests
 /// and tools that construct writers by hand) publishes nothing.
 #[derive(Clone)]
-pub struct WorkEvents {
-    queue: Option<mpsc::Sender<(WorkEvent, ObjectReference)>>,
+pub struct HubEvents {
+    queue: Option<mpsc::Sender<(HubEvent, ObjectReference)>>,
     metrics: Arc<HubMetrics>,
 }
 
-impl WorkEvents {
+impl HubEvents {
     /// Publishes nothing.
     pub fn disabled() -> Self {
         Self {
@@ -94,7 +98,7 @@ impl WorkEvents {
     /// hub pod's name). Publishing failures are logged and counted in
     /// `metrics.events`, never returned.
     pub fn start(client: Client, instance: Option<String>, metrics: Arc<HubMetrics>) -> Self {
-        let (queue, mut pending) = mpsc::channel::<(WorkEvent, ObjectReference)>(QUEUE);
+        let (queue, mut pending) = mpsc::channel::<(HubEvent, ObjectReference)>(QUEUE);
         let recorder = Recorder::new(
             client,
             Reporter {
@@ -143,7 +147,7 @@ impl WorkEvents {
         }
     }
 
-    fn enqueue(&self, events: Vec<WorkEvent>, regarding: &ObjectReference) {
+    fn enqueue(&self, events: Vec<HubEvent>, regarding: &ObjectReference) {
         let Some(queue) = &self.queue else {
             return;
         };
@@ -153,6 +157,12 @@ impl WorkEvents {
                 count(&self.metrics, "dropped");
             }
         }
+    }
+
+    /// Queues `event` regarding the object `regarding`; never waits: a
+    /// full queue drops it (counted).
+    pub fn publish(&self, event: HubEvent, regarding: &ObjectReference) {
+        self.enqueue(vec![event], regarding);
     }
 
     /// After a status write of `work` (as it was before the write) that
@@ -191,7 +201,7 @@ impl WorkEvents {
              applied); the work is removed"
         );
         self.enqueue(
-            vec![WorkEvent::new(false, REASON_RELEASED, "Delete", &note)],
+            vec![HubEvent::new(false, REASON_RELEASED, "Delete", &note)],
             &work.object_ref(&()),
         );
     }
@@ -211,7 +221,7 @@ impl WorkEvents {
             ..Default::default()
         };
         self.enqueue(
-            vec![WorkEvent::new(false, REASON_WORK_EVICTED, "Evict", &note)],
+            vec![HubEvent::new(false, REASON_WORK_EVICTED, "Evict", &note)],
             &regarding,
         );
     }
@@ -244,7 +254,7 @@ pub fn status_transitions(
     cluster: &str,
     before: Option<&ManifestWorkStatus>,
     after: &ManifestWorkStatus,
-) -> Vec<WorkEvent> {
+) -> Vec<HubEvent> {
     let no_conditions: &[Condition] = &[];
     let before_work = before.map_or(no_conditions, |s| s.conditions.as_slice());
     let mut events = Vec::new();
@@ -261,7 +271,7 @@ pub fn status_transitions(
                 .as_ref()
                 .map_or(0, |r| r.manifests.len());
             let note = format!("{count} manifest(s) applied on cluster {cluster}");
-            events.push(WorkEvent::new(false, REASON_APPLIED, "Apply", &note));
+            events.push(HubEvent::new(false, REASON_APPLIED, "Apply", &note));
         }
         return events;
     }
@@ -294,7 +304,7 @@ pub fn status_transitions(
             "manifest {} ({} {object}) on cluster {cluster}: {}",
             meta.ordinal, meta.kind, failed.message
         );
-        events.push(WorkEvent::new(true, &failed.reason, "Apply", &note));
+        events.push(HubEvent::new(true, &failed.reason, "Apply", &note));
     }
     let turned_false =
         now.status == "False" && was.is_none_or(|w| w.status != "False" || w.reason != now.reason);
@@ -305,7 +315,7 @@ pub fn status_transitions(
         } else {
             &now.reason
         };
-        events.push(WorkEvent::new(true, reason, "Apply", &note));
+        events.push(HubEvent::new(true, reason, "Apply", &note));
     }
     events
 }
@@ -314,15 +324,15 @@ pub fn status_transitions(
 /// first one is `Deleting`; a later one with another reason (the agent
 /// started releasing objects) is named by that reason. Nothing when only the
 /// message changed.
-pub fn deleting_transition(before: &[Condition], after: &Condition) -> Option<WorkEvent> {
+pub fn deleting_transition(before: &[Condition], after: &Condition) -> Option<HubEvent> {
     match before.iter().find(|c| c.type_ == after.type_) {
-        None => Some(WorkEvent::new(
+        None => Some(HubEvent::new(
             false,
             REASON_DELETING,
             "Delete",
             &after.message,
         )),
-        Some(was) if was.reason != after.reason => Some(WorkEvent::new(
+        Some(was) if was.reason != after.reason => Some(HubEvent::new(
             false,
             &after.reason,
             "Delete",
@@ -374,7 +384,7 @@ mod tests {
         }
     }
 
-    fn reasons(events: &[WorkEvent]) -> Vec<(&str, bool)> {
+    fn reasons(events: &[HubEvent]) -> Vec<(&str, bool)> {
         events
             .iter()
             .map(|e| (e.reason.as_str(), e.warning))
@@ -481,7 +491,7 @@ mod tests {
 
     #[test]
     fn reasons_and_notes_fit_the_events_api() {
-        let event = WorkEvent::new(true, &"R".repeat(1000), "Apply", &"n".repeat(5000));
+        let event = HubEvent::new(true, &"R".repeat(1000), "Apply", &"n".repeat(5000));
         assert!(event.reason.len() <= MAX_REASON);
         assert!(event.note.len() <= MAX_NOTE);
     }
