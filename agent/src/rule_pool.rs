@@ -11,8 +11,7 @@
 //! [`OWNER_SHARE`] of it, so a team whose rules all run to their bounds
 //! keeps its own share busy and every other team's rules still run.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_proto::v1;
@@ -20,9 +19,9 @@ use ferry_semantics::condition_rules::{
     Progress, REASON_EXPRESSION_ERROR, RuleTarget, evaluate_condition_rules, expression_label,
 };
 use ferry_semantics::dependency_rule::{ReadinessError, evaluate_readiness};
+use ferry_semantics::tenant_pool::{TenantPool, Unfinished};
 use serde_json::Value;
-use tokio::sync::Semaphore;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::Instant;
 
 use crate::conditions::{condition_of, observe_feedback};
 use ferry_semantics::contract::FEEDBACK_SYNCED;
@@ -41,20 +40,15 @@ pub const TIME_PER_EXPRESSION: Duration = Duration::from_millis(250);
 pub const MAX_TIME_PER_MANIFEST: Duration = Duration::from_secs(2);
 
 /// Runs condition rules with a bound on time and on threads, shared fairly
-/// by owner.
+/// by owner (the hub's gates use the same pool, `ferry_semantics::tenant_pool`).
 pub struct RuleEvaluator {
-    permits: Arc<Semaphore>,
-    /// Each owner's share, while some evaluation of it runs or waits: an
-    /// entry nobody holds is dropped at the next lookup, so the map stays
-    /// as small as the owners with rules in flight.
-    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    pool: TenantPool,
 }
 
 impl Default for RuleEvaluator {
     fn default() -> Self {
         Self {
-            permits: Arc::new(Semaphore::new(CONCURRENT_EVALUATIONS)),
-            shares: Mutex::new(HashMap::new()),
+            pool: TenantPool::new(CONCURRENT_EVALUATIONS, OWNER_SHARE),
         }
     }
 }
@@ -110,7 +104,8 @@ impl RuleEvaluator {
             progress.clone(),
         );
         let ran = self
-            .run_bounded(owner, deadline, move || {
+            .pool
+            .run(owner, deadline, move || {
                 let (group, version, kind, live, rules, progress) = owned;
                 let target = RuleTarget {
                     group: &group,
@@ -126,7 +121,7 @@ impl RuleEvaluator {
                 .into_iter()
                 .map(|c| condition_of(&c.type_, c.status, c.reason, c.message, generation))
                 .collect(),
-            Err(Unfinished::Busy) => failed(format!(
+            Err(Unfinished::TenantBusy | Unfinished::PoolBusy) => failed(format!(
                 "CEL evaluation did not start within its {bound:?} time bound: \
                  other evaluations (of this owner's share, or of the agent's pool) are still running"
             )),
@@ -173,7 +168,8 @@ impl RuleEvaluator {
             .min(MAX_TIME_PER_MANIFEST);
         let owned = (meta.clone(), live.clone(), rules.to_vec());
         let ran = self
-            .run_bounded(owner, Instant::now() + bound, move || {
+            .pool
+            .run(owner, Instant::now() + bound, move || {
                 let (meta, live, rules) = owned;
                 observe_feedback(&meta, &live, &rules, generation, max_json_raw_length)
             })
@@ -192,7 +188,7 @@ impl RuleEvaluator {
         };
         match ran {
             Ok(evaluated) => evaluated,
-            Err(Unfinished::Busy) => failed(format!(
+            Err(Unfinished::TenantBusy | Unfinished::PoolBusy) => failed(format!(
                 "status feedback was not evaluated within its {bound:?} time bound: other evaluations (of this owner's share, or of the agent's pool) are still running"
             )),
             Err(Unfinished::TimedOut) => failed(format!(
@@ -203,60 +199,6 @@ impl RuleEvaluator {
             }
         }
     }
-
-    /// `owner`'s share of the pool.
-    fn share(&self, owner: &str) -> Arc<Semaphore> {
-        let mut shares = self
-            .shares
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        shares.retain(|_, share| Arc::strong_count(share) > 1);
-        shares
-            .entry(owner.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(OWNER_SHARE)))
-            .clone()
-    }
-
-    /// Runs `evaluate` on a blocking thread once a permit of `owner`'s share
-    /// and one of the pool are free, all before `deadline`. The permits are
-    /// held until `evaluate` really ends, even past the deadline, so runaway
-    /// evaluations never take more threads than the pool's bound, nor one
-    /// owner more than its share. Fails when no permit came free in time,
-    /// the deadline passed first, or `evaluate` panicked.
-    async fn run_bounded<T: Send + 'static>(
-        &self,
-        owner: &str,
-        deadline: Instant,
-        evaluate: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, Unfinished> {
-        let share = self.share(owner);
-        let Ok(Ok(owned)) = timeout_at(deadline, share.acquire_owned()).await else {
-            return Err(Unfinished::Busy);
-        };
-        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
-        else {
-            return Err(Unfinished::Busy);
-        };
-        let task = tokio::task::spawn_blocking(move || {
-            let _permits = (owned, permit);
-            evaluate()
-        });
-        match timeout_at(deadline, task).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(Unfinished::Panicked(error.to_string())),
-            Err(_) => Err(Unfinished::TimedOut),
-        }
-    }
-}
-
-/// Why [`RuleEvaluator::run_bounded`] gave no value.
-enum Unfinished {
-    /// No permit came free before the deadline.
-    Busy,
-    /// The deadline passed while it ran.
-    TimedOut,
-    /// The evaluation thread panicked.
-    Panicked(String),
 }
 
 /// Why a dependency's readiness rule gave no verdict.
@@ -294,13 +236,14 @@ impl RuleEvaluator {
         let deadline = Instant::now() + TIME_PER_EXPRESSION;
         let expression = expression.to_string();
         let ran = self
-            .run_bounded(owner, deadline, move || {
+            .pool
+            .run(owner, deadline, move || {
                 evaluate_readiness(&expression, &work)
             })
             .await;
         match ran {
             Ok(verdict) => Ok(verdict?),
-            Err(Unfinished::Busy) => Err(ReadinessCheckError::Busy),
+            Err(Unfinished::TenantBusy | Unfinished::PoolBusy) => Err(ReadinessCheckError::Busy),
             Err(Unfinished::TimedOut) => Err(ReadinessCheckError::TimedOut),
             Err(Unfinished::Panicked(error)) => Err(ReadinessCheckError::Panicked(error)),
         }
@@ -452,7 +395,7 @@ mod tests {
             })
             .collect();
         // The signal: both hogs hold their threads (one pool permit left).
-        while evaluator.permits.available_permits() > 1 {
+        while evaluator.pool.available() > 1 {
             tokio::task::yield_now().await;
         }
         let team_a = evaluator
@@ -517,9 +460,6 @@ mod tests {
                 ferry_semantics::cel_bounds::Refusal::CostUnbounded
             )))
         );
-        assert_eq!(
-            evaluator.permits.available_permits(),
-            CONCURRENT_EVALUATIONS
-        );
+        assert_eq!(evaluator.pool.available(), CONCURRENT_EVALUATIONS);
     }
 }

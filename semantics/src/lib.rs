@@ -1,6 +1,8 @@
 //! The pure core of applying a work. No IO here: the agent's appliers around
 //! it are thin, and the hub's admission webhook runs the same parsers so that
 //! it accepts exactly what an agent can apply. Each submodule has one job.
+//! With the `pool` feature, `tenant_pool` is the one bounded pool hub and
+//! agent run tenant expressions on.
 #![forbid(unsafe_code)]
 
 pub mod apply_outcome;
@@ -29,6 +31,8 @@ pub mod release;
 pub mod restricted;
 mod status_fields;
 pub mod strategy;
+#[cfg(feature = "pool")]
+pub mod tenant_pool;
 pub mod text;
 mod well_known_status;
 

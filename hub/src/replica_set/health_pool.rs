@@ -9,19 +9,21 @@
 //! - at most one evaluation per namespace is in flight, so one team cannot
 //!   hold the whole pool.
 //!
+//! The threads and the per-namespace share are the agent's tenant pool
+//! (`ferry_semantics::tenant_pool`), made once for both.
+//!
 //! Over any limit the verdict is an error naming it (the gate is then
 //! `Unhealthy` with that message). The reconcile awaits the verdict; no
 //! runtime worker ever evaluates CEL.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_fleet_semantics::rollout_gates::{
     GroupFacts, HealthError, compile_health, evaluate_health,
 };
-use tokio::sync::Semaphore;
-use tokio::time::{Instant, timeout_at};
+use ferry_semantics::tenant_pool::{TenantPool, Unfinished};
+use tokio::time::Instant;
 
 /// Default number of health evaluations that may run at once.
 pub const DEFAULT_HEALTH_PERMITS: usize = 2;
@@ -48,36 +50,17 @@ impl Default for HealthPoolConfig {
     }
 }
 
-/// A bounded pool of blocking threads for health expressions.
+/// A bounded pool of blocking threads for health expressions: the one
+/// tenant pool (`ferry_semantics::tenant_pool`), one thread per namespace.
 #[derive(Clone)]
 pub struct HealthPool {
-    permits: Arc<Semaphore>,
-    /// The namespaces with an evaluation running: at most one each. Never
-    /// more entries than permits (an entry is added holding a permit and
-    /// goes when that evaluation ends).
-    running: Arc<Mutex<BTreeSet<String>>>,
+    pool: Arc<TenantPool>,
     config: HealthPoolConfig,
 }
 
 impl Default for HealthPool {
     fn default() -> Self {
         Self::new(HealthPoolConfig::default())
-    }
-}
-
-/// Takes the namespace out of the running set when the evaluation ends
-/// (returns, panics or runs on past its deadline and then ends).
-struct Running {
-    running: Arc<Mutex<BTreeSet<String>>>,
-    namespace: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // A poisoned lock only means a panic elsewhere while it was held:
-        // the set itself is still consistent.
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.remove(&self.namespace);
     }
 }
 
@@ -89,8 +72,7 @@ impl HealthPool {
             ..config
         };
         Self {
-            permits: Arc::new(Semaphore::new(config.permits)),
-            running: Arc::new(Mutex::new(BTreeSet::new())),
+            pool: Arc::new(TenantPool::new(config.permits, 1)),
             config,
         }
     }
@@ -98,10 +80,10 @@ impl HealthPool {
     /// The verdict of `expression` (a gate's health check in `namespace`)
     /// over `facts`. Fails with what [`evaluate_health`] fails with, with
     /// [`HealthError::TooCostly`] over the static cost limit (without
-    /// running it), [`HealthError::PoolBusy`] when no permit frees up
+    /// running it), [`HealthError::PoolBusy`] when no thread frees up
     /// before the deadline or an evaluation of `namespace` is still
-    /// running, and [`HealthError::TimedOut`] past the deadline (the
-    /// evaluation then runs on to its end, keeping its permit).
+    /// running that long, and [`HealthError::TimedOut`] past the deadline
+    /// (the evaluation then runs on to its end, keeping its thread).
     pub async fn evaluate(
         &self,
         namespace: &str,
@@ -118,9 +100,8 @@ impl HealthPool {
             .await
     }
 
-    /// Runs `evaluation` on a blocking thread holding a permit and the
-    /// namespace's slot until it really ends; fails as [`Self::evaluate`]
-    /// says for the pool and the deadline.
+    /// Runs `evaluation` on the pool as `namespace`; fails as
+    /// [`Self::evaluate`] says for the pool and the deadline.
     async fn run(
         &self,
         namespace: &str,
@@ -128,38 +109,19 @@ impl HealthPool {
     ) -> Result<bool, HealthError> {
         let limit_ms = u64::try_from(self.config.deadline.as_millis()).unwrap_or(u64::MAX);
         let deadline = Instant::now() + self.config.deadline;
-        let Ok(Ok(permit)) = timeout_at(deadline, self.permits.clone().acquire_owned()).await
-        else {
-            return Err(HealthError::PoolBusy(format!(
+        match self.pool.run(namespace, deadline, evaluation).await {
+            Ok(verdict) => verdict,
+            Err(Unfinished::TenantBusy) => Err(HealthError::PoolBusy(format!(
+                "an earlier health evaluation of namespace {namespace} is still running"
+            ))),
+            Err(Unfinished::PoolBusy) => Err(HealthError::PoolBusy(format!(
                 "no evaluation slot of {} freed up within {limit_ms} ms",
                 self.config.permits
-            )));
-        };
-        let guard = {
-            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-            if !running.insert(namespace.to_string()) {
-                return Err(HealthError::PoolBusy(format!(
-                    "an earlier health evaluation of namespace {namespace} is still running"
-                )));
-            }
-            Running {
-                running: self.running.clone(),
-                namespace: namespace.to_string(),
-            }
-        };
-        let task = tokio::task::spawn_blocking(move || {
-            // Both held until the evaluation really ends, past its
-            // deadline too: a runaway keeps its thread's slot.
-            let _permit = permit;
-            let _guard = guard;
-            evaluation()
-        });
-        match timeout_at(deadline, task).await {
-            Ok(Ok(verdict)) => verdict,
-            Ok(Err(error)) => Err(HealthError::Execute(format!(
+            ))),
+            Err(Unfinished::TimedOut) => Err(HealthError::TimedOut { limit_ms }),
+            Err(Unfinished::Panicked(error)) => Err(HealthError::Execute(format!(
                 "the evaluation ended abnormally: {error}"
             ))),
-            Err(_) => Err(HealthError::TimedOut { limit_ms }),
         }
     }
 }
@@ -213,12 +175,14 @@ mod tests {
             matches!(verdict, Err(HealthError::TooCostly { .. })),
             "{verdict:?}"
         );
-        assert_eq!(pool.permits.available_permits(), 1);
+        assert_eq!(pool.pool.available(), 1);
     }
 
     #[tokio::test]
     async fn a_runaway_times_out_keeps_its_permit_and_blocks_its_namespace() {
-        let pool = pool(2, 50);
+        // The deadline bounds the evaluations expected to succeed too: far
+        // from what one takes, so only the runaway reaches it.
+        let pool = pool(2, 1000);
         // A stand-in for a long CEL evaluation: it runs until released.
         let (release, wait) = std::sync::mpsc::channel::<()>();
         let verdict = pool
@@ -227,10 +191,10 @@ mod tests {
                 Ok(true)
             })
             .await;
-        assert_eq!(verdict, Err(HealthError::TimedOut { limit_ms: 50 }));
+        assert_eq!(verdict, Err(HealthError::TimedOut { limit_ms: 1000 }));
         // The runaway still runs: its permit is held and its namespace
         // may not start another.
-        assert_eq!(pool.permits.available_permits(), 1);
+        assert_eq!(pool.pool.available(), 1);
         let again = pool.evaluate("team-a", "true", &facts(1)).await;
         assert!(
             matches!(&again, Err(HealthError::PoolBusy(m)) if m.contains("team-a")),
@@ -240,9 +204,7 @@ mod tests {
         assert_eq!(pool.evaluate("team-b", "true", &facts(1)).await, Ok(true));
         // Once the runaway really ends, its permit and namespace are free.
         drop(release);
-        let all = tokio::time::timeout(Duration::from_secs(60), pool.permits.acquire_many(2)).await;
-        assert!(matches!(all, Ok(Ok(_))), "the runaway never ended");
-        drop(all);
+        pool.pool.until_idle().await;
         assert_eq!(pool.evaluate("team-a", "true", &facts(1)).await, Ok(true));
     }
 
