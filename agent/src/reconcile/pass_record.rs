@@ -1,6 +1,8 @@
 //! One pass's view of a work's record on the spoke.
 
-use crate::applied_works::AppliedResource;
+use ferry_proto::v1;
+
+use crate::applied_works::{AppliedManifestWork, AppliedResource};
 use crate::drift::ManagedObject;
 use crate::ownership::ObjectKey;
 use ferry_semantics::ManifestIdentity;
@@ -31,6 +33,42 @@ pub(super) struct PassRecord {
 }
 
 impl PassRecord {
+    /// The pass's view of `record` (`fresh`: this pass created it) for
+    /// generation `generation` of `work`. Fails when the record's list of
+    /// objects is unreadable or it has no UID to own objects by.
+    pub(super) fn open(
+        record: &AppliedManifestWork,
+        fresh: bool,
+        work: &v1::WorkRef,
+        generation: i64,
+    ) -> Result<Self, String> {
+        let resources = record.resources().map_err(|e| e.to_string())?;
+        let owner = record
+            .owner()
+            .ok_or_else(|| "the record has no UID".to_string())?;
+        let created = record
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(i64::MAX, |t| t.0.as_second());
+        Ok(PassRecord {
+            owner,
+            rank: WorkRank {
+                created,
+                name: format!("{}/{}", work.namespace, work.name),
+                uid: work.uid.clone(),
+            },
+            generation,
+            fresh,
+            previous: resources.clone(),
+            stored: resources,
+            recorded: Vec::new(),
+            managed: Vec::new(),
+            written: Vec::new(),
+            claimed: Vec::new(),
+        })
+    }
+
     pub(super) fn previous_uid(
         &self,
         group: &str,
@@ -144,5 +182,42 @@ mod tests {
         let pass = record(Vec::new(), vec![resource("ConfigMap", "a", "uid-1")]);
         assert!(pass.holds(&slot));
         assert!(!pass.holds(&resource("ConfigMap", "b", "")));
+    }
+
+    fn work_ref() -> v1::WorkRef {
+        v1::WorkRef {
+            uid: "uid-hub-work".into(),
+            namespace: "cluster".into(),
+            name: "work".into(),
+        }
+    }
+
+    #[test]
+    fn a_record_opens_with_its_listed_objects_as_both_previous_and_stored() {
+        let mut stored = AppliedManifestWork::new("rec", Default::default());
+        stored.metadata.uid = Some("uid-rec".into());
+        stored.status = Some(crate::applied_works::AppliedManifestWorkStatus {
+            applied_resources: Some(vec![resource("ConfigMap", "a", "u-a")]),
+            ..Default::default()
+        });
+        let pass =
+            PassRecord::open(&stored, true, &work_ref(), 7).expect("a record with a UID opens");
+        assert_eq!(pass.owner.uid, "uid-rec");
+        assert_eq!(pass.owner.name, "rec");
+        assert_eq!(pass.rank.name, "cluster/work");
+        assert_eq!(pass.rank.uid, "uid-hub-work");
+        // No creation time (not read back yet): ranked last among works.
+        assert_eq!(pass.rank.created, i64::MAX);
+        assert_eq!((pass.generation, pass.fresh), (7, true));
+        assert_eq!(pass.previous, vec![resource("ConfigMap", "a", "u-a")]);
+        assert_eq!(pass.stored, pass.previous);
+        assert!(pass.recorded.is_empty() && pass.claimed.is_empty());
+    }
+
+    #[test]
+    fn a_record_without_a_uid_cannot_own_objects() {
+        let stored = AppliedManifestWork::new("rec", Default::default());
+        let opened = PassRecord::open(&stored, false, &work_ref(), 1);
+        assert_eq!(opened.err().as_deref(), Some("the record has no UID"));
     }
 }
