@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tracing::{Instrument as _, info, warn};
 
 use crate::Telemetry;
@@ -263,6 +263,10 @@ pub async fn run_session(
     }
 }
 
+/// One session: dials the hub, says Hello with the works held, then hands
+/// the hub's messages to `works` and `orphans` until the stream ends.
+/// `welcomed` is set once the hub said Welcome. Fails with why the session
+/// could not be opened or broke (a stream the hub closed is `Closed`).
 async fn connect_once(
     config: &SessionConfig,
     works: &WorkManager,
@@ -271,43 +275,11 @@ async fn connect_once(
     telemetry: &Telemetry,
     welcomed: &mut bool,
 ) -> Result<(), SessionError> {
-    let endpoint =
-        Endpoint::from_shared(config.hub_url.clone()).map_err(|source| SessionError::BadUrl {
-            url: config.hub_url.clone(),
-            source,
-        })?;
-    let endpoint = match &config.tls {
-        Some(tls) => {
-            let mut settings =
-                ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
-            if let Some((cert, key)) = &tls.identity {
-                settings = settings.identity(Identity::from_pem(cert, key));
-            }
-            endpoint
-                .tls_config(settings)
-                .map_err(|source| SessionError::Tls {
-                    url: config.hub_url.clone(),
-                    source,
-                })?
-        }
-        None => endpoint,
-    };
+    let endpoint = endpoint(config)?;
     let bearer: MetadataValue<Ascii> = format!("Bearer {}", config.token.read()?)
         .parse()
         .map_err(|_| SessionError::BadToken)?;
-    let channel = endpoint
-        .connect_timeout(Duration::from_secs(5))
-        // Nagle off (tonic's default, stated so it never changes under us):
-        // a status report must not wait for the hub's delayed ACK.
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_while_idle(true)
-        .connect()
-        .await
-        .map_err(|source| SessionError::Connect {
-            url: config.hub_url.clone(),
-            source,
-        })?;
+    let channel = open_channel(endpoint, &config.hub_url).await?;
     // The cluster's name travels next to the token, so a hub can refuse a
     // misconfigured agent before reading its Hello.
     let cluster: MetadataValue<Ascii> = config
@@ -325,18 +297,8 @@ async fn connect_once(
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
     let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE);
-    let hello = v1::Hello {
-        protocol_version: PROTOCOL_VERSION,
-        cluster_name: config.cluster_name.clone(),
-        agent_version: env!("CARGO_PKG_VERSION").into(),
-        known_works: works.known().await,
-    };
     // The queue is empty and we hold the receiver, so this cannot fail.
-    let _ = outbound
-        .send(v1::AgentMessage {
-            body: Some(agent_message::Body::Hello(hello)),
-        })
-        .await;
+    let _ = outbound.send(hello(config, works).await).await;
     // The hub heartbeats; three missed intervals mean the connection is dead
     // even if TCP has not noticed, so the agent dials again. The same bound
     // holds for the hub's answer to the stream itself: a hub that took the
@@ -372,9 +334,7 @@ async fn connect_once(
                 if established.is_none() {
                     established = Some(Established::new(telemetry));
                 }
-                let interval =
-                    Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
-                silence_limit = interval * 3;
+                silence_limit = silence_after_welcome(&welcome);
                 info!(hub_version = %welcome.hub_version, "connected to hub");
             }
             Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
@@ -385,6 +345,71 @@ async fn connect_once(
         }
     }
     Err(SessionError::Closed)
+}
+
+/// The hub's endpoint, with TLS when configured. Fails when the URL is not
+/// an endpoint or the TLS settings are refused.
+fn endpoint(config: &SessionConfig) -> Result<Endpoint, SessionError> {
+    let endpoint =
+        Endpoint::from_shared(config.hub_url.clone()).map_err(|source| SessionError::BadUrl {
+            url: config.hub_url.clone(),
+            source,
+        })?;
+    let endpoint = match &config.tls {
+        Some(tls) => {
+            let mut settings =
+                ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+            if let Some((cert, key)) = &tls.identity {
+                settings = settings.identity(Identity::from_pem(cert, key));
+            }
+            endpoint
+                .tls_config(settings)
+                .map_err(|source| SessionError::Tls {
+                    url: config.hub_url.clone(),
+                    source,
+                })?
+        }
+        None => endpoint,
+    };
+    Ok(endpoint)
+}
+
+/// Connects to the hub at `endpoint` (`url`, for the error). Fails when
+/// the connection cannot be made within its timeout.
+async fn open_channel(endpoint: Endpoint, url: &str) -> Result<Channel, SessionError> {
+    endpoint
+        .connect_timeout(Duration::from_secs(5))
+        // Nagle off (tonic's default, stated so it never changes under us):
+        // a status report must not wait for the hub's delayed ACK.
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .connect()
+        .await
+        .map_err(|source| SessionError::Connect {
+            url: url.to_string(),
+            source,
+        })
+}
+
+/// The Hello that opens a session: this agent and the works it holds.
+async fn hello(config: &SessionConfig, works: &WorkManager) -> v1::AgentMessage {
+    let hello = v1::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_name: config.cluster_name.clone(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        known_works: works.known().await,
+    };
+    v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(hello)),
+    }
+}
+
+/// How long the hub may stay silent once it said `welcome`: three of the
+/// heartbeat intervals it announced (at least a second each).
+fn silence_after_welcome(welcome: &v1::Welcome) -> Duration {
+    let interval = Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
+    interval * 3
 }
 
 /// The span of sending `status` to the hub, a child of the apply whose
@@ -490,5 +515,41 @@ async fn send_reports(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(hub_url: &str) -> SessionConfig {
+        SessionConfig {
+            hub_url: hub_url.into(),
+            cluster_name: "east".into(),
+            heartbeat_interval: Duration::from_secs(10),
+            token: TokenSource::Inline("t".into()),
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn a_hub_url_that_is_no_endpoint_is_a_config_error() {
+        let error = endpoint(&config("not a url")).err();
+        assert!(
+            matches!(error, Some(SessionError::BadUrl { ref url, .. }) if url == "not a url"),
+            "{error:?}"
+        );
+        assert_eq!(error.map(|e| e.reason()), Some("config"));
+        assert!(endpoint(&config("http://hub:8443")).is_ok());
+    }
+
+    #[test]
+    fn the_hub_may_be_silent_for_three_of_its_heartbeats_and_never_less_than_three_seconds() {
+        let welcome = |seconds| v1::Welcome {
+            heartbeat_interval_seconds: seconds,
+            ..Default::default()
+        };
+        assert_eq!(silence_after_welcome(&welcome(10)), Duration::from_secs(30));
+        assert_eq!(silence_after_welcome(&welcome(0)), Duration::from_secs(3));
     }
 }
