@@ -28,8 +28,22 @@ pub(super) async fn server_side_apply(
         rules,
         manager,
     });
-    let notes = plan.notes.iter().map(|note| note.to_string()).collect();
-    ssa_unless_unchanged(write, live, &plan.body, manager, force, notes, what).await
+    let request = SsaRequest {
+        manager,
+        force,
+        notes: plan.notes.iter().map(|note| note.to_string()).collect(),
+    };
+    ssa_unless_unchanged(write, live, &plan.body, request, what).await
+}
+
+/// How one server-side apply is sent, and what its outcome carries.
+pub(super) struct SsaRequest<'a> {
+    /// The field manager it applies as.
+    pub(super) manager: &'a str,
+    /// Whether it takes fields other managers own.
+    pub(super) force: bool,
+    /// Notes for the outcome (ignore paths that match nothing, a fallback).
+    pub(super) notes: Vec<String>,
 }
 
 /// Applies `body` with server-side apply unless the live object already
@@ -39,11 +53,14 @@ pub(super) async fn ssa_unless_unchanged(
     write: &ManifestWrite<'_>,
     live: Option<&Value>,
     body: &Value,
-    manager: &str,
-    force: bool,
-    notes: Vec<String>,
+    request: SsaRequest<'_>,
     what: &str,
 ) -> Result<ApplyOutcome, ApplyError> {
+    let SsaRequest {
+        manager,
+        force,
+        notes,
+    } = request;
     // A create carries this work's mark; a later apply keeps every mark this
     // manager's earlier applies own, or the API server would remove them.
     let references = marks(write, apply_references(live, write.owner, manager));

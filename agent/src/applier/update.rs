@@ -17,7 +17,7 @@ use ferry_semantics::release::add_managed_label;
 
 use super::create_only::create;
 use super::errors::classify;
-use super::server_side_apply::ssa_unless_unchanged;
+use super::server_side_apply::{SsaRequest, ssa_unless_unchanged};
 use super::{
     ApplyError, ApplyOutcome, MAX_LAST_APPLIED_BYTES, ManifestWrite, outcome, to_json,
     with_annotations,
@@ -63,16 +63,12 @@ pub(super) async fn update(
                 write.desired,
                 &[(OBJECT_HASH_ANNOTATION, object_hash(write.desired, &[]))],
             );
-            return ssa_unless_unchanged(
-                write,
-                live_json,
-                &body,
-                AGENT_FIELD_MANAGER,
-                false,
-                vec![note],
-                what,
-            )
-            .await;
+            let request = SsaRequest {
+                manager: AGENT_FIELD_MANAGER,
+                force: false,
+                notes: vec![note],
+            };
+            return ssa_unless_unchanged(write, live_json, &body, request, what).await;
         }
     };
     let (Some(live), Some(live_json)) = (live, live_json) else {
