@@ -349,7 +349,7 @@ pub async fn run_hub(
         cluster_profiles: listeners.cluster_profiles,
         watch_policies: listeners
             .watch_policies
-            .then(|| (policy_health, hub_writers)),
+            .then_some((policy_health, hub_writers)),
     };
     // The watch retries its errors for as long as the hub runs, serving
     // agents from the index meanwhile; only the hub stopping ends it.
