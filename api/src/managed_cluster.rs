@@ -1,15 +1,21 @@
-//! The `ManagedCluster` custom resource: one per spoke cluster, cluster-scoped.
-//! Its name is the cluster name, which is also the hub namespace holding the
-//! cluster's ManifestWorks.
+//! The `ManagedCluster` custom resource (`cluster.ferry.dev/v1alpha1`, beside
+//! Placements and cluster sets, as in OCM): one per spoke cluster,
+//! cluster-scoped. Its name is the cluster name, which is also the hub
+//! namespace holding the cluster's ManifestWorks. Earlier hubs kept it in
+//! `work.ferry.dev` ([`LEGACY_GROUP`]); a hub carries those over at start.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The group ManagedClusters were served in before they moved to
+/// `cluster.ferry.dev`.
+pub const LEGACY_GROUP: &str = "work.ferry.dev";
+
 /// A spoke cluster known to the hub.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
-    group = "work.ferry.dev",
+    group = "cluster.ferry.dev",
     version = "v1alpha1",
     kind = "ManagedCluster",
     doc = "A spoke cluster known to the ferry hub. Its name is the cluster's name and the hub namespace holding its ManifestWorks; its status shows whether the cluster's agent is connected, its version and when it was last seen.",

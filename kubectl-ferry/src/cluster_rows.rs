@@ -179,7 +179,7 @@ mod tests {
     }
 
     fn cluster(name: &str, spec: Value, status: Value) -> Value {
-        json!({"apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManagedCluster",
+        json!({"apiVersion": "cluster.ferry.dev/v1alpha1", "kind": "ManagedCluster",
                "metadata": {"name": name}, "spec": spec, "status": status})
     }
 

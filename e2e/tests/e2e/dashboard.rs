@@ -161,7 +161,7 @@ async fn dashboard_fleet_shows_every_cluster_and_a_failing_work_on_its_tile_with
     let clusters: Api<ManagedCluster> = Api::all(fleet.hub_client.clone());
     // A cluster whose agent never connects, and cluster sets to filter by.
     let gone: ManagedCluster = serde_json::from_value(json!({
-        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManagedCluster",
+        "apiVersion": "cluster.ferry.dev/v1alpha1", "kind": "ManagedCluster",
         "metadata": {"name": "cluster-gone", "labels": {CLUSTER_SET_LABEL: "red"}},
         "spec": {}
     }))
@@ -735,7 +735,7 @@ async fn dashboard_approval_is_created_as_the_user_and_a_read_only_user_is_refus
         &browser,
         "the fleet page names the refused list",
         "return Array.from(document.querySelectorAll('.banner.error')).some(function (b) { \
-           return b.textContent.indexOf('forbidden: you may not list or watch managedclusters.work.ferry.dev') === 0; });",
+           return b.textContent.indexOf('forbidden: you may not list or watch managedclusters.cluster.ferry.dev') === 0; });",
         &json!(true),
         LIVE_DEADLINE,
     )
@@ -770,7 +770,7 @@ async fn dashboard_says_the_hub_is_unreachable_instead_of_showing_an_empty_fleet
         &browser,
         "the fleet page says the hub is unreachable",
         "return Array.from(document.querySelectorAll('.banner.error')).some(function (b) { \
-           return b.textContent.indexOf('hub unreachable while watching managedclusters.work.ferry.dev') === 0; });",
+           return b.textContent.indexOf('hub unreachable while watching managedclusters.cluster.ferry.dev') === 0; });",
         &json!(true),
         LIVE_DEADLINE,
     )
@@ -800,7 +800,7 @@ async fn dashboard_fleet_page_of_1000_clusters_renders_every_tile_quickly() {
                 let name = format!("cluster-{i:04}");
                 let set = ["blue", "red", "green"][i % 3];
                 let cluster: ManagedCluster = serde_json::from_value(json!({
-                    "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManagedCluster",
+                    "apiVersion": "cluster.ferry.dev/v1alpha1", "kind": "ManagedCluster",
                     "metadata": {"name": name, "labels": {CLUSTER_SET_LABEL: set}},
                     "spec": {}
                 }))
@@ -1408,7 +1408,7 @@ async fn dashboard_shows_hostile_names_and_messages_as_text_and_runs_no_injected
     let cluster = "cluster-x";
     let clusters: Api<ManagedCluster> = Api::all(admin.clone());
     let managed: ManagedCluster = serde_json::from_value(json!({
-        "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManagedCluster",
+        "apiVersion": "cluster.ferry.dev/v1alpha1", "kind": "ManagedCluster",
         "metadata": {"name": cluster}, "spec": {}
     }))
     .expect("cluster");

@@ -73,6 +73,7 @@ mod leader_election;
 mod liveness;
 mod lost_grant;
 mod maintenance_windows;
+mod managed_cluster_group_upgrade;
 mod manifest_config_matching;
 mod mixed_kinds;
 mod motivating_cases;

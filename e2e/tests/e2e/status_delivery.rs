@@ -65,7 +65,7 @@ fn hub_rules(status: bool, patch_works: bool) -> Vec<PolicyRule> {
             &["*"],
         ),
         rule(
-            &["work.ferry.dev"],
+            &["cluster.ferry.dev"],
             &["managedclusters", "managedclusters/status"],
             &["*"],
         ),

@@ -2,6 +2,8 @@
 
 /// Labels and claims that placements select on.
 pub mod labels;
+/// ManagedClusters carried over from the group earlier hubs used.
+pub mod legacy_group;
 /// Whether each cluster's agent is connected, and the sweep for clusters
 /// of replicas whose Lease lapsed.
 pub mod liveness;

@@ -27,6 +27,7 @@ use crate::admission::watchdog::PolicyHealth;
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::certs::reload::CertLoadError;
 use crate::cluster_profile::ClusterProfileOptions;
+use crate::clusters::legacy_group::{LegacyClustersError, carry_over_legacy_clusters};
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
 use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
 use crate::events::HubEvents;
@@ -60,6 +61,9 @@ pub enum HubError {
     /// Leader election could not start.
     #[error(transparent)]
     Leader(#[from] LeaderError),
+    /// ManagedClusters of an earlier hub could not be carried over.
+    #[error(transparent)]
+    LegacyClusters(#[from] LegacyClustersError),
     /// This replica's Lease could not be set up.
     #[error(transparent)]
     ReplicaLease(#[from] ReplicaLeaseError),
@@ -276,6 +280,9 @@ pub async fn run_hub(
     metrics.register(&mut registry);
     let events = HubEvents::start(client.clone(), reporting_instance(), metrics.clone());
     let stop_rx = stop_on(shutdown);
+    // Before anything reads a cluster: a cluster still in the group an
+    // earlier hub used would read as gone.
+    carry_over_legacy_clusters(&client).await?;
     let leading = match &listeners.leader_election {
         Some(election) => Some(elect(client.clone(), election).await?),
         None => None,

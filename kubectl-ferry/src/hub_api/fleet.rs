@@ -104,7 +104,7 @@ pub async fn get_cluster(client: &Client, name: &str) -> Result<ManagedCluster, 
     let read = clusters.get_opt(name).await.map_err(|e| {
         CliError::from_kube(
             &format!("get managedcluster {name}"),
-            "managedclusters.work.ferry.dev",
+            "managedclusters.cluster.ferry.dev",
             e,
         )
     })?;
