@@ -893,7 +893,7 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         "re-reading a replica set whose cached copy is behind its last status write",
     ),
     (
-        "work.ferry.dev",
+        "cluster.ferry.dev",
         "managedclusters",
         "get",
         // hub/src/grpc/identity.rs answers a connect's accept check from the
@@ -903,7 +903,7 @@ const HUB_RARELY_USED: &[(&str, &str, &str, &str)] = &[
         "reading a cluster the accept check's cache has not seen yet",
     ),
     (
-        "work.ferry.dev",
+        "cluster.ferry.dev",
         "managedclusters",
         "patch",
         // hub/src/clusters/taints.rs taints a cluster only once its agent
