@@ -15,10 +15,10 @@ use crate::deletion_brake::DeletionBrake;
 use crate::discovery::KindResolver;
 use crate::executor::ExecutorCheck;
 use crate::list_schema::ListSchemas;
+use crate::observability::Observability;
 use crate::reconcile::Reconciler;
 use crate::session::{SessionConfig, run_session};
 use crate::status_board::StatusBoard;
-use crate::telemetry::Telemetry;
 use crate::work_workers::WorkManager;
 use crate::write_identity::WriteIdentity;
 
@@ -39,7 +39,7 @@ pub struct AgentOptions {
     /// abandoned (kept well under Kubernetes' default 30 s grace period).
     pub shutdown_grace: Duration,
     /// The metrics and readiness this agent keeps up to date.
-    pub telemetry: Telemetry,
+    pub observability: Observability,
     /// Largest `JsonRaw` status feedback value in bytes (OCM's
     /// `--max-json-raw-length`); larger values are left out with a reason.
     pub max_json_raw_length: usize,
@@ -82,7 +82,7 @@ impl Default for AgentOptions {
             eviction_grace: Duration::from_secs(3600),
             dependents_deletion_timeout: crate::work_workers::DEFAULT_DEPENDENTS_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
-            telemetry: Telemetry::default(),
+            observability: Observability::default(),
             max_json_raw_length: ferry_semantics::MAX_RAW_FEEDBACK_BYTES,
             require_executor: false,
             restricted: false,
@@ -104,10 +104,10 @@ pub async fn run_agent(
     options: AgentOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let telemetry = options.telemetry.clone();
+    let observability = options.observability.clone();
     // Checked for as long as the agent runs, session or not.
     let _spoke_check = AbortOnDropHandle::new(tokio::spawn(
-        telemetry.readiness.clone().check_spoke(client.clone()),
+        observability.readiness.clone().check_spoke(client.clone()),
     ));
     let resolver = Arc::new(KindResolver::new(client.clone()));
     let schemas = Arc::new(ListSchemas::new(client.clone()));
@@ -118,7 +118,7 @@ pub async fn run_agent(
             resolver,
             schemas,
             applied.clone(),
-            telemetry.metrics.clone(),
+            observability.metrics.clone(),
             {
                 let check = ExecutorCheck::new(
                     client.clone(),
@@ -147,7 +147,7 @@ pub async fn run_agent(
             &brake.namespace,
             brake.limits,
             applied.clone(),
-            telemetry.metrics.deletions_held.clone(),
+            observability.metrics.deletions_held.clone(),
         ))
     });
     // Shows what an earlier run held and records releases while the agent
@@ -163,11 +163,11 @@ pub async fn run_agent(
         options.eviction_grace,
         options.dependents_deletion_timeout,
         brake,
-        telemetry.metrics.clone(),
+        observability.metrics.clone(),
     ));
     let run = async {
         prepare_spoke(&client, &applied, &works).await;
-        run_session(config, works.clone(), board, &telemetry).await;
+        run_session(config, works.clone(), board, &observability).await;
     };
     let mut run = std::pin::pin!(run);
     tokio::select! {

@@ -9,7 +9,7 @@ use clap::Parser;
 use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::session::{ClientTls, SessionConfig, TokenSource};
 use ferry_agent::{
-    AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, DeletionBrakeOptions, Telemetry, run_agent,
+    AgentOptions, DEFAULT_SPOKE_CHECK_INTERVAL, DeletionBrakeOptions, Observability, run_agent,
 };
 
 #[derive(Parser)]
@@ -216,10 +216,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let probes = tokio::net::TcpListener::bind(cli.probe_addr)
         .await
         .with_context(|| format!("binding {}", cli.probe_addr))?;
-    let telemetry = Telemetry::new(Duration::from_secs(cli.spoke_check_seconds.max(1)));
+    let observability = Observability::new(Duration::from_secs(cli.spoke_check_seconds.max(1)));
     let router = ferry_agent::probes::router(
-        telemetry.readiness.clone(),
-        std::sync::Arc::new(telemetry.registry()),
+        observability.readiness.clone(),
+        std::sync::Arc::new(observability.registry()),
     );
     tokio::spawn(async move {
         axum::serve(ferry_agent::probes::nodelay_listener(probes), router).await
@@ -236,7 +236,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         eviction_grace: Duration::from_secs(cli.eviction_grace_seconds),
         dependents_deletion_timeout: Duration::from_secs(cli.dependents_deletion_timeout_seconds),
         shutdown_grace: Duration::from_secs(cli.shutdown_grace_seconds),
-        telemetry,
+        observability,
         max_json_raw_length: cli.max_json_raw_length,
         require_executor: cli.require_executor,
         restricted: cli.restricted,

@@ -17,7 +17,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tracing::{Instrument as _, info, warn};
 
-use crate::Telemetry;
+use crate::Observability;
 use crate::deletion_brake::DeletionBrake;
 use crate::deletion_brake::ledger::Holding;
 use crate::metrics::ReasonLabel;
@@ -198,32 +198,32 @@ fn code_label(code: tonic::Code) -> &'static str {
 /// while this lives, however the session ends (an error, or the agent
 /// dropping it at shutdown).
 struct Established<'a> {
-    telemetry: &'a Telemetry,
+    observability: &'a Observability,
 }
 
 impl<'a> Established<'a> {
-    fn new(telemetry: &'a Telemetry) -> Self {
-        telemetry.metrics.sessions_started.inc();
-        telemetry.metrics.hub_connected.set(1);
-        telemetry.readiness.hub_connected();
-        Self { telemetry }
+    fn new(observability: &'a Observability) -> Self {
+        observability.metrics.sessions_started.inc();
+        observability.metrics.hub_connected.set(1);
+        observability.readiness.hub_connected();
+        Self { observability }
     }
 }
 
 impl Drop for Established<'_> {
     fn drop(&mut self) {
-        self.telemetry.metrics.hub_connected.set(0);
-        self.telemetry.readiness.hub_disconnected(None);
+        self.observability.metrics.hub_connected.set(0);
+        self.observability.readiness.hub_disconnected(None);
     }
 }
 
 /// Keeps a session with the hub open for as long as the returned future
-/// runs, keeping `telemetry` up to date.
+/// runs, keeping `observability` up to date.
 pub async fn run_session(
     config: SessionConfig,
     works: Arc<WorkManager>,
     board: Arc<StatusBoard>,
-    telemetry: &Telemetry,
+    observability: &Observability,
 ) {
     let reconnect = redial::backoff();
     let mut delays = reconnect.build();
@@ -231,21 +231,33 @@ pub async fn run_session(
     loop {
         let mut welcomed = false;
         orphans.session_started();
-        let ended = connect_once(&config, &works, &orphans, &board, telemetry, &mut welcomed).await;
+        let ended = connect_once(
+            &config,
+            &works,
+            &orphans,
+            &board,
+            observability,
+            &mut welcomed,
+        )
+        .await;
         let error = ended.err().unwrap_or(SessionError::Closed);
         let label = ReasonLabel {
             reason: error.reason(),
         };
         if welcomed {
-            telemetry.metrics.sessions_ended.get_or_create(&label).inc();
+            observability
+                .metrics
+                .sessions_ended
+                .get_or_create(&label)
+                .inc();
         } else {
-            telemetry
+            observability
                 .metrics
                 .connect_failures
                 .get_or_create(&label)
                 .inc();
         }
-        telemetry
+        observability
             .readiness
             .hub_disconnected(Some(error.to_string()));
         // A session that got as far as Welcome starts the backoff afresh.
@@ -272,7 +284,7 @@ async fn connect_once(
     works: &WorkManager,
     orphans: &Arc<OrphanSweep>,
     board: &Arc<StatusBoard>,
-    telemetry: &Telemetry,
+    observability: &Observability,
     welcomed: &mut bool,
 ) -> Result<(), SessionError> {
     let endpoint = endpoint(config)?;
@@ -318,7 +330,7 @@ async fn connect_once(
         board.clone(),
         config.heartbeat_interval,
         works.deletion_brake().map(|brake| BrakeView::new(brake)),
-        telemetry.clone(),
+        observability.clone(),
     )));
     let mut established = None;
     loop {
@@ -332,7 +344,7 @@ async fn connect_once(
             Some(hub_message::Body::Welcome(welcome)) => {
                 *welcomed = true;
                 if established.is_none() {
-                    established = Some(Established::new(telemetry));
+                    established = Some(Established::new(observability));
                 }
                 silence_limit = silence_after_welcome(&welcome);
                 info!(hub_version = %welcome.hub_version, "connected to hub");
@@ -479,9 +491,9 @@ async fn send_reports(
     board: Arc<StatusBoard>,
     heartbeat: Duration,
     mut brake: Option<BrakeView>,
-    telemetry: Telemetry,
+    observability: Observability,
 ) {
-    let metrics = &telemetry.metrics;
+    let metrics = &observability.metrics;
     let mut published = board.subscribe();
     published.mark_changed();
     let mut ticker = tokio::time::interval(heartbeat);

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use ferry_agent::DeletionBrakeOptions;
-use ferry_agent::Telemetry;
+use ferry_agent::Observability;
 use ferry_agent::deletion_brake::decide::Limits;
 use ferry_agent::deletion_brake::ledger::Ledger;
 use ferry_api::contract::{DELETION_BRAKE_LEDGER, RELEASE_DELETIONS_ANNOTATION};
@@ -342,8 +342,8 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
     // Restarted, the agent reads its hold from the spoke: once it has
     // reported every held work again, none of their objects went.
     fleet.stop_agent(SPOKE).await;
-    let telemetry = Telemetry::default();
-    fleet.set_agent_options(SPOKE, |o| o.telemetry = telemetry.clone());
+    let observability = Observability::default();
+    fleet.set_agent_options(SPOKE, |o| o.observability = observability.clone());
     let reports = hub_metric(fleet.hub_probes_addr, STATUS_REPORTS_RECEIVED)
         .await
         .expect("scrape the hub");
@@ -362,7 +362,7 @@ async fn works_deleted_all_at_once_on_the_hub_remove_only_the_budget_until_relea
         "the hold survives the agent's restart"
     );
     assert_eq!(
-        telemetry.metrics.deletions_held.get(),
+        observability.metrics.deletions_held.get(),
         (WORKS - BUDGET) as i64,
         "the agent's metric shows the held works"
     );

@@ -12,14 +12,14 @@ use crate::readiness::Readiness;
 /// What the agent tells its probes and Prometheus: metrics, and whether it
 /// is ready. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
-pub struct Telemetry {
+pub struct Observability {
     /// The agent's metrics.
     pub metrics: Arc<AgentMetrics>,
     /// Whether the agent has a hub session and spoke access.
     pub readiness: Readiness,
 }
 
-impl Telemetry {
+impl Observability {
     /// Fresh metrics, not ready; the spoke API server is checked every
     /// `spoke_check_interval` while the agent runs.
     pub fn new(spoke_check_interval: Duration) -> Self {
@@ -37,7 +37,7 @@ impl Telemetry {
     }
 }
 
-impl Default for Telemetry {
+impl Default for Observability {
     fn default() -> Self {
         Self::new(DEFAULT_SPOKE_CHECK_INTERVAL)
     }
