@@ -5,7 +5,7 @@
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::controller::ClusterSetError;
 use ferry_api::cluster_set::{
@@ -41,17 +41,22 @@ pub async fn create_missing_sets(
     Ok(())
 }
 
-/// Applies `status` to the set `name`. Fails when the API server refuses.
-pub async fn write_set_status(
-    client: &Client,
+/// Applies `status` (as JSON) to the object `name` of `api`, one style for
+/// both the sets and the bindings: server-side apply with the controller's
+/// field manager. Fails naming `what` when the API server refuses.
+async fn apply_status<K>(
+    api: Api<K>,
     name: &str,
-    status: &ManagedClusterSetStatus,
-) -> Result<(), ClusterSetError> {
-    let api: Api<ManagedClusterSet> = Api::all(client.clone());
+    status: Value,
+    what: String,
+) -> Result<(), ClusterSetError>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let patch = json!({
-        "apiVersion": ManagedClusterSet::api_version(&()),
-        "kind": ManagedClusterSet::kind(&()),
-        "status": {"clusterCount": status.cluster_count, "conditions": status.conditions},
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
     });
     api.patch_status(
         name,
@@ -59,10 +64,19 @@ pub async fn write_set_status(
         &Patch::Apply(&patch),
     )
     .await
-    .map_err(failed(format!(
-        "writing the status of ManagedClusterSet {name}"
-    )))?;
+    .map_err(failed(format!("writing the status of {what}")))?;
     Ok(())
+}
+
+/// Applies `status` to the set `name`. Fails when the API server refuses.
+pub async fn write_set_status(
+    client: &Client,
+    name: &str,
+    status: &ManagedClusterSetStatus,
+) -> Result<(), ClusterSetError> {
+    let body = json!({"clusterCount": status.cluster_count, "conditions": status.conditions});
+    let api: Api<ManagedClusterSet> = Api::all(client.clone());
+    apply_status(api, name, body, format!("ManagedClusterSet {name}")).await
 }
 
 /// Applies `status` to the binding `namespace/name`. Fails when the API
@@ -73,22 +87,10 @@ pub async fn write_binding_status(
     name: &str,
     status: &ManagedClusterSetBindingStatus,
 ) -> Result<(), ClusterSetError> {
+    let body = json!({"conditions": status.conditions});
     let api: Api<ManagedClusterSetBinding> = Api::namespaced(client.clone(), namespace);
-    let patch = json!({
-        "apiVersion": ManagedClusterSetBinding::api_version(&()),
-        "kind": ManagedClusterSetBinding::kind(&()),
-        "status": {"conditions": status.conditions},
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(CLUSTER_SET_FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(failed(format!(
-        "writing the status of ManagedClusterSetBinding {namespace}/{name}"
-    )))?;
-    Ok(())
+    let what = format!("ManagedClusterSetBinding {namespace}/{name}");
+    apply_status(api, name, body, what).await
 }
 
 /// Labels `cluster` into `default`. The patch carries the resourceVersion
