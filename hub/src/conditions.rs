@@ -13,10 +13,39 @@ use ferry_semantics::text::clipped;
 /// their first ten items, and whatever still runs over is cut.
 pub const MAX_CONDITION_MESSAGE: usize = 2048;
 
-/// A condition decided at `now`: `True` when `status`, else `False`.
+/// A condition's status: OCM's three values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`: the hub cannot tell.
+    Unknown,
+}
+
+impl Truth {
+    /// The status as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Truth::True => "True",
+            Truth::False => "False",
+            Truth::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<bool> for Truth {
+    fn from(value: bool) -> Self {
+        if value { Truth::True } else { Truth::False }
+    }
+}
+
+/// A condition decided at `now` (`True` or `False` from a bool, or any
+/// [`Truth`]); the hub's one condition builder.
 pub fn condition_at(
     type_: &str,
-    status: bool,
+    status: impl Into<Truth>,
     reason: &str,
     message: String,
     generation: i64,
@@ -24,7 +53,7 @@ pub fn condition_at(
 ) -> Condition {
     Condition {
         type_: type_.into(),
-        status: if status { "True" } else { "False" }.into(),
+        status: status.into().as_str().into(),
         reason: reason.into(),
         message,
         observed_generation: generation,

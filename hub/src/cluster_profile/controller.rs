@@ -31,7 +31,6 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_semantics::contract::KUBE_TIME_FORMAT;
 use k8s_openapi::api::core::v1::Namespace;
 
 use super::render::{ClusterProfile, is_ferrys, render, spec_differs, status_differs};
@@ -178,13 +177,12 @@ async fn reconcile(
             "a ClusterProfile of this name belongs to another cluster manager; ferry publishes none for the cluster");
         return Ok(Action::await_change());
     }
-    let now = Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string();
     let current = live
         .as_ref()
         .and_then(|l| l.status.as_ref())
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
-    let desired = render(&cluster, &current, &now);
+    let desired = render(&cluster, &current, Timestamp::now());
     let api = ctx.api();
     let params = PatchParams::apply(CLUSTER_PROFILE_FIELD_MANAGER).force();
     let failed = |action: &str| {

@@ -17,6 +17,7 @@ use kube::ResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::conditions::{Truth, condition_at};
 use ferry_api::contract::CLUSTER_SET_LABEL;
 use ferry_api::managed_cluster::ManagedCluster;
 use ferry_api::manifest_work::Condition;
@@ -146,15 +147,23 @@ fn normalized_time(time: &str) -> Option<String> {
         .map(|t| t.strftime(KUBE_TIME_FORMAT).to_string())
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: String, now: &str) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: bounded(&message, MAX_MESSAGE),
-        observed_generation: 0,
-        last_transition_time: now.into(),
-    }
+/// A profile condition at `now`, its message bounded (profiles have no
+/// generation).
+fn condition(
+    type_: &str,
+    status: Truth,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> Condition {
+    condition_at(
+        type_,
+        status,
+        reason,
+        bounded(&message, MAX_MESSAGE),
+        0,
+        now,
+    )
 }
 
 /// The profile `cluster` should have, at time `now` (RFC 3339, the
@@ -164,7 +173,7 @@ fn condition(type_: &str, status: &str, reason: &str, message: String, now: &str
 /// version and the exclusive cluster set when the cluster has them; no
 /// Kubernetes version (agents do not report it). Cannot fail: every value
 /// taken from the cluster is bounded to the upstream schema's limits.
-pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> DesiredProfile {
+pub fn render(cluster: &ManagedCluster, current: &[Condition], now: Timestamp) -> DesiredProfile {
     let name = cluster.name_any();
     let status = cluster.status.clone().unwrap_or_default();
     let set = cluster
@@ -186,7 +195,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
     let healthy = if status.connected {
         condition(
             CONTROL_PLANE_HEALTHY,
-            "True",
+            Truth::True,
             "AgentConnected",
             match status.served_by.as_str() {
                 "" => format!("the agent of {name} holds a session with the hub"),
@@ -209,7 +218,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
             .unwrap_or_default();
         condition(
             CONTROL_PLANE_HEALTHY,
-            "Unknown",
+            Truth::Unknown,
             "AgentDisconnected",
             format!("the agent of {name} is disconnected{since}{why}; the hub cannot tell"),
             now,
@@ -217,7 +226,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
     } else {
         condition(
             CONTROL_PLANE_HEALTHY,
-            "Unknown",
+            Truth::Unknown,
             "AgentNeverConnected",
             format!("no agent of {name} has connected to the hub yet"),
             now,
@@ -226,7 +235,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
     let joined = if !cluster.spec.hub_accepts_client {
         condition(
             JOINED,
-            "False",
+            Truth::False,
             "HubDeniedClient",
             format!("the hub does not accept the agent of {name} (spec.hubAcceptsClient is false)"),
             now,
@@ -234,7 +243,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
     } else if ever_connected {
         condition(
             JOINED,
-            "True",
+            Truth::True,
             "AgentJoined",
             format!("the hub accepts {name} and its agent has connected"),
             now,
@@ -242,7 +251,7 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: &str) -> Des
     } else {
         condition(
             JOINED,
-            "False",
+            Truth::False,
             "AgentNeverConnected",
             format!("the hub accepts {name}; no agent of it has connected yet"),
             now,
@@ -347,6 +356,10 @@ mod tests {
 
     const NOW: &str = "2026-11-28T10:00:00Z";
 
+    fn now() -> Timestamp {
+        NOW.parse().expect("time")
+    }
+
     fn cluster(status: Option<ManagedClusterStatus>, set: Option<&str>) -> ManagedCluster {
         let mut cluster = ManagedCluster::new("east-1", ManagedClusterSpec::default());
         if let Some(set) = set {
@@ -386,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_connected_cluster_in_a_set_is_healthy_joined_and_labelled() {
-        let profile = render(&cluster(Some(connected()), Some("team-a")), &[], NOW);
+        let profile = render(&cluster(Some(connected()), Some("team-a")), &[], now());
         assert_eq!(profile.name, "east-1");
         assert_eq!(profile.spec.display_name, "east-1");
         assert_eq!(profile.spec.cluster_manager.name, "ferry");
@@ -438,7 +451,7 @@ mod tests {
             disconnect_reason: Some("no heartbeat for 15s".into()),
             ..connected()
         };
-        let profile = render(&cluster(Some(status), None), &[], NOW);
+        let profile = render(&cluster(Some(status), None), &[], now());
         let healthy = find(&profile, CONTROL_PLANE_HEALTHY);
         assert_eq!(healthy.status, "Unknown");
         assert_eq!(healthy.reason, "AgentDisconnected");
@@ -461,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_cluster_never_connected_or_denied_is_not_joined_and_publishes_no_version() {
-        let profile = render(&cluster(None, None), &[], NOW);
+        let profile = render(&cluster(None, None), &[], now());
         assert_eq!(
             find(&profile, CONTROL_PLANE_HEALTHY).reason,
             "AgentNeverConnected"
@@ -475,7 +488,7 @@ mod tests {
 
         let mut denied = cluster(Some(connected()), None);
         denied.spec.hub_accepts_client = false;
-        let joined = find(&render(&denied, &[], NOW), JOINED).clone();
+        let joined = find(&render(&denied, &[], now()), JOINED).clone();
         assert_eq!(
             (joined.status.as_str(), joined.reason.as_str()),
             ("False", "HubDeniedClient")
@@ -487,12 +500,12 @@ mod tests {
         let before = render(
             &cluster(Some(connected()), None),
             &[],
-            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z".parse().expect("time"),
         );
         let again = render(
             &cluster(Some(connected()), None),
             &before.status.conditions,
-            NOW,
+            now(),
         );
         assert_eq!(
             find(&again, CONTROL_PLANE_HEALTHY).last_transition_time,
@@ -502,7 +515,7 @@ mod tests {
             connected: false,
             ..connected()
         };
-        let after = render(&cluster(Some(gone), None), &before.status.conditions, NOW);
+        let after = render(&cluster(Some(gone), None), &before.status.conditions, now());
         assert_eq!(
             find(&after, CONTROL_PLANE_HEALTHY).last_transition_time,
             NOW
@@ -522,7 +535,7 @@ mod tests {
             disconnect_reason: Some("x".repeat(100_000)),
             ..connected()
         };
-        let profile = render(&cluster(Some(status), None), &[], NOW);
+        let profile = render(&cluster(Some(status), None), &[], now());
         let version = &profile.status.properties[0];
         assert!(version.value.len() <= MAX_PROPERTY_VALUE && !version.value.is_empty());
         assert!(version.last_observed_time.is_empty());
@@ -531,7 +544,7 @@ mod tests {
 
     #[test]
     fn writes_are_needed_only_for_what_differs_in_ferrys_part() {
-        let desired = render(&cluster(Some(connected()), Some("team-a")), &[], NOW);
+        let desired = render(&cluster(Some(connected()), Some("team-a")), &[], now());
         assert!(spec_differs(&desired, None) && status_differs(&desired, None));
         let mut same = live(&desired);
         // Others' labels, conditions and properties are not ferry's to compare.
@@ -539,7 +552,7 @@ mod tests {
         let status = same.status.get_or_insert_with(Default::default);
         status
             .conditions
-            .push(condition("Other", "True", "Why", String::new(), NOW));
+            .push(condition("Other", Truth::True, "Why", String::new(), now()));
         status.properties.push(Property {
             name: "other".into(),
             value: "1".into(),
@@ -551,7 +564,7 @@ mod tests {
         assert!(is_ferrys(&same));
 
         // The cluster left its set: the label and the property must go.
-        let unset = render(&cluster(Some(connected()), None), &[], NOW);
+        let unset = render(&cluster(Some(connected()), None), &[], now());
         assert!(spec_differs(&unset, Some(&same)));
         assert!(status_differs(&unset, Some(&same)));
 

@@ -22,8 +22,9 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use ferry_semantics::contract::{DELETING, KUBE_TIME_FORMAT};
+use ferry_semantics::contract::DELETING;
 
+use crate::conditions::condition_at;
 use crate::events::HubEvents;
 use crate::metrics::{HubMetrics, WatchLabel};
 use crate::watch::SettledObjects;
@@ -265,14 +266,14 @@ impl WorkDeletion {
         reason: &str,
         message: &str,
     ) -> Result<bool, DeletionError> {
-        let deleting = Condition {
-            type_: DELETING.into(),
-            status: "True".into(),
-            reason: reason.into(),
-            message: message.into(),
-            observed_generation: metadata.generation.unwrap_or_default(),
-            last_transition_time: Timestamp::now().strftime(KUBE_TIME_FORMAT).to_string(),
-        };
+        let deleting = condition_at(
+            DELETING,
+            true,
+            reason,
+            message.into(),
+            metadata.generation.unwrap_or_default(),
+            Timestamp::now(),
+        );
         let Some(updated) = with_deleting(conditions, deleting.clone()) else {
             return Ok(false);
         };
