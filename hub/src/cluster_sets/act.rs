@@ -7,7 +7,7 @@ use kube::core::PartialObjectMeta;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::controller::ClusterSetError;
+use super::error::ClusterSetError;
 use ferry_api::cluster_set::{
     ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingStatus,
     ManagedClusterSetStatus,

@@ -22,6 +22,7 @@ use tracing::warn;
 
 use super::act::{create_missing_sets, label_into_default, write_binding_status, write_set_status};
 use super::decide::{SetSeen, binding_status, set_status};
+pub use super::error::ClusterSetError;
 use super::membership::{compile_set, count_members};
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::SettledObjects;
@@ -37,23 +38,6 @@ use ferry_api::placement::LabelSelector;
 /// How often every set, binding and unlabelled cluster is reconciled
 /// whatever its triggers ([`resync_every`]; writes happen only on change).
 const SET_RESYNC: Duration = Duration::from_secs(30);
-
-/// A set, binding or cluster could not be brought up to date; it is retried.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterSetError {
-    /// The API server refused a write.
-    #[error("{action}: {source}")]
-    Write {
-        /// What was being written, naming the object.
-        action: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The watches have not listed everything yet (or stopped).
-    #[error("the cluster, set and binding caches are not ready")]
-    NotReady,
-}
 
 struct Context {
     client: Client,

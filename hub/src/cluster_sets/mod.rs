@@ -11,6 +11,8 @@ mod act;
 pub mod controller;
 /// Set and binding status decided from what the controller read.
 mod decide;
+/// The controller's error.
+mod error;
 /// Sets compiled into label matchers; the clusters a placement may use.
 pub mod membership;
 
