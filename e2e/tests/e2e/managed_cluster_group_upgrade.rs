@@ -117,7 +117,10 @@ async fn an_upgraded_hub_carries_its_clusters_to_the_new_group_and_its_agents_ca
         "cluster-b",
         json!({"region": "eu"}),
         json!({"hubAcceptsClient": false}),
-        json!({"agentVersion": "0.0.9"}),
+        json!({
+            "agentVersion": "0.0.9",
+            "clusterClaims": [{"name": "region.open-cluster-management.io", "value": "eu-west"}],
+        }),
     )
     .await;
     clusters
@@ -162,9 +165,15 @@ async fn an_upgraded_hub_carries_its_clusters_to_the_new_group_and_its_agents_ca
         denied.labels().get("region").map(String::as_str),
         Some("eu")
     );
+    let status = denied.status.expect("cluster-b's status carried");
+    assert_eq!(status.agent_version, "0.0.9");
     assert_eq!(
-        denied.status.map(|s| s.agent_version).as_deref(),
-        Some("0.0.9")
+        status
+            .cluster_claims
+            .iter()
+            .map(|c| (c.name.as_str(), c.value.as_str()))
+            .collect::<Vec<_>>(),
+        [("region.open-cluster-management.io", "eu-west")]
     );
     // Nothing of the legacy group is touched: the operator deletes it.
     assert_eq!(

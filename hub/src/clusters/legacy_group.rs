@@ -1,8 +1,9 @@
 //! Carrying ManagedClusters over from the group earlier hubs served them
 //! in (`work.ferry.dev`) to `cluster.ferry.dev`, before anything reads
 //! them: every legacy cluster without a namesake in the new group is
-//! created there with its labels, annotations and spec (acceptance, taints,
-//! claims), then given its status (the deletion brake's hold included). A
+//! created there with its labels, annotations and spec (acceptance,
+//! taints), then given its status (claims and the deletion brake's hold
+//! included). A
 //! cluster already in the new group is never touched, so running it again
 //! (every start, every replica) changes nothing, and the legacy objects are
 //! left for the operator to delete with their CRD.
