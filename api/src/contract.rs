@@ -9,9 +9,11 @@
 //! literal, so the types repeat [`WORK_GROUP`] and [`CLUSTER_GROUP`] there; a
 //! test checks they agree.
 
-/// API group of ManifestWork, ManagedCluster and ManifestWorkReplicaSet.
+/// API group of ManifestWork, ManifestWorkReplicaSet and RolloutApproval
+/// (and of ManagedCluster before it moved to [`CLUSTER_GROUP`]).
 pub const WORK_GROUP: &str = "work.ferry.dev";
-/// API group of Placement and PlacementDecision.
+/// API group of ManagedCluster, Placement, PlacementDecision and the
+/// cluster sets.
 pub const CLUSTER_GROUP: &str = "cluster.ferry.dev";
 
 /// The RBAC verb on `manifestworks` (group [`WORK_GROUP`]) a requester
@@ -130,7 +132,8 @@ mod tests {
     #[test]
     fn the_types_use_the_contract_groups() {
         assert_eq!(ManifestWork::group(&()), WORK_GROUP);
-        assert_eq!(ManagedCluster::group(&()), WORK_GROUP);
+        assert_eq!(ManagedCluster::group(&()), CLUSTER_GROUP);
+        assert_eq!(crate::managed_cluster::LEGACY_GROUP, WORK_GROUP);
         assert_eq!(ManifestWorkReplicaSet::group(&()), WORK_GROUP);
         assert_eq!(Placement::group(&()), CLUSTER_GROUP);
         assert_eq!(PlacementDecision::group(&()), CLUSTER_GROUP);
