@@ -12,11 +12,10 @@ use ferry_e2e::helpers::wait::wait_until;
 use ferry_e2e::helpers::work_helpers::{
     APPLY_TIMEOUT, config_map, is_applied_at_current_generation, manifest_work, wait_applied,
 };
-use ferry_hub::clusters::legacy_group::carry_over_legacy_clusters;
+use ferry_hub::clusters::legacy_group::{carry_over_legacy_clusters, legacy_resource};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::{Value, json};
@@ -46,11 +45,7 @@ async fn install_legacy_crd(admin: &Client) {
 }
 
 fn legacy_api(admin: &Client) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(LEGACY_GROUP, "v1alpha1", "ManagedCluster"),
-        "managedclusters",
-    );
-    Api::all_with(admin.clone(), &resource)
+    Api::all_with(admin.clone(), &legacy_resource())
 }
 
 /// Writes `name` into the legacy group as an earlier hub held it: `spec`,

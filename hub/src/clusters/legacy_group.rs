@@ -50,8 +50,8 @@ pub enum LegacyClustersError {
     },
 }
 
-/// The legacy ManagedCluster resource.
-fn legacy_resource() -> ApiResource {
+/// The legacy ManagedCluster resource (`managedclusters.work.ferry.dev`).
+pub fn legacy_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(LEGACY_GROUP, "v1alpha1", "ManagedCluster"),
         "managedclusters",
