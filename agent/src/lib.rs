@@ -9,6 +9,8 @@
 mod agent;
 /// Writes one manifest with its update strategy (one file each).
 pub mod applier;
+/// The client certificate the hub issued, dialled with instead of the token.
+pub mod client_certificate;
 /// One pass over a work's manifests, as a status for the hub.
 pub mod reconcile;
 /// When to dial the hub again after a session ends.

@@ -18,6 +18,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use tracing::{Instrument as _, info, warn};
 
 use crate::Observability;
+use crate::client_certificate::ClientCertificate;
 use crate::deletion_brake::DeletionBrake;
 use crate::deletion_brake::ledger::Holding;
 use crate::metrics::ReasonLabel;
@@ -150,6 +151,10 @@ pub enum SessionError {
     /// Nothing arrived from the hub, not even a heartbeat, for this long.
     #[error("no message from the hub for {0:?}")]
     Silent(Duration),
+    /// The hub issued a client certificate to a session opened with the
+    /// token: the agent dials again at once, with the certificate.
+    #[error("the hub issued a client certificate; dialling again with it")]
+    CertificateIssued,
 }
 
 impl SessionError {
@@ -166,6 +171,7 @@ impl SessionError {
             SessionError::Stream(status) => code_label(status.code()),
             SessionError::Closed => "hub_closed",
             SessionError::Silent(_) => "hub_silent",
+            SessionError::CertificateIssued => "certificate_issued",
         }
     }
 }
@@ -228,6 +234,13 @@ pub async fn run_session(
     let reconnect = redial::backoff();
     let mut delays = reconnect.build();
     let orphans = OrphanSweep::new(works.clone(), works.resync());
+    // Certificates the hub issues are asked for only over TLS, and not
+    // when the operator gave the agent a certificate of its own.
+    let certificate = config
+        .tls
+        .as_ref()
+        .is_some_and(|tls| tls.identity.is_none())
+        .then(ClientCertificate::default);
     loop {
         let mut welcomed = false;
         orphans.session_started();
@@ -237,10 +250,15 @@ pub async fn run_session(
             &orphans,
             &board,
             observability,
+            certificate.as_ref(),
             &mut welcomed,
         )
         .await;
         let error = ended.err().unwrap_or(SessionError::Closed);
+        if let SessionError::CertificateIssued = error {
+            info!(hub = %config.hub_url, "got a client certificate; dialling again with it");
+            continue;
+        }
         let label = ReasonLabel {
             reason: error.reason(),
         };
@@ -285,12 +303,22 @@ async fn connect_once(
     orphans: &Arc<OrphanSweep>,
     board: &Arc<StatusBoard>,
     observability: &Observability,
+    certificate: Option<&ClientCertificate>,
     welcomed: &mut bool,
 ) -> Result<(), SessionError> {
-    let endpoint = endpoint(config)?;
-    let bearer: MetadataValue<Ascii> = format!("Bearer {}", config.token.read()?)
-        .parse()
-        .map_err(|_| SessionError::BadToken)?;
+    let presented = certificate.and_then(|held| held.to_present(unix_now()));
+    let endpoint = endpoint(config, presented.as_ref())?;
+    // With a certificate the token is not needed, and a token file that
+    // cannot be read does not keep the agent away.
+    let bearer: Option<MetadataValue<Ascii>> = match config.token.read() {
+        Ok(token) => Some(
+            format!("Bearer {token}")
+                .parse()
+                .map_err(|_| SessionError::BadToken)?,
+        ),
+        Err(_) if presented.is_some() => None,
+        Err(error) => return Err(error),
+    };
     let channel = open_channel(endpoint, &config.hub_url).await?;
     // The cluster's name travels next to the token, so a hub can refuse a
     // misconfigured agent before reading its Hello.
@@ -300,7 +328,9 @@ async fn connect_once(
         .map_err(|_| SessionError::BadClusterName)?;
     let authorize = move |mut request: tonic::Request<()>| {
         let metadata = request.metadata_mut();
-        metadata.insert("authorization", bearer.clone());
+        if let Some(bearer) = &bearer {
+            metadata.insert("authorization", bearer.clone());
+        }
         metadata.insert(CLUSTER_METADATA, cluster.clone());
         Ok(request)
     };
@@ -316,11 +346,20 @@ async fn connect_once(
     // holds for the hub's answer to the stream itself: a hub that took the
     // stream and never answered must not hold the agent.
     let mut silence_limit = config.heartbeat_interval * 3;
-    let mut inbound =
-        tokio::time::timeout(silence_limit, client.sync(ReceiverStream::new(outbound_rx)))
-            .await
-            .map_err(|_| SessionError::Silent(silence_limit))??
-            .into_inner();
+    let opened = tokio::time::timeout(silence_limit, client.sync(ReceiverStream::new(outbound_rx)))
+        .await
+        .map_err(|_| SessionError::Silent(silence_limit))?;
+    // A hub that does not take the certificate (revoked, or its CA
+    // replaced) says UNAUTHENTICATED: the next dial uses the token.
+    if let (Err(status), Some(held)) = (&opened, certificate)
+        && presented.is_some()
+        && status.code() == tonic::Code::Unauthenticated
+    {
+        warn!(reason = %status.message(), "the hub does not take the client certificate; dialling with the token next");
+        held.forget();
+    }
+    let mut inbound = opened?.into_inner();
+    let requests = outbound.clone();
 
     board.mark_all_unsent().await;
     // Aborted when this function returns or its future is dropped (agent
@@ -347,7 +386,23 @@ async fn connect_once(
                     established = Some(Established::new(observability));
                 }
                 silence_limit = silence_after_welcome(&welcome);
-                info!(hub_version = %welcome.hub_version, "connected to hub");
+                info!(hub_version = %welcome.hub_version, with_certificate = presented.is_some(), "connected to hub");
+                if let Some(held) = certificate
+                    && welcome.issues_client_certificates
+                    && held.wants_one(unix_now())
+                {
+                    ask_for_certificate(held, &config.cluster_name, &requests).await;
+                }
+            }
+            Some(hub_message::Body::Certificate(answer)) => {
+                let Some(held) = certificate else { continue };
+                match held.accept(answer) {
+                    Ok(()) if presented.is_none() => return Err(SessionError::CertificateIssued),
+                    Ok(()) => info!("renewed the client certificate"),
+                    Err(error) => {
+                        warn!(%error, "no client certificate this session; the token serves")
+                    }
+                }
             }
             Some(hub_message::Body::Upsert(upsert)) => works.upsert(upsert).await,
             Some(hub_message::Body::Delete(delete)) => works.delete(delete).await,
@@ -359,9 +414,40 @@ async fn connect_once(
     Err(SessionError::Closed)
 }
 
-/// The hub's endpoint, with TLS when configured. Fails when the URL is not
-/// an endpoint or the TLS settings are refused.
-fn endpoint(config: &SessionConfig) -> Result<Endpoint, SessionError> {
+/// Sends the hub a request for a client certificate, unless making it
+/// fails (logged: the token serves on).
+async fn ask_for_certificate(
+    held: &ClientCertificate,
+    cluster: &str,
+    requests: &mpsc::Sender<v1::AgentMessage>,
+) {
+    match held.request(cluster) {
+        Ok(request) => {
+            let message = v1::AgentMessage {
+                body: Some(agent_message::Body::CertificateRequest(request)),
+            };
+            // Only fails when the session is over.
+            let _ = requests.send(message).await;
+        }
+        Err(error) => warn!(%error, "cannot ask for a client certificate"),
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The hub's endpoint, with TLS when configured, presenting `issued` (a
+/// certificate and key the hub issued) when given and the operator set
+/// none. Fails when the URL is not an endpoint or the TLS settings are
+/// refused.
+fn endpoint(
+    config: &SessionConfig,
+    issued: Option<&(String, String)>,
+) -> Result<Endpoint, SessionError> {
     let endpoint =
         Endpoint::from_shared(config.hub_url.clone()).map_err(|source| SessionError::BadUrl {
             url: config.hub_url.clone(),
@@ -371,7 +457,7 @@ fn endpoint(config: &SessionConfig) -> Result<Endpoint, SessionError> {
         Some(tls) => {
             let mut settings =
                 ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
-            if let Some((cert, key)) = &tls.identity {
+            if let Some((cert, key)) = tls.identity.as_ref().or(issued) {
                 settings = settings.identity(Identity::from_pem(cert, key));
             }
             endpoint
@@ -546,13 +632,13 @@ mod tests {
 
     #[test]
     fn a_hub_url_that_is_no_endpoint_is_a_config_error() {
-        let error = endpoint(&config("not a url")).err();
+        let error = endpoint(&config("not a url"), None).err();
         assert!(
             matches!(error, Some(SessionError::BadUrl { ref url, .. }) if url == "not a url"),
             "{error:?}"
         );
         assert_eq!(error.map(|e| e.reason()), Some("config"));
-        assert!(endpoint(&config("http://hub:8443")).is_ok());
+        assert!(endpoint(&config("http://hub:8443"), None).is_ok());
     }
 
     #[test]

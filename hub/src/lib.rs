@@ -5,6 +5,8 @@
 
 /// The ManifestWork admission webhook and policy.
 pub mod admission;
+/// Client certificates for agents: the hub's agent CA, issuing and revocation.
+pub mod agent_certs;
 pub mod api_client;
 /// Serving certificates that follow their files.
 pub mod certs;

@@ -40,6 +40,9 @@ pub enum RefusalReason {
     ProtocolVersion,
     /// No Hello in time, or a first message that is not a usable Hello.
     BadHello,
+    /// A client certificate that is not the agent CA's, or that a change
+    /// of its cluster or agent account revoked.
+    Certificate,
 }
 
 impl RefusalReason {
@@ -57,6 +60,7 @@ impl RefusalReason {
             Self::ReviewBusy => "review_busy",
             Self::ProtocolVersion => "protocol_version",
             Self::BadHello => "bad_hello",
+            Self::Certificate => "certificate",
         }
     }
 }
@@ -79,6 +83,13 @@ impl EncodeLabelValue for RefusalReason {
 pub struct RefusalLabel {
     /// Why the agent was refused.
     pub reason: RefusalReason,
+}
+
+/// Label of the sessions-opened counter: what the agent authenticated with.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CredentialLabel {
+    /// `token` or `certificate`.
+    pub credential: &'static str,
 }
 
 /// Label of the build info.
@@ -296,6 +307,10 @@ pub struct HubMetrics {
     pub webhook_review_seconds: Histogram,
     /// Agent streams refused, by reason.
     pub agent_refusals: Family<RefusalLabel, Counter>,
+    /// Agent sessions opened, by what the agent authenticated with.
+    pub sessions_opened: Family<CredentialLabel, Counter>,
+    /// Client certificates issued to agents.
+    pub certificates_issued: Counter,
     /// Kubernetes Events about works, by outcome.
     pub events: Family<EventOutcomeLabel, Counter>,
     /// Serving certificates (and client CAs) reloaded from changed files.
@@ -340,6 +355,8 @@ impl Default for HubMetrics {
             token_review_seconds: latency_histogram(),
             webhook_review_seconds: latency_histogram(),
             agent_refusals: Family::default(),
+            sessions_opened: Family::default(),
+            certificates_issued: Counter::default(),
             events: Family::default(),
             certificate_reloads: Family::default(),
             connections_closed: Family::default(),
@@ -451,6 +468,16 @@ impl HubMetrics {
             "agent_refusals",
             "Agent streams refused, by reason",
             self.agent_refusals.clone(),
+        );
+        registry.register(
+            "agent_sessions_opened",
+            "Agent sessions opened, by what the agent authenticated with (token, certificate)",
+            self.sessions_opened.clone(),
+        );
+        registry.register(
+            "agent_certificates_issued",
+            "Client certificates issued to agents",
+            self.certificates_issued.clone(),
         );
         registry.register(
             "agent_connections_closed",

@@ -14,12 +14,13 @@ use ferry_hub::admission::target::WebhookTarget;
 use ferry_hub::admission::webhook::{
     AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy, wait_until_enforced,
 };
+use ferry_hub::agent_certs::ca_secret::DEFAULT_SECRET as AGENT_CA_SECRET;
 use ferry_hub::certs::reload::{CaSource, CertSource};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::cluster_profile::ClusterProfileOptions;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::{InstallCrdsError, install_crds, install_crds_for};
-use ferry_hub::grpc::config::GrpcTls;
+use ferry_hub::grpc::config::{AgentCertOptions, GrpcTls};
 use ferry_hub::hub::{DEFAULT_CONTROLLER_SWEEP, HubListeners, run_hub};
 
 use super::reserved_port::ReservedPort;
@@ -150,6 +151,10 @@ pub struct FleetOptions {
     pub tls: bool,
     /// Require client certificates from agents (mutual TLS).
     pub mtls: bool,
+    /// Under TLS (without `mtls`): the hub issues agents client
+    /// certificates of this lifetime, as production does; None keeps every
+    /// agent on its token.
+    pub agent_certificates: Option<Duration>,
     /// How many hub replicas run against the hub control plane; spoke `i`
     /// dials replica `i % hub_replicas`. Replica 0 also serves the webhook.
     pub hub_replicas: usize,
@@ -224,6 +229,7 @@ impl FleetOptions {
             eviction_grace: Duration::from_secs(3600),
             tls: true,
             mtls: false,
+            agent_certificates: Some(ferry_hub::agent_certs::issuing::DEFAULT_LIFETIME),
             admission: true,
             hub_replicas: 1,
             max_session_age: ferry_hub::grpc::config::SessionConfig::default().max_session_age,
@@ -447,6 +453,10 @@ impl FleetTls {
             client_ca: client_cert
                 .as_ref()
                 .map(|c| CaSource::Pem(c.ca_pem.clone())),
+            agent_certificates: options.agent_certificates.map(|lifetime| AgentCertOptions {
+                ca_secret: ("default".into(), AGENT_CA_SECRET.into()),
+                lifetime,
+            }),
             ..GrpcTls::new(CertSource::Pem {
                 chain: serving.chain_pem.clone(),
                 key: serving.key_pem.clone(),

@@ -6,6 +6,7 @@
 
 mod accept_gate;
 mod admission;
+mod agent_certificates;
 mod agent_metrics;
 mod agent_port_limits;
 mod agent_readiness;

@@ -302,6 +302,28 @@ impl ReloadingCert {
     }
 }
 
+impl ReloadingCert {
+    /// Like [`ReloadingCert::server_config`], with client certificates
+    /// judged by `verifier`.
+    pub fn server_config_verifying(
+        &self,
+        verifier: Arc<dyn ClientCertVerifier>,
+        alpn: &[&[u8]],
+    ) -> Result<Arc<ServerConfig>, CertLoadError> {
+        let builder = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|source| CertLoadError::Tls {
+                what: "protocol versions".into(),
+                source,
+            })?;
+        let mut config = builder
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(Arc::new(self.clone()));
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(Arc::new(config))
+    }
+}
+
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current())

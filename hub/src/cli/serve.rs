@@ -11,12 +11,14 @@ use clap::{ArgGroup, Args};
 use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
 use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
 use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
+use ferry_hub::agent_certs::ca_secret::DEFAULT_SECRET;
+use ferry_hub::agent_certs::issuing::DEFAULT_LIFETIME;
 use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::cluster_profile::ClusterProfileOptions;
 use ferry_hub::clusters::replica_lease::ReplicaLease;
 use ferry_hub::crds::install_crds;
-use ferry_hub::grpc::config::{GrpcTls, SessionConfig, TransportLimits};
+use ferry_hub::grpc::config::{AgentCertOptions, GrpcTls, SessionConfig, TransportLimits};
 use ferry_hub::grpc::identity::AuthOptions;
 use ferry_hub::grpc::message_caps::MessageCaps;
 use ferry_hub::hub::{HealthPoolConfig, HubListeners, run_hub};
@@ -106,6 +108,23 @@ pub struct ServeArgs {
     /// agent authenticates as; tokens of any other account are refused.
     #[arg(long, env = "FERRY_AGENT_SERVICE_ACCOUNT", default_value = AGENT_SERVICE_ACCOUNT)]
     pub agent_service_account: String,
+    /// Issue client certificates to agents, signed by the hub's agent CA
+    /// (kept in the Secret --agent-ca-secret, created by the first replica):
+    /// an agent's first session authenticates with its token, later ones
+    /// with its certificate, checked without a call to the API server and
+    /// never reviewed again. Off under --client-ca (operator-run mutual TLS)
+    /// and --insecure-plaintext.
+    #[arg(long, env = "FERRY_AGENT_CERTIFICATES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub agent_certificates: bool,
+    /// The Secret, in the replica Lease's namespace, that holds the agent
+    /// CA. Deleting it (and restarting the hub) replaces the CA; agents
+    /// then connect with their token once and get new certificates.
+    #[arg(long, env = "FERRY_AGENT_CA_SECRET", default_value = DEFAULT_SECRET)]
+    pub agent_ca_secret: String,
+    /// Seconds an agent certificate is valid; agents ask for a new one at
+    /// two thirds of it.
+    #[arg(long, env = "FERRY_AGENT_CERTIFICATE_SECONDS", default_value_t = DEFAULT_LIFETIME.as_secs())]
+    pub agent_certificate_seconds: u64,
     /// Seconds a TokenReview answer is reused; live sessions have their
     /// token reviewed again this often, and end when it is refused.
     #[arg(long, env = "FERRY_TOKEN_REVIEW_SECONDS", default_value_t = AuthOptions::default().review_interval.as_secs())]
@@ -302,16 +321,7 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// election's, else the pod's, else `default`.
 fn replica_lease(args: &ServeArgs) -> ReplicaLease {
     ReplicaLease {
-        namespace: args
-            .replica_lease_namespace
-            .clone()
-            .or_else(|| args.leader_election_namespace.clone())
-            .or_else(|| {
-                std::env::var("POD_NAMESPACE")
-                    .ok()
-                    .filter(|n| !n.is_empty())
-            })
-            .unwrap_or_else(|| "default".into()),
+        namespace: hub_namespace(args),
         // Unique per process: a restarted replica is a new one, and its
         // predecessor's clusters are swept once the old Lease lapses.
         identity: format!(
@@ -321,6 +331,20 @@ fn replica_lease(args: &ServeArgs) -> ReplicaLease {
         ),
         duration: Duration::from_secs(args.replica_lease_seconds.max(3)),
     }
+}
+
+/// The hub's own namespace: `--replica-lease-namespace`, else the leader
+/// election's, else the pod's, else `default`.
+fn hub_namespace(args: &ServeArgs) -> String {
+    args.replica_lease_namespace
+        .clone()
+        .or_else(|| args.leader_election_namespace.clone())
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| "default".into())
 }
 
 /// Leader election, when `--leader-election-namespace` is given.
@@ -350,6 +374,10 @@ fn grpc_tls(args: &ServeArgs) -> anyhow::Result<Option<GrpcTls>> {
         (Some(cert), Some(key)) => Ok(Some(GrpcTls {
             client_ca: args.client_ca.clone().map(CaSource::File),
             reload_interval: reload_interval(args),
+            agent_certificates: args.agent_certificates.then(|| AgentCertOptions {
+                ca_secret: (hub_namespace(args), args.agent_ca_secret.clone()),
+                lifetime: Duration::from_secs(args.agent_certificate_seconds.max(60)),
+            }),
             ..GrpcTls::new(CertSource::Files {
                 cert: cert.clone(),
                 key: key.clone(),

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -576,17 +576,28 @@ impl ClusterLiveness {
 /// session this replica holds that were marked disconnected (see
 /// [`ClusterLiveness::reassert`]), until `shutdown`. Keeps the clusters
 /// (without `managedFields`) in `cache`, the replica's shared copy that
-/// agent authentication reads; watch errors are retried with backoff.
+/// agent authentication reads, and shows `on_event` every event (after the
+/// cache took it); watch errors are retried with backoff.
 pub async fn reassert_held_sessions(
     liveness: ClusterLiveness,
     cache: reflector::store::Writer<ManagedCluster>,
+    on_event: impl Fn(&watcher::Event<ManagedCluster>),
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let reasserting = async {
-        let changes = backed_off_watch(liveness.api.clone(), watcher::Config::default())
-            .modify(|cluster| cluster.managed_fields_mut().clear())
-            .reflect(cache)
-            .applied_objects();
+        // Boxed as it is built: the watcher's state is large, and a debug
+        // build that assembles the whole chain on the stack overflows it.
+        let watch = Box::pin(backed_off_watch(
+            liveness.api.clone(),
+            watcher::Config::default(),
+        ));
+        let changes = Box::pin(
+            watch
+                .modify(|cluster| cluster.managed_fields_mut().clear())
+                .reflect(cache),
+        )
+        .inspect_ok(|event| on_event(event))
+        .applied_objects();
         futures::pin_mut!(changes);
         while let Some(change) = changes.next().await {
             match change {

@@ -19,6 +19,19 @@ pub struct GrpcTls {
     pub client_ca: Option<CaSource>,
     /// How often certificate files are checked for changes.
     pub reload_interval: Duration,
+    /// Client certificates the hub issues to agents; None issues none. Off
+    /// while `client_ca` is set (operator-run mutual TLS).
+    pub agent_certificates: Option<AgentCertOptions>,
+}
+
+/// Client certificates the hub issues to agents.
+#[derive(Clone, Debug)]
+pub struct AgentCertOptions {
+    /// Namespace and name of the Secret holding the agent CA; the first
+    /// replica to start creates it.
+    pub ca_secret: (String, String),
+    /// How long an issued certificate is valid; agents renew at two thirds.
+    pub lifetime: Duration,
 }
 
 impl GrpcTls {
@@ -29,6 +42,7 @@ impl GrpcTls {
             cert,
             client_ca: None,
             reload_interval: DEFAULT_RELOAD_INTERVAL,
+            agent_certificates: None,
         }
     }
 }

@@ -28,6 +28,7 @@ use tokio::time::Sleep;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::debug;
 
+use crate::agent_certs::presented::Presented;
 use crate::grpc::peer_budget::peer_key;
 use crate::metrics::HubMetrics;
 
@@ -58,12 +59,27 @@ pub struct ConnectionLimits {
 pub struct AgentConnectInfo {
     tcp: TcpConnectInfo,
     authenticated: Arc<AtomicBool>,
+    /// The client certificate presented in the TLS handshake, as judged
+    /// after it; None without TLS or without a certificate.
+    presented: Option<Arc<Presented>>,
 }
 
 impl AgentConnectInfo {
     /// The peer's address, when the socket knew it.
     pub fn remote_addr(&self) -> Option<SocketAddr> {
         self.tcp.remote_addr()
+    }
+
+    /// The client certificate the connection presented, as judged.
+    pub fn presented(&self) -> Option<Arc<Presented>> {
+        self.presented.clone()
+    }
+
+    /// This connection's information with the client certificate it
+    /// presented in its TLS handshake.
+    pub fn with_presented(mut self, presented: Option<Presented>) -> Self {
+        self.presented = presented.map(Arc::new);
+        self
     }
 
     /// Records that a stream on this connection presented an accepted
@@ -269,6 +285,7 @@ where
             let info = AgentConnectInfo {
                 tcp: io.connect_info(),
                 authenticated: Arc::default(),
+                presented: None,
             };
             Some(Ok(LimitedConnection {
                 io,

@@ -13,6 +13,8 @@ use prost::Message;
 use tonic::{Code, Request, Status, Streaming};
 use tracing::{debug, warn};
 
+use crate::agent_certs::issuing::AgentCertificates;
+use crate::agent_certs::presented::{ClientCertificate, Presented};
 use crate::clusters::liveness::ClusterLiveness;
 use crate::grpc::connection_limit::AgentConnectInfo;
 use crate::grpc::identity::{AgentAuthenticator, AuthError, bearer_token};
@@ -25,12 +27,34 @@ use crate::metrics::{HubMetrics, RefusalReason};
 /// is accepted.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connect with a certificate waits for the replica's caches
+/// to be listed (just after the hub started) before it is told to come back.
+const CACHES_WAIT: Duration = Duration::from_secs(5);
+
+/// What an agent proved who it is with.
+pub enum Credential {
+    /// Its bearer token, reviewed again while the session lives.
+    Token(String),
+    /// A client certificate of the hub's agent CA that stands.
+    Certificate(ClientCertificate),
+}
+
+impl Credential {
+    /// `token` or `certificate`, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Credential::Token(_) => "token",
+            Credential::Certificate(_) => "certificate",
+        }
+    }
+}
+
 /// An agent stream that passed the handshake.
 pub struct Handshake {
-    /// The cluster the agent's token is for (and its Hello names).
+    /// The cluster the agent's credential is for (and its Hello names).
     pub cluster: String,
-    /// The agent's bearer token, reviewed again while the session lives.
-    pub token: String,
+    /// What the agent authenticated with.
+    pub credential: Credential,
     /// The agent's Hello.
     pub hello: v1::Hello,
     /// The rest of the agent's messages, after its Hello.
@@ -49,6 +73,7 @@ pub struct Handshake {
 pub async fn handshake(
     request: Request<Streaming<v1::AgentMessage>>,
     auth: &AgentAuthenticator,
+    certificates: Option<&AgentCertificates>,
     liveness: &ClusterLiveness,
     metrics: &HubMetrics,
     caps: MessageCaps,
@@ -61,14 +86,26 @@ pub async fn handshake(
         .as_ref()
         .and_then(AgentConnectInfo::remote_addr)
         .map(|a| a.ip());
-    let cluster = match auth.authenticate(request.metadata(), peer).await {
-        Ok(cluster) => {
+    let presented = connection.as_ref().and_then(AgentConnectInfo::presented);
+    let authenticated = match (presented, certificates) {
+        (Some(presented), Some(certificates)) => {
+            by_certificate(&presented, certificates, request.metadata(), metrics, peer).await?
+        }
+        _ => {
+            let token = bearer_token(request.metadata()).map(str::to_string);
+            auth.authenticate(request.metadata(), peer)
+                .await
+                .and_then(|cluster| Ok((cluster, Credential::Token(token?))))
+        }
+    };
+    let (cluster, credential) = match authenticated {
+        Ok(authenticated) => {
             // The connection carries an agent: it is no longer closed for
             // staying unauthenticated.
             if let Some(connection) = &connection {
                 connection.authenticated();
             }
-            cluster
+            authenticated
         }
         Err(refusal) => {
             log_refusal(peer, &refusal);
@@ -88,9 +125,6 @@ pub async fn handshake(
             return Err(refusal.to_status());
         }
     };
-    let token = bearer_token(request.metadata())
-        .map_err(|refusal| refusal.to_status())?
-        .to_string();
     let mut inbound = request.into_inner();
     let refuse = |reason: RefusalReason, status: Status| {
         metrics.refused(reason);
@@ -161,9 +195,59 @@ pub async fn handshake(
     }
     Ok(Handshake {
         cluster,
-        token,
+        credential,
         hello,
         inbound,
+    })
+}
+
+/// The cluster a connection's presented certificate authenticates, with the
+/// credential: a certificate of the agent CA that still stands by the
+/// replica's watched state, for the cluster the metadata names (if it names
+/// one). Nothing is asked of the API server. Fails (the outer error) with
+/// UNAUTHENTICATED for a certificate that is not the CA's or is revoked,
+/// PERMISSION_DENIED for a cluster not accepted, UNAVAILABLE while the
+/// replica's caches are not listed yet; the inner error is a refusal the
+/// token path would give too (another cluster named).
+async fn by_certificate(
+    presented: &Presented,
+    certificates: &AgentCertificates,
+    metadata: &tonic::metadata::MetadataMap,
+    metrics: &HubMetrics,
+    peer: Option<IpAddr>,
+) -> Result<Result<(String, Credential), AuthError>, Status> {
+    let cert = match presented {
+        Presented::Verified(cert) => cert,
+        Presented::Refused(reason) => {
+            debug!(?peer, %reason, "agent refused: its client certificate is not the hub's");
+            metrics.refused(RefusalReason::Certificate);
+            return Err(Status::unauthenticated(format!(
+                "the client certificate is not accepted: {reason}; connect with the ServiceAccount token"
+            )));
+        }
+    };
+    if !certificates.standing.ready(CACHES_WAIT).await {
+        metrics.refused(RefusalReason::ReviewBusy);
+        return Err(Status::unavailable(
+            "the hub has not listed its clusters yet; try again",
+        ));
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    if let Err(revoked) = certificates.standing.check(cert, now) {
+        warn!(cluster = %cert.subject.cluster, ?peer, %revoked, "agent refused: its client certificate no longer stands");
+        metrics.refused(match revoked {
+            crate::agent_certs::revocation::Revoked::NotAccepted(_) => RefusalReason::NotAccepted,
+            _ => RefusalReason::Certificate,
+        });
+        return Err(revoked.to_status());
+    }
+    let cluster = cert.subject.cluster.clone();
+    Ok(match crate::grpc::identity::claimed_cluster(metadata) {
+        Err(refusal) => Err(refusal),
+        Ok(Some(claimed)) if claimed != cluster => Err(AuthError::WrongCluster {
+            authenticated: cluster,
+        }),
+        Ok(_) => Ok((cluster, Credential::Certificate(cert.clone()))),
     })
 }
 

@@ -19,10 +19,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
+use crate::agent_certs::issuing::AgentCertificates;
+use crate::agent_certs::standing::Wake;
 use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
 use crate::grpc::brake_reports::BrakeReports;
 use crate::grpc::config::SessionConfig;
-use crate::grpc::handshake::{Handshake, handshake};
+use crate::grpc::handshake::{Credential, Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
 use crate::grpc::identity::{AgentAuthenticator, AuthError};
 use crate::grpc::outbound::{Outbound, Queued};
@@ -47,6 +49,9 @@ pub struct Distributor {
     pub index: Arc<WorkIndex>,
     /// Checks the token each agent presents.
     pub auth: Arc<AgentAuthenticator>,
+    /// Issues and checks agents' client certificates; None when the hub
+    /// issues none (no TLS, or operator-run mutual TLS).
+    pub certificates: Option<Arc<AgentCertificates>>,
     /// Lets deleted works go when their agent never held them.
     pub deletion: WorkDeletion,
     /// Writes ManagedCluster liveness. Shared (not cloned) by the sessions:
@@ -77,18 +82,26 @@ impl WorkDistributor for Distributor {
     ) -> Result<Response<Self::SyncStream>, Status> {
         let Handshake {
             cluster,
-            token,
+            credential,
             hello,
             inbound,
         } = handshake(
             request,
             &self.auth,
+            self.certificates.as_deref(),
             &self.liveness,
             &self.metrics,
             self.config.transport.message_caps,
         )
         .await?;
-        info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(), "agent connected");
+        info!(%cluster, agent_version = %hello.agent_version, known = hello.known_works.len(),
+            credential = credential.kind(), "agent connected");
+        self.metrics
+            .sessions_opened
+            .get_or_create(&crate::metrics::CredentialLabel {
+                credential: credential.kind(),
+            })
+            .inc();
         let session_id = format!("{:016x}", rand::random::<u64>());
         self.liveness
             .connecting(&cluster, &session_id, &hello.agent_version)
@@ -106,9 +119,10 @@ impl WorkDistributor for Distributor {
                 deletion: self.deletion.clone(),
                 metrics: self.metrics.clone(),
                 heartbeat: self.config.heartbeat_interval,
-                outbound,
+                outbound: outbound.clone(),
                 seen: HashSet::new(),
                 deleting: HashSet::new(),
+                issues_certificates: self.certificates.is_some(),
             },
             known,
             changes,
@@ -124,10 +138,28 @@ impl WorkDistributor for Distributor {
             metrics: self.metrics.clone(),
             heartbeat: self.config.heartbeat_interval,
             max_report_bytes: self.config.transport.message_caps.report,
+            certificates: self.certificates.clone(),
+            outbound,
+        };
+        let credential = match credential {
+            Credential::Token(token) => LiveCredential::Token(token),
+            Credential::Certificate(cert) => match &self.certificates {
+                Some(certificates) => LiveCredential::Certificate {
+                    wake: Box::new(certificates.standing.wake_for(&cluster)),
+                    certificates: certificates.clone(),
+                    cert: Box::new(cert),
+                },
+                // The handshake takes certificates only when the hub has them.
+                None => {
+                    return Err(Status::internal(
+                        "a certificate session on a hub without certificates",
+                    ));
+                }
+            },
         };
         let lifetime = Lifetime {
             auth: self.auth.clone(),
-            token,
+            credential,
             cluster: cluster.clone(),
             max_age: jittered(self.config.max_session_age),
             not_accepted: self.liveness.not_accepted(),
@@ -208,16 +240,34 @@ impl SessionEnd {
     }
 }
 
+/// Seconds since the Unix epoch, by this replica's clock.
+fn unix_now() -> i64 {
+    Timestamp::now().as_second()
+}
+
 /// `max` less up to a tenth, at random.
 fn jittered(max: Duration) -> Duration {
     max.mul_f64(rand::rng().random_range(0.9..=1.0))
 }
 
-/// How long a session may go on: until its token is refused on review, or
-/// it reaches its maximum age.
+/// What a live session authenticated with, and so what may end it.
+enum LiveCredential {
+    /// A ServiceAccount token, reviewed again on a pace.
+    Token(String),
+    /// A client certificate: held against the watched state each time the
+    /// cluster's ManagedCluster or agent account changes.
+    Certificate {
+        certificates: Arc<AgentCertificates>,
+        cert: Box<crate::agent_certs::presented::ClientCertificate>,
+        wake: Box<Wake>,
+    },
+}
+
+/// How long a session may go on: until its token is refused on review (or
+/// its certificate revoked or expired), or it reaches its maximum age.
 struct Lifetime {
     auth: Arc<AgentAuthenticator>,
-    token: String,
+    credential: LiveCredential,
     cluster: String,
     max_age: Duration,
     /// Clusters not accepted as of the latest liveness sweep.
@@ -248,7 +298,65 @@ impl Lifetime {
     /// few minutes), and at once when a sweep finds the
     /// cluster not accepted (a sweep's answer may be stale, so the
     /// review decides); returns the status the session ends with.
-    async fn expire(mut self) -> Status {
+    async fn expire(self) -> Status {
+        match self.credential {
+            LiveCredential::Token(_) => Box::pin(self.expire_token()).await,
+            LiveCredential::Certificate { .. } => Box::pin(self.expire_certificate()).await,
+        }
+    }
+
+    /// Ends a certificate session at its maximum age, when its certificate
+    /// expires, or as soon as a change of its cluster's ManagedCluster or
+    /// agent account revokes the certificate: no API call, ever.
+    async fn expire_certificate(self) -> Status {
+        let LiveCredential::Certificate {
+            certificates,
+            cert,
+            mut wake,
+        } = self.credential
+        else {
+            return Status::internal("not a certificate session");
+        };
+        let now = unix_now();
+        let left = u64::try_from(cert.not_after.saturating_sub(now)).unwrap_or(0);
+        let expires = Duration::from_secs(left);
+        let (limit, at_limit) = if expires < self.max_age {
+            (
+                expires,
+                crate::agent_certs::revocation::Revoked::Expired.to_status(),
+            )
+        } else {
+            (
+                self.max_age,
+                Status::unavailable(format!(
+                    "the session reached its maximum age of {} s; reconnect",
+                    self.max_age.as_secs()
+                )),
+            )
+        };
+        let limit = tokio::time::sleep(limit);
+        tokio::pin!(limit);
+        loop {
+            tokio::select! {
+                () = &mut limit => return at_limit,
+                changed = wake.changed.changed() => {
+                    if changed.is_err() {
+                        // The hub is stopping; the limit still ends the session.
+                        std::future::pending::<()>().await;
+                    }
+                    if let Err(revoked) = certificates.standing.check(&cert, unix_now()) {
+                        return revoked.to_status();
+                    }
+                }
+            }
+        }
+    }
+
+    async fn expire_token(mut self) -> Status {
+        let token = match &self.credential {
+            LiveCredential::Token(token) => token.clone(),
+            LiveCredential::Certificate { .. } => return Status::internal("not a token session"),
+        };
         let expired = tokio::time::sleep(self.max_age);
         tokio::pin!(expired);
         let review = tokio::time::sleep(self.next_review());
@@ -304,7 +412,7 @@ impl Lifetime {
             }
             // Boxed: the review (an API call) is rare, and its future inline
             // would make every idle session's task as large as it is.
-            match Box::pin(self.auth.review_again(&self.token)).await {
+            match Box::pin(self.auth.review_again(&token)).await {
                 Ok(cluster) if cluster == self.cluster => {}
                 Ok(other) => {
                     return Status::unauthenticated(format!(
@@ -345,6 +453,8 @@ struct Pusher {
     seen: HashSet<String>,
     /// Deleted works whose delete was sent; the agent reports `gone`.
     deleting: HashSet<String>,
+    /// Whether the Welcome tells the agent it may ask for a certificate.
+    issues_certificates: bool,
 }
 
 impl Pusher {
@@ -482,6 +592,7 @@ async fn push_works(
         protocol_version: PROTOCOL_VERSION,
         hub_version: env!("CARGO_PKG_VERSION").into(),
         heartbeat_interval_seconds: u32::try_from(pusher.heartbeat.as_secs()).unwrap_or(u32::MAX),
+        issues_client_certificates: pusher.issues_certificates,
     };
     let mut alive = pusher.send(hub_message::Body::Welcome(welcome)).await;
     changes.mark_changed();
@@ -526,6 +637,10 @@ struct Reader {
     heartbeat: Duration,
     /// Largest message after the Hello.
     max_report_bytes: usize,
+    /// Answers certificate requests; None when the hub issues none.
+    certificates: Option<Arc<AgentCertificates>>,
+    /// Where the answer to a certificate request goes.
+    outbound: mpsc::Sender<Queued>,
 }
 
 impl Reader {
@@ -551,6 +666,7 @@ impl Reader {
             &self.sessions,
         );
         let mut brake = BrakeReports::default();
+        let mut certificate_requests = 0;
         let mut end = None;
         let mut too_large = |size: Option<usize>| {
             self.metrics.message_too_large("report");
@@ -613,6 +729,30 @@ impl Reader {
                     &cluster,
                     &self.session_id,
                 ),
+                Some(agent_message::Body::CertificateRequest(request)) => {
+                    certificate_requests += 1;
+                    let answer = match &self.certificates {
+                        Some(certificates) => certificates.answer(
+                            &cluster,
+                            &request.csr_der,
+                            certificate_requests,
+                            unix_now(),
+                        ),
+                        None => v1::CertificateIssued {
+                            refused: "this hub does not issue client certificates".into(),
+                            ..Default::default()
+                        },
+                    };
+                    if !answer.certificate_pem.is_empty() {
+                        self.metrics.certificates_issued.inc();
+                    }
+                    let answer = Box::new(v1::HubMessage {
+                        body: Some(hub_message::Body::Certificate(answer)),
+                    });
+                    if self.outbound.send(answer).await.is_err() {
+                        break "the session ended".to_string();
+                    }
+                }
                 Some(agent_message::Body::Hello(_)) | None => {
                     warn!(%cluster, "unexpected message after Hello; closing the session");
                     break "the agent sent a second Hello or an empty message".to_string();
@@ -652,7 +792,7 @@ mod tests {
         );
         Lifetime {
             auth: Arc::new(auth),
-            token: "token".into(),
+            credential: LiveCredential::Token("token".into()),
             cluster: "cluster-a".into(),
             max_age,
             not_accepted: watch::Sender::new(NotAccepted::default()).subscribe(),

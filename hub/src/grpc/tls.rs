@@ -2,7 +2,10 @@
 //! that the certificate comes from a [`crate::certs::reload::ReloadingCert`]:
 //! tonic's own TLS takes a fixed identity. Each handshake runs in its own
 //! task under a timeout, so one slow peer never holds up the others; the
-//! connection keeps its connection-limit permit throughout.
+//! connection keeps its connection-limit permit throughout. When the hub
+//! issues agent certificates, every client is asked for one, and one that is
+//! presented is judged against the agent CA in the same task, right after
+//! the handshake; the stream's start then holds it against the hub's state.
 
 use std::io;
 use std::pin::Pin;
@@ -15,23 +18,29 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::pki_types::UnixTime;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::debug;
 
+use crate::agent_certs::presented::{Presented, PresentedCheck};
+use crate::agent_certs::tls_verifier::AskForClientCertificates;
 use crate::certs::reload::{CertLoadError, ReloadingCert, ReloadingClientCa};
 use crate::grpc::config::GrpcTls;
 use crate::grpc::connection_limit::{AgentConnectInfo, LimitedConnection};
 use crate::metrics::HubMetrics;
 
 /// The agent port's rustls configuration: ALPN h2 (gRPC), the certificate
-/// (and client CA) following their files, reloads counted in `metrics`.
+/// (and client CA) following their files, reloads counted in `metrics`;
+/// with `ask_for_certificates` (and no client CA), clients are asked for a
+/// certificate that they may also not send.
 ///
 /// Fails when the certificate, its key or the client CA cannot be loaded.
 pub async fn server_config(
     tls: &GrpcTls,
     metrics: &HubMetrics,
+    ask_for_certificates: bool,
 ) -> Result<Arc<ServerConfig>, CertLoadError> {
     let reloads = metrics.certificate_reloads.clone();
     let cert =
@@ -42,7 +51,12 @@ pub async fn server_config(
         ),
         None => None,
     };
-    cert.server_config(client_ca, &[b"h2"])
+    match client_ca {
+        None if ask_for_certificates => {
+            cert.server_config_verifying(AskForClientCertificates::new(), &[b"h2"])
+        }
+        client_ca => cert.server_config(client_ca, &[b"h2"]),
+    }
 }
 
 /// Handshakes finished and not yet taken by the server.
@@ -52,13 +66,17 @@ const READY: usize = 64;
 /// plaintext connection does (the peer's TCP address and the handle that
 /// lifts its unauthenticated deadline), which is all the hub reads of it
 /// (agents are identified by their token).
-pub struct TlsConnection(TlsStream<LimitedConnection>);
+pub struct TlsConnection(TlsStream<LimitedConnection>, Option<Presented>);
 
 impl Connected for TlsConnection {
     type ConnectInfo = AgentConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.0.get_ref().0.connect_info()
+        self.0
+            .get_ref()
+            .0
+            .connect_info()
+            .with_presented(self.1.clone())
     }
 }
 
@@ -103,13 +121,15 @@ impl AsyncWrite for TlsConnection {
 }
 
 /// The connections of `incoming` whose TLS handshake with `config`
-/// succeeded within `timeout`; the others are logged and closed. Accept
+/// succeeded within `timeout`, with the client certificate each presented
+/// judged by `check` (when given); the others are logged and closed. Accept
 /// errors (usually out of descriptors) are logged and accepting resumes
 /// after a short pause. Accepting stops when the returned stream is dropped.
 pub fn tls_incoming<S>(
     incoming: S,
     config: Arc<ServerConfig>,
     timeout: Duration,
+    check: Option<PresentedCheck>,
 ) -> impl Stream<Item = io::Result<TlsConnection>>
 where
     S: Stream<Item = io::Result<LimitedConnection>> + Send + 'static,
@@ -134,11 +154,16 @@ where
             };
             let acceptor = acceptor.clone();
             let ready = ready.clone();
+            let check = check.clone();
             tokio::spawn(async move {
                 let peer = connection.connect_info().remote_addr();
                 match tokio::time::timeout(timeout, acceptor.accept(connection)).await {
                     Ok(Ok(tls)) => {
-                        let _ = ready.send(Ok(TlsConnection(tls))).await;
+                        let presented = check.and_then(|check| {
+                            let chain = tls.get_ref().1.peer_certificates()?;
+                            check.judge(chain, UnixTime::now())
+                        });
+                        let _ = ready.send(Ok(TlsConnection(tls, presented))).await;
                     }
                     Ok(Err(error)) => debug!(?peer, %error, "agent TLS handshake failed"),
                     Err(_) => debug!(?peer, "agent TLS handshake timed out"),

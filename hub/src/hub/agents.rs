@@ -27,6 +27,10 @@ pub async fn serve_agents(
     stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), HubError> {
     let limits = distributor.config.transport.clone();
+    let check = distributor
+        .certificates
+        .as_ref()
+        .map(|certificates| certificates.presented.clone());
     // Sessions end by their maximum age and agents dial a new connection;
     // a connection older than that (plus slack) holds no agent session, only
     // perhaps an idle peer, and is closed gracefully.
@@ -53,7 +57,11 @@ pub async fn serve_agents(
         .max_connection_age(connection_age)
         .max_connection_age_grace(CONNECTION_AGE_SLACK);
     let tls = match tls {
-        Some(tls) => Some(server_config(tls, metrics).await.map_err(HubError::Tls)?),
+        Some(tls) => Some(
+            server_config(tls, metrics, check.is_some())
+                .await
+                .map_err(HubError::Tls)?,
+        ),
         None => None,
     };
     let router = builder.add_service(health_service).add_service(service);
@@ -72,7 +80,7 @@ pub async fn serve_agents(
         Some(config) => {
             router
                 .serve_with_incoming_shutdown(
-                    tls_incoming(accepted, config, limits.tls_handshake_timeout),
+                    tls_incoming(accepted, config, limits.tls_handshake_timeout, check),
                     stopped(stopping),
                 )
                 .await?

@@ -4,6 +4,8 @@
 
 /// The gRPC service agents connect to.
 mod agents;
+/// The replica's agent certificates: CA, account watch, revocation.
+mod certificates;
 /// The controllers that run in the leading replica.
 mod controllers;
 
@@ -12,19 +14,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::warn;
 
 use agents::serve_agents;
+use certificates::agent_certificates;
 use controllers::LeaderControllers;
 
 use crate::admission::hub_writes_policy::DEFAULT_HUB_USERNAME;
 use crate::admission::policies::own_username;
 use crate::admission::watchdog::PolicyHealth;
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
+use crate::agent_certs::error::AgentCaError;
+use crate::agent_certs::standing::Standing;
 use crate::certs::reload::CertLoadError;
 use crate::cluster_profile::ClusterProfileOptions;
 use crate::clusters::legacy_group::{LegacyClustersError, carry_over_legacy_clusters};
@@ -67,6 +72,9 @@ pub enum HubError {
     /// This replica's Lease could not be set up.
     #[error(transparent)]
     ReplicaLease(#[from] ReplicaLeaseError),
+    /// The agent CA could not be read, created or used.
+    #[error(transparent)]
+    AgentCa(#[from] AgentCaError),
 }
 
 /// Listeners and tunables of one hub replica.
@@ -207,6 +215,15 @@ async fn serve_admission(
     .map_err(HubError::from)
 }
 
+/// The replica's one copy of every ManagedCluster: the store readers share,
+/// the writer its watch fills, and whom a change wakes (certificate
+/// sessions, when the hub issues certificates).
+struct SharedClusters {
+    store: Store<ManagedCluster>,
+    writer: reflector::store::Writer<ManagedCluster>,
+    standing: Option<Arc<Standing>>,
+}
+
 /// Holds this replica's Lease and keeps the clusters' liveness: returns
 /// the liveness writer, a cache of every ManagedCluster, and what keeps
 /// them (the Lease, the cache's watch re-asserting this replica's
@@ -218,15 +235,9 @@ async fn keep_liveness(
     metrics: &HubMetrics,
     heartbeat: Duration,
     leading: Option<watch::Receiver<bool>>,
+    cache: SharedClusters,
     stop_rx: watch::Receiver<bool>,
-) -> Result<
-    (
-        ClusterLiveness,
-        Store<ManagedCluster>,
-        impl Future<Output = ()>,
-    ),
-    HubError,
-> {
+) -> Result<(ClusterLiveness, impl Future<Output = ()>), HubError> {
     // Sessions name this replica as their server only once its Lease
     // vouches for them; the leader's sweep would otherwise mark them
     // disconnected at once. Kept by the returned future: dropping every
@@ -242,10 +253,20 @@ async fn keep_liveness(
     // watch: agent authentication reads whether a cluster is accepted here
     // instead of a GET per connect, and the leader's liveness sweep reads
     // the clusters here instead of a LIST per heartbeat.
-    let (cluster_cache, cluster_cache_writer) = kube::runtime::reflector::store();
+    let SharedClusters {
+        store: cluster_cache,
+        writer: cluster_cache_writer,
+        standing,
+    } = cache;
+    // Certificate sessions of a cluster are woken when it changes.
     let reasserting = reassert_held_sessions(
         liveness.clone(),
         cluster_cache_writer,
+        move |event| {
+            if let Some(standing) = &standing {
+                standing.cluster_event(event);
+            }
+        },
         stopped(stop_rx.clone()),
     );
     let (swept, swept_clusters) = (liveness.clone(), cluster_cache.clone());
@@ -262,7 +283,7 @@ async fn keep_liveness(
         let _lease = lease_held;
         tokio::join!(reasserting, sweeper);
     };
-    Ok((liveness, cluster_cache, keeping))
+    Ok((liveness, keeping))
 }
 
 /// Runs one hub replica until `shutdown` completes or a component fails.
@@ -293,15 +314,35 @@ pub async fn run_hub(
     let policy_health = PolicyHealth::default();
     let watched_policies = listeners.watch_policies.then(|| policy_health.clone());
     let hub_writers = hub_writers(&client, listeners.watch_policies).await;
-    let (liveness, cluster_cache, keeping) = keep_liveness(
+    let (cluster_cache, cluster_cache_writer) = reflector::store();
+    let (certificates, account_watch) = Box::pin(agent_certificates(
+        &client,
+        listeners.grpc_tls.as_ref(),
+        &session.auth.service_account,
+        cluster_cache.clone(),
+        stop_rx.clone(),
+    ))
+    .await?;
+    let account_watch = Box::pin(account_watch);
+    let (liveness, keeping) = keep_liveness(
         &client,
         &listeners.replica_lease,
         &metrics,
         session.heartbeat_interval,
         leading.clone(),
+        SharedClusters {
+            store: cluster_cache.clone(),
+            writer: cluster_cache_writer,
+            standing: certificates.as_ref().map(|c| c.standing.clone()),
+        },
         stop_rx.clone(),
     )
     .await?;
+    // Boxed: in a debug build, futures joined inline are moved through the
+    // stack of every poll above them, and the hub is polled as one task.
+    let keeping = Box::pin(async move {
+        tokio::join!(Box::pin(keeping), account_watch);
+    });
     let distributor = Distributor {
         index: index.clone(),
         auth: Arc::new(
@@ -309,6 +350,7 @@ pub async fn run_hub(
                 .with_review_latency(metrics.token_review_seconds.clone())
                 .with_cluster_cache(cluster_cache),
         ),
+        certificates,
         deletion: WorkDeletion::new(client.clone(), events.clone()),
         liveness: Arc::new(liveness),
         status: Arc::new(StatusWriter::new(
@@ -367,7 +409,10 @@ pub async fn run_hub(
         }
     };
     let controllers = async {
-        tokio::join!(keeping, controllers.run(leading.clone(), stop_rx.clone()));
+        tokio::join!(
+            keeping,
+            Box::pin(controllers.run(leading.clone(), stop_rx.clone()))
+        );
         Ok(())
     };
     tokio::try_join!(grpc, probes, admission, watch, controllers)?;

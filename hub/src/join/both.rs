@@ -10,8 +10,8 @@ use kube::Client;
 
 use crate::join::bundle::{BundleError, HubAccess, spoke_objects, write_bundle};
 use crate::join::hub_side::{
-    Applied, JoinError, is_accepted, mint_bound_token, prepare_hub, revoke_tokens_except,
-    token_expiry, token_refusal,
+    Applied, JoinError, is_accepted, mint_bound_token, prepare_hub, revoke_certificates,
+    revoke_tokens_except, token_expiry, token_refusal,
 };
 use crate::join::spoke_side::{SpokeJoinError, apply_objects, read_hub_access};
 
@@ -160,6 +160,10 @@ pub async fn join_both_sides(
         report
             .applied
             .extend(revoke_tokens_except(hub, cluster, &options.service_account, &binding).await?);
+        // A certificate is the token's successor: rotating one rotates both.
+        report
+            .applied
+            .push(revoke_certificates(hub, cluster).await?);
     }
     report.accepted = is_accepted(hub, cluster).await?.unwrap_or(false);
     if !report.accepted {

@@ -14,6 +14,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::agent_certs::revocation::CERTIFICATES_NOT_BEFORE;
 use crate::grpc::identity::agent_cluster;
 use ferry_api::cluster_name::{ClusterNameError, validate_cluster_name};
 use ferry_api::contract::{
@@ -413,6 +414,32 @@ pub async fn revoke_tokens_except(
         ));
     }
     Ok(done)
+}
+
+/// Revokes every client certificate the hub issued to cluster `name`'s
+/// agent until now: stamps the time on its ManagedCluster
+/// ([`CERTIFICATES_NOT_BEFORE`]), which every replica's watch delivers, so
+/// a live certificate session ends and a connect with one is refused. The
+/// agent then connects with its (new) token and gets a new certificate.
+/// Fails when the ManagedCluster cannot be patched.
+pub async fn revoke_certificates(client: &Client, name: &str) -> Result<Applied, JoinError> {
+    let clusters: Api<ManagedCluster> = Api::all(client.clone());
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {CERTIFICATES_NOT_BEFORE: now}}
+    });
+    clusters
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| JoinError::Api {
+            action: "stamping the certificate revocation time on the ManagedCluster",
+            cluster: name.to_string(),
+            source,
+        })?;
+    Ok(Applied::hub(
+        format!("managedcluster/{name} (its agent certificates issued until now are revoked)"),
+        Change::Configured,
+    ))
 }
 
 /// The expiry (seconds since the Unix epoch) a ServiceAccount token states

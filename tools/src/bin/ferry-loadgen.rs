@@ -43,6 +43,10 @@ struct Args {
     /// Seconds after which each agent drops and redials its stream.
     #[arg(long)]
     flap_seconds: Option<u64>,
+    /// Dial with the token only, as agents of an older version do,
+    /// instead of asking the hub for a client certificate.
+    #[arg(long)]
+    token_only: bool,
     /// Seconds between progress lines.
     #[arg(long, default_value_t = 5)]
     every_seconds: u64,
@@ -83,6 +87,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat: Duration::from_secs(10),
             status_delay: Duration::from_millis(args.status_delay_ms),
             flap_every: args.flap_seconds.map(Duration::from_secs),
+            certificates: (!args.token_only).then(|| ca.clone()).flatten(),
         },
     );
     let mut every = tokio::time::interval(Duration::from_secs(args.every_seconds.max(1)));

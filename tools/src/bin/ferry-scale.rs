@@ -86,6 +86,10 @@ struct Args {
     /// and restarts them all.
     #[arg(long, default_value_t = 1)]
     hub_replicas: usize,
+    /// Simulate agents of an older version: they keep dialling with their
+    /// token instead of asking the hub for a client certificate.
+    #[arg(long)]
+    token_only_agents: bool,
     /// Internal: run the share of simulated agents described on stdin (a
     /// child that ferry-scale starts itself when one process may not hold
     /// every agent's connection).
@@ -208,6 +212,10 @@ async fn main() -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(10),
         status_delay: Duration::from_millis(args.status_delay_ms),
         flap_every: args.flap_seconds.map(Duration::from_secs),
+        // Every replica serves with the same CA.
+        certificates: (!args.token_only_agents)
+            .then(|| hubs.first().map(|hub| hub.ca_pem.clone()))
+            .flatten(),
     };
     let endpoints = hubs
         .iter()
@@ -235,6 +243,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_ms: u64::try_from(behaviour.heartbeat.as_millis()).unwrap_or(u64::MAX),
             status_delay_ms: args.status_delay_ms,
             flap_seconds: args.flap_seconds,
+            certificates: !args.token_only_agents,
         };
         first += size;
         fleet.add_remote(RemoteShare::start(&exe, &["--serve-agents"], &spec).await?);

@@ -13,10 +13,11 @@ use ferry_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use prost::Message;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 use crate::loadgen::counters::Counters;
 use crate::loadgen::status::{HeldWork, applied_status, gone_status, held_work};
+use ferry_agent::client_certificate::ClientCertificate;
 use ferry_e2e::harness::agent_client::agent_client;
 
 /// Messages an agent queues for the hub before it waits: the hub's flow
@@ -32,6 +33,10 @@ pub struct Behaviour {
     pub status_delay: Duration,
     /// Drop the stream and redial after this long (a flapping agent).
     pub flap_every: Option<Duration>,
+    /// Ask a hub that issues client certificates for one and dial with it,
+    /// as the real agent does, trusting the hub's serving CA (this PEM);
+    /// None dials with the token only, as an agent of an older version.
+    pub certificates: Option<String>,
 }
 
 impl Behaviour {
@@ -42,6 +47,7 @@ impl Behaviour {
             heartbeat,
             status_delay: Duration::ZERO,
             flap_every: None,
+            certificates: None,
         }
     }
 }
@@ -109,6 +115,9 @@ enum Ended {
     Stop,
     /// The flap interval passed.
     Flap,
+    /// The hub issued a certificate to a session opened with the token: dial
+    /// again with it, at once.
+    Upgraded,
     /// The hub ended the stream or could not be reached; how it refused
     /// the stream, if it did.
     Failed(Option<tonic::Status>),
@@ -117,6 +126,11 @@ enum Ended {
 /// Runs the agent of `cluster` until `shared.stop` turns true.
 pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>) {
     let mut works: HashMap<String, HeldWork> = HashMap::new();
+    let certificate = shared
+        .behaviour
+        .certificates
+        .as_ref()
+        .map(|_| ClientCertificate::default());
     // The real agent's backoff: in a connect storm the refused agents'
     // redials are most of the load, so a shorter one would overstate it.
     let backoff = ferry_agent::redial::backoff();
@@ -126,9 +140,13 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
         if *stop.borrow_and_update() {
             return;
         }
-        match session(&cluster, replica, &shared, &mut works).await {
+        match session(&cluster, replica, &shared, &mut works, certificate.as_ref()).await {
             Ended::Stop => return,
             Ended::Flap => delays = backoff.build(),
+            Ended::Upgraded => {
+                Counters::add(&shared.counters.certificates_issued, 1);
+                delays = backoff.build();
+            }
             Ended::Failed(status) => {
                 Counters::add(&shared.counters.session_errors, 1);
                 let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
@@ -191,12 +209,27 @@ async fn session(
     replica: usize,
     shared: &Shared,
     works: &mut HashMap<String, HeldWork>,
+    certificate: Option<&ClientCertificate>,
 ) -> Ended {
     let Some(endpoint) = shared
         .endpoints
         .get(replica % shared.endpoints.len().max(1))
     else {
         return Ended::Stop;
+    };
+    let presented = certificate.and_then(|held| held.to_present(now_seconds()));
+    // A certificate is this agent's own: its endpoint is too.
+    let endpoint = match (&presented, &shared.behaviour.certificates) {
+        (Some((cert, key)), Some(ca)) => {
+            let tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .identity(Identity::from_pem(cert, key));
+            match endpoint.clone().tls_config(tls) {
+                Ok(endpoint) => endpoint,
+                Err(_) => return Ended::Failed(None),
+            }
+        }
+        _ => endpoint.clone(),
     };
     let dialing = Gauge::enter(&shared.counters.dialing);
     let Ok(channel) = endpoint.connect().await else {
@@ -237,7 +270,15 @@ async fn session(
     };
     let response = match response {
         Ok(Ok(response)) => response,
-        Ok(Err(status)) => return Ended::Failed(Some(status)),
+        Ok(Err(status)) => {
+            if let Some(held) = certificate
+                && presented.is_some()
+                && status.code() == tonic::Code::Unauthenticated
+            {
+                held.forget();
+            }
+            return Ended::Failed(Some(status));
+        }
         Err(_) => {
             Counters::add(&shared.counters.silent_hub, 1);
             return Ended::Failed(None);
@@ -275,6 +316,20 @@ async fn session(
                         if connected.is_none() {
                             drop(waiting_welcome.take());
                             connected = Some(Gauge::enter(&shared.counters.connected));
+                        }
+                        if let Some(held) = certificate
+                            && welcome.issues_client_certificates
+                            && held.wants_one(now_seconds())
+                        {
+                            let Ok(request) = held.request(&cluster.name) else {
+                                return Ended::Failed(None);
+                            };
+                            let ask = v1::AgentMessage {
+                                body: Some(agent_message::Body::CertificateRequest(request)),
+                            };
+                            if tx.send(ask).await.is_err() {
+                                return Ended::Failed(None);
+                            }
                         }
                         let every = Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
                         heartbeat = tokio::time::interval(every);
@@ -315,6 +370,14 @@ async fn session(
                             return Ended::Failed(None);
                         }
                         Counters::add(&shared.counters.statuses_sent, 1);
+                    }
+                    Some(hub_message::Body::Certificate(answer)) => {
+                        let Some(held) = certificate else { continue };
+                        match held.accept(answer) {
+                            Ok(()) if presented.is_none() => return Ended::Upgraded,
+                            Ok(()) => {}
+                            Err(_) => Counters::add(&shared.counters.certificates_refused, 1),
+                        }
                     }
                     Some(hub_message::Body::Heartbeat(_) | hub_message::Body::Synced(_)) | None => {}
                 }

@@ -39,6 +39,10 @@ pub struct Counters {
     /// Encoded bytes of the latest upsert of every work the agents hold:
     /// the full state a hub would send to agents that hold nothing.
     pub held_bytes: AtomicU64,
+    /// Client certificates the hub issued to sessions opened with a token.
+    pub certificates_issued: AtomicU64,
+    /// Certificate requests the hub refused.
+    pub certificates_refused: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one moment (also what a child process running
@@ -74,6 +78,12 @@ pub struct Snapshot {
     pub pushed_back: u64,
     /// See [`Counters::held_bytes`] (a gauge: not differenced by `since`).
     pub held_bytes: u64,
+    /// See [`Counters::certificates_issued`].
+    #[serde(default)]
+    pub certificates_issued: u64,
+    /// See [`Counters::certificates_refused`].
+    #[serde(default)]
+    pub certificates_refused: u64,
 }
 
 impl Counters {
@@ -100,6 +110,8 @@ impl Counters {
             silent_hub: get(&self.silent_hub),
             pushed_back: get(&self.pushed_back),
             held_bytes: get(&self.held_bytes),
+            certificates_issued: get(&self.certificates_issued),
+            certificates_refused: get(&self.certificates_refused),
         }
     }
 }
@@ -140,6 +152,8 @@ impl Snapshot {
             silent_hub: counter(self.silent_hub, other.silent_hub),
             pushed_back: counter(self.pushed_back, other.pushed_back),
             held_bytes: gauge(self.held_bytes, other.held_bytes),
+            certificates_issued: counter(self.certificates_issued, other.certificates_issued),
+            certificates_refused: counter(self.certificates_refused, other.certificates_refused),
         }
     }
 }

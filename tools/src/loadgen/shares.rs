@@ -43,6 +43,9 @@ pub struct ShareSpec {
     pub status_delay_ms: u64,
     /// See [`Behaviour::flap_every`], seconds.
     pub flap_seconds: Option<u64>,
+    /// See [`Behaviour::certificates`] (the first hub's CA).
+    #[serde(default)]
+    pub certificates: bool,
 }
 
 impl ShareSpec {
@@ -52,6 +55,10 @@ impl ShareSpec {
             heartbeat: Duration::from_millis(self.heartbeat_ms),
             status_delay: Duration::from_millis(self.status_delay_ms),
             flap_every: self.flap_seconds.map(Duration::from_secs),
+            certificates: self
+                .certificates
+                .then(|| self.hubs.first().and_then(|hub| hub.ca_pem.clone()))
+                .flatten(),
         }
     }
 }
@@ -179,6 +186,7 @@ mod tests {
             heartbeat_ms: 10_000,
             status_delay_ms: 0,
             flap_seconds: None,
+            certificates: true,
         };
         let back: ShareSpec =
             serde_json::from_str(&serde_json::to_string(&spec).expect("json")).expect("back");

@@ -1,0 +1,216 @@
+//! What certificate revocation reads, and whom it wakes: the replica's
+//! watched ManagedClusters (the cache agent authentication already keeps)
+//! and a metadata watch of the agent ServiceAccounts (their UIDs), plus a
+//! wake-up per cluster with live certificate sessions, sent when either
+//! watch changes that cluster. A certificate session waits on its wake-up
+//! instead of calling the API server, so an idle fleet on certificates costs
+//! the API server nothing, and a revocation ends a session as soon as the
+//! watch delivers it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tracing::debug;
+
+use crate::agent_certs::error::IssueError;
+use crate::agent_certs::presented::ClientCertificate;
+use crate::agent_certs::revocation::{Revoked, rotated_at, standing};
+use crate::agent_certs::subject::AgentSubject;
+use crate::watch::watch_backoff;
+use ferry_api::managed_cluster::ManagedCluster;
+
+/// The agent ServiceAccounts as the hub sees them (metadata only).
+pub type AccountCache = Store<PartialObjectMeta<ServiceAccount>>;
+
+/// Revocation's view of the hub and the sessions waiting on it.
+pub struct Standing {
+    clusters: Store<ManagedCluster>,
+    accounts: AccountCache,
+    service_account: String,
+    /// Per cluster: live certificate sessions and their wake-up. Keyed by
+    /// authenticated cluster names only, so it holds no more entries than
+    /// the replica has sessions.
+    wakes: Mutex<HashMap<String, (usize, watch::Sender<()>)>>,
+}
+
+impl std::fmt::Debug for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standing").finish_non_exhaustive()
+    }
+}
+
+/// A live certificate session's wake-up; dropping it forgets the session.
+pub struct Wake {
+    standing: Arc<Standing>,
+    cluster: String,
+    /// Changes when the cluster's ManagedCluster or agent account does.
+    pub changed: watch::Receiver<()>,
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        let mut wakes = self.standing.lock();
+        if let Some((sessions, _)) = wakes.get_mut(&self.cluster) {
+            *sessions -= 1;
+            if *sessions == 0 {
+                wakes.remove(&self.cluster);
+            }
+        }
+    }
+}
+
+impl Standing {
+    /// Revocation reading `clusters` and `accounts` (the agent accounts,
+    /// named `service_account`, kept by [`watch_agent_accounts`]).
+    pub fn new(
+        clusters: Store<ManagedCluster>,
+        accounts: AccountCache,
+        service_account: String,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            clusters,
+            accounts,
+            service_account,
+            wakes: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (usize, watch::Sender<()>)>> {
+        // Every update is one statement: a poisoned map is still consistent.
+        self.wakes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether both caches have been listed, waiting up to `wait`: before
+    /// that an absent cluster or account says nothing.
+    pub async fn ready(&self, wait: Duration) -> bool {
+        let both = async {
+            self.clusters.wait_until_ready().await.is_ok()
+                && self.accounts.wait_until_ready().await.is_ok()
+        };
+        tokio::time::timeout(wait, both).await.unwrap_or(false)
+    }
+
+    fn account_uid(&self, cluster: &str) -> Option<String> {
+        self.accounts
+            .get(&ObjectRef::new(&self.service_account).within(cluster))
+            .and_then(|account| account.uid())
+    }
+
+    /// Whether `cert` stands at `now` (Unix seconds) by the caches.
+    pub fn check(&self, cert: &ClientCertificate, now: i64) -> Result<(), Revoked> {
+        let cluster = self.clusters.get(&ObjectRef::new(&cert.subject.cluster));
+        let account = self.account_uid(&cert.subject.cluster);
+        standing(cert, cluster.as_deref(), account.as_deref(), now)
+    }
+
+    /// The subject a certificate for `cluster`'s agent is issued to, from
+    /// the caches, and when its identity was last rotated (a certificate
+    /// must be issued after that). Fails when they do not hold the cluster
+    /// or its account yet (just joined).
+    pub fn subject_for(&self, cluster: &str) -> Result<(AgentSubject, Option<i64>), IssueError> {
+        let managed = self
+            .clusters
+            .get(&ObjectRef::new(cluster))
+            .ok_or_else(|| IssueError::NotSeen(format!("ManagedCluster {cluster}")))?;
+        let cluster_uid = managed
+            .uid()
+            .ok_or_else(|| IssueError::NotSeen(format!("ManagedCluster {cluster}")))?;
+        let rotated = rotated_at(&managed);
+        let account_uid = self.account_uid(cluster).ok_or_else(|| {
+            IssueError::NotSeen(format!("ServiceAccount {cluster}/{}", self.service_account))
+        })?;
+        Ok((
+            AgentSubject {
+                cluster: cluster.to_string(),
+                cluster_uid,
+                account_uid,
+            },
+            rotated,
+        ))
+    }
+
+    /// A wake-up for a live certificate session of `cluster`.
+    pub fn wake_for(self: &Arc<Self>, cluster: &str) -> Wake {
+        let mut wakes = self.lock();
+        let (sessions, sender) = wakes
+            .entry(cluster.to_string())
+            .or_insert_with(|| (0, watch::Sender::new(())));
+        *sessions += 1;
+        let changed = sender.subscribe();
+        drop(wakes);
+        Wake {
+            standing: self.clone(),
+            cluster: cluster.to_string(),
+            changed,
+        }
+    }
+
+    /// Wakes the certificate sessions of `cluster`, if any.
+    pub fn touched(&self, cluster: &str) {
+        if let Some((_, sender)) = self.lock().get(cluster) {
+            sender.send_replace(());
+        }
+    }
+
+    /// Wakes every certificate session (a watch listed afresh, and may have
+    /// missed deletions while it was away).
+    pub fn touched_all(&self) {
+        for (_, sender) in self.lock().values() {
+            sender.send_replace(());
+        }
+    }
+
+    /// Wakes the sessions a ManagedCluster watch event concerns.
+    pub fn cluster_event(&self, event: &watcher::Event<ManagedCluster>) {
+        match event {
+            watcher::Event::Apply(cluster) | watcher::Event::Delete(cluster) => {
+                self.touched(&cluster.name_any());
+            }
+            watcher::Event::InitDone => self.touched_all(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        }
+    }
+}
+
+/// Keeps `writer` filled with the metadata of every agent ServiceAccount
+/// (named `service_account`, in any namespace) and wakes the certificate
+/// sessions of the clusters whose account changes, until the stream ends
+/// (never: errors are retried with backoff).
+pub async fn watch_agent_accounts(
+    client: Client,
+    service_account: String,
+    writer: Writer<PartialObjectMeta<ServiceAccount>>,
+    standing: Arc<Standing>,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={service_account}"));
+    let events = watcher(
+        Api::<PartialObjectMeta<ServiceAccount>>::all(client),
+        config,
+    )
+    .backoff(watch_backoff())
+    .modify(|account| account.managed_fields_mut().clear())
+    .reflect(writer);
+    events
+        .try_for_each(|event| {
+            match &event {
+                watcher::Event::Apply(account) | watcher::Event::Delete(account) => {
+                    if let Some(namespace) = account.namespace() {
+                        standing.touched(&namespace);
+                    }
+                }
+                watcher::Event::InitDone => standing.touched_all(),
+                watcher::Event::Init | watcher::Event::InitApply(_) => {}
+            }
+            futures::future::ok(())
+        })
+        .await
+        .unwrap_or_else(|error| debug!(%error, "agent ServiceAccount watch ended"));
+}
