@@ -1,7 +1,8 @@
 //! The client certificate the hub issued to this agent. The agent makes a
 //! key, sends the hub a signing request for it on the stream (only to a hub
-//! whose Welcome says it issues certificates), and from then on dials with
-//! the certificate instead of its token: the hub verifies it in the TLS
+//! whose Welcome says it issues certificates; the session goes on, as a
+//! certificate session on the hub), and from then on dials with the
+//! certificate instead of its token: the hub verifies it in the TLS
 //! handshake without a call to its API server. The key and certificate are
 //! held in memory only, so the private key never leaves the process; an
 //! agent that restarts connects once with its token and gets a new one. A

@@ -151,10 +151,6 @@ pub enum SessionError {
     /// Nothing arrived from the hub, not even a heartbeat, for this long.
     #[error("no message from the hub for {0:?}")]
     Silent(Duration),
-    /// The hub issued a client certificate to a session opened with the
-    /// token: the agent dials again at once, with the certificate.
-    #[error("the hub issued a client certificate; dialling again with it")]
-    CertificateIssued,
 }
 
 impl SessionError {
@@ -171,7 +167,6 @@ impl SessionError {
             SessionError::Stream(status) => code_label(status.code()),
             SessionError::Closed => "hub_closed",
             SessionError::Silent(_) => "hub_silent",
-            SessionError::CertificateIssued => "certificate_issued",
         }
     }
 }
@@ -255,10 +250,6 @@ pub async fn run_session(
         )
         .await;
         let error = ended.err().unwrap_or(SessionError::Closed);
-        if let SessionError::CertificateIssued = error {
-            info!(hub = %config.hub_url, "got a client certificate; dialling again with it");
-            continue;
-        }
         let label = ReasonLabel {
             reason: error.reason(),
         };
@@ -396,9 +387,12 @@ async fn connect_once(
             }
             Some(hub_message::Body::Certificate(answer)) => {
                 let Some(held) = certificate else { continue };
+                // The session goes on; the next one dials with it.
                 match held.accept(answer) {
-                    Ok(()) if presented.is_none() => return Err(SessionError::CertificateIssued),
-                    Ok(()) => info!("renewed the client certificate"),
+                    Ok(()) => info!(
+                        renewed = presented.is_some(),
+                        "got a client certificate from the hub"
+                    ),
                     Err(error) => {
                         warn!(%error, "no client certificate this session; the token serves")
                     }

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use crate::agent_certs::authority::{AgentCa, SKEW};
 use crate::agent_certs::error::IssueError;
-use crate::agent_certs::presented::PresentedCheck;
+use crate::agent_certs::presented::{ClientCertificate, PresentedCheck};
 use crate::agent_certs::standing::Standing;
 
 /// Requests one session may make: an agent asks once per session, and again
@@ -57,7 +57,8 @@ impl std::fmt::Debug for AgentCertificates {
 impl AgentCertificates {
     /// The answer to `cluster`'s agent asking, with `csr_der`, for the
     /// `asked`-th time this session, at `now` (Unix seconds): a certificate
-    /// for the cluster as the caches know it, or why not. Signing is one
+    /// for the cluster as the caches know it (and what the session holds
+    /// with it), or why not. Signing is one
     /// ECDSA verification and one signature, well under a millisecond, so it
     /// runs on the session's task.
     pub fn answer(
@@ -66,7 +67,7 @@ impl AgentCertificates {
         csr_der: &[u8],
         asked: u32,
         now: i64,
-    ) -> v1::CertificateIssued {
+    ) -> (v1::CertificateIssued, Option<ClientCertificate>) {
         let issued = if asked > MAX_REQUESTS_PER_SESSION {
             Err(IssueError::TooMany(MAX_REQUESTS_PER_SESSION))
         } else {
@@ -74,25 +75,33 @@ impl AgentCertificates {
                 .subject_for(cluster)
                 .and_then(|(subject, rotated)| {
                     let issued_at = issue_time(now, rotated)?;
-                    self.ca.issue(csr_der, &subject, issued_at, self.lifetime)
+                    let issued = self.ca.issue(csr_der, &subject, issued_at, self.lifetime)?;
+                    Ok((issued, subject))
                 })
         };
         match issued {
-            Ok(issued) => {
+            Ok((issued, subject)) => {
                 info!(%cluster, not_after = issued.not_after, "issued an agent certificate");
-                v1::CertificateIssued {
+                let held = ClientCertificate {
+                    subject,
+                    issued_at: issued.issued_at,
+                    not_after: issued.not_after,
+                };
+                let answer = v1::CertificateIssued {
                     certificate_pem: issued.pem,
                     not_before_unix_seconds: issued.issued_at,
                     not_after_unix_seconds: issued.not_after,
                     refused: String::new(),
-                }
+                };
+                (answer, Some(held))
             }
             Err(refusal) => {
                 warn!(%cluster, %refusal, "refused an agent certificate request");
-                v1::CertificateIssued {
+                let answer = v1::CertificateIssued {
                     refused: refusal.to_string(),
                     ..Default::default()
-                }
+                };
+                (answer, None)
             }
         }
     }

@@ -13,6 +13,8 @@ pub mod handshake;
 pub mod held;
 /// Who an agent is: its token, reviewed for ferry's audience.
 pub mod identity;
+/// How long a session may go on: token reviews, certificate revocation.
+pub mod lifetime;
 /// How large a Hello and a status report may be.
 pub mod message_caps;
 /// The stream of messages the hub sends one agent.

@@ -12,23 +12,21 @@ use ferry_proto::v1::{self, AgentMessage, agent_message, hub_message};
 use futures::Stream;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use prometheus_client::metrics::gauge::Gauge;
 use prost::Message;
-use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::agent_certs::issuing::AgentCertificates;
-use crate::agent_certs::standing::Wake;
-use crate::clusters::liveness::{ClusterLiveness, NotAccepted};
+use crate::agent_certs::presented::ClientCertificate;
+use crate::clusters::liveness::ClusterLiveness;
 use crate::grpc::brake_reports::BrakeReports;
 use crate::grpc::config::SessionConfig;
 use crate::grpc::handshake::{Credential, Handshake, handshake};
 use crate::grpc::held::{HeldWorks, labels_digest};
-use crate::grpc::identity::{AgentAuthenticator, AuthError};
+use crate::grpc::identity::AgentAuthenticator;
+use crate::grpc::lifetime::{Lifetime, LiveCredential, jittered, unix_now};
 use crate::grpc::outbound::{Outbound, Queued};
-use crate::grpc::review_pace::LiveSlot;
 use crate::metrics::HubMetrics;
 use crate::status::delivery::SessionReports;
 use crate::status::order::{MAX_LIVE_SESSIONS, SessionOrder};
@@ -129,6 +127,8 @@ impl WorkDistributor for Distributor {
             inbound_done_rx,
             self.stopping.clone(),
         ));
+        // The certificate the reader issues on this session, for its lifetime.
+        let (issued_tx, issued_rx) = watch::channel(None);
         let reader = Reader {
             cluster: cluster.clone(),
             session_id: session_id.clone(),
@@ -140,26 +140,17 @@ impl WorkDistributor for Distributor {
             max_report_bytes: self.config.transport.message_caps.report,
             certificates: self.certificates.clone(),
             outbound,
+            issued: issued_tx,
         };
         let credential = match credential {
             Credential::Token(token) => LiveCredential::Token(token),
-            Credential::Certificate(cert) => match &self.certificates {
-                Some(certificates) => LiveCredential::Certificate {
-                    wake: Box::new(certificates.standing.wake_for(&cluster)),
-                    certificates: certificates.clone(),
-                    cert: Box::new(cert),
-                },
-                // The handshake takes certificates only when the hub has them.
-                None => {
-                    return Err(Status::internal(
-                        "a certificate session on a hub without certificates",
-                    ));
-                }
-            },
+            Credential::Certificate(cert) => LiveCredential::Certificate(Box::new(cert)),
         };
         let lifetime = Lifetime {
             auth: self.auth.clone(),
+            certificates: self.certificates.clone(),
             credential,
+            issued: issued_rx,
             cluster: cluster.clone(),
             max_age: jittered(self.config.max_session_age),
             not_accepted: self.liveness.not_accepted(),
@@ -235,207 +226,6 @@ impl SessionEnd {
                     let _ = end_tx.send(end);
                 }
                 drop(inbound_done);
-            }
-        }
-    }
-}
-
-/// Seconds since the Unix epoch, by this replica's clock.
-fn unix_now() -> i64 {
-    Timestamp::now().as_second()
-}
-
-/// `max` less up to a tenth, at random.
-fn jittered(max: Duration) -> Duration {
-    max.mul_f64(rand::rng().random_range(0.9..=1.0))
-}
-
-/// What a live session authenticated with, and so what may end it.
-enum LiveCredential {
-    /// A ServiceAccount token, reviewed again on a pace.
-    Token(String),
-    /// A client certificate: held against the watched state each time the
-    /// cluster's ManagedCluster or agent account changes.
-    Certificate {
-        certificates: Arc<AgentCertificates>,
-        cert: Box<crate::agent_certs::presented::ClientCertificate>,
-        wake: Box<Wake>,
-    },
-}
-
-/// How long a session may go on: until its token is refused on review (or
-/// its certificate revoked or expired), or it reaches its maximum age.
-struct Lifetime {
-    auth: Arc<AgentAuthenticator>,
-    credential: LiveCredential,
-    cluster: String,
-    max_age: Duration,
-    /// Clusters not accepted as of the latest liveness sweep.
-    not_accepted: watch::Receiver<NotAccepted>,
-    /// This replica's open sessions (the metric): how far the review
-    /// interval stretches.
-    sessions: Gauge,
-}
-
-impl Lifetime {
-    /// When the token is next reviewed: the interval for this replica's
-    /// sessions now, less up to a tenth so sessions that connected together
-    /// drift apart.
-    fn next_review(&self) -> Duration {
-        let sessions = u64::try_from(self.sessions.get()).unwrap_or(0);
-        jittered(self.auth.review_interval(sessions))
-    }
-
-    fn max_age_reached(&self) -> Status {
-        Status::unavailable(format!(
-            "the session reached its maximum age of {} s; reconnect",
-            self.max_age.as_secs()
-        ))
-    }
-
-    /// Reviews the token every review interval (once due, at the next slot
-    /// of the replica's review pace, which a connect storm may defer for a
-    /// few minutes), and at once when a sweep finds the
-    /// cluster not accepted (a sweep's answer may be stale, so the
-    /// review decides); returns the status the session ends with.
-    async fn expire(self) -> Status {
-        match self.credential {
-            LiveCredential::Token(_) => Box::pin(self.expire_token()).await,
-            LiveCredential::Certificate { .. } => Box::pin(self.expire_certificate()).await,
-        }
-    }
-
-    /// Ends a certificate session at its maximum age, when its certificate
-    /// expires, or as soon as a change of its cluster's ManagedCluster or
-    /// agent account revokes the certificate: no API call, ever.
-    async fn expire_certificate(self) -> Status {
-        let LiveCredential::Certificate {
-            certificates,
-            cert,
-            mut wake,
-        } = self.credential
-        else {
-            return Status::internal("not a certificate session");
-        };
-        let now = unix_now();
-        let left = u64::try_from(cert.not_after.saturating_sub(now)).unwrap_or(0);
-        let expires = Duration::from_secs(left);
-        let (limit, at_limit) = if expires < self.max_age {
-            (
-                expires,
-                crate::agent_certs::revocation::Revoked::Expired.to_status(),
-            )
-        } else {
-            (
-                self.max_age,
-                Status::unavailable(format!(
-                    "the session reached its maximum age of {} s; reconnect",
-                    self.max_age.as_secs()
-                )),
-            )
-        };
-        let limit = tokio::time::sleep(limit);
-        tokio::pin!(limit);
-        loop {
-            tokio::select! {
-                () = &mut limit => return at_limit,
-                changed = wake.changed.changed() => {
-                    if changed.is_err() {
-                        // The hub is stopping; the limit still ends the session.
-                        std::future::pending::<()>().await;
-                    }
-                    if let Err(revoked) = certificates.standing.check(&cert, unix_now()) {
-                        return revoked.to_status();
-                    }
-                }
-            }
-        }
-    }
-
-    async fn expire_token(mut self) -> Status {
-        let token = match &self.credential {
-            LiveCredential::Token(token) => token.clone(),
-            LiveCredential::Certificate { .. } => return Status::internal("not a token session"),
-        };
-        let expired = tokio::time::sleep(self.max_age);
-        tokio::pin!(expired);
-        let review = tokio::time::sleep(self.next_review());
-        tokio::pin!(review);
-        let mut sweeps = true;
-        // Whether `review` is sleeping until the slot the replica's pace
-        // gave this session, rather than until the review comes due.
-        let mut slotted = false;
-        // Since when the review has been due (a connect storm may defer it).
-        let mut due_since = None;
-        loop {
-            let due = tokio::select! {
-                () = &mut expired => return self.max_age_reached(),
-                () = &mut review => {
-                    let now = tokio::time::Instant::now();
-                    let slot = if slotted {
-                        LiveSlot::At(now)
-                    } else {
-                        self.auth.live_review_slot(now, *due_since.get_or_insert(now))
-                    };
-                    match slot {
-                        LiveSlot::At(at) if at > now => {
-                            slotted = true;
-                            review.as_mut().reset(at);
-                            false
-                        }
-                        LiveSlot::At(_) => {
-                            slotted = false;
-                            due_since = None;
-                            review.as_mut().reset(now + self.next_review());
-                            true
-                        }
-                        LiveSlot::AskAgain(at) => {
-                            review.as_mut().reset(at);
-                            false
-                        }
-                    }
-                }
-                // Each sweep wakes this; a cluster it lists has its session
-                // reviewed now (once more than needed if the sweep listed
-                // just before the cluster was accepted).
-                changed = self.not_accepted.changed(), if sweeps => match changed {
-                    Ok(()) => self.not_accepted.borrow_and_update().contains(&self.cluster),
-                    // The hub is stopping: the reviews go on alone.
-                    Err(_) => {
-                        sweeps = false;
-                        false
-                    }
-                },
-            };
-            if !due {
-                continue;
-            }
-            // Boxed: the review (an API call) is rare, and its future inline
-            // would make every idle session's task as large as it is.
-            match Box::pin(self.auth.review_again(&token)).await {
-                Ok(cluster) if cluster == self.cluster => {}
-                Ok(other) => {
-                    return Status::unauthenticated(format!(
-                        "the token now belongs to the agent of cluster {other}"
-                    ));
-                }
-                // The API server being away is no reason to drop agents:
-                // the next interval tries again.
-                Err(AuthError::Review(error)) => {
-                    warn!(cluster = %self.cluster, %error, "cannot review a live session's token again; the session goes on");
-                }
-                // Un-accepting the cluster ends its session with the same
-                // code a new connection would get.
-                Err(refusal @ AuthError::NotAccepted(_)) => {
-                    return Status::permission_denied(format!(
-                        "the hub no longer serves this cluster: {refusal}"
-                    ));
-                }
-                Err(refusal) => {
-                    return Status::unauthenticated(format!(
-                        "the token is no longer accepted: {refusal}"
-                    ));
-                }
             }
         }
     }
@@ -641,6 +431,8 @@ struct Reader {
     certificates: Option<Arc<AgentCertificates>>,
     /// Where the answer to a certificate request goes.
     outbound: mpsc::Sender<Queued>,
+    /// The certificate issued on this session, for its lifetime.
+    issued: watch::Sender<Option<ClientCertificate>>,
 }
 
 impl Reader {
@@ -731,20 +523,25 @@ impl Reader {
                 ),
                 Some(agent_message::Body::CertificateRequest(request)) => {
                     certificate_requests += 1;
-                    let answer = match &self.certificates {
+                    let (answer, issued) = match &self.certificates {
                         Some(certificates) => certificates.answer(
                             &cluster,
                             &request.csr_der,
                             certificate_requests,
                             unix_now(),
                         ),
-                        None => v1::CertificateIssued {
-                            refused: "this hub does not issue client certificates".into(),
-                            ..Default::default()
-                        },
+                        None => (
+                            v1::CertificateIssued {
+                                refused: "this hub does not issue client certificates".into(),
+                                ..Default::default()
+                            },
+                            None,
+                        ),
                     };
-                    if !answer.certificate_pem.is_empty() {
+                    if let Some(issued) = issued {
                         self.metrics.certificates_issued.inc();
+                        // A token session goes on as a certificate session.
+                        self.issued.send_replace(Some(issued));
                     }
                     let answer = Box::new(v1::HubMessage {
                         body: Some(hub_message::Body::Certificate(answer)),
@@ -776,48 +573,6 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc::identity::AuthOptions;
-
-    /// A lifetime whose reviews all fail, as when the hub's API server is
-    /// away: `AuthError::Review` every time.
-    fn offline_lifetime(review_interval: Duration, max_age: Duration) -> Lifetime {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("client");
-        let auth = AgentAuthenticator::new(
-            client,
-            AuthOptions {
-                review_interval,
-                ..AuthOptions::default()
-            },
-        );
-        Lifetime {
-            auth: Arc::new(auth),
-            credential: LiveCredential::Token("token".into()),
-            cluster: "cluster-a".into(),
-            max_age,
-            not_accepted: watch::Sender::new(NotAccepted::default()).subscribe(),
-            sessions: Gauge::default(),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_session_ends_at_its_maximum_age_asking_the_agent_to_reconnect() {
-        let end = offline_lifetime(Duration::from_secs(3600), Duration::from_millis(100))
-            .expire()
-            .await;
-        assert_eq!(end.code(), tonic::Code::Unavailable);
-        assert!(end.message().contains("maximum age"), "{}", end.message());
-    }
-
-    #[tokio::test]
-    async fn failed_reviews_do_not_end_a_session() {
-        // Many reviews fail before the maximum age; none of them ends it.
-        let end = offline_lifetime(Duration::from_millis(20), Duration::from_millis(400))
-            .expire()
-            .await;
-        assert_eq!(end.code(), tonic::Code::Unavailable, "{end:?}");
-        assert!(end.message().contains("maximum age"), "{}", end.message());
-    }
 
     /// The size of the future the fn item `$f` of arguments `$arg...`
     /// returns, without calling it (so without the clients, stores and

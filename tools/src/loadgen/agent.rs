@@ -115,9 +115,6 @@ enum Ended {
     Stop,
     /// The flap interval passed.
     Flap,
-    /// The hub issued a certificate to a session opened with the token: dial
-    /// again with it, at once.
-    Upgraded,
     /// The hub ended the stream or could not be reached; how it refused
     /// the stream, if it did.
     Failed(Option<tonic::Status>),
@@ -143,10 +140,6 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
         match session(&cluster, replica, &shared, &mut works, certificate.as_ref()).await {
             Ended::Stop => return,
             Ended::Flap => delays = backoff.build(),
-            Ended::Upgraded => {
-                Counters::add(&shared.counters.certificates_issued, 1);
-                delays = backoff.build();
-            }
             Ended::Failed(status) => {
                 Counters::add(&shared.counters.session_errors, 1);
                 let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
@@ -374,8 +367,7 @@ async fn session(
                     Some(hub_message::Body::Certificate(answer)) => {
                         let Some(held) = certificate else { continue };
                         match held.accept(answer) {
-                            Ok(()) if presented.is_none() => return Ended::Upgraded,
-                            Ok(()) => {}
+                            Ok(()) => Counters::add(&shared.counters.certificates_issued, 1),
                             Err(_) => Counters::add(&shared.counters.certificates_refused, 1),
                         }
                     }

@@ -39,7 +39,7 @@ pub struct Counters {
     /// Encoded bytes of the latest upsert of every work the agents hold:
     /// the full state a hub would send to agents that hold nothing.
     pub held_bytes: AtomicU64,
-    /// Client certificates the hub issued to sessions opened with a token.
+    /// Client certificates the hub issued.
     pub certificates_issued: AtomicU64,
     /// Certificate requests the hub refused.
     pub certificates_refused: AtomicU64,

@@ -384,6 +384,7 @@ pub async fn p6_restart(
                 s.connected
             ))
         })?;
+    let requests_before = api_requests(&bench.admin).await;
     let start = Instant::now();
     for hub in bench.hubs.iter_mut() {
         hub.restart()
@@ -400,6 +401,12 @@ pub async fn p6_restart(
         .map_err(|s| {
             ScenarioError::Timeout(format!("P6: {} of {all} agents served again", s.connected))
         })?;
+    let storm = start.elapsed();
+    let requests = requests_per_cluster(
+        &requests_before,
+        &api_requests(&bench.admin).await,
+        bench.fleet.size(),
+    );
     let (rss, cpu) = hub_usage(bench)?;
     let after = bench.fleet.snapshot().since(&before);
     let full = after.held_bytes;
@@ -412,8 +419,8 @@ pub async fn p6_restart(
         wall: served,
         bytes_sent: after.bytes_received,
         bottleneck: format!(
-            "served again in {:.1} s; resent {} upserts, {} B = {:.2} % of the full state ({} B); {} reconnect failures",
-            start.elapsed().as_secs_f64(),
+            "served again in {:.1} s; hub API requests per cluster until then: {requests}; resent {} upserts, {} B = {:.2} % of the full state ({} B); {} reconnect failures",
+            storm.as_secs_f64(),
             after.upserts,
             after.bytes_received,
             percent(after.bytes_received, full),
