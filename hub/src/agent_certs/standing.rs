@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -191,13 +191,28 @@ pub async fn watch_agent_accounts(
     standing: Arc<Standing>,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={service_account}"));
-    let events = watcher(
-        Api::<PartialObjectMeta<ServiceAccount>>::all(client),
-        config,
-    )
-    .backoff(watch_backoff())
-    .modify(|account| account.managed_fields_mut().clear())
-    .reflect(writer);
+    // Boxed as it is built, so no debug build holds the chain on its stack.
+    let watch = Box::pin(
+        watcher(
+            Api::<PartialObjectMeta<ServiceAccount>>::all(client),
+            config,
+        )
+        .backoff(watch_backoff()),
+    );
+    // Revocation reads an account's UID and nothing else: the rest of its
+    // metadata would cost every cluster a few hundred bytes for nothing.
+    let events = watch
+        .modify(|account| {
+            let metadata = std::mem::take(&mut account.metadata);
+            account.types = None;
+            account.metadata = ObjectMeta {
+                name: metadata.name,
+                namespace: metadata.namespace,
+                uid: metadata.uid,
+                ..ObjectMeta::default()
+            };
+        })
+        .reflect(writer);
     events
         .try_for_each(|event| {
             match &event {

@@ -77,8 +77,8 @@ impl AgentConnectInfo {
 
     /// This connection's information with the client certificate it
     /// presented in its TLS handshake.
-    pub fn with_presented(mut self, presented: Option<Presented>) -> Self {
-        self.presented = presented.map(Arc::new);
+    pub fn with_presented(mut self, presented: Option<Arc<Presented>>) -> Self {
+        self.presented = presented;
         self
     }
 

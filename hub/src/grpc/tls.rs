@@ -66,7 +66,7 @@ const READY: usize = 64;
 /// plaintext connection does (the peer's TCP address and the handle that
 /// lifts its unauthenticated deadline), which is all the hub reads of it
 /// (agents are identified by their token).
-pub struct TlsConnection(TlsStream<LimitedConnection>, Option<Presented>);
+pub struct TlsConnection(TlsStream<LimitedConnection>, Option<Arc<Presented>>);
 
 impl Connected for TlsConnection {
     type ConnectInfo = AgentConnectInfo;
@@ -163,6 +163,7 @@ where
                             let chain = tls.get_ref().1.peer_certificates()?;
                             check.judge(chain, UnixTime::now())
                         });
+                        let presented = presented.map(Arc::new);
                         let _ = ready.send(Ok(TlsConnection(tls, presented))).await;
                     }
                     Ok(Err(error)) => debug!(?peer, %error, "agent TLS handshake failed"),

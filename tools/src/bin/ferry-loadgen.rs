@@ -87,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat: Duration::from_secs(10),
             status_delay: Duration::from_millis(args.status_delay_ms),
             flap_every: args.flap_seconds.map(Duration::from_secs),
-            certificates: (!args.token_only).then(|| ca.clone()).flatten(),
+            certificates: (!args.token_only).then(|| ca.clone().into_iter().collect()),
         },
     );
     let mut every = tokio::time::interval(Duration::from_secs(args.every_seconds.max(1)));

@@ -213,10 +213,9 @@ async fn main() -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(10),
         status_delay: Duration::from_millis(args.status_delay_ms),
         flap_every: args.flap_seconds.map(Duration::from_secs),
-        // Every replica serves with the same CA.
+        // Each replica serves with a CA of its own.
         certificates: (!args.token_only_agents)
-            .then(|| hubs.first().map(|hub| hub.ca_pem.clone()))
-            .flatten(),
+            .then(|| hubs.iter().map(|hub| hub.ca_pem.clone()).collect()),
     };
     let endpoints = hubs
         .iter()

@@ -34,9 +34,10 @@ pub struct Behaviour {
     /// Drop the stream and redial after this long (a flapping agent).
     pub flap_every: Option<Duration>,
     /// Ask a hub that issues client certificates for one and dial with it,
-    /// as the real agent does, trusting the hub's serving CA (this PEM);
+    /// as the real agent does, trusting each replica's serving CA (these
+    /// PEMs, one per endpoint, in the same order);
     /// None dials with the token only, as an agent of an older version.
-    pub certificates: Option<String>,
+    pub certificates: Option<Vec<String>>,
 }
 
 impl Behaviour {
@@ -212,7 +213,12 @@ async fn session(
     };
     let presented = certificate.and_then(|held| held.to_present(now_seconds()));
     // A certificate is this agent's own: its endpoint is too.
-    let endpoint = match (&presented, &shared.behaviour.certificates) {
+    let ca = shared
+        .behaviour
+        .certificates
+        .as_ref()
+        .and_then(|cas| cas.get(replica % cas.len().max(1)));
+    let endpoint = match (&presented, ca) {
         (Some((cert, key)), Some(ca)) => {
             let tls = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(ca))

@@ -43,7 +43,7 @@ pub struct ShareSpec {
     pub status_delay_ms: u64,
     /// See [`Behaviour::flap_every`], seconds.
     pub flap_seconds: Option<u64>,
-    /// See [`Behaviour::certificates`] (the first hub's CA).
+    /// See [`Behaviour::certificates`] (each hub's CA).
     #[serde(default)]
     pub certificates: bool,
 }
@@ -55,10 +55,12 @@ impl ShareSpec {
             heartbeat: Duration::from_millis(self.heartbeat_ms),
             status_delay: Duration::from_millis(self.status_delay_ms),
             flap_every: self.flap_seconds.map(Duration::from_secs),
-            certificates: self
-                .certificates
-                .then(|| self.hubs.first().and_then(|hub| hub.ca_pem.clone()))
-                .flatten(),
+            certificates: self.certificates.then(|| {
+                self.hubs
+                    .iter()
+                    .filter_map(|hub| hub.ca_pem.clone())
+                    .collect()
+            }),
         }
     }
 }
