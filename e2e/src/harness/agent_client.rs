@@ -2,7 +2,10 @@
 //! the `authorization` metadata), for tests that must send the hub what a real
 //! agent never sends.
 
+use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::work_distributor_client::WorkDistributorClient;
+use ferry_proto::v1::{self, agent_message};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -39,4 +42,39 @@ pub fn agent_client(channel: Channel, token: Option<&str>) -> AgentClient {
             .expect("an ASCII token")
     });
     WorkDistributorClient::with_interceptor(channel, BearerToken(header))
+}
+
+/// An agent's stream as a test holds it: the hub's messages, and the sender
+/// that keeps the agent's side open (dropping it ends that side).
+pub struct AgentStream {
+    /// What the hub sends.
+    pub inbound: tonic::Streaming<v1::HubMessage>,
+    /// What the test sends as the agent.
+    pub outbound: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+}
+
+/// Opens a stream on `channel` with `token` (if any) and says Hello for
+/// `cluster`, as an agent of version `test` holding no works would. Fails
+/// with the status the hub refused the stream with.
+pub async fn open_agent_stream(
+    channel: Channel,
+    token: Option<&str>,
+    cluster: &str,
+) -> Result<AgentStream, tonic::Status> {
+    let mut client = agent_client(channel, token);
+    let (outbound, rx) = tokio::sync::mpsc::channel(4);
+    let hello = v1::AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_name: cluster.into(),
+            agent_version: "test".into(),
+            known_works: vec![],
+        })),
+    };
+    outbound
+        .send(hello)
+        .await
+        .map_err(|_| tonic::Status::internal("the stream's queue closed before the Hello"))?;
+    let inbound = client.sync(ReceiverStream::new(rx)).await?.into_inner();
+    Ok(AgentStream { inbound, outbound })
 }

@@ -13,20 +13,18 @@ use std::time::{Duration, Instant};
 
 use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
 use ferry_api::managed_cluster::ManagedCluster;
-use ferry_e2e::harness::agent_client::agent_client;
+use ferry_e2e::harness::agent_client::{AgentStream, open_agent_stream};
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::harness::hub_metrics::{hub_metric, wait_metric_above};
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::agent_certs::authority::AgentCa;
 use ferry_hub::agent_certs::subject::AgentSubject;
 use ferry_hub::join::hub_side::{join_cluster, revoke_certificates};
-use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message, hub_message};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, Patch, PatchParams};
 use rcgen::{CertificateParams, KeyPair};
 use serde_json::json;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -107,19 +105,10 @@ async fn open(
     token: Option<&str>,
     cluster: &str,
 ) -> Result<Session, tonic::Status> {
-    let mut client = agent_client(channel, token);
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(v1::AgentMessage {
-        body: Some(agent_message::Body::Hello(v1::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            cluster_name: cluster.into(),
-            agent_version: "test".into(),
-            known_works: vec![],
-        })),
-    })
-    .await
-    .expect("queue");
-    let mut inbound = client.sync(ReceiverStream::new(rx)).await?.into_inner();
+    let AgentStream {
+        mut inbound,
+        outbound: tx,
+    } = open_agent_stream(channel, token, cluster).await?;
     let first = inbound.message().await?.and_then(|m| m.body);
     let Some(hub_message::Body::Welcome(welcome)) = first else {
         return Err(tonic::Status::internal(format!(

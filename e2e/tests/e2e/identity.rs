@@ -6,18 +6,15 @@
 
 use ferry_api::contract::AGENT_SERVICE_ACCOUNT;
 use ferry_api::contract::AGENT_TOKEN_AUDIENCE;
-use ferry_e2e::harness::agent_client::agent_client;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::work_helpers::{config_map, manifest_work, wait_applied};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::join::hub_side::join_cluster;
-use ferry_proto::PROTOCOL_VERSION;
 use ferry_proto::v1::{self, agent_message};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
@@ -39,37 +36,8 @@ async fn hello_with(channel: Channel, token: Option<&str>, cluster: &str) -> Res
         .map_err(|s| s.code())
 }
 
-/// A session the hub accepted: its messages, and the sender that keeps it
-/// open (dropping it ends the agent's side).
-struct Session {
-    inbound: tonic::Streaming<v1::HubMessage>,
-    outbound: tokio::sync::mpsc::Sender<v1::AgentMessage>,
-}
-
 /// Opens a session for `cluster` with `token`, as an agent would.
-async fn open_session(
-    channel: Channel,
-    token: Option<&str>,
-    cluster: &str,
-) -> Result<Session, tonic::Status> {
-    let mut client = agent_client(channel, token);
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(v1::AgentMessage {
-        body: Some(agent_message::Body::Hello(v1::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            cluster_name: cluster.into(),
-            agent_version: "test".into(),
-            known_works: vec![],
-        })),
-    })
-    .await
-    .expect("queue");
-    let inbound = client.sync(ReceiverStream::new(rx)).await?.into_inner();
-    Ok(Session {
-        inbound,
-        outbound: tx,
-    })
-}
+use ferry_e2e::harness::agent_client::open_agent_stream as open_session;
 
 /// Whether a connection attempt ends without a session: the TLS handshake
 /// or connection fails, or the Hello is refused.

@@ -15,6 +15,7 @@ use tracing::{debug, warn};
 
 use crate::agent_certs::issuing::AgentCertificates;
 use crate::agent_certs::presented::{ClientCertificate, Presented};
+use crate::agent_certs::revocation::Revoked;
 use crate::clusters::liveness::ClusterLiveness;
 use crate::grpc::connection_limit::AgentConnectInfo;
 use crate::grpc::identity::{AgentAuthenticator, AuthError, bearer_token};
@@ -233,15 +234,18 @@ async fn by_certificate(
         ));
     }
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    if let Err(revoked) = certificates.standing.check(cert, now) {
-        warn!(cluster = %cert.subject.cluster, ?peer, %revoked, "agent refused: its client certificate no longer stands");
-        metrics.refused(match revoked {
-            crate::agent_certs::revocation::Revoked::NotAccepted(_) => RefusalReason::NotAccepted,
-            _ => RefusalReason::Certificate,
-        });
-        return Err(revoked.to_status());
-    }
     let cluster = cert.subject.cluster.clone();
+    match certificates.standing.check(cert, now) {
+        Ok(()) => {}
+        // Refused as a token of a cluster not accepted is: counted, logged
+        // and written on the ManagedCluster by the caller.
+        Err(Revoked::NotAccepted(_)) => return Ok(Err(AuthError::NotAccepted(cluster))),
+        Err(revoked) => {
+            warn!(%cluster, ?peer, %revoked, "agent refused: its client certificate no longer stands");
+            metrics.refused(RefusalReason::Certificate);
+            return Err(revoked.to_status());
+        }
+    }
     Ok(match crate::grpc::identity::claimed_cluster(metadata) {
         Err(refusal) => Err(refusal),
         Ok(Some(claimed)) if claimed != cluster => Err(AuthError::WrongCluster {

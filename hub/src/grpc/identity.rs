@@ -382,6 +382,13 @@ impl AgentAuthenticator {
         let claimed = claimed_cluster(metadata)?;
         let key = token_key(token);
         let cluster = match self.accepted.get(&key).await {
+            // A remembered token still needs its cluster accepted now: a
+            // deny must not wait for the answer to age out (certificate
+            // sessions, which hold no token, never review it again).
+            Some(cluster) if !self.accepts_by_cache(&cluster) => {
+                self.accepted.invalidate(&key).await;
+                return Err(AuthError::NotAccepted(cluster));
+            }
             Some(cluster) => cluster,
             None => {
                 if !self.budget.take(peer).await {
@@ -407,6 +414,16 @@ impl AgentAuthenticator {
             });
         }
         Ok(cluster)
+    }
+
+    /// Whether the replica's cluster cache does not say `cluster` is denied
+    /// (a cluster it does not hold yet counts as accepted here; the review
+    /// decides for those).
+    fn accepts_by_cache(&self, cluster: &str) -> bool {
+        self.cluster_cache
+            .as_ref()
+            .and_then(|cache| cache.get(&ObjectRef::new(cluster)))
+            .is_none_or(|joined| joined.spec.hub_accepts_client)
     }
 
     /// Reviews `token` again, whatever is cached, and remembers the answer:

@@ -106,6 +106,9 @@ impl WorkDistributor for Distributor {
             .await;
 
         let (outbound, outbound_rx) = mpsc::channel::<Queued>(OUTBOUND_QUEUE);
+        // Weak: the agent's stream ends when the pusher's sender goes (the
+        // hub stopping, the session ending), whatever the reader holds.
+        let answers = outbound.downgrade();
         let (inbound_done, inbound_done_rx) = oneshot::channel();
         let known = HeldWorks::from_hello(&hello.known_works, hello.protocol_version);
         let changes = self.index.subscribe(&cluster).await;
@@ -117,7 +120,7 @@ impl WorkDistributor for Distributor {
                 deletion: self.deletion.clone(),
                 metrics: self.metrics.clone(),
                 heartbeat: self.config.heartbeat_interval,
-                outbound: outbound.clone(),
+                outbound,
                 seen: HashSet::new(),
                 deleting: HashSet::new(),
                 issues_certificates: self.certificates.is_some(),
@@ -139,7 +142,7 @@ impl WorkDistributor for Distributor {
             heartbeat: self.config.heartbeat_interval,
             max_report_bytes: self.config.transport.message_caps.report,
             certificates: self.certificates.clone(),
-            outbound,
+            answers,
             issued: issued_tx,
         };
         let credential = match credential {
@@ -429,8 +432,9 @@ struct Reader {
     max_report_bytes: usize,
     /// Answers certificate requests; None when the hub issues none.
     certificates: Option<Arc<AgentCertificates>>,
-    /// Where the answer to a certificate request goes.
-    outbound: mpsc::Sender<Queued>,
+    /// Where the answer to a certificate request goes, while the pusher
+    /// still holds the stream open.
+    answers: mpsc::WeakSender<Queued>,
     /// The certificate issued on this session, for its lifetime.
     issued: watch::Sender<Option<ClientCertificate>>,
 }
@@ -546,7 +550,11 @@ impl Reader {
                     let answer = Box::new(v1::HubMessage {
                         body: Some(hub_message::Body::Certificate(answer)),
                     });
-                    if self.outbound.send(answer).await.is_err() {
+                    let sent = match self.answers.upgrade() {
+                        Some(outbound) => outbound.send(answer).await.is_ok(),
+                        None => false,
+                    };
+                    if !sent {
                         break "the session ended".to_string();
                     }
                 }
