@@ -122,7 +122,9 @@ fn same_resource(a: Option<&v1::ResourceMeta>, b: Option<&v1::ResourceMeta>) -> 
     identity(a) == identity(b)
 }
 
-fn now_seconds() -> i64 {
+/// Seconds since the Unix epoch by this host's clock (0 before it): the
+/// agent's one reading of wall time in seconds.
+pub fn now_seconds() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

@@ -427,12 +427,7 @@ async fn ask_for_certificate(
     }
 }
 
-/// Seconds since the Unix epoch.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
+use crate::conditions::now_seconds as unix_now;
 
 /// The hub's endpoint, with TLS when configured, presenting `issued` (a
 /// certificate and key the hub issued) when given and the operator set

@@ -357,9 +357,4 @@ struct Report {
 }
 
 /// Seconds since the Unix epoch: the time drift is seen or corrected.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
-}
+use crate::conditions::now_seconds as unix_now;

@@ -279,11 +279,11 @@ impl ReloadingCert {
     }
 
     /// A rustls server configuration (ring, TLS 1.2 and 1.3) resolving to
-    /// the current certificate, offering `alpn`, and requiring client
-    /// certificates verified by `client_ca` when given.
+    /// the current certificate, offering `alpn`, and judging client
+    /// certificates by `verifier` when given (none are asked for otherwise).
     pub fn server_config(
         &self,
-        client_ca: Option<ReloadingClientCa>,
+        verifier: Option<Arc<dyn ClientCertVerifier>>,
         alpn: &[&[u8]],
     ) -> Result<Arc<ServerConfig>, CertLoadError> {
         let builder = ServerConfig::builder_with_provider(provider())
@@ -292,33 +292,11 @@ impl ReloadingCert {
                 what: "protocol versions".into(),
                 source,
             })?;
-        let builder = match client_ca {
-            Some(ca) => builder.with_client_cert_verifier(Arc::new(ca)),
+        let builder = match verifier {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(self.clone()));
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(Arc::new(config))
-    }
-}
-
-impl ReloadingCert {
-    /// Like [`ReloadingCert::server_config`], with client certificates
-    /// judged by `verifier`.
-    pub fn server_config_verifying(
-        &self,
-        verifier: Arc<dyn ClientCertVerifier>,
-        alpn: &[&[u8]],
-    ) -> Result<Arc<ServerConfig>, CertLoadError> {
-        let builder = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|source| CertLoadError::Tls {
-                what: "protocol versions".into(),
-                source,
-            })?;
-        let mut config = builder
-            .with_client_cert_verifier(verifier)
-            .with_cert_resolver(Arc::new(self.clone()));
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Ok(Arc::new(config))
     }

@@ -233,7 +233,7 @@ async fn by_certificate(
             "the hub has not listed its clusters yet; try again",
         ));
     }
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = crate::grpc::lifetime::unix_now();
     let cluster = cert.subject.cluster.clone();
     match certificates.standing.check(cert, now) {
         Ok(()) => {}

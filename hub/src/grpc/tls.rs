@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::UnixTime;
+use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
@@ -51,12 +52,12 @@ pub async fn server_config(
         ),
         None => None,
     };
-    match client_ca {
-        None if ask_for_certificates => {
-            cert.server_config_verifying(AskForClientCertificates::new(), &[b"h2"])
-        }
-        client_ca => cert.server_config(client_ca, &[b"h2"]),
-    }
+    let verifier: Option<Arc<dyn ClientCertVerifier>> = match client_ca {
+        Some(ca) => Some(Arc::new(ca)),
+        None if ask_for_certificates => Some(AskForClientCertificates::new()),
+        None => None,
+    };
+    cert.server_config(verifier, &[b"h2"])
 }
 
 /// Handshakes finished and not yet taken by the server.
