@@ -486,6 +486,7 @@ async fn hello(config: &SessionConfig, works: &WorkManager) -> v1::AgentMessage 
         cluster_name: config.cluster_name.clone(),
         agent_version: env!("CARGO_PKG_VERSION").into(),
         known_works: works.known().await,
+        ..Default::default()
     };
     v1::AgentMessage {
         body: Some(agent_message::Body::Hello(hello)),

@@ -130,6 +130,35 @@ pub struct ManagedClusterStatus {
     /// it and the agent reports again at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_brake: Option<DeletionBrakeStatus>,
+    /// The spoke's version, as its agent last reported (OCM's field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<ManagedClusterVersion>,
+    /// The public keys Secrets are sealed to for this cluster, as its agent
+    /// last reported: the current key first, then those retiring
+    /// (docs/sealed-secrets.md). Kept while the agent is disconnected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealing_keys: Vec<SealingKey>,
+}
+
+/// The version of a managed cluster (OCM's `ManagedClusterVersion`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManagedClusterVersion {
+    /// The spoke's Kubernetes version (its API server's gitVersion).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubernetes: String,
+}
+
+/// A public key of a cluster's agent that Secrets are sealed to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SealingKey {
+    /// The key's id (`k-` and 16 hex digits of the key's SHA-256).
+    pub key_id: String,
+    /// The age X25519 public key (`age1…`).
+    pub public_key: String,
+    /// Kept only to open entries still sealed to it; seal to the current key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retiring: bool,
 }
 
 /// Deletions the agent's brake holds on the spoke, until a platform admin

@@ -69,6 +69,9 @@ pub enum ManifestError {
         /// The manifest's kind.
         kind: String,
     },
+    /// A sealed Secret entry is malformed (what is wrong, how to fix it).
+    #[error("{0}")]
+    Sealed(String),
 }
 
 impl ManifestError {
@@ -104,6 +107,19 @@ fn identity_of(value: &Value) -> Result<ManifestIdentity, ManifestError> {
         _ => return Err(ManifestError::BadApiVersion(api_version)),
     };
     let kind = text(object.get("kind")).ok_or(ManifestError::MissingKind)?;
+    // A sealed entry is the Secret it carries, everywhere but where it is
+    // opened: that is what is written, configured and deleted.
+    if crate::sealing::is_sealed(value) {
+        let envelope = crate::sealing::SealedEnvelope::parse(value)
+            .map_err(|e| ManifestError::Sealed(e.to_string()))?;
+        return Ok(ManifestIdentity {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            name: envelope.name,
+            namespace: Some(envelope.namespace),
+        });
+    }
     let metadata = object.get("metadata");
     let name = text(metadata.and_then(|m| m.get("name")))
         .ok_or_else(|| ManifestError::MissingName { kind: kind.clone() })?;

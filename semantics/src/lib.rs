@@ -29,6 +29,7 @@ pub mod paths;
 pub mod pointer;
 pub mod release;
 pub mod restricted;
+pub mod sealing;
 mod status_fields;
 pub mod strategy;
 #[cfg(feature = "pool")]
