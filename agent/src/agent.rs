@@ -17,6 +17,7 @@ use crate::executor::ExecutorCheck;
 use crate::list_schema::ListSchemas;
 use crate::observability::Observability;
 use crate::reconcile::Reconciler;
+use crate::sealing::Keyring;
 use crate::session::{SessionConfig, run_session};
 use crate::status_board::StatusBoard;
 use crate::work_workers::WorkManager;
@@ -64,6 +65,11 @@ pub struct AgentOptions {
     /// the spoke and its budget. None: deletions go at once, whatever
     /// their number.
     pub deletion_brake: Option<DeletionBrakeOptions>,
+    /// The spoke namespace of the cluster's sealing keys (Secret
+    /// `ferry-agent-sealing-keys`, made at the first session's start).
+    /// None: the agent holds no keys, publishes none, and opens no sealed
+    /// Secret.
+    pub sealing_namespace: Option<String>,
 }
 
 /// Where the deletion brake keeps its ledger, and its budget.
@@ -89,6 +95,7 @@ impl Default for AgentOptions {
             adopt_ocm_objects: false,
             write_as_executor: None,
             deletion_brake: None,
+            sealing_namespace: Some("default".into()),
         }
     }
 }
@@ -139,7 +146,11 @@ pub async fn run_agent(
         .with_write_identity(match &options.write_as_executor {
             Some(config) => WriteIdentity::as_executor(config.clone()),
             None => WriteIdentity::Agent(client.clone()),
-        }),
+        })
+        .with_keyring(Arc::new(match &options.sealing_namespace {
+            Some(namespace) => Keyring::new(client.clone(), namespace),
+            None => Keyring::none(),
+        })),
     );
     let brake = options.deletion_brake.as_ref().map(|brake| {
         Arc::new(DeletionBrake::new(

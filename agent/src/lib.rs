@@ -17,6 +17,8 @@ pub mod reconcile;
 pub mod redial;
 /// The connection to the hub: dial, Hello, works in, status out.
 pub mod session;
+/// What the Hello tells the hub of the spoke: its version, its sealing keys.
+pub mod spoke_facts;
 /// The latest status of every work, drained by the session.
 pub mod status_board;
 /// One task per work: applies it, again on drift, and lets it go.
@@ -42,6 +44,8 @@ pub mod list_schema;
 pub mod ownership;
 /// Condition rules, feedback and readiness rules on the tenant pool.
 pub mod rule_pool;
+/// The cluster's sealing keys, and sealed Secrets opened at apply time.
+pub mod sealing;
 /// The breaker against any fight over one spoke object.
 pub mod write_breaker;
 /// Whose identity the agent writes spoke objects with.

@@ -128,6 +128,14 @@ struct Cli {
     /// `default`.
     #[arg(long, env = "FERRY_DELETION_BRAKE_NAMESPACE")]
     deletion_brake_namespace: Option<String>,
+    /// The spoke namespace of the cluster's sealing keys (Secret
+    /// ferry-agent-sealing-keys; docs/sealed-secrets.md). Default: the
+    /// agent's own namespace in a Pod, else `default`.
+    #[arg(long, env = "FERRY_SEALING_NAMESPACE")]
+    sealing_namespace: Option<String>,
+    /// Hold no sealing keys: publish none and open no sealed Secret.
+    #[arg(long, env = "FERRY_NO_SEALING")]
+    no_sealing: bool,
     /// Threads running the agent's tasks. Its work is mostly waiting on the
     /// hub and the spoke, and each thread costs memory (its stack, and the
     /// allocator keeps memory per thread), so the default does not follow
@@ -242,6 +250,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         restricted: cli.restricted,
         adopt_ocm_objects: cli.adopt_ocm_objects,
         write_as_executor: cli.write_as_executor.then_some(spoke),
+        sealing_namespace: (!cli.no_sealing).then(|| {
+            cli.sealing_namespace
+                .clone()
+                .unwrap_or_else(|| spoke_namespace.clone())
+        }),
         deletion_brake: (cli.deletion_brake_percent > 0).then(|| DeletionBrakeOptions {
             namespace: cli
                 .deletion_brake_namespace

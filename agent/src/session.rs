@@ -479,14 +479,20 @@ async fn open_channel(endpoint: Endpoint, url: &str) -> Result<Channel, SessionE
         })
 }
 
-/// The Hello that opens a session: this agent and the works it holds.
+/// The Hello that opens a session: this agent, the works it holds, and
+/// what the hub publishes of the spoke (its version, its sealing keys).
 async fn hello(config: &SessionConfig, works: &WorkManager) -> v1::AgentMessage {
+    let (facts, known_works) = tokio::join!(
+        crate::spoke_facts::gather(works.reconciler()),
+        works.known()
+    );
     let hello = v1::Hello {
         protocol_version: PROTOCOL_VERSION,
         cluster_name: config.cluster_name.clone(),
         agent_version: env!("CARGO_PKG_VERSION").into(),
-        known_works: works.known().await,
-        ..Default::default()
+        known_works,
+        kubernetes_version: facts.kubernetes_version,
+        sealing_keys: facts.sealing_keys,
     };
     v1::AgentMessage {
         body: Some(agent_message::Body::Hello(hello)),

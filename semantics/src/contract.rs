@@ -22,6 +22,9 @@ pub const COMPLETE: &str = "Complete";
 pub const DELETING: &str = "Deleting";
 /// Condition type: the manifest's status feedback rules were all evaluated.
 pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
+/// Condition type of a manifest that is a sealed Secret, and of a work
+/// holding any: True once the agent opened it (docs/sealed-secrets.md).
+pub const SEALED: &str = "Sealed";
 /// Condition type (ferry's) on a work with `spec.dependsOn`: True once every
 /// work it depends on was ready when the agent applied the work's current
 /// generation; False, with one of the `REASON_DEPENDENCY_*` reasons below,

@@ -134,6 +134,9 @@ pub(super) fn work_conditions(
         work_degraded,
     ];
     work_conditions.extend(work_rule_conditions(manifests, generation));
+    work_conditions.extend(crate::sealing::report::work_sealed_condition(
+        manifests, generation,
+    ));
     work_conditions
 }
 

@@ -11,6 +11,7 @@ use crate::write_identity::WriteIdentityError;
 use ferry_semantics::ManifestError;
 use ferry_semantics::apply_outcome::ObjectMissing;
 use ferry_semantics::contract::{REASON_CONFLICTS_WITH_WORK, REASON_WRITE_LOOP};
+use ferry_semantics::sealing::OpenError;
 use ferry_semantics::strategy::StrategyError;
 
 /// Why one manifest is not applied.
@@ -45,6 +46,8 @@ pub(super) enum ManifestFailure {
     WriteLoop(#[from] WriteLoop),
     #[error(transparent)]
     WriteAs(#[from] WriteIdentityError),
+    #[error("sealed Secret not opened: {0}")]
+    Sealed(OpenError),
 }
 
 impl ManifestFailure {
@@ -63,6 +66,7 @@ impl ManifestFailure {
             ManifestFailure::WriteLoop(_) => REASON_WRITE_LOOP,
             ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => "ExecutorRequired",
             ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => "ExecutorClientFailed",
+            ManifestFailure::Sealed(e) => e.reason(),
         }
     }
 
@@ -91,6 +95,8 @@ impl ManifestFailure {
             ManifestFailure::ConflictsWithWork { .. } | ManifestFailure::WriteLoop(_) => true,
             ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => false,
             ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => true,
+            // A new seal comes as a new generation of the work.
+            ManifestFailure::Sealed(_) => false,
         }
     }
 }

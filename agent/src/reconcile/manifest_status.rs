@@ -16,8 +16,11 @@ use crate::conditions::{
     Observed, availability_unknown, condition, not_available, observe_health, refused_never_created,
 };
 use crate::garbage_collection::Claim;
+use crate::sealing::Sealed;
+use crate::sealing::report::{conceal, sealed_condition};
 use ferry_semantics::availability::REASON_INCOMPLETE_META;
 use ferry_semantics::contract::APPLIED;
+use ferry_semantics::sealing::redact_object;
 use ferry_semantics::{ManifestError, ManifestIdentity};
 
 /// What one manifest's turn leaves for the pass.
@@ -39,14 +42,18 @@ impl Reconciler {
         work: &WorkPass<'_>,
         index: usize,
         parsed: &Result<(Value, ManifestIdentity), ManifestError>,
+        sealed: Option<&Sealed>,
         record: &mut Result<PassRecord, String>,
     ) -> ManifestPassed {
         let mut drift = None;
         let identified = parsed.as_ref().ok().map(|(_, identity)| identity);
         let mut meta = manifest_meta(index, identified);
-        let result = match parsed {
-            Err(e) => Err(ManifestFailure::from(e.clone())),
-            Ok((value, identity)) => match record {
+        let result = match (parsed, sealed) {
+            (Err(e), _) => Err(ManifestFailure::from(e.clone())),
+            // Not opened: the Secret it names keeps whatever the spoke has
+            // (the work still claims it), and nothing else is held back.
+            (Ok(_), Some(Sealed::Refused(e))) => Err(ManifestFailure::Sealed(e.clone())),
+            (Ok((value, identity)), _) => match record {
                 Ok(record) => {
                     let input = ManifestInput {
                         value,
@@ -71,23 +78,31 @@ impl Reconciler {
             _ => None,
         };
         let mut retry = false;
-        let (conditions, feedback) = match result {
-            Ok(report) => self.applied_status(work, &meta, report).await,
+        let concealed = sealed.is_some();
+        let (mut conditions, feedback) = match result {
+            Ok(report) => self.applied_status(work, &meta, report, concealed).await,
             Err(failure) => {
                 retry = failure.is_transient();
                 let created_before = identified
                     .and_then(|identity| record.as_ref().ok().map(|r| r.created_before(identity)));
-                self.failed_status(work, &meta, failure, identified, created_before)
+                self.failed_status(work, &meta, failure, identified, created_before, concealed)
                     .await
             }
         };
+        if let Some(sealed) = sealed {
+            conditions.push(sealed_condition(sealed, work.generation));
+        }
+        let mut status = v1::ManifestStatus {
+            resource_meta: Some(meta),
+            conditions,
+            feedback,
+            drift,
+        };
+        if let (Some(_), Ok((secret, _))) = (sealed, parsed) {
+            conceal(&mut status, secret);
+        }
         ManifestPassed {
-            status: v1::ManifestStatus {
-                resource_meta: Some(meta),
-                conditions,
-                feedback,
-                drift,
-            },
+            status,
             claim,
             retry,
         }
@@ -138,6 +153,7 @@ impl Reconciler {
         work: &WorkPass<'_>,
         meta: &v1::ResourceMeta,
         report: Report,
+        concealed: bool,
     ) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
         let mut conditions = vec![condition(
             APPLIED,
@@ -148,7 +164,7 @@ impl Reconciler {
         )];
         let feedback = match &report.observed {
             Some(observed) => {
-                self.observed_status(work, meta, observed, &mut conditions)
+                self.observed_status(work, meta, observed, concealed, &mut conditions)
                     .await
             }
             None => {
@@ -170,6 +186,7 @@ impl Reconciler {
         failure: ManifestFailure,
         identified: Option<&ManifestIdentity>,
         created_before: Option<bool>,
+        concealed: bool,
     ) -> (Vec<v1::Condition>, Vec<v1::FeedbackValue>) {
         let generation = work.generation;
         let mut conditions = vec![condition(
@@ -200,7 +217,7 @@ impl Reconciler {
         };
         let feedback = match lookup {
             Lookup::Found(observed) => {
-                self.observed_status(work, meta, &observed, &mut conditions)
+                self.observed_status(work, meta, &observed, concealed, &mut conditions)
                     .await
             }
             Lookup::Absent => {
@@ -217,13 +234,27 @@ impl Reconciler {
 
     /// Adds what an existing object shows to `conditions` (health, feedback
     /// synced, the condition rules') and returns its feedback values.
+    /// `concealed` (a sealed Secret): rules see the object without its
+    /// data ([`redact_object`]).
     async fn observed_status(
         &self,
         work: &WorkPass<'_>,
         meta: &v1::ResourceMeta,
         observed: &Observed,
+        concealed: bool,
         conditions: &mut Vec<v1::Condition>,
     ) -> Vec<v1::FeedbackValue> {
+        let redacted;
+        let observed = if concealed {
+            redacted = Observed {
+                object: redact_object(&observed.object),
+                rules: observed.rules.clone(),
+                condition_rules: observed.condition_rules.clone(),
+            };
+            &redacted
+        } else {
+            observed
+        };
         let (more, values) = self
             .observe(work.owner, meta, observed, work.generation)
             .await;

@@ -41,6 +41,7 @@ use crate::list_schema::ListSchemas;
 use crate::metrics::AgentMetrics;
 use crate::ownership::OwnerIndex;
 use crate::rule_pool::RuleEvaluator;
+use crate::sealing::{Keyring, open_sealed};
 use crate::write_breaker::WriteBreaker;
 use crate::write_identity::{ExecutorAccount, WriteIdentity};
 use ferry_semantics::feedback::MAX_RAW_FEEDBACK_BYTES;
@@ -92,6 +93,8 @@ pub struct Reconciler {
     /// Whose identity writes the works' objects: the agent's, or each
     /// work's executor's.
     writers: WriteIdentity,
+    /// The cluster's sealing keys, which open sealed Secret entries.
+    keyring: Arc<Keyring>,
 }
 
 impl Reconciler {
@@ -134,7 +137,21 @@ impl Reconciler {
             adopt_ocm_objects,
             owners: OwnerIndex::default(),
             breaker: WriteBreaker::default(),
+            keyring: Arc::new(Keyring::none()),
         }
+    }
+
+    /// Opens sealed Secret entries with `keyring`'s keys (without one, no
+    /// sealed entry opens).
+    #[must_use]
+    pub fn with_keyring(mut self, keyring: Arc<Keyring>) -> Self {
+        self.keyring = keyring;
+        self
+    }
+
+    /// The cluster's sealing keys.
+    pub fn keyring(&self) -> &Arc<Keyring> {
+        &self.keyring
     }
 
     /// The bounded pool this reconciler evaluates CEL on (condition rules),
@@ -198,11 +215,14 @@ impl Reconciler {
             work_ref: &work_ref,
             policy: &policy,
         };
-        let parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
+        let mut parsed: Vec<Result<(Value, ManifestIdentity), ManifestError>> = spec
             .manifests_json
             .iter()
             .map(|raw| identify(raw))
             .collect();
+        // Before anything reads the manifests: from here on an opened
+        // entry is the Secret it carried.
+        let sealed = open_sealed(&self.keyring, &mut parsed).await;
         let identities: Vec<Option<&ManifestIdentity>> = parsed
             .iter()
             .map(|p| p.as_ref().ok().map(|(_, id)| id))
@@ -223,7 +243,13 @@ impl Reconciler {
         let mut retry = false;
         for index in order {
             let passed = self
-                .pass_manifest(&work, index, &parsed[index], &mut record)
+                .pass_manifest(
+                    &work,
+                    index,
+                    &parsed[index],
+                    sealed[index].as_ref(),
+                    &mut record,
+                )
                 .await;
             retry |= passed.retry;
             claims.extend(passed.claim);

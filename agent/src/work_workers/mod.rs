@@ -134,6 +134,11 @@ impl WorkManager {
         }
     }
 
+    /// The reconciler the workers apply with.
+    pub fn reconciler(&self) -> &Arc<Reconciler> {
+        &self.shared.reconciler
+    }
+
     /// The agent's deletion brake, when it has one.
     pub fn deletion_brake(&self) -> Option<&Arc<DeletionBrake>> {
         self.shared.brake.as_ref()

@@ -69,6 +69,7 @@ pub async fn open_agent_stream(
             cluster_name: cluster.into(),
             agent_version: "test".into(),
             known_works: vec![],
+            ..Default::default()
         })),
     };
     outbound

@@ -98,3 +98,34 @@ pub async fn compact_to_current(port: u16) -> Result<i64, EtcdError> {
     .await?;
     Ok(revision)
 }
+
+/// Every key and value etcd (client port `port`) holds now, values as
+/// stored (the API server's protobuf or JSON), for tests that must prove
+/// something is stored nowhere. Fails when etcd cannot be reached or its
+/// answer does not decode.
+pub async fn all_values(port: u16) -> Result<Vec<(String, Vec<u8>)>, EtcdError> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    let path = "/v3/kv/range";
+    // From the smallest key to the end of the keyspace ("\0" as range_end).
+    let answer = post(port, path, json!({"key": "AA==", "range_end": "AA=="})).await?;
+    let undecodable = |what: &str| EtcdError::Request {
+        url: format!("http://127.0.0.1:{port}{path}"),
+        message: format!("{what} is not base64"),
+    };
+    answer["kvs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|kv| {
+            let key = STANDARD
+                .decode(kv["key"].as_str().unwrap_or_default())
+                .map_err(|_| undecodable("a key"))?;
+            let value = STANDARD
+                .decode(kv["value"].as_str().unwrap_or_default())
+                .map_err(|_| undecodable("a value"))?;
+            Ok((String::from_utf8_lossy(&key).into_owned(), value))
+        })
+        .collect()
+}

@@ -104,6 +104,7 @@ pub async fn open_raw_session(
             cluster_name: cluster.into(),
             agent_version: RAW_SESSION_VERSION.into(),
             known_works: vec![],
+            ..Default::default()
         })),
     })
     .await

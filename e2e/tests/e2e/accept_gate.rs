@@ -56,6 +56,7 @@ async fn hello(fleet: &Fleet, token: &str) -> Result<(), tonic::Status> {
             cluster_name: CLUSTER.into(),
             agent_version: "test".into(),
             known_works: vec![],
+            ..Default::default()
         })),
     })
     .await

@@ -43,6 +43,7 @@ fn hello(known_works: Vec<v1::WorkVersion>) -> v1::AgentMessage {
             cluster_name: RAW_CLUSTER.into(),
             agent_version: "oversized".into(),
             known_works,
+            ..Default::default()
         })),
     }
 }

@@ -711,6 +711,7 @@ async fn send_oversized_hello(url: &str, token: &str, cluster: &str) {
                     generation: 1,
                 })
                 .collect(),
+            ..Default::default()
         })),
     };
     assert!(

@@ -250,6 +250,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
                 cluster_name: "cluster-a".into(),
                 agent_version: "cert-reload".into(),
                 known_works: vec![],
+                ..Default::default()
             })),
         })
         .await

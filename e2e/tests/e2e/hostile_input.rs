@@ -25,6 +25,7 @@ fn hello(cluster: &str, protocol_version: u32) -> v1::AgentMessage {
             cluster_name: cluster.into(),
             agent_version: "hostile".into(),
             known_works: vec![],
+            ..Default::default()
         })),
     }
 }
@@ -115,6 +116,7 @@ async fn hostile_streams_end_with_an_error_and_the_hub_keeps_serving() {
             cluster_name: "cluster-x".into(),
             agent_version: "x".repeat(MAX_MESSAGE_BYTES + 1),
             known_works: vec![],
+            ..Default::default()
         })),
     };
     assert_eq!(

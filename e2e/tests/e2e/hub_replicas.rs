@@ -182,6 +182,7 @@ async fn heartbeating_session(
             cluster_name: cluster.into(),
             agent_version: "heartbeating".into(),
             known_works: vec![],
+            ..Default::default()
         })),
     })
     .await

@@ -103,6 +103,7 @@ mod rollback_scale;
 mod rollout_gates;
 mod rollout_rollback;
 mod rules_that_could_exhaust_the_agent;
+mod sealed_secrets;
 mod server_side_apply;
 mod session_age;
 mod signed_artifacts;

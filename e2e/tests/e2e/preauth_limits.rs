@@ -134,6 +134,7 @@ fn big_hello(bytes: usize) -> Bytes {
             cluster_name: "cluster-a".into(),
             agent_version: "x".repeat(bytes),
             known_works: vec![],
+            ..Default::default()
         })),
     };
     let message = hello.encode_to_vec();

@@ -32,6 +32,7 @@ async fn hello_as(
             cluster_name: "cluster-a".into(),
             agent_version: format!("skew-{version}"),
             known_works: vec![],
+            ..Default::default()
         })),
     })
     .await

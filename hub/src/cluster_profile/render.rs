@@ -7,7 +7,8 @@
 //! shipped by `sigs.k8s.io/cluster-inventory-api` v0.1.0 (the CRD in
 //! `deploy/crds/clusterprofiles.yaml`), only the fields ferry writes or
 //! reads: others' fields (access providers, a Kubernetes version written by
-//! someone else) are left alone, as server-side apply keeps them.
+//! someone else while no agent reported one) are left alone, as
+//! server-side apply keeps them.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,11 @@ pub const CONTROL_PLANE_HEALTHY: &str = "ControlPlaneHealthy";
 pub const JOINED: &str = "Joined";
 /// Property: the version the cluster's agent last reported in its Hello.
 pub const AGENT_VERSION_PROPERTY: &str = "agent.ferry.dev/version";
+/// Property: the public key (age X25519, `age1…`) Secrets are sealed to
+/// for this cluster now (docs/sealed-secrets.md).
+pub const SEALING_KEY_PROPERTY: &str = "sealing.ferry.dev/public-key";
+/// Property: the id of [`SEALING_KEY_PROPERTY`]'s key.
+pub const SEALING_KEY_ID_PROPERTY: &str = "sealing.ferry.dev/key-id";
 /// Property: the cluster's exclusive ManagedClusterSet.
 pub const CLUSTER_SET_PROPERTY: &str = "clusterset.ferry.dev/name";
 /// Longest property value the upstream schema admits.
@@ -83,8 +89,8 @@ pub struct ClusterProfileStatus {
     /// Conditions, a list map by type.
     #[serde(default)]
     pub conditions: Vec<Condition>,
-    /// The cluster's version; ferry leaves it out (the hub does not know
-    /// the spokes' Kubernetes versions).
+    /// The cluster's version: the spoke's Kubernetes version its agent
+    /// reported; left out while none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<ClusterVersion>,
     /// Properties, a list map by name.
@@ -170,8 +176,9 @@ fn condition(
 /// transition time of a condition whose status changes). `current` holds
 /// the live profile's conditions: one whose status is unchanged keeps its
 /// transition time. Only what the hub knows is published: the agent's
-/// version and the exclusive cluster set when the cluster has them; no
-/// Kubernetes version (agents do not report it). Cannot fail: every value
+/// version, the spoke's Kubernetes version and current sealing key as its
+/// agent reported them, and the exclusive cluster set when the cluster has
+/// one. Cannot fail: every value
 /// taken from the cluster is bounded to the upstream schema's limits.
 pub fn render(cluster: &ManagedCluster, current: &[Condition], now: Timestamp) -> DesiredProfile {
     let name = cluster.name_any();
@@ -267,6 +274,18 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: Timestamp) -
             last_observed_time: seen.clone().unwrap_or_default(),
         });
     }
+    if let Some(key) = status.sealing_keys.iter().find(|k| !k.retiring) {
+        properties.push(Property {
+            name: SEALING_KEY_PROPERTY.into(),
+            value: bounded(&key.public_key, MAX_PROPERTY_VALUE),
+            last_observed_time: seen.clone().unwrap_or_default(),
+        });
+        properties.push(Property {
+            name: SEALING_KEY_ID_PROPERTY.into(),
+            value: bounded(&key.key_id, MAX_PROPERTY_VALUE),
+            last_observed_time: seen.clone().unwrap_or_default(),
+        });
+    }
     if let Some(set) = set {
         properties.push(Property {
             name: CLUSTER_SET_PROPERTY.into(),
@@ -286,7 +305,13 @@ pub fn render(cluster: &ManagedCluster, current: &[Condition], now: Timestamp) -
         },
         status: ClusterProfileStatus {
             conditions,
-            version: None,
+            version: status
+                .version
+                .as_ref()
+                .filter(|v| !v.kubernetes.is_empty())
+                .map(|v| ClusterVersion {
+                    kubernetes: bounded(&v.kubernetes, MAX_PROPERTY_VALUE),
+                }),
             properties,
         },
     }
@@ -331,8 +356,11 @@ pub fn status_differs(desired: &DesiredProfile, live: Option<&ClusterProfile>) -
     let ours_properties: Vec<Property> = status
         .properties
         .into_iter()
-        .filter(|p| p.name == AGENT_VERSION_PROPERTY || p.name == CLUSTER_SET_PROPERTY)
+        .filter(|p| OURS.contains(&p.name.as_str()))
         .collect();
+    // A version someone else wrote is theirs while ferry knows none.
+    let version_differs =
+        desired.status.version.is_some() && status.version != desired.status.version;
     let by_type = |list: &[Condition]| {
         let mut list = list.to_vec();
         list.sort_by(|a, b| a.type_.cmp(&b.type_));
@@ -347,7 +375,16 @@ pub fn status_differs(desired: &DesiredProfile, live: Option<&ClusterProfile>) -
         &by_type(&ours_conditions),
         &by_type(&desired.status.conditions),
     ) || by_name(&ours_properties) != by_name(&desired.status.properties)
+        || version_differs
 }
+
+/// The properties ferry writes.
+const OURS: [&str; 4] = [
+    AGENT_VERSION_PROPERTY,
+    SEALING_KEY_PROPERTY,
+    SEALING_KEY_ID_PROPERTY,
+    CLUSTER_SET_PROPERTY,
+];
 
 #[cfg(test)]
 mod tests {
@@ -440,7 +477,49 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(profile.status.version, None, "the hub does not know it");
+        assert_eq!(profile.status.version, None, "the agent reported none");
+    }
+
+    #[test]
+    fn the_spokes_version_and_current_sealing_key_are_published() {
+        use ferry_api::managed_cluster::{ManagedClusterVersion, SealingKey};
+        let key = |id: &str, retiring| SealingKey {
+            key_id: id.into(),
+            public_key: format!("age1{id}"),
+            retiring,
+        };
+        let status = ManagedClusterStatus {
+            version: Some(ManagedClusterVersion {
+                kubernetes: "v1.33.1".into(),
+            }),
+            sealing_keys: vec![key("k-old", true), key("k-new", false)],
+            ..connected()
+        };
+        let profile = render(&cluster(Some(status), None), &[], now());
+        assert_eq!(
+            profile.status.version,
+            Some(ClusterVersion {
+                kubernetes: "v1.33.1".into()
+            })
+        );
+        let value = |name: &str| {
+            profile
+                .status
+                .properties
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.value.clone())
+        };
+        assert_eq!(value(SEALING_KEY_PROPERTY).as_deref(), Some("age1k-new"));
+        assert_eq!(value(SEALING_KEY_ID_PROPERTY).as_deref(), Some("k-new"));
+        let mut live = ClusterProfile::new("east-1", profile.spec.clone());
+        live.status = Some(profile.status.clone());
+        assert!(!status_differs(&profile, Some(&live)));
+        live.status.as_mut().expect("status").version = None;
+        assert!(
+            status_differs(&profile, Some(&live)),
+            "the version is written"
+        );
     }
 
     #[test]

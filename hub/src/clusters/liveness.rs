@@ -25,6 +25,7 @@ use ferry_semantics::contract::KUBE_TIME_FORMAT;
 
 use crate::watch::backed_off_watch;
 
+use super::agent_report::AgentReport;
 use super::replica_lease::{REPLICA_LEASE_PREFIX, ReplicaLease, vouches_at, vouches_until};
 use ferry_api::managed_cluster::{DeletionBrakeStatus, ManagedCluster};
 
@@ -75,8 +76,9 @@ pub fn is_silent(status_last_seen: &str, now: Timestamp, limit: Duration) -> boo
 /// latest sweep.
 pub type NotAccepted = Arc<BTreeSet<String>>;
 
-/// A session this replica recorded as connected: its id and agent version.
-type HeldSession = (String, String);
+/// A session this replica recorded as connected: its id and what its
+/// agent reported.
+type HeldSession = (String, AgentReport);
 
 /// A connected write in flight: its session id and when it lands.
 type ConnectInFlight = (String, watch::Receiver<bool>);
@@ -183,7 +185,7 @@ impl ClusterLiveness {
         }
     }
 
-    /// Records session `session` of `cluster`'s agent, at `agent_version`,
+    /// Records session `session` of `cluster`'s agent, which said `report`,
     /// opened on this replica, without making the session wait for the
     /// write: an agent is served as soon as it is authenticated, so a fleet
     /// connecting at once is not held to the API server's write rate. The
@@ -192,7 +194,7 @@ impl ClusterLiveness {
     /// is logged, and the next session or sweep writes again.
     /// [`Self::disconnected`] of the session waits for it, so a session's
     /// end is never overwritten by its own start.
-    pub async fn connecting(&self, cluster: &str, session: &str, agent_version: &str) {
+    pub async fn connecting(&self, cluster: &str, session: &str, report: &AgentReport) {
         let (landed, recorded) = watch::channel(false);
         let earlier = self
             .connecting
@@ -200,16 +202,12 @@ impl ClusterLiveness {
             .await
             .insert(cluster.to_string(), (session.to_string(), recorded.clone()));
         let this = self.clone();
-        let (cluster, session, agent_version) = (
-            cluster.to_string(),
-            session.to_string(),
-            agent_version.to_string(),
-        );
+        let (cluster, session, report) = (cluster.to_string(), session.to_string(), report.clone());
         tokio::spawn(async move {
             if let Some((_, mut earlier)) = earlier {
                 let _ = earlier.wait_for(|landed| *landed).await;
             }
-            if let Err(error) = this.connected(&cluster, &session, &agent_version).await {
+            if let Err(error) = this.connected(&cluster, &session, &report).await {
                 warn!(%cluster, %error, "cannot record the agent as connected");
             }
             landed.send_replace(true);
@@ -220,37 +218,44 @@ impl ClusterLiveness {
         });
     }
 
-    /// A session `session` of `cluster`'s agent, at `agent_version`, opened
+    /// A session `session` of `cluster`'s agent, which said `report`, opened
     /// on this replica.
     async fn connected(
         &self,
         cluster: &str,
         session: &str,
-        agent_version: &str,
+        report: &AgentReport,
     ) -> Result<(), LivenessError> {
-        self.held.lock().await.insert(
-            cluster.to_string(),
-            (session.to_string(), agent_version.to_string()),
-        );
-        self.write_connected(cluster, session, agent_version).await
+        self.held
+            .lock()
+            .await
+            .insert(cluster.to_string(), (session.to_string(), report.clone()));
+        self.write_connected(cluster, session, report).await
     }
 
     async fn write_connected(
         &self,
         cluster: &str,
         session: &str,
-        agent_version: &str,
+        report: &AgentReport,
     ) -> Result<(), LivenessError> {
-        let status = json!({
+        let mut status = json!({
             "connected": true,
-            "agentVersion": agent_version,
+            "agentVersion": report.agent_version,
             "lastSeenTime": now_text(),
             "sessionId": session,
             "servedBy": self.identity,
             "disconnectReason": null,
             // The session's agent reports its brake again at once.
             "deletionBrake": null,
+            // What the agent holds now: a list a merge patch replaces whole.
+            "sealingKeys": report.sealing_keys,
         });
+        // An agent that could not read its spoke's version leaves the last
+        // one known in place.
+        if !report.kubernetes_version.is_empty() {
+            status["version"] = json!({ "kubernetes": report.kubernetes_version });
+        }
         self.patch_status(cluster, "marking connected", status)
             .await
     }
@@ -261,14 +266,14 @@ impl ClusterLiveness {
     /// outage), and the session lived on. Returns whether it wrote.
     pub async fn reassert(&self, cluster: &ManagedCluster) -> Result<bool, LivenessError> {
         let name = cluster.name_any();
-        let Some((session, version)) = self.held.lock().await.get(&name).cloned() else {
+        let Some((session, report)) = self.held.lock().await.get(&name).cloned() else {
             return Ok(false);
         };
         let status = cluster.status.clone().unwrap_or_default();
         if status.session_id != session || (status.connected && status.served_by == self.identity) {
             return Ok(false);
         }
-        self.write_connected(&name, &session, &version).await?;
+        self.write_connected(&name, &session, &report).await?;
         Ok(true)
     }
 

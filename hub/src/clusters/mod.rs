@@ -1,6 +1,8 @@
 //! ManagedClusters as the hub keeps them.
 
 /// Labels and claims that placements select on.
+/// What an agent's Hello says of its cluster, bounded.
+pub mod agent_report;
 pub mod labels;
 /// ManagedClusters carried over from the group earlier hubs used.
 pub mod legacy_group;

@@ -28,6 +28,14 @@ pub const WORK_VERSION_BYTES: usize = 2 + 38 + 11;
 /// sends a short one; 512 bytes allowed), field tags and lengths.
 pub const HELLO_ENVELOPE_BYTES: usize = 1024;
 
+/// Room for what a Hello says of the spoke: its Kubernetes version (an
+/// agent sends at most 64 bytes) and at most
+/// [`ferry_semantics::sealing::MAX_CLUSTER_KEYS`] sealing keys (an id of 18
+/// bytes, an age public key of 62, a flag, and their tags and lengths: under
+/// 128 bytes each).
+pub const HELLO_SPOKE_FACTS_BYTES: usize =
+    2 + 64 + ferry_semantics::sealing::MAX_CLUSTER_KEYS * 128;
+
 /// The message caps of the agent port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageCaps {
@@ -68,6 +76,7 @@ impl Default for MessageCaps {
 /// The largest Hello of an agent holding `works` works.
 pub fn hello_cap(works: usize) -> usize {
     HELLO_ENVELOPE_BYTES
+        .saturating_add(HELLO_SPOKE_FACTS_BYTES)
         .saturating_add(works.saturating_mul(WORK_VERSION_BYTES))
         .min(MAX_MESSAGE_BYTES)
 }
@@ -91,6 +100,14 @@ mod tests {
                     .map(|i| v1::WorkVersion {
                         uid: format!("{i:08x}-0000-4000-8000-000000000000"),
                         generation: -1,
+                    })
+                    .collect(),
+                kubernetes_version: "v".repeat(64),
+                sealing_keys: (0..ferry_semantics::sealing::MAX_CLUSTER_KEYS)
+                    .map(|i| v1::SealingKey {
+                        key_id: format!("k-{i:016x}"),
+                        public_key: format!("age1{}", "q".repeat(58)),
+                        retiring: true,
                     })
                     .collect(),
             })),

@@ -1,6 +1,7 @@
 //! One agent's stream: sends the works of its cluster that the agent lacks,
 //! keeps it up to date, and writes the status it reports.
 
+use crate::clusters::agent_report::AgentReport;
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -101,8 +102,12 @@ impl WorkDistributor for Distributor {
             })
             .inc();
         let session_id = format!("{:016x}", rand::random::<u64>());
+        let (report, dropped) = AgentReport::from_hello(&hello);
+        if !dropped.is_empty() {
+            warn!(%cluster, ?dropped, "parts of the agent's Hello not recorded");
+        }
         self.liveness
-            .connecting(&cluster, &session_id, &hello.agent_version)
+            .connecting(&cluster, &session_id, &report)
             .await;
 
         let (outbound, outbound_rx) = mpsc::channel::<Queued>(OUTBOUND_QUEUE);

@@ -177,6 +177,15 @@ mod tests {
                "stringData": {"password": value}})
     }
 
+    /// What opening [`secret`]'s seal gives: stringData as data.
+    fn stored(value: &str) -> Value {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "db", "namespace": "app"},
+               "data": {"password": encoded}})
+    }
+
     fn sealed_to(
         secret: &Value,
         keys: &[&(String, age::x25519::Identity, String)],
@@ -199,7 +208,7 @@ mod tests {
         assert!(!envelope.ciphertext.contains("hunter22"));
         for k in [&a, &b] {
             let opened = open(&envelope, &[(k.0.clone(), k.1.clone())]).expect("opens");
-            assert_eq!(opened, secret("hunter22"));
+            assert_eq!(opened, stored("hunter22"));
         }
         let err = open(&envelope, &[(c.0.clone(), c.1.clone())]).expect_err("not a recipient");
         assert_eq!(err.reason(), "NotARecipient");
@@ -215,7 +224,7 @@ mod tests {
             (new.0.clone(), new.1.clone()),
             (old.0.clone(), old.1.clone()),
         ];
-        assert_eq!(open(&envelope, &keys).expect("opens"), secret("s3cret!"));
+        assert_eq!(open(&envelope, &keys).expect("opens"), stored("s3cret!"));
     }
 
     #[test]
@@ -258,7 +267,7 @@ mod tests {
             let refs: Vec<_> = keys.iter().collect();
             let envelope = sealed_to(&secret(&value), &refs);
             let last = keys.last().expect("one");
-            prop_assert_eq!(open(&envelope, &[(last.0.clone(), last.1.clone())]).expect("opens"), secret(&value));
+            prop_assert_eq!(open(&envelope, &[(last.0.clone(), last.1.clone())]).expect("opens"), stored(&value));
         }
     }
 }

@@ -5,10 +5,36 @@
 use std::io::Write as _;
 
 use age::armor::{ArmoredWriter, Format};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use super::envelope::{MAX_CIPHERTEXT_BYTES, MAX_RECIPIENTS, Recipient, SealedEnvelope};
 use super::key_id::{KeyIdError, key_id, parse_recipient};
+
+/// `secret` with its `stringData` moved into `data`, base64-encoded (a
+/// key in both takes stringData's value, as the API server does): what
+/// the spoke stores, so the agent's drift checks compare like with like.
+fn with_string_data_encoded(secret: &Value) -> Value {
+    let mut secret = secret.clone();
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return secret;
+    };
+    if !secret.get("data").is_some_and(Value::is_object) {
+        secret["data"] = Value::Object(serde_json::Map::new());
+    }
+    if let Some(Value::Object(data)) = secret.get_mut("data") {
+        for (key, value) in strings {
+            let text = value
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
+            data.insert(key, Value::String(STANDARD.encode(text)));
+        }
+    }
+    secret
+}
 
 /// One cluster key to seal to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +122,8 @@ pub fn seal(secret: &Value, to: &[SealTo]) -> Result<Value, SealError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let plaintext = serde_json::to_vec(secret).map_err(|e| SealError::Encrypt(e.to_string()))?;
+    let plaintext = serde_json::to_vec(&with_string_data_encoded(secret))
+        .map_err(|e| SealError::Encrypt(e.to_string()))?;
     let encryptor = age::Encryptor::with_recipients(keys.iter().map(|k| k as &dyn age::Recipient))
         .map_err(|e| SealError::Encrypt(e.to_string()))?;
     let mut armoured = Vec::with_capacity(plaintext.len() * 2);

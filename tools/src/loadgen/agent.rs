@@ -250,6 +250,7 @@ async fn session(
                 generation: w.generation,
             })
             .collect(),
+        ..Default::default()
     };
     let hello = v1::AgentMessage {
         body: Some(agent_message::Body::Hello(hello)),
