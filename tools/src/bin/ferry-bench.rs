@@ -102,6 +102,11 @@ struct Cli {
     /// of such a run is not comparable with one without them.
     #[arg(long)]
     api_requests: bool,
+    /// Instead of the figures above, what sealing Secrets costs: sizes per
+    /// recipient, opening time, and create -> Applied of this many works of
+    /// 1 and of 100 Secrets, plain and sealed. 0 = off.
+    #[arg(long, default_value_t = 0)]
+    sealed: usize,
 }
 
 #[tokio::main]
@@ -133,6 +138,9 @@ async fn main() -> anyhow::Result<()> {
             Duration::from_secs(10),
         )
         .await;
+    }
+    if cli.sealed > 0 {
+        return ferry_tools::bench::sealed::sealed(cli.sealed).await;
     }
     if cli.noisy_neighbour > 0 {
         return ferry_tools::bench::noisy_neighbour::noisy_neighbour(cli.noisy_neighbour).await;
