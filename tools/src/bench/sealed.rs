@@ -31,7 +31,7 @@ const CLUSTER: &str = "cluster-a";
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn secret(name: &str) -> Value {
-    let value = || STANDARD.encode(rand::random::<[u8; 32]>().repeat(2)[..48].to_vec());
+    let value = || STANDARD.encode(&rand::random::<[u8; 32]>().repeat(2)[..48]);
     json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
            "metadata": {"name": name, "namespace": "default"},
            "data": {"username": value(), "password": value(), "token": value()}})
