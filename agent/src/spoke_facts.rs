@@ -11,8 +11,10 @@ use tracing::warn;
 
 use crate::reconcile::Reconciler;
 
-/// How long a session's start waits for the spoke's version.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a session's start waits for the spoke (its version, the key
+/// Secret) before it says Hello with what it has: a spoke that is down
+/// must not keep the agent from the hub.
+const SPOKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest version text sent (the hub bounds it too).
 const MAX_VERSION: usize = 64;
 
@@ -24,24 +26,29 @@ pub struct SpokeFacts {
     pub sealing_keys: Vec<v1::SealingKey>,
 }
 
-/// Reads the spoke's version and refreshes the sealing keys, together.
-/// Never fails: what could not be read is logged and left out.
+/// Reads the spoke's version and refreshes the sealing keys, together,
+/// for at most [`SPOKE_TIMEOUT`]. Never fails: what could not be read is
+/// logged and left out (the keys already held are published).
 pub async fn gather(reconciler: &Reconciler) -> SpokeFacts {
     let keyring = reconciler.keyring();
-    let (version, refreshed) = tokio::join!(
-        tokio::time::timeout(VERSION_TIMEOUT, reconciler.client().apiserver_version()),
-        keyring.refresh()
-    );
-    if let Err(error) = refreshed {
-        warn!(%error, "cannot refresh the sealing keys; publishing those held");
-    }
-    let kubernetes_version = match version {
-        Ok(Ok(info)) => info.git_version.chars().take(MAX_VERSION).collect(),
-        Ok(Err(error)) => {
-            warn!(%error, "cannot read the spoke's version");
+    let read = async { tokio::join!(reconciler.client().apiserver_version(), keyring.refresh()) };
+    let kubernetes_version = match tokio::time::timeout(SPOKE_TIMEOUT, read).await {
+        Ok((version, refreshed)) => {
+            if let Err(error) = refreshed {
+                warn!(%error, "cannot refresh the sealing keys; publishing those held");
+            }
+            match version {
+                Ok(info) => info.git_version.chars().take(MAX_VERSION).collect(),
+                Err(error) => {
+                    warn!(%error, "cannot read the spoke's version");
+                    String::new()
+                }
+            }
+        }
+        Err(_) => {
+            warn!(timeout = ?SPOKE_TIMEOUT, "the spoke did not answer; saying Hello without its version, with the keys held");
             String::new()
         }
-        Err(_) => String::new(),
     };
     SpokeFacts {
         kubernetes_version,

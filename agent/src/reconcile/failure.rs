@@ -95,7 +95,10 @@ impl ManifestFailure {
             ManifestFailure::ConflictsWithWork { .. } | ManifestFailure::WriteLoop(_) => true,
             ManifestFailure::WriteAs(WriteIdentityError::NoExecutor) => false,
             ManifestFailure::WriteAs(WriteIdentityError::Client { .. }) => true,
-            // A new seal comes as a new generation of the work.
+            // An agent that holds no key yet (its spoke did not answer at
+            // the session's start) may hold one on the next try; otherwise
+            // a new seal comes as a new generation of the work.
+            ManifestFailure::Sealed(OpenError::NotARecipient { held, .. }) => held.is_empty(),
             ManifestFailure::Sealed(_) => false,
         }
     }

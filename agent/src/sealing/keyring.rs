@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferry_proto::v1;
 use k8s_openapi::ByteString;
@@ -17,9 +16,6 @@ use tracing::{info, warn};
 
 use super::keys::{HeldKey, KEYS_SECRET, StoredKeys, plan};
 
-/// How long a session's start waits for the spoke to read or write the
-/// key Secret before it goes on with the keys it already holds.
-const SPOKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prefix of the annotations the keys' state lives in.
 const ANNOTATION_PREFIX: &str = "sealing.ferry.dev/";
 
@@ -43,9 +39,6 @@ pub enum KeyringError {
         /// The API error.
         source: kube::Error,
     },
-    /// The spoke did not answer in time.
-    #[error("the spoke did not answer within {0:?}")]
-    Timeout(Duration),
 }
 
 /// The sealing keys of this cluster's agent.
@@ -101,9 +94,7 @@ impl Keyring {
         let Some(secrets) = &self.secrets else {
             return Ok(());
         };
-        tokio::time::timeout(SPOKE_TIMEOUT, self.refresh_from(secrets))
-            .await
-            .map_err(|_| KeyringError::Timeout(SPOKE_TIMEOUT))?
+        self.refresh_from(secrets).await
     }
 
     async fn refresh_from(&self, secrets: &Api<Secret>) -> Result<(), KeyringError> {

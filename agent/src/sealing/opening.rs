@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use super::Keyring;
 
+/// How long a pass waits for keys it does not hold yet.
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What became of one sealed entry.
 #[derive(Debug, Clone)]
 pub enum Sealed {
@@ -37,6 +40,13 @@ pub async fn open_sealed<E>(
         .collect();
     if sealed.is_empty() {
         return outcomes;
+    }
+    if keyring.held().await.is_empty() {
+        // The session's start could not read the keys (the spoke was
+        // away): read them now rather than refuse until the next session.
+        if let Ok(Err(error)) = tokio::time::timeout(LOAD_TIMEOUT, keyring.refresh()).await {
+            tracing::warn!(%error, "cannot read the sealing keys");
+        }
     }
     let keys: Vec<(String, age::x25519::Identity)> = keyring
         .held()
