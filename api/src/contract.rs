@@ -91,6 +91,13 @@ pub const DELETION_BRAKE_LEDGER: &str = "ferry-deletion-brake";
 /// (policy `manifestwork-executor-required.work.ferry.dev`). Put it on
 /// tenant namespaces and on the cluster namespaces tenants may write.
 pub const REQUIRE_EXECUTOR_LABEL: &str = "work.ferry.dev/require-executor";
+/// Namespace label: with value `true`, no ManifestWork or
+/// ManifestWorkReplicaSet template written in that namespace may carry a
+/// plain `v1` Secret, only sealed ones (policy
+/// `manifestwork-sealed-secrets-required.work.ferry.dev`), so no Secret's
+/// data is stored on the hub in the clear. Put it on tenant namespaces and
+/// on the cluster namespaces tenants may write.
+pub const REQUIRE_SEALED_SECRETS_LABEL: &str = "work.ferry.dev/require-sealed-secrets";
 /// Finalizer on a replica set: its works are removed before it goes.
 pub const REPLICA_SET_FINALIZER: &str = "work.ferry.dev/manifestworkreplicaset-cleanup";
 /// The finalizer that keeps a deleted work until its objects are released.

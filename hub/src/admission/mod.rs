@@ -21,6 +21,8 @@
 //!   the API server's authorizer).
 //! - [`executor_required_policy`]: in namespaces labelled for it, every
 //!   work and replica set names an executor.
+//! - [`sealed_secrets_policy`]: in namespaces labelled for it, no work or
+//!   replica set template carries a plain Secret, only sealed ones.
 //! - [`cluster_set_policy`]: who may bind a cluster set into a namespace
 //!   (`create` on `managedclustersets/bind`, asked of the authorizer).
 //! - [`approval_policy`]: a RolloutApproval's `approvedBy` is its creator.
@@ -63,6 +65,8 @@ pub mod policy_builder;
 pub mod release_policy;
 /// The decision for one `AdmissionReview`, and its route.
 pub mod review;
+/// No plain Secrets in labelled namespaces: a policy, sealed ones only.
+pub mod sealed_secrets_policy;
 /// The match condition of spec writes, shared by webhook and policy.
 pub mod spec_written;
 /// Where the API server reaches the webhook: a URL or a Service.

@@ -16,6 +16,7 @@ use super::executor_required_policy::executor_required_policy;
 use super::hub_writes_policy::{DEFAULT_HUB_USERNAME, hub_writes_policy};
 use super::policy_builder::PolicyDef;
 use super::release_policy::release_policy;
+use super::sealed_secrets_policy::sealed_secrets_policy;
 
 /// Field manager of the hub's writes to the policies and bindings.
 const FIELD_MANAGER: &str = "ferry-hub";
@@ -23,7 +24,7 @@ const FIELD_MANAGER: &str = "ferry-hub";
 /// Every policy ferry installs as rendered into `deploy/crds/`: those of
 /// [`all_policies_for`] with the hub running as the chart's default
 /// ServiceAccount ([`DEFAULT_HUB_USERNAME`]).
-pub fn all_policies() -> [PolicyDef; 9] {
+pub fn all_policies() -> [PolicyDef; 10] {
     all_policies_for(&[DEFAULT_HUB_USERNAME.to_string()])
 }
 
@@ -31,9 +32,9 @@ pub fn all_policies() -> [PolicyDef; 9] {
 /// manifests, executors, cluster-set binds, rollout approvals, the writes
 /// only the hub (running as `hub_writers`) makes, executors required in
 /// labelled namespaces, confirmed deletions of ferry's CRDs, releases of
-/// held deletions by the platform role, and confirmed deletions of cluster
-/// namespaces.
-pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 9] {
+/// held deletions by the platform role, confirmed deletions of cluster
+/// namespaces, and no plain Secrets in labelled namespaces.
+pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 10] {
     [
         duplicates_policy(),
         executor_policy(),
@@ -44,6 +45,7 @@ pub fn all_policies_for(hub_writers: &[String]) -> [PolicyDef; 9] {
         crd_deletion_policy(),
         release_policy(),
         cluster_namespace_policy(),
+        sealed_secrets_policy(),
     ]
 }
 

@@ -2,8 +2,8 @@
 //! server cannot (see `ferry_api::cel_rules` and [`super::policy`] for the rest,
 //! which hold even with no hub running): the JSONPath grammar of ignore and
 //! feedback paths, feedback entry names, what the agent's CEL (condition
-//! rules, dependency rules) may allocate and the steps it may take, and the
-//! size in bytes.
+//! rules, dependency rules) may allocate and the steps it may take, the
+//! shape and size of sealed Secret entries, and the size in bytes.
 //!
 //! Pure: no IO. Parsing goes through the agent's own parsers
 //! (`ferry-semantics`) on the very message an agent would receive
@@ -14,6 +14,7 @@ use std::fmt;
 use ferry_proto::v1;
 use ferry_semantics::cel_bounds::refusal;
 use ferry_semantics::condition_rules::MAX_CEL_EXPRESSION_LENGTH;
+use ferry_semantics::sealing::{SEALED_API_VERSION, SEALED_KIND, SealedEnvelope, is_sealed};
 use ferry_semantics::static_problems;
 use ferry_semantics::strategy::strategy_of;
 
@@ -52,7 +53,9 @@ impl fmt::Display for Problem {
 /// in manifest config order. Empty means nothing more is wrong. Never
 /// fails: whatever is wrong is a [`Problem`].
 pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
-    let mut problems = Vec::new();
+    // Checked on the CRD types: a malformed sealed entry is still encoded
+    // for the agents, so its own message, not an encoding error, says why.
+    let mut problems = sealed_problems(&work.spec, "");
     // The agent receives this message; checking it rather than the CRD types
     // keeps one parser for both sides.
     let spec = match work_upsert(work) {
@@ -76,6 +79,29 @@ pub fn validate_work(work: &ManifestWork) -> Vec<Problem> {
     }
     problems.extend(agent_cel_problems(&work.spec, ""));
     problems
+}
+
+/// Every sealed entry among `spec`'s manifests that does not read as one
+/// (`SealedEnvelope::parse`: name, namespace, 1 to `MAX_RECIPIENTS`
+/// recipients, an armoured age ciphertext within `MAX_CIPHERTEXT_BYTES`),
+/// named by position; subjects start with `prefix`. Refused here rather than
+/// at the agent so a sealer's mistake shows when it is written, not as a
+/// failed manifest on every cluster.
+fn sealed_problems(spec: &ManifestWorkSpec, prefix: &str) -> Vec<Problem> {
+    spec.workload
+        .manifests
+        .iter()
+        .enumerate()
+        .filter(|(_, manifest)| is_sealed(&manifest.0))
+        .filter_map(|(index, manifest)| {
+            SealedEnvelope::parse(&manifest.0).err().map(|e| {
+                Problem::new(
+                    format!("{prefix}manifests[{index}] {SEALED_API_VERSION} {SEALED_KIND}"),
+                    e.to_string(),
+                )
+            })
+        })
+        .collect()
 }
 
 /// What the agent would refuse to run, of `spec`'s CEL (condition rules and
@@ -131,13 +157,15 @@ fn bounds_problem(expression: &str) -> Option<String> {
 }
 
 /// Every problem of `rs`'s spec the API server's own rules cannot find:
-/// its template's CEL for the agent, within what the agent runs (see
+/// its template's sealed entries and CEL for the agent, within what the agent runs (see
 /// [`validate_work`]), and each rollout gate's health expression (of every strategy type given,
 /// not only the one in use) must be within the length and static cost
 /// limits (`ferry_fleet_semantics::cel_cost`); one that does not compile
 /// is left to the gate's status. Empty means nothing more is wrong. Never fails: whatever is wrong is a [`Problem`].
 pub fn validate_replica_set(rs: &ManifestWorkReplicaSet) -> Vec<Problem> {
-    let mut problems = agent_cel_problems(&rs.spec.manifest_work_template, "manifestWorkTemplate.");
+    let template = &rs.spec.manifest_work_template;
+    let mut problems = sealed_problems(template, "manifestWorkTemplate.");
+    problems.extend(agent_cel_problems(template, "manifestWorkTemplate."));
     for (index, reference) in rs.spec.placement_refs.iter().enumerate() {
         let strategy = &reference.rollout_strategy;
         let configs = [
@@ -228,6 +256,7 @@ mod tests {
         ManifestWorkSpec, ManifestsTemplate, NamedJsonPath, PropagationPolicy, ResourceIdentifier,
         ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,
     };
+    use ferry_semantics::sealing::MAX_CIPHERTEXT_BYTES;
     use serde::Deserialize;
     use serde_json::{Value, json};
 
@@ -519,5 +548,92 @@ mod tests {
             }
         }
         assert!(seen > 0, "no example works found in {}", dir.display());
+    }
+    /// A sealed entry in the shape `kubectl ferry seal` writes; the
+    /// ciphertext is only looked at for its armour here.
+    fn sealed(name: &str, recipients: Value, ciphertext: &str) -> Value {
+        json!({"apiVersion": SEALED_API_VERSION, "kind": SEALED_KIND,
+               "metadata": {"name": name, "namespace": "app"},
+               "spec": {"recipients": recipients, "ciphertext": ciphertext}})
+    }
+
+    const ARMOURED: &str =
+        "-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n-----END AGE ENCRYPTED FILE-----\n";
+
+    fn to_spoke_a() -> Value {
+        json!([{"cluster": "spoke-a", "keyId": "k-3f9a1c2b8d7e6f50"}])
+    }
+
+    #[test]
+    fn a_malformed_sealed_entry_is_refused_naming_its_position_and_what_is_wrong() {
+        let good = sealed("db", to_spoke_a(), ARMOURED);
+        assert_eq!(validate_work(&work(vec![cm("a"), good.clone()])), vec![]);
+
+        let no_recipients = sealed("db", json!([]), ARMOURED);
+        let problem = only(validate_work(&work(vec![cm("a"), no_recipients.clone()])));
+        assert_eq!(
+            problem.subject,
+            format!("manifests[1] {SEALED_API_VERSION} {SEALED_KIND}")
+        );
+        let expected = SealedEnvelope::parse(&no_recipients).expect_err("no recipients");
+        assert_eq!(problem.message, expected.to_string());
+        assert!(problem.message.contains("spec.recipients"), "{problem}");
+
+        let plain_text = sealed("db", to_spoke_a(), "password");
+        let problem = only(validate_work(&work(vec![plain_text])));
+        assert!(problem.message.contains("kubectl ferry seal"), "{problem}");
+
+        let huge = format!("{ARMOURED}{}", "a".repeat(MAX_CIPHERTEXT_BYTES));
+        let problem = only(validate_work(&work(vec![sealed(
+            "db",
+            to_spoke_a(),
+            &huge,
+        )])));
+        assert!(
+            problem.message.contains(&MAX_CIPHERTEXT_BYTES.to_string()),
+            "{problem}"
+        );
+
+        // Every malformed entry is listed, each under its own position.
+        let problems = validate_work(&work(vec![
+            sealed("a", json!([]), ARMOURED),
+            good,
+            sealed("c", to_spoke_a(), ""),
+        ]));
+        let subjects: Vec<_> = problems.iter().map(|p| p.subject.as_str()).collect();
+        assert_eq!(
+            subjects,
+            [
+                format!("manifests[0] {SEALED_API_VERSION} {SEALED_KIND}"),
+                format!("manifests[2] {SEALED_API_VERSION} {SEALED_KIND}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_replica_set_template_with_a_malformed_sealed_entry_is_refused() {
+        let rs = |entry: Value| -> ManifestWorkReplicaSet {
+            serde_json::from_value(json!({
+                "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWorkReplicaSet",
+                "metadata": {"name": "rs", "namespace": "team"},
+                "spec": {"manifestWorkTemplate": {"workload": {"manifests": [entry]}},
+                         "placementRefs": [{"name": "all"}]},
+            }))
+            .expect("a replica set")
+        };
+        assert_eq!(
+            validate_replica_set(&rs(sealed("db", to_spoke_a(), ARMOURED))),
+            vec![]
+        );
+        let problem = only(validate_replica_set(&rs(sealed(
+            "db",
+            json!([{"cluster": "spoke-a"}]),
+            ARMOURED,
+        ))));
+        assert_eq!(
+            problem.subject,
+            format!("manifestWorkTemplate.manifests[0] {SEALED_API_VERSION} {SEALED_KIND}")
+        );
+        assert!(problem.message.contains("spec.recipients"), "{problem}");
     }
 }
