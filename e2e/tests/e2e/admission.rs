@@ -148,6 +148,19 @@ async fn invalid_works_are_refused_when_written_naming_the_manifest_and_the_prob
             ],
         ),
         (
+            "sealed-to-no-one",
+            json!({"workload": {"manifests": [cm("refused-6b"), {
+                "apiVersion": "sealing.ferry.dev/v1alpha1", "kind": "SealedSecret",
+                "metadata": {"name": "refused-6b", "namespace": "default"},
+                "spec": {"recipients": [], "ciphertext":
+                    "-----BEGIN AGE ENCRYPTED FILE-----\nYWdl\n-----END AGE ENCRYPTED FILE-----\n"}}]}}),
+            vec![
+                WEBHOOK_NAME,
+                "manifests[1] sealing.ferry.dev/v1alpha1 SealedSecret",
+                "SealedSecret default/refused-6b: spec.recipients is empty",
+            ],
+        ),
+        (
             "unknown-strategy",
             json!({"workload": {"manifests": [cm("refused-7")]},
                    "manifestConfigs": [cm_config("refused-7",

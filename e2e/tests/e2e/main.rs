@@ -87,6 +87,7 @@ mod orphan_owner_refs;
 mod own_process;
 mod owners_on_the_spoke;
 mod placement;
+mod plain_secrets_refused;
 mod policies_fail_closed;
 mod preauth_limits;
 mod progressive_rollout;
