@@ -22,9 +22,9 @@ pub fn render_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml:
 /// which are installed with the CRDs.
 pub const POLICY_FILE: &str = "manifestworks-policy.yaml";
 
-/// Renders the admission policies (duplicate manifests, executors, cluster
-/// set binds, rollout approvals, hub-owned writes) and their bindings as the ten-document
-/// YAML file checked in next to the CRDs.
+/// Renders the admission policies (every one of `all_policies`, in its
+/// order) and their bindings as the multi-document YAML file checked in
+/// next to the CRDs.
 ///
 /// Fails only if serde_yaml cannot represent them, which would be a bug.
 pub fn render_policy_yaml() -> Result<String, serde_yaml::Error> {

@@ -8,6 +8,9 @@
 //! `kubectl ferry seal`) passes; only the target clusters' agents can open
 //! it. The label is the setting, per namespace, so the rule holds while no
 //! hub process runs and only whoever may label namespaces turns it off.
+//! Nobody is exempt, the hub included: a replica set in an unlabelled
+//! namespace gets its works refused in a labelled cluster namespace, which
+//! its rollout reports, rather than its plain Secret stored there.
 //!
 //! An UPDATE that leaves the spec as it was (finalizers, labels, the
 //! deletion) is not checked, so a work admitted before the label still
