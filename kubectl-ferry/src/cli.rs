@@ -102,6 +102,36 @@ pub enum Command {
     /// Read and steer a ManifestWorkReplicaSet's rollout.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// Seal a Secret manifest to clusters' keys, for a work or a replica set.
+    ///
+    /// Reads the Secret (YAML or JSON; `-f -` for stdin), seals it to the
+    /// current key each cluster's agent publishes (ManagedCluster
+    /// status.sealingKeys), and prints the sealed manifest entry to put in
+    /// spec.workload.manifests (-o json for JSON). With --replica-set, seals
+    /// to the clusters its placements chose now and puts the entry into its
+    /// template in place of the same Secret's (sealed or plain).
+    Seal {
+        /// The Secret manifest (`-`: stdin).
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: PathBuf,
+        /// A cluster to seal to (repeatable).
+        #[arg(long = "cluster", value_name = "NAME")]
+        clusters: Vec<String>,
+        /// A placement whose current decisions to seal to (`[NS/]NAME`, repeatable).
+        #[arg(long = "placement", value_name = "[NS/]NAME")]
+        placements: Vec<String>,
+        /// A ManagedClusterSet whose clusters to seal to (repeatable).
+        #[arg(long = "cluster-set", value_name = "NAME")]
+        cluster_sets: Vec<String>,
+        /// A replica set (`[NS/]NAME`) whose template gets the entry, sealed
+        /// to the clusters its placements chose.
+        #[arg(long = "replica-set", value_name = "[NS/]NAME")]
+        replica_set: Option<String>,
+    },
+    /// List the sealed Secrets of works and how each stands against its
+    /// cluster's keys: current, retiring (reseal it), not-a-recipient,
+    /// no-keys.
+    Sealed,
     /// Release the deletions a spoke agent's deletion brake holds.
     ///
     /// Reads what CLUSTER's agent holds from its ManagedCluster on the hub,

@@ -122,6 +122,9 @@ pub enum CliError {
     /// Printing the result failed (serialisation, or stdout went away).
     #[error("cannot print the result: {0}")]
     Print(String),
+    /// `seal` cannot seal: the input, the clusters, or sealing itself.
+    #[error(transparent)]
+    Seal(#[from] crate::sealing::act::SealCommandError),
 }
 
 impl CliError {

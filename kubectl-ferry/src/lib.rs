@@ -4,7 +4,9 @@
 //! kubectl-style tables, or the underlying records as JSON or YAML.
 //! `kubectl ferry rollout status|approve|pause|resume NS/NAME` read and steer
 //! a ManifestWorkReplicaSet's rollout; `kubectl ferry release-deletions
-//! CLUSTER` releases what a spoke agent's deletion brake holds.
+//! CLUSTER` releases what a spoke agent's deletion brake holds; `kubectl
+//! ferry seal` seals a Secret to clusters' keys and `kubectl ferry sealed`
+//! lists how works' sealed Secrets stand against their clusters' keys.
 //!
 //! The pure part (objects to rows and text) lives in its own modules with unit
 //! tests; [`hub_api`] and [`client`] are the only ones that talk to an API server.
@@ -28,6 +30,7 @@ pub mod rollout;
 pub mod rollout_history;
 pub mod rollout_view;
 pub mod run;
+pub mod sealing;
 pub mod table;
 pub mod work_ref;
 pub mod work_rows;

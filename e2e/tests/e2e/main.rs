@@ -104,6 +104,7 @@ mod rollback_scale;
 mod rollout_gates;
 mod rollout_rollback;
 mod rules_that_could_exhaust_the_agent;
+mod seal_command;
 mod sealed_secrets;
 mod server_side_apply;
 mod session_age;

@@ -5,7 +5,8 @@
 //! applies the rest of the work; a changed ciphertext is refused with its
 //! reason and loses nothing; spoke drift of the Secret is corrected from
 //! the sealed copy; feedback and condition rules see only "(sealed)"; a
-//! rotated key keeps old seals opening until they are resealed, and a key
+//! rotated key keeps old seals opening until they are resealed (`kubectl
+//! ferry sealed` names them as sealed to a retiring key), and a key
 //! removed for good stops them with a reason naming the keys held.
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use ferry_e2e::harness::agent_process::AgentProcess;
 use ferry_e2e::harness::etcd::all_values;
 use ferry_e2e::harness::fleet::{Fleet, FleetOptions};
 use ferry_e2e::helpers::cluster_inventory::{cluster_profiles, install_cluster_profile_crd};
+use ferry_e2e::helpers::kubectl_ferry::{kubectl_ferry, succeeded};
 use ferry_e2e::helpers::namespaces::create_namespace;
 use ferry_e2e::helpers::spoke_actor::merge_as;
 use ferry_e2e::helpers::wait::wait_until;
@@ -343,6 +345,18 @@ async fn a_rotated_key_keeps_old_seals_opening_until_it_is_removed() {
     assert_eq!(
         (keys_now[1].key_id.as_str(), keys_now[1].retiring),
         (old.key_id.as_str(), true)
+    );
+
+    // `kubectl ferry sealed` names the work as sealed only to a retiring key.
+    let listed = succeeded(
+        &kubectl_ferry(&fleet.hub.info.kubeconfig, &["sealed", "-n", "cluster-a"]).await,
+        "sealed",
+    );
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains("default/db") && l.ends_with("retiring")),
+        "{listed}"
     );
 
     // Still sealed to the old key: a new generation still opens.

@@ -18,6 +18,7 @@ use crate::dashboard::run_dashboard;
 use crate::error::CliError;
 use crate::output::hide_managed_fields;
 use crate::release_deletions::act::{ReleaseRequest, release_deletions};
+use crate::sealing::act::{SealRequest, seal, sealed};
 
 /// Runs `cli` against the cluster its flags name, with ages relative to
 /// `now`, and returns what to print on stdout. Fails with a [`CliError`]
@@ -50,6 +51,23 @@ pub async fn run(cli: &Cli, now: Timestamp) -> Result<String, CliError> {
             release_deletions(global, &request, now).await
         }
         Command::Rollout(command) => rollout::rollout(global, command, now).await,
+        Command::Seal {
+            file,
+            clusters,
+            placements,
+            cluster_sets,
+            replica_set,
+        } => {
+            let request = SealRequest {
+                file,
+                clusters,
+                placements,
+                cluster_sets,
+                replica_set: replica_set.as_deref(),
+            };
+            seal(global, &request).await
+        }
+        Command::Sealed => sealed(global).await,
     }
 }
 
