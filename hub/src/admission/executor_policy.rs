@@ -20,6 +20,7 @@
 
 use k8s_openapi::api::admissionregistration::v1::Validation;
 
+use super::cel_terms::METADATA_ONLY_UPDATE;
 use super::policy_builder::PolicyDef;
 use ferry_api::contract::{EXECUTE_AS_VERB, WORK_GROUP};
 
@@ -37,12 +38,6 @@ fn may_execute_as(executor: &str) -> String {
          .check('{EXECUTE_AS_VERB}').allowed()"
     )
 }
-
-/// CEL: an UPDATE that leaves the spec as it was. The generation moves with
-/// every spec change before validating admission runs, and comparing it is
-/// cheap whatever the size of the work.
-const METADATA_ONLY_UPDATE: &str = "(request.operation == 'UPDATE' && \
-     oldObject.metadata.generation == object.metadata.generation)";
 
 /// CEL for a ManifestWork: no executor, a metadata-only update, or an
 /// executor the requester may act as now.

@@ -17,25 +17,12 @@
 
 use k8s_openapi::api::admissionregistration::v1::Validation;
 
+use super::cel_terms::{METADATA_ONLY_UPDATE, namespace_labelled_true};
 use super::policy_builder::PolicyDef;
 use ferry_api::contract::{REQUIRE_EXECUTOR_LABEL, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const EXECUTOR_REQUIRED_POLICY_NAME: &str = "manifestwork-executor-required.work.ferry.dev";
-
-/// CEL: the namespace of the request carries the label with value `true`.
-fn namespace_requires() -> String {
-    format!(
-        "namespaceObject != null && has(namespaceObject.metadata.labels) && \
-         '{REQUIRE_EXECUTOR_LABEL}' in namespaceObject.metadata.labels && \
-         namespaceObject.metadata.labels['{REQUIRE_EXECUTOR_LABEL}'] == 'true'"
-    )
-}
-
-/// CEL: an UPDATE that leaves the spec as it was (the generation moves
-/// with every spec change before validating admission runs).
-const METADATA_ONLY_UPDATE: &str = "(request.operation == 'UPDATE' && \
-     oldObject.metadata.generation == object.metadata.generation)";
 
 /// CEL: `spec` (an expression for a work spec or template) names a
 /// ServiceAccount executor with a namespace and a name.
@@ -52,14 +39,14 @@ fn names_executor(spec: &str) -> String {
 pub fn executor_required_policy() -> PolicyDef {
     let work = format!(
         "request.resource.resource != 'manifestworks' || !({}) || {METADATA_ONLY_UPDATE} || ({})",
-        namespace_requires(),
+        namespace_labelled_true(REQUIRE_EXECUTOR_LABEL),
         names_executor("object.spec")
     );
     let replica_set = format!(
         "request.resource.resource != 'manifestworkreplicasets' || !({}) || \
          {METADATA_ONLY_UPDATE} || \
          (has(object.spec.manifestWorkTemplate) && ({}))",
-        namespace_requires(),
+        namespace_labelled_true(REQUIRE_EXECUTOR_LABEL),
         names_executor("object.spec.manifestWorkTemplate")
     );
     let validation = |expression: String, what: &str| Validation {

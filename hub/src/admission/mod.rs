@@ -41,6 +41,8 @@
 
 /// Who an approval names as approver: a policy checking it is the creator.
 pub mod approval_policy;
+/// CEL terms the policies share.
+pub mod cel_terms;
 /// Deleting a cluster's namespace needs a confirming annotation.
 pub mod cluster_namespace_policy;
 /// Who may bind a cluster set: a policy asking the API server's authorizer.

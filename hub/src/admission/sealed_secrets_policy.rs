@@ -24,25 +24,12 @@
 
 use k8s_openapi::api::admissionregistration::v1::{Validation, Variable};
 
+use super::cel_terms::{METADATA_ONLY_UPDATE, namespace_labelled_true};
 use super::policy_builder::PolicyDef;
 use ferry_api::contract::{REQUIRE_SEALED_SECRETS_LABEL, WORK_GROUP};
 
 /// Name of the policy and of its binding; the API server quotes it in denials.
 pub const SEALED_SECRETS_POLICY_NAME: &str = "manifestwork-sealed-secrets-required.work.ferry.dev";
-
-/// CEL: the namespace of the request carries the label with value `true`.
-fn namespace_requires() -> String {
-    format!(
-        "namespaceObject != null && has(namespaceObject.metadata.labels) && \
-         '{REQUIRE_SEALED_SECRETS_LABEL}' in namespaceObject.metadata.labels && \
-         namespaceObject.metadata.labels['{REQUIRE_SEALED_SECRETS_LABEL}'] == 'true'"
-    )
-}
-
-/// CEL: an UPDATE that leaves the spec as it was (the generation moves
-/// with every spec change before validating admission runs).
-const METADATA_ONLY_UPDATE: &str = "(request.operation == 'UPDATE' && \
-     oldObject.metadata.generation == object.metadata.generation)";
 
 /// CEL: the manifests written, a work's or a replica set's template's
 /// (empty when there are none).
@@ -78,7 +65,7 @@ const FIRST_SECRET: &str = "(has(variables.manifests[variables.plain[0]].metadat
 pub fn sealed_secrets_policy() -> PolicyDef {
     let expression = format!(
         "!({}) || {METADATA_ONLY_UPDATE} || variables.plain.size() == 0",
-        namespace_requires()
+        namespace_labelled_true(REQUIRE_SEALED_SECRETS_LABEL)
     );
     PolicyDef {
         name: SEALED_SECRETS_POLICY_NAME,
