@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(90);
 const NAMESPACE: &str = "default";
 
-/// What `kubectl create secret generic db -n shop --from-literal=password=…
-/// --dry-run=client -o yaml` writes.
-const SECRET_YAML: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: default\ndata:\n  password: czNjcmV0\n";
+/// A Secret as `kubectl get secret db -o yaml` prints it, with what the
+/// cluster it was read from added (sealed as is, the stale resourceVersion
+/// would make the spoke refuse the create).
+const SECRET_YAML: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: default\n  uid: 6f1c0e7a-0000-4000-8000-000000000001\n  resourceVersion: \"12345\"\n  creationTimestamp: \"2026-12-01T10:00:00Z\"\ndata:\n  password: czNjcmV0\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seal_puts_a_secret_into_a_replica_set_for_the_clusters_its_placement_chose() {

@@ -24,6 +24,9 @@ use crate::output::{list, serialize};
 use crate::rollout::parse_replica_set_ref;
 use crate::table::render;
 
+/// Writes of a replica set tried before a conflict is reported.
+const MAX_WRITE_ATTEMPTS: usize = 5;
+
 /// Largest Secret manifest read: a Secret holds at most 1 MiB of data.
 pub const MAX_INPUT_BYTES: u64 = 2 * 1024 * 1024;
 
@@ -207,19 +210,30 @@ pub async fn seal(global: &GlobalArgs, request: &SealRequest<'_>) -> Result<Stri
             },
         );
     };
-    let mut stored = stored_replica_set(client, &rs).await?;
-    let manifests = stored
-        .pointer_mut("/spec/manifestWorkTemplate/workload/manifests")
-        .and_then(Value::as_array_mut);
-    let placed = match manifests {
-        Some(manifests) => place_entry(manifests, entry),
-        None => {
-            stored["spec"]["manifestWorkTemplate"]["workload"]["manifests"] =
-                Value::Array(vec![entry]);
-            Placed::Added
+    // The hub rewrites the replica set's status as its rollout moves, and
+    // every write moves its resourceVersion: read, place and write again on
+    // a conflict, never over a newer object.
+    let mut attempts = 0;
+    let placed = loop {
+        attempts += 1;
+        let mut stored = stored_replica_set(client, &rs).await?;
+        let placed = match stored
+            .pointer_mut("/spec/manifestWorkTemplate/workload/manifests")
+            .and_then(Value::as_array_mut)
+        {
+            Some(manifests) => place_entry(manifests, entry.clone()),
+            None => {
+                stored["spec"]["manifestWorkTemplate"]["workload"]["manifests"] =
+                    Value::Array(vec![entry.clone()]);
+                Placed::Added
+            }
+        };
+        match replace_replica_set(client, &rs, stored).await {
+            Ok(()) => break placed,
+            Err(CliError::ChangedSinceRead { .. }) if attempts < MAX_WRITE_ATTEMPTS => continue,
+            Err(other) => return Err(other),
         }
     };
-    replace_replica_set(client, &rs, stored).await?;
     let clusters: Vec<&str> = targets.iter().map(|t| t.cluster.as_str()).collect();
     Ok(format!(
         "manifestworkreplicaset {}/{}: sealed Secret {} for {} cluster(s) ({})\n",

@@ -16,7 +16,7 @@ use super::key_id::{KeyIdError, key_id, parse_recipient};
 /// key in both takes stringData's value, as the API server does): what
 /// the spoke stores, so the agent's drift checks compare like with like.
 fn with_string_data_encoded(secret: &Value) -> Value {
-    let mut secret = secret.clone();
+    let mut secret = without_server_fields(secret);
     let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|o| o.remove("stringData"))
     else {
         return secret;
@@ -31,6 +31,30 @@ fn with_string_data_encoded(secret: &Value) -> Value {
                 .map(str::to_string)
                 .unwrap_or_else(|| value.to_string());
             data.insert(key, Value::String(STANDARD.encode(text)));
+        }
+    }
+    secret
+}
+
+/// `secret` with only the metadata an author writes (name, namespace,
+/// labels, annotations but kubectl's last-applied copy) and no `status`:
+/// what `kubectl get secret -o yaml` adds (uid, resourceVersion,
+/// timestamps, managed fields, owners) belongs to the cluster it was read
+/// from, and a stale resourceVersion would make the spoke refuse the write.
+fn without_server_fields(secret: &Value) -> Value {
+    let mut secret = secret.clone();
+    if let Some(object) = secret.as_object_mut() {
+        object.remove("status");
+    }
+    if let Some(Value::Object(metadata)) = secret.get_mut("metadata") {
+        metadata.retain(|key, _| {
+            matches!(
+                key.as_str(),
+                "name" | "namespace" | "labels" | "annotations"
+            )
+        });
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
         }
     }
     secret
@@ -156,4 +180,26 @@ pub fn seal(secret: &Value, to: &[SealTo]) -> Result<Value, SealError> {
         ciphertext,
     }
     .to_manifest())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn what_the_server_added_is_not_sealed_and_string_data_becomes_data() {
+        let read = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "app", "uid": "u", "resourceVersion": "7",
+                         "creationTimestamp": "t", "managedFields": [], "labels": {"a": "b"},
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "1"}},
+            "stringData": {"p": "x"}, "data": {"q": "eQ=="}});
+        let clean = with_string_data_encoded(&read);
+        assert_eq!(
+            clean,
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "app", "labels": {"a": "b"}, "annotations": {"keep": "1"}},
+            "data": {"q": "eQ==", "p": "eA=="}})
+        );
+    }
 }
