@@ -34,3 +34,19 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// What a dry-run create of `object` through `api` comes to: Ok, or the
+/// API server's refusal as [`refusal`] words it. Nothing is stored.
+pub async fn dry_run_create(
+    api: &kube::Api<kube::api::DynamicObject>,
+    object: &kube::api::DynamicObject,
+) -> Result<(), String> {
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&params, object)
+        .await
+        .map(|_| ())
+        .map_err(refusal)
+}

@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use ferry_api::contract::REQUIRE_EXECUTOR_LABEL;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_e2e::helpers::admission::{refusal, until_refused_by};
+use ferry_e2e::helpers::admission::{dry_run_create, until_refused_by};
+use ferry_e2e::helpers::namespaces::create_labelled_namespace;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_hub::admission::executor_required_policy::EXECUTOR_REQUIRED_POLICY_NAME;
 use ferry_hub::crds::install_crds;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
 
@@ -60,31 +60,12 @@ fn replica_set(namespace: &str, name: &str, runs_as: Option<&str>) -> DynamicObj
 }
 
 async fn create_namespace(admin: &kube::Client, name: &str, requires: bool) {
-    let labels =
-        requires.then(|| [(REQUIRE_EXECUTOR_LABEL.to_string(), "true".to_string())].into());
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    labels,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-}
-
-/// What a dry-run create as the tenant comes to: Ok, or the refusal.
-async fn try_create(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<(), String> {
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
+    let labels: &[(&str, &str)] = if requires {
+        &[(REQUIRE_EXECUTOR_LABEL, "true")]
+    } else {
+        &[]
     };
-    api.create(&params, obj).await.map(|_| ()).map_err(refusal)
+    create_labelled_namespace(admin, name, labels).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,7 +93,7 @@ async fn a_labelled_namespace_refuses_works_and_replica_sets_without_an_executor
     let works_b = api(&tenant, "spoke-b", "ManifestWork");
     let bare = work("spoke-b", "bare", None);
     let refused = until_refused_by(EXECUTOR_REQUIRED_POLICY_NAME, PROPAGATION, || {
-        try_create(&works_b, &bare)
+        dry_run_create(&works_b, &bare)
     })
     .await
     .expect_err("a work without an executor is refused in a labelled namespace");
@@ -121,22 +102,22 @@ async fn a_labelled_namespace_refuses_works_and_replica_sets_without_an_executor
         refused.contains(TENANT) && refused.contains("without an executor"),
         "the refusal names the requester and why: {refused}"
     );
-    try_create(&works_b, &work("spoke-b", "runs-as", Some("deployer")))
+    dry_run_create(&works_b, &work("spoke-b", "runs-as", Some("deployer")))
         .await
         .expect("a work naming an executor is admitted");
 
     let sets = api(&tenant, "team-a", "ManifestWorkReplicaSet");
-    let refused = try_create(&sets, &replica_set("team-a", "bare", None))
+    let refused = dry_run_create(&sets, &replica_set("team-a", "bare", None))
         .await
         .expect_err("a replica set whose template names no executor is refused");
     assert!(refused.contains(EXECUTOR_REQUIRED_POLICY_NAME), "{refused}");
-    try_create(&sets, &replica_set("team-a", "runs-as", Some("deployer")))
+    dry_run_create(&sets, &replica_set("team-a", "runs-as", Some("deployer")))
         .await
         .expect("a replica set naming an executor is admitted");
 
     // Unlabelled: OCM's behaviour, no executor needed.
     let works_a = api(&tenant, "spoke-a", "ManifestWork");
-    try_create(&works_a, &work("spoke-a", "bare", None))
+    dry_run_create(&works_a, &work("spoke-a", "bare", None))
         .await
         .expect("an unlabelled namespace admits a work without an executor");
 

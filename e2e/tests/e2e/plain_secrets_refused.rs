@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 
 use ferry_api::contract::REQUIRE_SEALED_SECRETS_LABEL;
 use ferry_e2e::harness::controlplane::{ControlPlane, ControlPlaneOptions};
-use ferry_e2e::helpers::admission::{refusal, until_refused_by};
+use ferry_e2e::helpers::admission::{dry_run_create, refusal, until_refused_by};
+use ferry_e2e::helpers::namespaces::create_labelled_namespace;
 use ferry_e2e::helpers::tenant_rbac::grant_work_resources;
 use ferry_hub::admission::sealed_secrets_policy::SEALED_SECRETS_POLICY_NAME;
 use ferry_hub::crds::install_crds;
 use ferry_semantics::sealing::{SEALED_KIND, SealTo, seal};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
 
@@ -81,31 +81,12 @@ fn replica_set(namespace: &str, name: &str, manifests: Vec<Value>) -> DynamicObj
 }
 
 async fn create_namespace(admin: &kube::Client, name: &str, requires: bool) {
-    let labels =
-        requires.then(|| [(REQUIRE_SEALED_SECRETS_LABEL.to_string(), "true".to_string())].into());
-    Api::<Namespace>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    labels,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-}
-
-/// What a dry-run create comes to: Ok, or the refusal.
-async fn try_create(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<(), String> {
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
+    let labels: &[(&str, &str)] = if requires {
+        &[(REQUIRE_SEALED_SECRETS_LABEL, "true")]
+    } else {
+        &[]
     };
-    api.create(&params, obj).await.map(|_| ()).map_err(refusal)
+    create_labelled_namespace(admin, name, labels).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,7 +113,7 @@ async fn a_labelled_namespace_refuses_plain_secrets_and_admits_sealed_ones() {
     let works = api(&tenant, "team-a", "ManifestWork");
     let plain = work("team-a", "plain", vec![cm("cfg"), secret()]);
     let refused = until_refused_by(SEALED_SECRETS_POLICY_NAME, PROPAGATION, || {
-        try_create(&works, &plain)
+        dry_run_create(&works, &plain)
     })
     .await
     .expect_err("a work with a plain Secret is refused in a labelled namespace");
@@ -148,7 +129,7 @@ async fn a_labelled_namespace_refuses_plain_secrets_and_admits_sealed_ones() {
             "the refusal says {needed:?}: {refused}"
         );
     }
-    try_create(
+    dry_run_create(
         &works,
         &work("team-a", "sealed", vec![cm("cfg"), sealed_secret()]),
     )
@@ -156,7 +137,7 @@ async fn a_labelled_namespace_refuses_plain_secrets_and_admits_sealed_ones() {
     .expect("the same Secret sealed is admitted");
 
     let sets = api(&tenant, "team-a", "ManifestWorkReplicaSet");
-    let refused = try_create(&sets, &replica_set("team-a", "plain", vec![secret()]))
+    let refused = dry_run_create(&sets, &replica_set("team-a", "plain", vec![secret()]))
         .await
         .expect_err("a replica set whose template holds a plain Secret is refused");
     assert!(
@@ -164,7 +145,7 @@ async fn a_labelled_namespace_refuses_plain_secrets_and_admits_sealed_ones() {
             && refused.contains("spec.manifestWorkTemplate.workload.manifests[0]"),
         "{refused}"
     );
-    try_create(
+    dry_run_create(
         &sets,
         &replica_set("team-a", "sealed", vec![sealed_secret()]),
     )
@@ -175,13 +156,13 @@ async fn a_labelled_namespace_refuses_plain_secrets_and_admits_sealed_ones() {
     // within the policy's run-time cost budget, its message included.
     let mut many: Vec<Value> = (0..500).map(|i| cm(&format!("many-{i}"))).collect();
     let started = Instant::now();
-    try_create(&works, &work("team-a", "many", many.clone()))
+    dry_run_create(&works, &work("team-a", "many", many.clone()))
         .await
         .expect("500 manifests without a Secret are admitted within the cost budget");
     eprintln!("500 manifests admitted in {:?}", started.elapsed());
     many[499] = secret();
     let started = Instant::now();
-    let refused = try_create(&works, &work("team-a", "many", many))
+    let refused = dry_run_create(&works, &work("team-a", "many", many))
         .await
         .expect_err("a plain Secret last of 500 manifests is refused");
     eprintln!(
