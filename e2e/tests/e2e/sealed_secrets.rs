@@ -43,6 +43,15 @@ fn secret_manifest(password: &str) -> Value {
            "stringData": {"password": password}})
 }
 
+/// The work's manifests: a ConfigMap and `entry`.
+fn manifests(entry: Value) -> Value {
+    json!([
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "neighbour", "namespace": "default"}, "data": {"a": "1"}},
+        entry,
+    ])
+}
+
 /// A work of a ConfigMap and `entry` (the Secret `default/db`), whose
 /// manifest config asks for the Secret's data as feedback and in a
 /// condition rule's message: what a tenant would try to read it back with.
@@ -51,11 +60,7 @@ fn work(cluster: &str, entry: Value) -> ManifestWork {
         "apiVersion": "work.ferry.dev/v1alpha1", "kind": "ManifestWork",
         "metadata": {"name": "sealed", "namespace": cluster},
         "spec": {
-            "workload": {"manifests": [
-                {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "neighbour", "namespace": "default"}, "data": {"a": "1"}},
-                entry,
-            ]},
+            "workload": {"manifests": manifests(entry)},
             "manifestConfigs": [{
                 "resourceIdentifier": {"group": "", "resource": "secrets",
                                        "namespace": "default", "name": "db"},
@@ -220,9 +225,7 @@ async fn a_sealed_secret_opens_only_on_its_cluster_and_its_plain_text_stays_off_
         .patch(
             "sealed",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"workload": {"manifests": [
-                work("cluster-a", tampered.clone()).spec.workload.manifests[0].clone(),
-                tampered]}}})),
+            &Patch::Merge(json!({"spec": {"workload": {"manifests": manifests(tampered)}}})),
         )
         .await
         .expect("tamper");
@@ -362,8 +365,7 @@ async fn a_rotated_key_keeps_old_seals_opening_until_it_is_removed() {
     // Still sealed to the old key: a new generation still opens.
     let reseal = |password: &str, key: &SealingKey| {
         let entry = seal_to(password, "cluster-a", key);
-        Patch::Merge(json!({"spec": {"workload": {"manifests": [
-            work("cluster-a", entry.clone()).spec.workload.manifests[0].clone(), entry]}}}))
+        Patch::Merge(json!({"spec": {"workload": {"manifests": manifests(entry)}}}))
     };
     works
         .patch("sealed", &PatchParams::default(), &reseal("second", &old))
