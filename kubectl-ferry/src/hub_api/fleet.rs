@@ -97,6 +97,26 @@ async fn list_raw<K: kube::Resource<DynamicType = ()>>(
         .collect())
 }
 
+/// The names of the clusters of cluster set `set` (those carrying its
+/// label); fails with the API server's answer.
+pub async fn cluster_set_members(client: &Client, set: &str) -> Result<Vec<String>, CliError> {
+    let api: Api<ManagedCluster> = Api::all(client.clone());
+    let listed = api
+        .list(
+            &ListParams::default()
+                .labels(&format!("{}={set}", ferry_api::contract::CLUSTER_SET_LABEL)),
+        )
+        .await
+        .map_err(|e| {
+            CliError::from_kube(
+                "list managedclusters",
+                "managedclusters.cluster.ferry.dev",
+                e,
+            )
+        })?;
+    Ok(listed.items.iter().map(|c| c.name_any()).collect())
+}
+
 /// The ManagedCluster `name`; [`CliError::ClusterNotFound`] when there is
 /// none.
 pub async fn get_cluster(client: &Client, name: &str) -> Result<ManagedCluster, CliError> {

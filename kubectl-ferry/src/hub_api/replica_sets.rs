@@ -149,6 +149,26 @@ fn decode<K: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<K,
     })
 }
 
+/// The PlacementDecisions of placement `placement` in `namespace` (those
+/// labelled with it); fails with the API server's answer.
+pub async fn placement_decisions(
+    client: &Client,
+    namespace: &str,
+    placement: &str,
+) -> Result<Vec<PlacementDecision>, CliError> {
+    let api: Api<PlacementDecision> = Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={placement}")))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| {
+            CliError::from_kube(
+                &format!("list placementdecisions in namespace {namespace}"),
+                "placementdecisions.cluster.ferry.dev",
+                e,
+            )
+        })
+}
+
 /// The decision groups of each placement of `rs`, from its
 /// PlacementDecisions, in group order.
 pub async fn waves(
@@ -156,21 +176,11 @@ pub async fn waves(
     rs: &ManifestWorkReplicaSet,
 ) -> Result<BTreeMap<String, Vec<Wave>>, CliError> {
     let namespace = rs.namespace().unwrap_or_default();
-    let api: Api<PlacementDecision> = Api::namespaced(client.clone(), &namespace);
     let mut out = BTreeMap::new();
     for reference in &rs.spec.placement_refs {
-        let decisions = api
-            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", reference.name)))
-            .await
-            .map_err(|e| {
-                CliError::from_kube(
-                    &format!("list placementdecisions in namespace {namespace}"),
-                    "placementdecisions.cluster.ferry.dev",
-                    e,
-                )
-            })?;
+        let decisions = placement_decisions(client, &namespace, &reference.name).await?;
         let mut groups: BTreeMap<usize, Wave> = BTreeMap::new();
-        for decision in decisions.items {
+        for decision in decisions {
             let (index, name) = decision.decision_group();
             let wave = groups.entry(index).or_insert_with(|| Wave {
                 index,

@@ -7,19 +7,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::Path;
 
-use ferry_api::contract::{CLUSTER_SET_LABEL, PLACEMENT_LABEL};
-use ferry_api::managed_cluster::{ManagedCluster, SealingKey};
-use ferry_api::placement::PlacementDecision;
-use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt as _};
+use ferry_api::managed_cluster::SealingKey;
+use kube::Client;
 use serde_json::Value;
 
 use super::plan::{Placed, SealPlanError, place_entry, rows_of, seal_targets};
 use crate::cli::{GlobalArgs, OutputFormat};
 use crate::client::connect;
 use crate::error::CliError;
-use crate::hub_api::fleet::{get_cluster, list_works};
-use crate::hub_api::replica_sets::{replace_replica_set, stored_replica_set, typed_replica_set};
+use crate::hub_api::fleet::{cluster_set_members, get_cluster, list_works};
+use crate::hub_api::replica_sets::{
+    placement_decisions, replace_replica_set, stored_replica_set, typed_replica_set,
+};
 use crate::output::{list, serialize};
 use crate::rollout::parse_replica_set_ref;
 use crate::table::render;
@@ -119,38 +118,11 @@ fn read_manifest(file: &Path) -> Result<Value, SealCommandError> {
 
 /// The clusters placement `name` in `namespace` currently chooses.
 async fn decided(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>, CliError> {
-    let api: Api<PlacementDecision> = Api::namespaced(client.clone(), namespace);
-    let decisions = api
-        .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={name}")))
-        .await
-        .map_err(|e| {
-            CliError::from_kube(
-                &format!("list placementdecisions in namespace {namespace}"),
-                "placementdecisions.cluster.ferry.dev",
-                e,
-            )
-        })?;
-    Ok(decisions
-        .items
+    Ok(placement_decisions(client, namespace, name)
+        .await?
         .iter()
         .flat_map(|d| d.cluster_names().map(str::to_string).collect::<Vec<_>>())
         .collect())
-}
-
-/// The clusters of cluster set `set` (those carrying its label).
-async fn set_members(client: &Client, set: &str) -> Result<Vec<String>, CliError> {
-    let api: Api<ManagedCluster> = Api::all(client.clone());
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{CLUSTER_SET_LABEL}={set}")))
-        .await
-        .map_err(|e| {
-            CliError::from_kube(
-                "list managedclusters",
-                "managedclusters.cluster.ferry.dev",
-                e,
-            )
-        })?;
-    Ok(listed.items.iter().map(|c| c.name_any()).collect())
 }
 
 /// Runs `seal`: prints the sealed entry, or with a replica set, puts it
@@ -176,7 +148,7 @@ pub async fn seal(global: &GlobalArgs, request: &SealRequest<'_>) -> Result<Stri
         names.extend(decided(client, &ns, &name).await?);
     }
     for set in request.cluster_sets {
-        names.extend(set_members(client, set).await?);
+        names.extend(cluster_set_members(client, set).await?);
     }
     let replica_set = match request.replica_set {
         Some(arg) => {
