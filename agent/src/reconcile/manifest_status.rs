@@ -98,7 +98,9 @@ impl Reconciler {
             feedback,
             drift,
         };
-        if let (Some(_), Ok((secret, _))) = (sealed, parsed) {
+        // Only an opened entry holds values to scrub; a refused one's live
+        // Secret was read redacted above.
+        if let (Some(Sealed::Opened), Ok((secret, _))) = (sealed, parsed) {
             conceal(&mut status, secret);
         }
         ManifestPassed {

@@ -1,7 +1,6 @@
 //! One agent's stream: sends the works of its cluster that the agent lacks,
 //! keeps it up to date, and writes the status it reports.
 
-use crate::clusters::agent_report::AgentReport;
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,6 +19,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use crate::agent_certs::issuing::AgentCertificates;
 use crate::agent_certs::presented::ClientCertificate;
+use crate::clusters::agent_report::AgentReport;
 use crate::clusters::liveness::ClusterLiveness;
 use crate::grpc::brake_reports::BrakeReports;
 use crate::grpc::config::SessionConfig;
