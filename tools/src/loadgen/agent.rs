@@ -119,6 +119,9 @@ enum Ended {
     /// The hub ended the stream or could not be reached; how it refused
     /// the stream, if it did.
     Failed(Option<tonic::Status>),
+    /// A session the hub had welcomed ended (the hub went away, or went
+    /// silent): like the real agent, the backoff starts afresh.
+    Lost,
 }
 
 /// Runs the agent of `cluster` until `shared.stop` turns true.
@@ -141,7 +144,17 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
         match session(&cluster, replica, &shared, &mut works, certificate.as_ref()).await {
             Ended::Stop => return,
             Ended::Flap => delays = backoff.build(),
-            Ended::Failed(status) => {
+            ended @ (Ended::Failed(_) | Ended::Lost) => {
+                // A session that got as far as Welcome starts the backoff
+                // afresh, as in the real agent: carrying the steps of an
+                // earlier storm into the next one would overstate it.
+                let status = match ended {
+                    Ended::Failed(status) => status,
+                    _ => {
+                        delays = backoff.build();
+                        None
+                    }
+                };
                 Counters::add(&shared.counters.session_errors, 1);
                 let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
                 if status
@@ -158,6 +171,16 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
                 }
             }
         }
+    }
+}
+
+/// How a session ended that broke: lost once the hub had welcomed it,
+/// failed before.
+fn broken(welcomed: bool) -> Ended {
+    if welcomed {
+        Ended::Lost
+    } else {
+        Ended::Failed(None)
     }
 }
 
@@ -306,7 +329,7 @@ async fn session(
             message = inbound.message() => {
                 let message = match message {
                     Ok(Some(message)) => message,
-                    Ok(None) | Err(_) => return Ended::Failed(None),
+                    Ok(None) | Err(_) => return broken(connected.is_some()),
                 };
                 silent.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                 Counters::add(&shared.counters.bytes_received, message.encoded_len() as u64);
@@ -322,13 +345,13 @@ async fn session(
                             && held.wants_one(now_seconds())
                         {
                             let Ok(request) = held.request(&cluster.name) else {
-                                return Ended::Failed(None);
+                                return broken(connected.is_some());
                             };
                             let ask = v1::AgentMessage {
                                 body: Some(agent_message::Body::CertificateRequest(request)),
                             };
                             if tx.send(ask).await.is_err() {
-                                return Ended::Failed(None);
+                                return broken(connected.is_some());
                             }
                         }
                         let every = Duration::from_secs(welcome.heartbeat_interval_seconds.max(1).into());
@@ -348,7 +371,7 @@ async fn session(
                         }
                         if shared.behaviour.status_delay.is_zero() {
                             if tx.send(report).await.is_err() {
-                                return Ended::Failed(None);
+                                return broken(connected.is_some());
                             }
                         } else {
                             let tx = tx.clone();
@@ -367,7 +390,7 @@ async fn session(
                             shared.counters.held_bytes.fetch_sub(old.upsert_bytes, Ordering::Relaxed);
                         }
                         if tx.send(status_message(gone_status(work))).await.is_err() {
-                            return Ended::Failed(None);
+                            return broken(connected.is_some());
                         }
                         Counters::add(&shared.counters.statuses_sent, 1);
                     }
@@ -386,11 +409,11 @@ async fn session(
                     body: Some(agent_message::Body::Heartbeat(v1::Heartbeat::now())),
                 };
                 if tx.send(beat).await.is_err() {
-                    return Ended::Failed(None);
+                    return broken(connected.is_some());
                 }
             }
             permit = tx.reserve(), if churning && !works.is_empty() => {
-                let Ok(permit) = permit else { return Ended::Failed(None) };
+                let Ok(permit) = permit else { return broken(connected.is_some()) };
                 if churn_next >= churn_order.len() {
                     churn_order = works.keys().cloned().collect();
                     churn_next = 0;
@@ -413,7 +436,7 @@ async fn session(
             }
             () = &mut silent => {
                 Counters::add(&shared.counters.silent_hub, 1);
-                return Ended::Failed(None);
+                return broken(connected.is_some());
             }
             () = &mut flap => return Ended::Flap,
             () = stopped(&mut stop) => return Ended::Stop,
