@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::UnixTime;
@@ -123,14 +123,18 @@ impl AsyncWrite for TlsConnection {
 
 /// The connections of `incoming` whose TLS handshake with `config`
 /// succeeded within `timeout`, with the client certificate each presented
-/// judged by `check` (when given); the others are logged and closed. Accept
-/// errors (usually out of descriptors) are logged and accepting resumes
-/// after a short pause. Accepting stops when the returned stream is dropped.
+/// judged by `check` (when given); the others are logged and closed. No
+/// handshake starts before `opened` turns true (or its sender goes):
+/// accepted connections wait for it, holding their TCP socket only, and the
+/// handshake's timeout runs from its start. Accept errors (usually out of
+/// descriptors) are logged and accepting resumes after a short pause.
+/// Accepting stops when the returned stream is dropped.
 pub fn tls_incoming<S>(
     incoming: S,
     config: Arc<ServerConfig>,
     timeout: Duration,
     check: Option<PresentedCheck>,
+    opened: watch::Receiver<bool>,
 ) -> impl Stream<Item = io::Result<TlsConnection>>
 where
     S: Stream<Item = io::Result<LimitedConnection>> + Send + 'static,
@@ -156,8 +160,12 @@ where
             let acceptor = acceptor.clone();
             let ready = ready.clone();
             let check = check.clone();
+            let mut opened = opened.clone();
             tokio::spawn(async move {
                 let peer = connection.connect_info().remote_addr();
+                // A closed gate whose sender is gone opens: nothing is left
+                // to wait for.
+                let _ = opened.wait_for(|open| *open).await;
                 match tokio::time::timeout(timeout, acceptor.accept(connection)).await {
                     Ok(Ok(tls)) => {
                         let presented = check.and_then(|check| {

@@ -2,19 +2,44 @@
 //! agent port, behind the connection limits and, when configured, TLS.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferry_proto::MAX_MESSAGE_BYTES;
 use ferry_proto::v1::work_distributor_server::WorkDistributorServer;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 use tracing::info;
 
 use super::{HubError, stopped};
+use crate::agent_certs::standing::Standing;
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls};
 use crate::grpc::connection_limit::{ConnectionLimits, limit_connections};
 use crate::grpc::session::Distributor;
 use crate::grpc::tls::{server_config, tls_incoming};
 use crate::metrics::HubMetrics;
+
+/// How long TLS handshakes wait, after the hub starts, for the caches a
+/// certificate connect is checked against: after a restart every agent
+/// dials at once, and handshakes finished before the caches are listed take
+/// the CPU the listing needs, only for their streams to wait for it (and be
+/// told to come back when it takes longer than they may wait). Agents'
+/// TCP connects complete meanwhile; their TLS handshake has no timeout of
+/// its own (the hub's starts when its handshake does).
+const HANDSHAKES_HELD: Duration = Duration::from_secs(3);
+
+/// Turns true once `standing`'s caches are listed or [`HANDSHAKES_HELD`]
+/// passed, whichever comes first; true at once without certificates.
+fn handshakes_open(standing: Option<Arc<Standing>>) -> watch::Receiver<bool> {
+    let (open, opened) = watch::channel(standing.is_none());
+    if let Some(standing) = standing {
+        tokio::spawn(async move {
+            standing.ready(HANDSHAKES_HELD).await;
+            open.send_replace(true);
+        });
+    }
+    opened
+}
 
 /// Serves `distributor` on `listener` (TLS when `tls` is given) until
 /// `stopping` turns true. Fails when the TLS files cannot be loaded or the
@@ -31,6 +56,12 @@ pub async fn serve_agents(
         .certificates
         .as_ref()
         .map(|certificates| certificates.presented.clone());
+    let handshakes_open = handshakes_open(
+        distributor
+            .certificates
+            .as_ref()
+            .map(|certificates| certificates.standing.clone()),
+    );
     // Sessions end by their maximum age and agents dial a new connection;
     // a connection older than that (plus slack) holds no agent session, only
     // perhaps an idle peer, and is closed gracefully.
@@ -80,7 +111,13 @@ pub async fn serve_agents(
         Some(config) => {
             router
                 .serve_with_incoming_shutdown(
-                    tls_incoming(accepted, config, limits.tls_handshake_timeout, check),
+                    tls_incoming(
+                        accepted,
+                        config,
+                        limits.tls_handshake_timeout,
+                        check,
+                        handshakes_open,
+                    ),
                     stopped(stopping),
                 )
                 .await?
@@ -92,4 +129,51 @@ pub async fn serve_agents(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::PartialObjectMeta;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use ferry_api::managed_cluster::ManagedCluster;
+
+    #[tokio::test(start_paused = true)]
+    async fn handshakes_wait_for_the_caches_only_as_long_as_they_are_held() {
+        // Writers kept: a store whose writer is gone is never waited for.
+        let (clusters, _clusters_writer) = reflector::store::<ManagedCluster>();
+        let (accounts, _accounts_writer) = reflector::store::<PartialObjectMeta<ServiceAccount>>();
+        let standing = Standing::new(clusters, accounts, "ferry-agent".into());
+        let mut opened = handshakes_open(Some(standing));
+        assert!(!*opened.borrow(), "closed while the caches are not listed");
+        let start = tokio::time::Instant::now();
+        opened.wait_for(|open| *open).await.expect("opens");
+        assert_eq!(start.elapsed(), HANDSHAKES_HELD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn handshakes_start_once_the_caches_are_listed() {
+        let (clusters, mut clusters_writer) = reflector::store::<ManagedCluster>();
+        let (accounts, mut accounts_writer) =
+            reflector::store::<PartialObjectMeta<ServiceAccount>>();
+        let standing = Standing::new(clusters, accounts, "ferry-agent".into());
+        let mut opened = handshakes_open(Some(standing));
+        let start = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(!*opened.borrow(), "the clusters alone are not enough");
+        clusters_writer.apply_watcher_event(&Event::InitDone);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!*opened.borrow());
+        accounts_writer.apply_watcher_event(&Event::InitDone);
+        opened.wait_for(|open| *open).await.expect("opens");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn without_certificates_handshakes_start_at_once() {
+        assert!(*handshakes_open(None).borrow());
+    }
 }

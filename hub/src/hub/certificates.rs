@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::jiff::Timestamp;
@@ -20,6 +21,10 @@ use crate::agent_certs::presented::PresentedCheck;
 use crate::agent_certs::standing::{Standing, watch_agent_accounts};
 use crate::grpc::config::GrpcTls;
 use ferry_api::managed_cluster::ManagedCluster;
+
+/// How long the start waits to log that the caches certificate connects
+/// are checked against were listed (the caches go on without the log).
+const LISTED_LOG_WAIT: Duration = Duration::from_secs(3600);
 
 /// The replica's agent certificates when `tls` asks for them (and no
 /// operator client CA replaces them), reading `clusters` for revocation, and
@@ -79,6 +84,24 @@ pub async fn agent_certificates(
         writer,
         standing.clone(),
     );
+    // After a restart every agent dials with its certificate, and each
+    // waits for these caches: how long they took is the first figure an
+    // operator reading a slow reconnect wants.
+    let listed = {
+        let standing = standing.clone();
+        let started = Instant::now();
+        async move {
+            if standing.ready(LISTED_LOG_WAIT).await {
+                info!(
+                    elapsed_ms = started.elapsed().as_millis(),
+                    "listed the clusters and agent accounts: certificate connects are served"
+                );
+            }
+        }
+    };
+    let account_watch = async move {
+        futures::join!(account_watch, listed);
+    };
     let certificates = Arc::new(AgentCertificates {
         ca,
         presented,
