@@ -50,6 +50,13 @@ impl StoresReady {
         Self(all.boxed().shared())
     }
 
+    /// This readiness as one of the futures of another [`StoresReady::all`]
+    /// (a cache several owners wait for, each with stores of its own): it
+    /// polls the same shared future, so no waiter loses its wake-up.
+    pub fn as_store_ready(&self) -> BoxFuture<'static, bool> {
+        self.0.clone().boxed()
+    }
+
     /// Waits until every store has listed. Fails with [`StoreGone`] when a
     /// store's writer went away before (the controller is stopping).
     pub async fn wait(&self) -> Result<(), StoreGone> {

@@ -24,6 +24,7 @@ use crate::agent_certs::error::IssueError;
 use crate::agent_certs::presented::ClientCertificate;
 use crate::agent_certs::revocation::{Revoked, rotated_at, standing};
 use crate::agent_certs::subject::AgentSubject;
+use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::watch_backoff;
 use ferry_api::managed_cluster::ManagedCluster;
 
@@ -34,6 +35,10 @@ pub type AccountCache = Store<PartialObjectMeta<ServiceAccount>>;
 pub struct Standing {
     clusters: Store<ManagedCluster>,
     accounts: AccountCache,
+    /// Both caches listed: every connect waits on it at once after a
+    /// restart, so not on `Store::wait_until_ready` (one waker; see
+    /// `crate::store_ready`).
+    listed: StoresReady,
     service_account: String,
     /// Per cluster: live certificate sessions and their wake-up. Keyed by
     /// authenticated cluster names only, so it holds no more entries than
@@ -68,16 +73,24 @@ impl Drop for Wake {
 }
 
 impl Standing {
-    /// Revocation reading `clusters` and `accounts` (the agent accounts,
-    /// named `service_account`, kept by [`watch_agent_accounts`]).
+    /// Revocation reading `clusters` (listed once `clusters_listed` is:
+    /// the replica's one readiness of that cache, which others wait on too)
+    /// and `accounts` (the agent accounts, named `service_account`, kept by
+    /// [`watch_agent_accounts`]).
     pub fn new(
         clusters: Store<ManagedCluster>,
+        clusters_listed: &StoresReady,
         accounts: AccountCache,
         service_account: String,
     ) -> Arc<Self> {
+        let listed = StoresReady::all(vec![
+            clusters_listed.as_store_ready(),
+            store_ready(&accounts),
+        ]);
         Arc::new(Self {
             clusters,
             accounts,
+            listed,
             service_account,
             wakes: Mutex::default(),
         })
@@ -91,11 +104,9 @@ impl Standing {
     /// Whether both caches have been listed, waiting up to `wait`: before
     /// that an absent cluster or account says nothing.
     pub async fn ready(&self, wait: Duration) -> bool {
-        let both = async {
-            self.clusters.wait_until_ready().await.is_ok()
-                && self.accounts.wait_until_ready().await.is_ok()
-        };
-        tokio::time::timeout(wait, both).await.unwrap_or(false)
+        tokio::time::timeout(wait, self.listed.wait())
+            .await
+            .is_ok_and(|listed| listed.is_ok())
     }
 
     fn account_uid(&self, cluster: &str) -> Option<String> {

@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 
 use ferry_semantics::contract::KUBE_TIME_FORMAT;
 
+use crate::store_ready::StoresReady;
 use crate::watch::backed_off_watch;
 
 use super::agent_report::AgentReport;
@@ -626,18 +627,20 @@ pub async fn reassert_held_sessions(
 /// Sweeps every `every` until `shutdown`, marking clusters silent for longer
 /// than `limit` as disconnected. Reads the clusters from `cache` (the
 /// replica's ManagedCluster cache, which [`reassert_held_sessions`] keeps)
-/// and sweeps only once it has been listed: an empty cache before its first
+/// and sweeps only once `listed` says it has been listed (the cache's one
+/// readiness, which connects wait on too): an empty cache before its first
 /// list would publish that no cluster is refused.
 pub async fn run_liveness_sweeper(
     liveness: ClusterLiveness,
     cache: reflector::Store<ManagedCluster>,
+    listed: StoresReady,
     every: Duration,
     limit: Duration,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut ticker = tokio::time::interval(every);
     let sweeping = async {
-        if cache.wait_until_ready().await.is_err() {
+        if listed.wait().await.is_err() {
             warn!("the ManagedCluster cache was dropped before its first list; no liveness sweeps");
             return std::future::pending().await;
         }

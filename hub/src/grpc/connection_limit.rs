@@ -147,6 +147,8 @@ pub struct LimitedConnection {
     info: AgentConnectInfo,
     /// Until an authenticated stream: when the connection is closed.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// How long after its start the deadline falls.
+    unauthenticated_idle: Duration,
     /// The deadline passed unauthenticated: every read fails from then on.
     timed_out: bool,
     metrics: Arc<HubMetrics>,
@@ -155,6 +157,18 @@ pub struct LimitedConnection {
 }
 
 impl LimitedConnection {
+    /// Starts the unauthenticated deadline again from now: for a connection
+    /// the hub held before serving it (its handshakes wait while a starting
+    /// replica lists its caches), the time to authenticate counts from when
+    /// the hub begins to serve it. A connection past its deadline stays so.
+    pub fn restart_unauthenticated_deadline(&mut self) {
+        if let Some(deadline) = self.deadline.as_mut() {
+            deadline
+                .as_mut()
+                .reset(tokio::time::Instant::now() + self.unauthenticated_idle);
+        }
+    }
+
     /// Whether the connection outlived its unauthenticated deadline; polls
     /// the deadline so that the task reading the connection wakes when it
     /// passes.
@@ -291,6 +305,7 @@ where
                 io,
                 info,
                 deadline: Some(Box::pin(tokio::time::sleep(limits.unauthenticated_idle))),
+                unauthenticated_idle: limits.unauthenticated_idle,
                 timed_out: false,
                 metrics,
                 _permit: permit,
@@ -440,5 +455,36 @@ mod tests {
             })
             .get();
         assert_eq!(idled, 1);
+    }
+
+    #[tokio::test]
+    async fn a_held_connection_gets_its_whole_deadline_from_when_it_is_served() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let idle = Duration::from_secs(1);
+        let mut accepted = Box::pin(limit_connections(
+            TcpListenerStream::new(listener),
+            ConnectionLimits {
+                max_connections: 10,
+                max_per_peer: 10,
+                unauthenticated_idle: idle,
+            },
+            Arc::new(HubMetrics::default()),
+        ));
+        let _client = TcpStream::connect(addr).await.expect("connect");
+        let mut held = accepted.next().await.expect("held").expect("ok");
+        // Held, unread, past the deadline it was accepted with.
+        tokio::time::sleep(idle + Duration::from_millis(200)).await;
+        held.restart_unauthenticated_deadline();
+        let mut buf = [0u8; 8];
+        let early = tokio::time::timeout(Duration::from_millis(300), held.read(&mut buf)).await;
+        assert!(
+            early.is_err(),
+            "still open: its deadline runs from when it was served"
+        );
+        let read = tokio::time::timeout(Duration::from_secs(5), held.read(&mut buf))
+            .await
+            .expect("the restarted deadline ends the read");
+        assert_eq!(read.expect_err("closed").kind(), io::ErrorKind::TimedOut);
     }
 }

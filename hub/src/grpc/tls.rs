@@ -126,7 +126,8 @@ impl AsyncWrite for TlsConnection {
 /// judged by `check` (when given); the others are logged and closed. No
 /// handshake starts before `opened` turns true (or its sender goes):
 /// accepted connections wait for it, holding their TCP socket only, and the
-/// handshake's timeout runs from its start. Accept errors (usually out of
+/// handshake's timeout and the connection's unauthenticated deadline run
+/// from when it opened. Accept errors (usually out of
 /// descriptors) are logged and accepting resumes after a short pause.
 /// Accepting stops when the returned stream is dropped.
 pub fn tls_incoming<S>(
@@ -162,10 +163,14 @@ where
             let check = check.clone();
             let mut opened = opened.clone();
             tokio::spawn(async move {
+                let mut connection = connection;
                 let peer = connection.connect_info().remote_addr();
                 // A closed gate whose sender is gone opens: nothing is left
                 // to wait for.
-                let _ = opened.wait_for(|open| *open).await;
+                if !*opened.borrow_and_update() {
+                    let _ = opened.wait_for(|open| *open).await;
+                    connection.restart_unauthenticated_deadline();
+                }
                 match tokio::time::timeout(timeout, acceptor.accept(connection)).await {
                     Ok(Ok(tls)) => {
                         let presented = check.and_then(|check| {

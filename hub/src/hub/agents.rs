@@ -19,14 +19,18 @@ use crate::grpc::session::Distributor;
 use crate::grpc::tls::{server_config, tls_incoming};
 use crate::metrics::HubMetrics;
 
-/// How long TLS handshakes wait, after the hub starts, for the caches a
-/// certificate connect is checked against: after a restart every agent
-/// dials at once, and handshakes finished before the caches are listed take
-/// the CPU the listing needs, only for their streams to wait for it (and be
-/// told to come back when it takes longer than they may wait). Agents'
-/// TCP connects complete meanwhile; their TLS handshake has no timeout of
-/// its own (the hub's starts when its handshake does).
-const HANDSHAKES_HELD: Duration = Duration::from_secs(3);
+/// How long TLS handshakes wait, at most, after the hub starts, for the
+/// caches a certificate connect is checked against: after a restart every
+/// agent dials at once, and handshakes finished before the caches are
+/// listed take the CPU the lists need, only for their streams to wait for
+/// them and be told to come back (at 30,000 clusters over three replicas
+/// on two cores, a 3 s wait opened on lists that took far longer: no agent
+/// was served for 42 s). Agents' TCP connects complete meanwhile and their
+/// TLS handshake has no timeout of its own; the hub's handshake timeout and
+/// unauthenticated deadline run from when the wait ends. Bounded so that a
+/// replica whose caches cannot list (no RBAC for the accounts, no API
+/// server) still serves agents on tokens.
+const HANDSHAKES_HELD: Duration = Duration::from_secs(30);
 
 /// Turns true once `standing`'s caches are listed or [`HANDSHAKES_HELD`]
 /// passed, whichever comes first; true at once without certificates.
@@ -139,6 +143,7 @@ mod tests {
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
+    use crate::store_ready::{StoresReady, store_ready};
     use ferry_api::managed_cluster::ManagedCluster;
 
     #[tokio::test(start_paused = true)]
@@ -146,7 +151,8 @@ mod tests {
         // Writers kept: a store whose writer is gone is never waited for.
         let (clusters, _clusters_writer) = reflector::store::<ManagedCluster>();
         let (accounts, _accounts_writer) = reflector::store::<PartialObjectMeta<ServiceAccount>>();
-        let standing = Standing::new(clusters, accounts, "ferry-agent".into());
+        let clusters_listed = StoresReady::all(vec![store_ready(&clusters)]);
+        let standing = Standing::new(clusters, &clusters_listed, accounts, "ferry-agent".into());
         let mut opened = handshakes_open(Some(standing));
         assert!(!*opened.borrow(), "closed while the caches are not listed");
         let start = tokio::time::Instant::now();
@@ -159,8 +165,18 @@ mod tests {
         let (clusters, mut clusters_writer) = reflector::store::<ManagedCluster>();
         let (accounts, mut accounts_writer) =
             reflector::store::<PartialObjectMeta<ServiceAccount>>();
-        let standing = Standing::new(clusters, accounts, "ferry-agent".into());
-        let mut opened = handshakes_open(Some(standing));
+        let clusters_listed = StoresReady::all(vec![store_ready(&clusters)]);
+        let standing = Standing::new(clusters, &clusters_listed, accounts, "ferry-agent".into());
+        let mut opened = handshakes_open(Some(standing.clone()));
+        // Connects that wait for the caches too, polled after the gate: with
+        // `Store::wait_until_ready` the last of them took the only wake-up,
+        // and the gate opened at its bound instead of when the caches listed.
+        let connects: Vec<_> = (0..4)
+            .map(|_| {
+                let standing = standing.clone();
+                tokio::spawn(async move { standing.ready(Duration::from_secs(60)).await })
+            })
+            .collect();
         let start = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(!*opened.borrow(), "the clusters alone are not enough");
@@ -169,6 +185,10 @@ mod tests {
         assert!(!*opened.borrow());
         accounts_writer.apply_watcher_event(&Event::InitDone);
         opened.wait_for(|open| *open).await.expect("opens");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        for connect in connects {
+            assert!(connect.await.expect("no panic"), "every waiter is woken");
+        }
         assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 

@@ -20,6 +20,7 @@ use crate::agent_certs::issuing::AgentCertificates;
 use crate::agent_certs::presented::PresentedCheck;
 use crate::agent_certs::standing::{Standing, watch_agent_accounts};
 use crate::grpc::config::GrpcTls;
+use crate::store_ready::StoresReady;
 use ferry_api::managed_cluster::ManagedCluster;
 
 /// How long the start waits to log that the caches certificate connects
@@ -27,7 +28,8 @@ use ferry_api::managed_cluster::ManagedCluster;
 const LISTED_LOG_WAIT: Duration = Duration::from_secs(3600);
 
 /// The replica's agent certificates when `tls` asks for them (and no
-/// operator client CA replaces them), reading `clusters` for revocation, and
+/// operator client CA replaces them), reading `clusters` (listed once
+/// `clusters_listed` is) for revocation, and
 /// the watch of agent accounts (named `service_account`) to run until
 /// `stop_rx` turns true. A hub that may not read or create its CA Secret
 /// (RBAC of an older install) serves tokens only and says so; other
@@ -37,6 +39,7 @@ pub async fn agent_certificates(
     tls: Option<&GrpcTls>,
     service_account: &str,
     clusters: Store<ManagedCluster>,
+    clusters_listed: &StoresReady,
     stop_rx: tokio::sync::watch::Receiver<bool>,
 ) -> Result<
     (
@@ -76,7 +79,12 @@ pub async fn agent_certificates(
         })
     })?;
     let (accounts, writer) = reflector::store::<PartialObjectMeta<ServiceAccount>>();
-    let standing = Standing::new(clusters, accounts, service_account.to_string());
+    let standing = Standing::new(
+        clusters,
+        clusters_listed,
+        accounts,
+        service_account.to_string(),
+    );
     info!(%namespace, %name, lifetime_seconds = options.lifetime.as_secs(), "issuing agent certificates");
     let account_watch = watch_agent_accounts(
         client.clone(),

@@ -44,6 +44,7 @@ use crate::metrics::HubMetrics;
 use crate::probes;
 pub use crate::replica_set::health_pool::HealthPoolConfig;
 use crate::status::writer::StatusWriter;
+use crate::store_ready::{StoresReady, store_ready};
 use crate::works::deletion::WorkDeletion;
 use crate::works::index::WorkIndex;
 use ferry_api::managed_cluster::ManagedCluster;
@@ -220,6 +221,8 @@ async fn serve_admission(
 /// sessions, when the hub issues certificates).
 struct SharedClusters {
     store: Store<ManagedCluster>,
+    /// The store's readiness, the one every waiter awaits.
+    listed: StoresReady,
     writer: reflector::store::Writer<ManagedCluster>,
     standing: Option<Arc<Standing>>,
 }
@@ -255,6 +258,7 @@ async fn keep_liveness(
     // the clusters here instead of a LIST per heartbeat.
     let SharedClusters {
         store: cluster_cache,
+        listed: clusters_listed,
         writer: cluster_cache_writer,
         standing,
     } = cache;
@@ -274,6 +278,7 @@ async fn keep_liveness(
         run_liveness_sweeper(
             swept.clone(),
             swept_clusters.clone(),
+            clusters_listed.clone(),
             heartbeat,
             heartbeat * 5,
             stop,
@@ -315,11 +320,13 @@ pub async fn run_hub(
     let watched_policies = listeners.watch_policies.then(|| policy_health.clone());
     let hub_writers = hub_writers(&client, listeners.watch_policies).await;
     let (cluster_cache, cluster_cache_writer) = reflector::store();
+    let clusters_listed = StoresReady::all(vec![store_ready(&cluster_cache)]);
     let (certificates, account_watch) = Box::pin(agent_certificates(
         &client,
         listeners.grpc_tls.as_ref(),
         &session.auth.service_account,
         cluster_cache.clone(),
+        &clusters_listed,
         stop_rx.clone(),
     ))
     .await?;
@@ -332,6 +339,7 @@ pub async fn run_hub(
         leading.clone(),
         SharedClusters {
             store: cluster_cache.clone(),
+            listed: clusters_listed,
             writer: cluster_cache_writer,
             standing: certificates.as_ref().map(|c| c.standing.clone()),
         },
