@@ -164,22 +164,43 @@ impl SimFleet {
         }
     }
 
+    /// [`Self::wait_for`], printing `report` of the fleet and the time
+    /// waited on stderr every `every` meanwhile, so a long wait shows where
+    /// it stands (and where it stalls).
+    pub async fn wait_for_reporting(
+        &self,
+        timeout: Duration,
+        every: Duration,
+        report: impl Fn(&Snapshot, Duration) -> String,
+        done: impl Fn(&Snapshot) -> bool,
+    ) -> Result<Duration, Snapshot> {
+        let start = Instant::now();
+        let last_print = std::sync::Mutex::new(start);
+        self.wait_for(timeout, |s| {
+            if let Ok(mut last) = last_print.lock()
+                && last.elapsed() >= every
+            {
+                *last = Instant::now();
+                eprintln!("{}", report(s, start.elapsed()));
+            }
+            done(s)
+        })
+        .await
+    }
+
     /// Waits until every agent holds a welcomed session, printing every
     /// 30 s on stderr where the others are (dialing, waiting for the hub's
     /// response or Welcome), so a stalled storm shows where it stalls.
     /// Fails with the same figures when `timeout` passes.
     pub async fn wait_connected(&self, timeout: Duration) -> Result<Duration, LoadgenError> {
         let wanted = self.size();
-        let start = Instant::now();
-        let last_print = std::sync::Mutex::new(start);
-        self.wait_for(timeout, |s| {
-            if let Ok(mut last) = last_print.lock()
-                && last.elapsed() >= Duration::from_secs(30)
-            {
-                *last = Instant::now();
-                eprintln!(
+        self.wait_for_reporting(
+            timeout,
+            Duration::from_secs(30),
+            |s, elapsed| {
+                format!(
                     "  after {:.0} s: {} of {wanted} connected, {} dialing, {} waiting for the hub's response, {} for its Welcome; {} session errors ({} told when to come back), {} sessions given up on a silent hub",
-                    start.elapsed().as_secs_f64(),
+                    elapsed.as_secs_f64(),
                     s.connected,
                     s.dialing,
                     s.awaiting_response,
@@ -187,10 +208,10 @@ impl SimFleet {
                     s.session_errors,
                     s.pushed_back,
                     s.silent_hub,
-                );
-            }
-            s.connected as usize >= wanted
-        })
+                )
+            },
+            |s| s.connected as usize >= wanted,
+        )
         .await
             .map_err(|last| LoadgenError::NotConnected {
                 connected: last.connected,

@@ -392,26 +392,24 @@ pub async fn p6_restart(
     }
     // A fresh process: all its CPU time is the restart's.
     let cpu_before = 0.0;
-    // Where the storm stands every 2 s, on stderr: the shape of its curve
-    // (the hub's start, then its connect rate) says what bounds it.
-    let progress = std::sync::Mutex::new(start);
+    // Where the storm stands every 2 s: the shape of its curve (the hub's
+    // start, then its connect rate) says what bounds it.
     let served = bench
         .fleet
-        .wait_for(bench.timeout, |s| {
-            if let Ok(mut last) = progress.lock()
-                && last.elapsed() >= Duration::from_secs(2)
-            {
-                *last = Instant::now();
-                eprintln!(
+        .wait_for_reporting(
+            bench.timeout,
+            Duration::from_secs(2),
+            |s, elapsed| {
+                format!(
                     "P6 after {:.0} s: {} of {all} served, {} dialing, {} redials failed",
-                    start.elapsed().as_secs_f64(),
+                    elapsed.as_secs_f64(),
                     s.connected,
                     s.dialing,
                     s.since(&before).session_errors
-                );
-            }
-            s.connected >= all && s.since(&before).welcomes >= all
-        })
+                )
+            },
+            |s| s.connected >= all && s.since(&before).welcomes >= all,
+        )
         .await
         .map_err(|s| {
             ScenarioError::Timeout(format!("P6: {} of {all} agents served again", s.connected))
