@@ -141,35 +141,35 @@ pub async fn run_agent(cluster: SimCluster, replica: usize, shared: Arc<Shared>)
         if *stop.borrow_and_update() {
             return;
         }
-        match session(&cluster, replica, &shared, &mut works, certificate.as_ref()).await {
-            Ended::Stop => return,
-            Ended::Flap => delays = backoff.build(),
-            ended @ (Ended::Failed(_) | Ended::Lost) => {
+        let status =
+            match session(&cluster, replica, &shared, &mut works, certificate.as_ref()).await {
+                Ended::Stop => return,
+                Ended::Flap => {
+                    delays = backoff.build();
+                    continue;
+                }
                 // A session that got as far as Welcome starts the backoff
                 // afresh, as in the real agent: carrying the steps of an
                 // earlier storm into the next one would overstate it.
-                let status = match ended {
-                    Ended::Failed(status) => status,
-                    _ => {
-                        delays = backoff.build();
-                        None
-                    }
-                };
-                Counters::add(&shared.counters.session_errors, 1);
-                let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
-                if status
-                    .as_ref()
-                    .and_then(ferry_agent::redial::pushback)
-                    .is_some()
-                {
-                    Counters::add(&shared.counters.pushed_back, 1);
+                Ended::Lost => {
+                    delays = backoff.build();
+                    None
                 }
-                let delay = ferry_agent::redial::next_delay(backoff, status.as_ref());
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = stopped(&mut stop) => return,
-                }
-            }
+                Ended::Failed(status) => status,
+            };
+        Counters::add(&shared.counters.session_errors, 1);
+        let backoff = delays.next().unwrap_or(ferry_agent::redial::MAX_BACKOFF);
+        if status
+            .as_ref()
+            .and_then(ferry_agent::redial::pushback)
+            .is_some()
+        {
+            Counters::add(&shared.counters.pushed_back, 1);
+        }
+        let delay = ferry_agent::redial::next_delay(backoff, status.as_ref());
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stopped(&mut stop) => return,
         }
     }
 }
