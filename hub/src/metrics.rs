@@ -146,9 +146,19 @@ pub struct CertReloadLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConnectionClosedLabel {
     /// `max_connections` (the port held its limit), `max_connections_per_peer`
-    /// (the peer's address held its share) or `unauthenticated_idle` (no
-    /// authenticated stream in time).
+    /// (the peer's address held its share), `unauthenticated_idle` (no
+    /// authenticated stream in time), `tls_handshake_queued` (no turn to
+    /// start a TLS handshake in time), `tls_handshake_timeout` or
+    /// `tls_handshake_failed`.
     pub reason: &'static str,
+}
+
+/// Label of the agent port's TLS handshake gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeStageLabel {
+    /// `waiting` (accepted, waiting for the caches or for its turn) or
+    /// `in_progress`.
+    pub stage: &'static str,
 }
 
 /// Label of the oversized-message counter.
@@ -318,6 +328,9 @@ pub struct HubMetrics {
     /// Agent-port connections the hub closed before they were served, or
     /// because they stayed unauthenticated, by reason.
     pub connections_closed: Family<ConnectionClosedLabel, Counter>,
+    /// Agent-port connections waiting to start their TLS handshake, and
+    /// handshakes in progress.
+    pub tls_handshakes: Family<HandshakeStageLabel, Gauge>,
     /// Agent sessions ended because a message was over its cap, by message.
     pub messages_too_large: Family<MessageKindLabel, Counter>,
     /// The rollout gauges of each replica set.
@@ -360,6 +373,7 @@ impl Default for HubMetrics {
             events: Family::default(),
             certificate_reloads: Family::default(),
             connections_closed: Family::default(),
+            tls_handshakes: Family::default(),
             messages_too_large: Family::default(),
             rollouts: RolloutMetrics::default(),
             clusters_disconnected: Gauge::default(),
@@ -483,6 +497,11 @@ impl HubMetrics {
             "agent_connections_closed",
             "Agent-port connections closed by the hub before or without an authenticated stream, by reason",
             self.connections_closed.clone(),
+        );
+        registry.register(
+            "agent_tls_handshakes",
+            "Agent-port connections waiting to start their TLS handshake (waiting) and handshakes under way (in_progress)",
+            self.tls_handshakes.clone(),
         );
         registry.register(
             "agent_messages_too_large",

@@ -157,6 +157,10 @@ pub struct ServeArgs {
     /// Seconds a TLS handshake on the agent port may take.
     #[arg(long, env = "FERRY_TLS_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = TransportLimits::default().tls_handshake_timeout.as_secs())]
     pub tls_handshake_timeout_seconds: u64,
+    /// TLS handshakes under way on the agent port at once; more connections
+    /// wait their turn in arrival order.
+    #[arg(long, env = "FERRY_TLS_HANDSHAKES_IN_FLIGHT", default_value_t = TransportLimits::default().tls_handshakes_in_flight)]
+    pub tls_handshakes_in_flight: usize,
     /// Seconds between HTTP/2 pings on agent connections.
     #[arg(long, env = "FERRY_HTTP2_KEEPALIVE_SECONDS", default_value_t = TransportLimits::default().http2_keepalive_interval.as_secs())]
     http2_keepalive_seconds: u64,
@@ -434,6 +438,7 @@ fn session(args: &ServeArgs) -> SessionConfig {
         transport: TransportLimits {
             max_concurrent_streams: args.max_streams_per_connection.max(1),
             tls_handshake_timeout: seconds(args.tls_handshake_timeout_seconds),
+            tls_handshakes_in_flight: args.tls_handshakes_in_flight.max(1),
             http2_keepalive_interval: seconds(args.http2_keepalive_seconds),
             http2_keepalive_timeout: seconds(args.http2_keepalive_timeout_seconds),
             tcp_keepalive: seconds(args.tcp_keepalive_seconds),

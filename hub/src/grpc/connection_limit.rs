@@ -158,9 +158,10 @@ pub struct LimitedConnection {
 
 impl LimitedConnection {
     /// Starts the unauthenticated deadline again from now: for a connection
-    /// the hub held before serving it (its handshakes wait while a starting
-    /// replica lists its caches), the time to authenticate counts from when
-    /// the hub begins to serve it. A connection past its deadline stays so.
+    /// the hub held before serving it (its TLS handshake waits while a
+    /// starting replica lists its caches, and for its turn), the time to
+    /// authenticate counts from when the hub begins to serve it. A
+    /// connection already closed for its deadline stays so.
     pub fn restart_unauthenticated_deadline(&mut self) {
         if let Some(deadline) = self.deadline.as_mut() {
             deadline

@@ -16,7 +16,7 @@ use crate::agent_certs::standing::Standing;
 use crate::grpc::config::{CONNECTION_AGE_SLACK, GrpcTls};
 use crate::grpc::connection_limit::{ConnectionLimits, limit_connections};
 use crate::grpc::session::Distributor;
-use crate::grpc::tls::{server_config, tls_incoming};
+use crate::grpc::tls::{HandshakeLimits, server_config, tls_incoming};
 use crate::metrics::HubMetrics;
 
 /// How long TLS handshakes wait, at most, after the hub starts, for the
@@ -118,9 +118,14 @@ pub async fn serve_agents(
                     tls_incoming(
                         accepted,
                         config,
-                        limits.tls_handshake_timeout,
+                        HandshakeLimits {
+                            timeout: limits.tls_handshake_timeout,
+                            in_flight: limits.tls_handshakes_in_flight,
+                            queued: limits.unauthenticated_idle,
+                        },
                         check,
                         handshakes_open,
+                        metrics.clone(),
                     ),
                     stopped(stopping),
                 )
