@@ -11,5 +11,7 @@ pub mod legacy_group;
 pub mod liveness;
 /// Each replica's own Lease, which vouches for the sessions it holds.
 pub mod replica_lease;
+/// The replica's one ManagedCluster cache and the feed of its changes.
+pub mod shared;
 /// The unreachable taint, in step with each cluster's connection.
 pub mod taints;

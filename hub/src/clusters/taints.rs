@@ -14,16 +14,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_fleet_semantics::placement::NO_SELECT;
+use futures::StreamExt;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use crate::watch::SettledObjects;
-use crate::watch::{run_controller, watch};
+use crate::clusters::shared::{ClusterCache, ClusterChange, noticed};
+use crate::watch::run_controller;
 use ferry_api::contract::UNREACHABLE_TAINT;
 use ferry_api::managed_cluster::{ClusterTaint, ManagedCluster};
 
@@ -205,39 +205,37 @@ fn error_policy(cluster: Arc<ManagedCluster>, error: &TaintError, _: Arc<Context
 }
 
 /// What the taint depends on; heartbeats change neither.
-fn connection_and_taints(cluster: &ManagedCluster) -> Option<u64> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let mut hasher = DefaultHasher::new();
-    cluster
-        .status
-        .as_ref()
-        .is_some_and(|s| s.connected)
-        .hash(&mut hasher);
-    for taint in &cluster.spec.taints {
-        (&taint.key, &taint.effect).hash(&mut hasher);
-    }
-    Some(hasher.finish())
+fn connection_and_taints(cluster: &ManagedCluster) -> (bool, Vec<(String, String)>) {
+    let connected = cluster.status.as_ref().is_some_and(|s| s.connected);
+    let taints = cluster
+        .spec
+        .taints
+        .iter()
+        .map(|taint| (taint.key.clone(), taint.effect.clone()))
+        .collect();
+    (connected, taints)
 }
 
 /// Keeps the unreachable taint in step with every cluster's connection,
 /// tainting a disconnected cluster once it has been silent for `grace`,
-/// until `shutdown` completes.
+/// until `shutdown` completes. Reads the replica's shared cache: every
+/// cluster once it has listed, then those whose connection or taints change.
 pub async fn run_taint_controller(
     client: Client,
+    clusters: ClusterCache,
     grace: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (reader, writer) = reflector::store();
-    let trigger = watch(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(writer)
-    .applied_settled()
-    .predicate_filter(connection_and_taints, PredicateConfig::default());
+    let trigger = noticed(clusters.changes(), connection_and_taints).filter_map(|change| {
+        std::future::ready(match change {
+            ClusterChange::Applied(cluster) => Some(cluster),
+            // A deleted cluster needs no taint.
+            ClusterChange::Deleted(_) => None,
+        })
+    });
     run_controller(
         "taint",
-        Controller::for_stream(trigger, reader),
+        Controller::for_shared_stream(trigger, clusters.store.clone()),
         None,
         shutdown,
         reconcile,

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::admission::watchdog::{PolicyHealth, run_watchdog};
 use crate::cluster_profile::ClusterProfileOptions;
+use crate::clusters::shared::ClusterCache;
 use crate::events::HubEvents;
 use crate::leader::{StopSignal, while_leading};
 use crate::metrics::HubMetrics;
@@ -24,6 +25,8 @@ pub struct LeaderControllers {
     pub metrics: Arc<HubMetrics>,
     /// The hub's Event recorder for works.
     pub events: HubEvents,
+    /// The replica's ManagedCluster cache and its change feed.
+    pub clusters: ClusterCache,
     /// How often placements and replica sets are reconciled with no change.
     pub controller_sweep: Duration,
     /// How long a disconnected cluster waits before it is tainted.
@@ -76,6 +79,7 @@ impl LeaderControllers {
             crate::placement::run_placement_controller(
                 c.client.clone(),
                 c.events.clone(),
+                c.clusters.clone(),
                 c.controller_sweep,
                 stop,
             )
@@ -87,6 +91,7 @@ impl LeaderControllers {
         let taints = while_leading(leading.clone(), stopping.clone(), "taints", |stop| {
             crate::clusters::taints::run_taint_controller(
                 c.client.clone(),
+                c.clusters.clone(),
                 c.unreachable_grace,
                 stop,
             )
@@ -95,6 +100,7 @@ impl LeaderControllers {
             while_leading(leading.clone(), stopping.clone(), "replica sets", |stop| {
                 crate::replica_set::run_replica_set_controller(
                     c.client.clone(),
+                    c.clusters.clone(),
                     c.health_pool,
                     c.metrics.rollouts.clone(),
                     c.controller_sweep,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -35,6 +35,7 @@ use crate::cluster_profile::ClusterProfileOptions;
 use crate::clusters::legacy_group::{LegacyClustersError, carry_over_legacy_clusters};
 use crate::clusters::liveness::{ClusterLiveness, reassert_held_sessions, run_liveness_sweeper};
 use crate::clusters::replica_lease::{ReplicaLease, ReplicaLeaseError, keep as keep_replica_lease};
+use crate::clusters::shared::ClusterCache;
 use crate::events::HubEvents;
 use crate::grpc::config::{GrpcTls, SessionConfig};
 use crate::grpc::identity::AgentAuthenticator;
@@ -216,13 +217,12 @@ async fn serve_admission(
     .map_err(HubError::from)
 }
 
-/// The replica's one copy of every ManagedCluster: the store readers share,
-/// the writer its watch fills, and whom a change wakes (certificate
-/// sessions, when the hub issues certificates).
+/// The replica's one copy of every ManagedCluster: the cache readers share
+/// (with its readiness and change feed), the writer its watch fills, and
+/// whom a change wakes (certificate sessions, when the hub issues
+/// certificates).
 struct SharedClusters {
-    store: Store<ManagedCluster>,
-    /// The store's readiness, the one every waiter awaits.
-    listed: StoresReady,
+    cache: ClusterCache,
     writer: reflector::store::Writer<ManagedCluster>,
     standing: Option<Arc<Standing>>,
 }
@@ -254,15 +254,18 @@ async fn keep_liveness(
         .with_deletions_held_gauge(metrics.clusters_deletions_held.clone());
     // One copy of every ManagedCluster per replica, kept by the reassert
     // watch: agent authentication reads whether a cluster is accepted here
-    // instead of a GET per connect, and the leader's liveness sweep reads
-    // the clusters here instead of a LIST per heartbeat.
+    // instead of a GET per connect, the leader's liveness sweep reads
+    // the clusters here instead of a LIST per heartbeat, and the leader's
+    // placement, taint and replica-set controllers read it and its feed
+    // instead of a watch and a cache each.
     let SharedClusters {
-        store: cluster_cache,
-        listed: clusters_listed,
+        cache,
         writer: cluster_cache_writer,
         standing,
     } = cache;
-    // Certificate sessions of a cluster are woken when it changes.
+    let (cluster_cache, clusters_listed) = (cache.store.clone(), cache.listed.clone());
+    // Certificate sessions of a cluster are woken when it changes, and the
+    // leader's controllers are triggered.
     let reasserting = reassert_held_sessions(
         liveness.clone(),
         cluster_cache_writer,
@@ -270,6 +273,7 @@ async fn keep_liveness(
             if let Some(standing) = &standing {
                 standing.cluster_event(event);
             }
+            cache.publish(event);
         },
         stopped(stop_rx.clone()),
     );
@@ -321,6 +325,7 @@ pub async fn run_hub(
     let hub_writers = hub_writers(&client, listeners.watch_policies).await;
     let (cluster_cache, cluster_cache_writer) = reflector::store();
     let clusters_listed = StoresReady::all(vec![store_ready(&cluster_cache)]);
+    let clusters = ClusterCache::new(cluster_cache.clone(), clusters_listed.clone());
     let (certificates, account_watch) = Box::pin(agent_certificates(
         &client,
         listeners.grpc_tls.as_ref(),
@@ -338,8 +343,7 @@ pub async fn run_hub(
         session.heartbeat_interval,
         leading.clone(),
         SharedClusters {
-            store: cluster_cache.clone(),
-            listed: clusters_listed,
+            cache: clusters.clone(),
             writer: cluster_cache_writer,
             standing: certificates.as_ref().map(|c| c.standing.clone()),
         },
@@ -400,6 +404,7 @@ pub async fn run_hub(
         client: client.clone(),
         metrics: metrics.clone(),
         events,
+        clusters,
         controller_sweep: listeners.controller_sweep,
         unreachable_grace: listeners.unreachable_grace,
         health_pool: listeners.health_pool,

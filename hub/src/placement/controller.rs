@@ -28,6 +28,7 @@ use super::compile::compile;
 use super::decide::{Decision, RESYNC, claims_of, decide};
 use super::error::PlacementError;
 use super::gather::{Previous, Snapshot};
+use crate::clusters::shared::{ClusterCache, noticed};
 use crate::clusters::taints::taints_for_placement;
 use crate::events::HubEvents;
 use crate::store_ready::{StoresReady, store_ready};
@@ -217,11 +218,11 @@ fn in_namespaces(
 pub async fn run_placement_controller(
     client: Client,
     events: HubEvents,
+    clusters: ClusterCache,
     sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (placements, placement_writer) = reflector::store();
-    let (clusters, cluster_writer) = reflector::store();
     let (decisions, decision_writer) = reflector::store();
     let placement_stream = watch(
         Api::<Placement>::all(client.clone()),
@@ -230,27 +231,8 @@ pub async fn run_placement_controller(
     .reflect(placement_writer)
     .applied_settled();
     // Only changes placements look at pass, and every deletion.
-    let cluster_stream = watch(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reflect(cluster_writer)
-    .scan(BTreeMap::<String, u64>::new(), |seen, event| {
-        let passed = match event {
-            Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
-                let view = placement_view(&c);
-                (seen.insert(c.name_any(), view) != Some(view)).then_some(Ok(c))
-            }
-            Ok(watcher::Event::Delete(c)) => {
-                seen.remove(&c.name_any());
-                Some(Ok(c))
-            }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-            Err(e) => Some(Err(e)),
-        };
-        std::future::ready(Some(passed))
-    })
-    .filter_map(std::future::ready);
+    let cluster_stream =
+        noticed(clusters.changes(), placement_view).map(|change| change.cluster().clone());
     let decision_stream = watch(
         Api::<PlacementDecision>::all(client.clone()),
         watcher::Config::default(),
@@ -272,7 +254,7 @@ pub async fn run_placement_controller(
     .reflect(binding_writer)
     .touched_settled();
     let ready = StoresReady::all(vec![
-        store_ready(&clusters),
+        clusters.listed.as_store_ready(),
         store_ready(&decisions),
         store_ready(&sets),
         store_ready(&bindings),
@@ -282,7 +264,7 @@ pub async fn run_placement_controller(
         ready,
         events,
         client,
-        clusters,
+        clusters: clusters.store.clone(),
         decisions: decisions.clone(),
         written: Mutex::new(BTreeMap::new()),
         placements: placements.clone(),
@@ -294,7 +276,7 @@ pub async fn run_placement_controller(
     let set_placements = placements.clone();
     let controller = Controller::for_stream(placement_stream, placements)
         .owns_stream(decision_stream)
-        .watches_stream(cluster_stream, move |cluster: ManagedCluster| {
+        .watches_shared_stream(cluster_stream, move |cluster: Arc<ManagedCluster>| {
             affected(&cluster, &mapper_placements, &decisions)
         })
         .watches_stream(binding_stream, move |binding: ManagedClusterSetBinding| {

@@ -39,6 +39,7 @@ use super::error::ReplicaSetError;
 use super::health_pool::{HealthPool, HealthPoolConfig};
 use super::revisions::{plan_revisions, protected_hashes};
 use super::work_writes::Refused;
+use crate::clusters::shared::ClusterCache;
 use crate::metrics::RolloutMetrics;
 use crate::store_ready::StoresReady;
 use crate::watch::run_controller;
@@ -178,12 +179,13 @@ fn error_policy(
 /// retried with backoff.
 pub async fn run_replica_set_controller(
     client: Client,
+    clusters: ClusterCache,
     health: HealthPoolConfig,
     rollout_metrics: RolloutMetrics,
     sweep: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (caches, triggers) = watch_all(&client);
+    let (caches, triggers) = watch_all(&client, &clusters);
     let controller = controller(&caches, triggers, sweep);
     let context = Arc::new(Context {
         ready: caches.ready(),

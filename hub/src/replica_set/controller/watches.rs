@@ -3,6 +3,7 @@
 //! (mapped by `triggers.rs`).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -15,6 +16,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::triggers::{labels_and_reachability, owner_of, referring, using_labels};
+use crate::clusters::shared::{ClusterCache, noticed};
 use crate::replica_set::depends::dependents;
 use crate::store_ready::{StoresReady, store_ready};
 use crate::watch::{SettledObjects, resync_every, watch};
@@ -40,8 +42,10 @@ pub(super) struct Caches {
     pub decisions: Store<PlacementDecision>,
     /// The works with the replica-set label.
     pub works: Store<ManifestWork>,
-    /// Every ManagedCluster.
+    /// Every ManagedCluster: the replica's shared cache.
     pub clusters: Store<ManagedCluster>,
+    /// Whether `clusters` has listed.
+    pub clusters_listed: StoresReady,
     /// The ControllerRevisions with the replica-set label.
     pub revisions: Store<ControllerRevision>,
     /// Every RolloutApproval.
@@ -60,7 +64,7 @@ impl Caches {
             store_ready(&self.placements),
             store_ready(&self.decisions),
             store_ready(&self.works),
-            store_ready(&self.clusters),
+            self.clusters_listed.as_store_ready(),
             store_ready(&self.revisions),
             store_ready(&self.approvals),
             store_ready(&self.sets),
@@ -76,7 +80,7 @@ pub(super) struct Triggers {
     placements: Changes<Placement>,
     decisions: Changes<PlacementDecision>,
     works: Changes<ManifestWork>,
-    clusters: Changes<ManagedCluster>,
+    clusters: BoxStream<'static, Arc<ManagedCluster>>,
     revisions: Changes<ControllerRevision>,
     approvals: Changes<RolloutApproval>,
     sets: Changes<ManagedClusterSet>,
@@ -98,8 +102,8 @@ where
 }
 
 /// Starts no watch yet (streams are lazy): the caches and the triggers of
-/// the controller, on `client`.
-pub(super) fn watch_all(client: &Client) -> (Caches, Triggers) {
+/// the controller, on `client`, with the replica's `clusters`.
+pub(super) fn watch_all(client: &Client, clusters: &ClusterCache) -> (Caches, Triggers) {
     let every = watcher::Config::default;
     let labelled = || watcher::Config::default().labels(REPLICA_SET_LABEL);
     let (rs_store, rs_writer) = reflector::store();
@@ -121,9 +125,8 @@ pub(super) fn watch_all(client: &Client) -> (Caches, Triggers) {
     let (works, work_changes) = cached(client, labelled());
     // Cluster labels feed overrides and `${CLUSTER_LABEL:key}`: only a
     // label change triggers, not the status heartbeats.
-    let (clusters, cluster_changes) = cached::<ManagedCluster>(client, every());
-    let cluster_changes = cluster_changes
-        .predicate_filter(labels_and_reachability, Default::default())
+    let cluster_changes = noticed(clusters.changes(), labels_and_reachability)
+        .map(|change| change.cluster().clone())
         .boxed();
     // A revision deleted or renumbered by hand is put right at once.
     let (revisions, revision_changes) = cached(client, labelled());
@@ -137,7 +140,8 @@ pub(super) fn watch_all(client: &Client) -> (Caches, Triggers) {
         placements,
         decisions,
         works,
-        clusters,
+        clusters: clusters.store.clone(),
+        clusters_listed: clusters.listed.clone(),
         revisions,
         approvals,
         sets,
@@ -209,7 +213,7 @@ pub(super) fn controller(
                     .collect::<Vec<_>>()
             },
         )
-        .watches_stream(triggers.clusters, move |_: ManagedCluster| {
+        .watches_shared_stream(triggers.clusters, move |_: Arc<ManagedCluster>| {
             using_labels(&by_label)
         })
         .watches_stream(triggers.revisions, |revision: ControllerRevision| {
