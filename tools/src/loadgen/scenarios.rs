@@ -401,10 +401,12 @@ pub async fn p6_restart(
             Duration::from_secs(2),
             |s, elapsed| {
                 format!(
-                    "P6 after {:.0} s: {} of {all} served, {} dialing, {} redials failed",
+                    "P6 after {:.0} s: {} of {all} served, {} dialing, {} waiting for the hub's response, {} for its Welcome; {} redials failed",
                     elapsed.as_secs_f64(),
                     s.connected,
                     s.dialing,
+                    s.awaiting_response,
+                    s.awaiting_welcome,
                     s.since(&before).session_errors
                 )
             },
