@@ -16,6 +16,10 @@ use crate::agent_certs::standing::Standing;
 /// only if that session outlives two thirds of a certificate's life.
 pub const MAX_REQUESTS_PER_SESSION: u32 = 3;
 
+/// How long a request waits for the hub's caches to hold a cluster the
+/// API server already knows (one that just joined) before it is refused.
+pub const SEEN_WAIT: Duration = Duration::from_secs(5);
+
 /// Default life of an agent certificate.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
@@ -58,10 +62,11 @@ impl AgentCertificates {
     /// The answer to `cluster`'s agent asking, with `csr_der`, for the
     /// `asked`-th time this session, at `now` (Unix seconds): a certificate
     /// for the cluster as the caches know it (and what the session holds
-    /// with it), or why not. Signing is one
-    /// ECDSA verification and one signature, well under a millisecond, so it
-    /// runs on the session's task.
-    pub fn answer(
+    /// with it), or why not. Waits up to [`SEEN_WAIT`] for the caches to
+    /// hold a cluster that just joined. Signing is one ECDSA verification
+    /// and one signature, well under a millisecond, so it runs on the
+    /// session's task.
+    pub async fn answer(
         &self,
         cluster: &str,
         csr_der: &[u8],
@@ -72,7 +77,8 @@ impl AgentCertificates {
             Err(IssueError::TooMany(MAX_REQUESTS_PER_SESSION))
         } else {
             self.standing
-                .subject_for(cluster)
+                .subject_once_seen(cluster, SEEN_WAIT)
+                .await
                 .and_then(|(subject, rotated)| {
                     let issued_at = issue_time(now, rotated)?;
                     let issued = self.ca.issue(csr_der, &subject, issued_at, self.lifetime)?;

@@ -148,6 +148,37 @@ impl Standing {
         ))
     }
 
+    /// [`Self::subject_for`], waiting up to `wait` for the caches to hold
+    /// the cluster and its account. A token session is let in on the API
+    /// server's word (a read of the ManagedCluster when the cache does not
+    /// hold it yet), so an agent that just joined asks before the watches
+    /// have delivered its cluster: refusing it then would leave it on its
+    /// token, re-reviewed on a pace, until its next session. Waits on the
+    /// cluster's wake-up, which either watch sends after its cache took the
+    /// change; fails as [`Self::subject_for`] does once `wait` is over.
+    pub async fn subject_once_seen(
+        self: &Arc<Self>,
+        cluster: &str,
+        wait: Duration,
+    ) -> Result<(AgentSubject, Option<i64>), IssueError> {
+        // Subscribed before the caches are read, so a change that lands
+        // between the read and the wait still wakes it.
+        let mut wake = self.wake_for(cluster);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match self.subject_for(cluster) {
+                Err(IssueError::NotSeen(_)) => {}
+                decided => return decided,
+            }
+            match tokio::time::timeout_at(deadline, wake.changed.changed()).await {
+                Ok(Ok(())) => {}
+                // Out of time, or the wake-up is gone (never while `wake`
+                // is held): the caches' answer as it stands.
+                Ok(Err(_)) | Err(_) => return self.subject_for(cluster),
+            }
+        }
+    }
+
     /// A wake-up for a live certificate session of `cluster`.
     pub fn wake_for(self: &Arc<Self>, cluster: &str) -> Wake {
         let mut wakes = self.lock();
@@ -239,4 +270,83 @@ pub async fn watch_agent_accounts(
         })
         .await
         .unwrap_or_else(|error| debug!(%error, "agent ServiceAccount watch ended"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use crate::store_ready::StoresReady;
+    use ferry_api::managed_cluster::ManagedClusterSpec;
+
+    fn account(cluster: &str) -> PartialObjectMeta<ServiceAccount> {
+        PartialObjectMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some("ferry-agent".into()),
+                namespace: Some(cluster.into()),
+                uid: Some(format!("account-{cluster}")),
+                ..ObjectMeta::default()
+            },
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    fn cluster(name: &str) -> ManagedCluster {
+        let mut cluster = ManagedCluster::new(name, ManagedClusterSpec::default());
+        cluster.metadata.uid = Some(format!("cluster-{name}"));
+        cluster
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_for_the_watches_to_deliver_a_cluster_that_just_joined() {
+        let (clusters, mut clusters_writer) = reflector::store::<ManagedCluster>();
+        let (accounts, mut accounts_writer) =
+            reflector::store::<PartialObjectMeta<ServiceAccount>>();
+        let listed = StoresReady::all(vec![]);
+        let standing = Standing::new(clusters, &listed, accounts, "ferry-agent".into());
+
+        let asking = {
+            let standing = standing.clone();
+            tokio::spawn(async move {
+                let start = tokio::time::Instant::now();
+                let subject = standing
+                    .subject_once_seen("east", Duration::from_secs(5))
+                    .await;
+                (subject, start.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The cluster arrives first, its account later: each watch wakes
+        // the request after its cache took the change.
+        let joined = Event::Apply(cluster("east"));
+        clusters_writer.apply_watcher_event(&joined);
+        standing.cluster_event(&joined);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        accounts_writer.apply_watcher_event(&Event::Apply(account("east")));
+        standing.touched("east");
+        let (subject, waited) = asking.await.expect("no panic");
+        let (subject, rotated) = subject.expect("issued once both caches hold it");
+        assert_eq!(subject.cluster, "east");
+        assert_eq!(subject.cluster_uid, "cluster-east");
+        assert_eq!(subject.account_uid, "account-east");
+        assert_eq!(rotated, None);
+        assert_eq!(waited, Duration::from_millis(600), "woken, not polled");
+        assert!(
+            standing.lock().is_empty(),
+            "the wait leaves no wake-up behind"
+        );
+
+        // A cluster the watches never deliver is refused once the wait is over.
+        let start = tokio::time::Instant::now();
+        assert!(matches!(
+            standing
+                .subject_once_seen("west", Duration::from_secs(5))
+                .await,
+            Err(IssueError::NotSeen(_))
+        ));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
 }

@@ -533,12 +533,15 @@ impl Reader {
                 Some(agent_message::Body::CertificateRequest(request)) => {
                     certificate_requests += 1;
                     let (answer, issued) = match &self.certificates {
-                        Some(certificates) => certificates.answer(
-                            &cluster,
-                            &request.csr_der,
-                            certificate_requests,
-                            unix_now(),
-                        ),
+                        Some(certificates) => {
+                            Box::pin(certificates.answer(
+                                &cluster,
+                                &request.csr_der,
+                                certificate_requests,
+                                unix_now(),
+                            ))
+                            .await
+                        }
                         None => (
                             v1::CertificateIssued {
                                 refused: "this hub does not issue client certificates".into(),
