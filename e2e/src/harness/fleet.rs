@@ -539,6 +539,7 @@ async fn start_more_replicas(
             watch_policies: false,
             health_pool: Default::default(),
             cluster_profiles: cluster_profiles.clone(),
+            api_requests: None,
         };
         let run = spawn_hub(
             hub_identity.clone(),
@@ -738,6 +739,7 @@ impl Fleet {
             watch_policies: options.watch_policies,
             health_pool: Default::default(),
             cluster_profiles: cluster_profiles.clone(),
+            api_requests: None,
         };
         let webhook = if options.admission {
             Some(Webhook::new(options.webhook_failure_policy).await?)
@@ -982,6 +984,7 @@ impl Fleet {
                 watch_policies: self.watch_policies,
                 health_pool: Default::default(),
                 cluster_profiles: self.cluster_profiles.clone(),
+                api_requests: None,
             };
             self.hub_run = Some(
                 spawn_hub(

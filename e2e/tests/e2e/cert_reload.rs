@@ -213,6 +213,7 @@ async fn rotated_certificate_files_are_served_to_new_connections_without_a_resta
         }),
         leader_election: None,
         cluster_profiles: None,
+        api_requests: None,
         replica_lease: replica_lease(0, Duration::from_secs(1)),
         unreachable_grace: ferry_e2e::harness::fleet::UNREACHABLE_GRACE,
         controller_sweep: ferry_hub::hub::DEFAULT_CONTROLLER_SWEEP,

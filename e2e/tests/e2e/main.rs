@@ -52,6 +52,7 @@ mod flow_control;
 mod garbage_collection;
 mod hostile_input;
 mod hub_api_outage;
+mod hub_counts_its_api_requests;
 mod hub_edits;
 mod hub_owned_writes;
 mod hub_replicas;

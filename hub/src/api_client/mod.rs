@@ -9,6 +9,11 @@
 //! to 40 ms on Linux) before the rest leaves. Every TokenReview, liveness
 //! and status write of the hub paid that wait; the agent's spoke client
 //! made create → Applied ten times slower the same way (issue 32).
+//!
+//! `requests` counts what the client sends (`ferry_hub_api_requests_total`).
+
+/// Counting the hub's own API requests by verb and resource.
+pub mod requests;
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -18,6 +23,8 @@ use kube::{Client, Config};
 use tower::limit::ConcurrencyLimitLayer;
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
+
+use requests::ApiRequests;
 
 /// The client could not be built from the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +55,15 @@ pub fn tcp_connector() -> HttpConnector {
 }
 
 /// A client of the API server described by `config`, with at most
-/// `concurrency` requests awaiting an answer at once when given. Fails when
-/// the configuration names a proxy, or its TLS, authentication or header
+/// `concurrency` requests awaiting an answer at once when given, counting
+/// each request it sends into `counted` when given. Fails when the
+/// configuration names a proxy, or its TLS, authentication or header
 /// settings are invalid.
-pub fn api_client(config: Config, concurrency: Option<usize>) -> Result<Client, ApiClientError> {
+pub fn api_client(
+    config: Config,
+    concurrency: Option<usize>,
+    counted: Option<ApiRequests>,
+) -> Result<Client, ApiClientError> {
     if let Some(proxy) = &config.proxy_url {
         return Err(ApiClientError::Proxy(proxy.to_string()));
     }
@@ -70,6 +82,14 @@ pub fn api_client(config: Config, concurrency: Option<usize>) -> Result<Client, 
         .extra_headers_layer()
         .map_err(ApiClientError::Headers)?;
     let service = ServiceBuilder::new()
+        // Outermost: the path is still the API path (no prefix of the
+        // server's URL yet), and a retry below is the same request.
+        .map_request(move |request: http::Request<kube::client::Body>| {
+            if let Some(counted) = &counted {
+                counted.count(&request);
+            }
+            request
+        })
         .option_layer(concurrency.map(|n| ConcurrencyLimitLayer::new(n.max(1))))
         .layer(config.base_uri_layer())
         .option_layer(
@@ -108,12 +128,17 @@ mod tests {
     #[tokio::test]
     async fn api_client_builds_for_an_https_or_http_api_server() {
         let config = |url: &str| Config::new(url.parse().expect("a URL"));
-        api_client(config("https://127.0.0.1:6443"), Some(8)).expect("an https client");
-        api_client(config("http://127.0.0.1:8080"), None).expect("a plain http client");
+        api_client(config("https://127.0.0.1:6443"), Some(8), None).expect("an https client");
+        api_client(
+            config("http://127.0.0.1:8080"),
+            None,
+            Some(ApiRequests::default()),
+        )
+        .expect("a plain http client");
         let mut proxied = config("https://127.0.0.1:6443");
         proxied.proxy_url = Some("http://proxy:3128".parse().expect("a URL"));
         assert!(matches!(
-            api_client(proxied, None),
+            api_client(proxied, None, None),
             Err(ApiClientError::Proxy(_))
         ));
     }

@@ -35,5 +35,5 @@ pub async fn client_from(
             .await
             .context("finding a kubeconfig or in-cluster config")?,
     };
-    ferry_hub::api_client::api_client(config, None).context("building a Kubernetes client")
+    ferry_hub::api_client::api_client(config, None, None).context("building a Kubernetes client")
 }

@@ -13,6 +13,7 @@ use ferry_hub::admission::target::{ServiceRef, WebhookTarget};
 use ferry_hub::admission::webhook::{AdmissionOptions, DEFAULT_MAX_WORK_BYTES, FailurePolicy};
 use ferry_hub::agent_certs::ca_secret::DEFAULT_SECRET;
 use ferry_hub::agent_certs::issuing::DEFAULT_LIFETIME;
+use ferry_hub::api_client::requests::ApiRequests;
 use ferry_hub::certs::reload::{CaSource, CertSource, DEFAULT_RELOAD_INTERVAL};
 use ferry_hub::certs::tls::ServingCert;
 use ferry_hub::cluster_profile::ClusterProfileOptions;
@@ -41,11 +42,11 @@ pub struct ServeArgs {
     /// Apply the hub CRDs at start-up and wait until they are served.
     #[arg(long, env = "FERRY_INSTALL_CRDS")]
     pub install_crds: bool,
-    /// Let the leader check every few seconds that the admission policies
-    /// are installed and enforced as the hub installs them: while one is
-    /// not, /readyz fails naming it, the webhook refuses executor changes,
-    /// and the leader re-applies it (needs list on the policies and
-    /// bindings, and patch to repair).
+    /// Let the leader watch that the admission policies are installed and
+    /// enforced as the hub installs them: while one is not, /readyz fails
+    /// naming it, the webhook refuses executor changes, and the leader
+    /// re-applies it (needs list and watch on the policies and bindings,
+    /// and patch to repair).
     #[arg(long, env = "FERRY_WATCH_ADMISSION_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_admission_policies: bool,
     /// Serving certificate chain (PEM) of the agent port; TLS is on
@@ -290,7 +291,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| replica_lease.namespace.clone()),
     });
     let grpc_tls = grpc_tls(&args)?;
-    let client = api_client(args.hub_api_concurrency).await?;
+    let api_requests = ApiRequests::default();
+    let client = api_client(args.hub_api_concurrency, api_requests.clone()).await?;
     if args.install_crds {
         install_crds(&client).await?;
     }
@@ -309,6 +311,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         grpc_tls,
         probes: Some(bind(args.probe_addr).await?),
         admission: admission(&args).await?,
+        api_requests: Some(api_requests),
     };
     run_hub(client, listeners, session(&args), stop).await?;
     Ok(())
@@ -463,11 +466,11 @@ const DEFAULT_API_CONCURRENCY: usize = 64;
 /// connections to the API server in the hub, 60 % of its memory. A watch
 /// holds its slot only until its response starts, so watches never starve
 /// other requests.
-async fn api_client(concurrency: usize) -> anyhow::Result<kube::Client> {
+async fn api_client(concurrency: usize, counted: ApiRequests) -> anyhow::Result<kube::Client> {
     let config = kube::Config::infer()
         .await
         .context("building a Kubernetes client")?;
-    ferry_hub::api_client::api_client(config, Some(concurrency))
+    ferry_hub::api_client::api_client(config, Some(concurrency), Some(counted))
         .context("building a Kubernetes client")
 }
 

@@ -30,6 +30,7 @@ use crate::admission::watchdog::PolicyHealth;
 use crate::admission::webhook::{self, AdmissionError, AdmissionOptions};
 use crate::agent_certs::error::AgentCaError;
 use crate::agent_certs::standing::Standing;
+use crate::api_client::requests::ApiRequests;
 use crate::certs::reload::CertLoadError;
 use crate::cluster_profile::ClusterProfileOptions;
 use crate::clusters::legacy_group::{LegacyClustersError, carry_over_legacy_clusters};
@@ -111,6 +112,11 @@ pub struct HubListeners {
     /// Where the leader publishes a ClusterProfile per ManagedCluster;
     /// None publishes none.
     pub cluster_profiles: Option<ClusterProfileOptions>,
+    /// The counters `client` counts its requests into
+    /// (`crate::api_client::api_client`), served at `/metrics` as
+    /// `ferry_hub_api_requests_total`; None serves none (a client built
+    /// without them counts nothing).
+    pub api_requests: Option<ApiRequests>,
 }
 
 /// The `reportingInstance` of the hub's Events: the pod's name, which
@@ -308,6 +314,9 @@ pub async fn run_hub(
     let metrics = Arc::new(HubMetrics::default());
     let mut registry = Registry::default();
     metrics.register(&mut registry);
+    if let Some(api_requests) = &listeners.api_requests {
+        api_requests.register(registry.sub_registry_with_prefix("ferry_hub"));
+    }
     let events = HubEvents::start(client.clone(), reporting_instance(), metrics.clone());
     let stop_rx = stop_on(shutdown);
     // Before anything reads a cluster: a cluster still in the group an

@@ -187,11 +187,13 @@ pub async fn p3_idle(
     window: Duration,
 ) -> Result<Row, ScenarioError> {
     let before = api_writes(&bench.admin).await;
+    let hub_before = hub_api_requests(bench.hubs).await;
     let lists_before = cluster_lists(&bench.admin).await;
     let (_, idle_cpu_before) = hub_usage(bench)?;
     let started = Instant::now();
     tokio::time::sleep(window).await;
     let after = api_writes(&bench.admin).await;
+    let hub_after = hub_api_requests(bench.hubs).await;
     let lists_after = cluster_lists(&bench.admin).await;
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let rate = |a: f64, b: f64| (b - a).max(0.0) / secs;
@@ -206,10 +208,11 @@ pub async fn p3_idle(
         hub_cpu_seconds: cpu - cpu_before,
         wall: connect,
         bottleneck: format!(
-            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s; idle hub API writes {:.2}/s over {:.0} s ({:.2}/s to ManagedClusters, {:.2}/s to Leases, {:.2}/s TokenReviews); idle ManagedCluster LISTs {:.2}/s answering {:.1} KiB/s; idle hub CPU {:.3} cores",
+            "{per_cluster:.1} KiB/idle cluster (RSS {} -> {} MiB); connect {:.1} s; idle, the hub's own API requests: {} per second (its ferry_hub_api_requests_total); the hub API server's writes from every client {:.2}/s over {:.0} s ({:.2}/s to ManagedClusters, {:.2}/s to Leases, {:.2}/s TokenReviews); idle ManagedCluster LISTs {:.2}/s answering {:.1} KiB/s; idle hub CPU {:.3} cores",
             baseline_kib / 1024,
             rss / 1024,
             connect.as_secs_f64(),
+            requests_per_second(&hub_before, &hub_after, secs),
             rate(before.0, after.0),
             secs,
             rate(before.1, after.1),
@@ -563,10 +566,36 @@ pub async fn api_requests(admin: &Client) -> BTreeMap<(String, String), f64> {
 
 /// [`api_requests`] from an exposition text.
 pub fn requests_by_verb_and_resource(exposition: &str) -> BTreeMap<(String, String), f64> {
-    const NAME: &str = "apiserver_request_total{";
+    counts_by_verb_and_resource(exposition, "apiserver_request_total")
+}
+
+/// The hub replicas' own requests to their API server so far by (verb,
+/// resource[/subresource]), from their `ferry_hub_api_requests_total`
+/// summed over the replicas (a replica that does not answer counts 0):
+/// the hub's requests alone, where [`api_requests`] counts every client.
+pub async fn hub_api_requests(hubs: &[HubProcess]) -> BTreeMap<(String, String), f64> {
+    let mut counts = BTreeMap::new();
+    for hub in hubs {
+        let text = scrape(hub.probes()).await.unwrap_or_default();
+        for (key, value) in hub_requests_by_verb_and_resource(&text) {
+            *counts.entry(key).or_insert(0.0) += value;
+        }
+    }
+    counts
+}
+
+/// [`hub_api_requests`] of one replica from its exposition text.
+pub fn hub_requests_by_verb_and_resource(exposition: &str) -> BTreeMap<(String, String), f64> {
+    counts_by_verb_and_resource(exposition, "ferry_hub_api_requests_total")
+}
+
+/// The series of counter `metric` in `exposition` summed by their `verb`
+/// and `resource` (with `/subresource` when one is set) labels.
+fn counts_by_verb_and_resource(exposition: &str, metric: &str) -> BTreeMap<(String, String), f64> {
+    let name = format!("{metric}{{");
     let mut counts = BTreeMap::new();
     for line in exposition.lines() {
-        let Some(rest) = line.strip_prefix(NAME) else {
+        let Some(rest) = line.strip_prefix(name.as_str()) else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -601,13 +630,32 @@ pub fn requests_per_cluster(
     after: &BTreeMap<(String, String), f64>,
     clusters: usize,
 ) -> String {
-    let clusters = clusters.max(1) as f64;
+    requests_per(before, after, clusters.max(1) as f64)
+}
+
+/// The requests between two snapshots per second of `seconds`, written as
+/// [`requests_per_cluster`] writes them.
+pub fn requests_per_second(
+    before: &BTreeMap<(String, String), f64>,
+    after: &BTreeMap<(String, String), f64>,
+    seconds: f64,
+) -> String {
+    requests_per(before, after, seconds.max(1e-3))
+}
+
+/// The requests between two snapshots divided by `divisor`, largest first,
+/// those at least 0.01, after their total.
+fn requests_per(
+    before: &BTreeMap<(String, String), f64>,
+    after: &BTreeMap<(String, String), f64>,
+    divisor: f64,
+) -> String {
     let mut rows: Vec<(f64, String)> = after
         .iter()
         .map(|(key, value)| {
             let was = before.get(key).copied().unwrap_or(0.0);
             (
-                (value - was).max(0.0) / clusters,
+                (value - was).max(0.0) / divisor,
                 format!("{} {}", key.0, key.1),
             )
         })
@@ -711,6 +759,24 @@ mod tests {
         assert_eq!(
             requests_per_cluster(&before, &after, 10),
             "4.00 in all, POST tokenreviews 2.00, GET managedclusters 1.00, PATCH managedclusters/status 1.00"
+        );
+    }
+
+    #[test]
+    fn the_hubs_own_requests_are_read_from_its_counters_per_second() {
+        let before = hub_requests_by_verb_and_resource(
+            "# TYPE ferry_hub_api_requests counter\n\
+             ferry_hub_api_requests_total{verb=\"PUT\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"} 4\n",
+        );
+        let after = hub_requests_by_verb_and_resource(
+            "ferry_hub_api_requests_total{verb=\"PUT\",group=\"coordination.k8s.io\",resource=\"leases\",subresource=\"\"} 7\n\
+             ferry_hub_api_requests_total{verb=\"PATCH\",group=\"cluster.ferry.dev\",resource=\"managedclusters\",subresource=\"status\"} 30\n\
+             ferry_hub_api_requests_total{verb=\"WATCH\",group=\"\",resource=\"secrets\",subresource=\"\"} 1\n\
+             apiserver_request_total{resource=\"leases\",verb=\"PUT\"} 100\n",
+        );
+        assert_eq!(
+            requests_per_second(&before, &after, 30.0),
+            "1.13 in all, PATCH managedclusters/status 1.00, PUT leases 0.10, WATCH secrets 0.03"
         );
     }
 
