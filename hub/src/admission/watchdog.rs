@@ -10,6 +10,7 @@
 //! is the shell that watches, reports and repairs. It used to list both
 //! kinds every 3 s: two thirds of an idle hub's requests to its API server.
 
+use std::borrow::Borrow;
 use std::time::Duration;
 
 use crate::events::{HubEvent, HubEvents};
@@ -172,15 +173,19 @@ fn policy_difference(
 /// cluster's; others than `expected` are ignored) against the `expected`
 /// ones: missing, not denying, or altered. Empty when all are as the hub
 /// installs them. Never fails.
-pub fn check(
-    expected: &[PolicyDef],
-    policies: &[ValidatingAdmissionPolicy],
-    bindings: &[ValidatingAdmissionPolicyBinding],
-) -> Vec<Finding> {
+pub fn check<P, B>(expected: &[PolicyDef], policies: &[P], bindings: &[B]) -> Vec<Finding>
+where
+    P: Borrow<ValidatingAdmissionPolicy>,
+    B: Borrow<ValidatingAdmissionPolicyBinding>,
+{
     let mut findings = Vec::new();
     for def in expected {
         let want = def.policy().spec.unwrap_or_default();
-        match policies.iter().find(|p| p.name_any() == def.name) {
+        match policies
+            .iter()
+            .map(Borrow::borrow)
+            .find(|p| p.name_any() == def.name)
+        {
             None => findings.push(Finding::PolicyMissing(def.name)),
             Some(p) if p.metadata.deletion_timestamp.is_some() => {
                 findings.push(Finding::PolicyMissing(def.name))
@@ -191,7 +196,11 @@ pub fn check(
                 }
             }
         }
-        match bindings.iter().find(|b| b.name_any() == def.name) {
+        match bindings
+            .iter()
+            .map(Borrow::borrow)
+            .find(|b| b.name_any() == def.name)
+        {
             None => findings.push(Finding::BindingMissing(def.name)),
             Some(b) if b.metadata.deletion_timestamp.is_some() => {
                 findings.push(Finding::BindingMissing(def.name))
@@ -465,13 +474,7 @@ pub async fn run_watchdog(
                 .map(|d| Finding::Unreadable(d.name, error.to_string()))
                 .collect(),
             Ok(false) => continue,
-            Ok(true) => {
-                let policies: Vec<ValidatingAdmissionPolicy> =
-                    policies.state().iter().map(|p| (**p).clone()).collect();
-                let bindings: Vec<ValidatingAdmissionPolicyBinding> =
-                    bindings.state().iter().map(|b| (**b).clone()).collect();
-                check(&expected, &policies, &bindings)
-            }
+            Ok(true) => check(&expected, &policies.state(), &bindings.state()),
         };
         if pacing.checked(findings.is_empty()) {
             // The interval counts from the first finding, not from start.
@@ -668,7 +671,8 @@ mod tests {
     #[test]
     fn policies_of_others_are_ignored_and_all_missing_is_named() {
         let defs = all_policies_for(&["hub".into()]);
-        let found = check(&defs, &[], &[]);
+        let found =
+            check::<ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding>(&defs, &[], &[]);
         assert_eq!(found.len(), 2 * defs.len());
     }
 

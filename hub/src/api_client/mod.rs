@@ -22,6 +22,7 @@ use kube::client::{ClientBuilder, ConfigExt};
 use kube::{Client, Config};
 use tower::limit::ConcurrencyLimitLayer;
 use tower::retry::RetryLayer;
+use tower::util::MapRequestLayer;
 use tower::{BoxError, ServiceBuilder};
 
 use requests::ApiRequests;
@@ -84,12 +85,12 @@ pub fn api_client(
     let service = ServiceBuilder::new()
         // Outermost: the path is still the API path (no prefix of the
         // server's URL yet), and a retry below is the same request.
-        .map_request(move |request: http::Request<kube::client::Body>| {
-            if let Some(counted) = &counted {
+        .option_layer(counted.map(|counted| {
+            MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
                 counted.count(&request);
-            }
-            request
-        })
+                request
+            })
+        }))
         .option_layer(concurrency.map(|n| ConcurrencyLimitLayer::new(n.max(1))))
         .layer(config.base_uri_layer())
         .option_layer(

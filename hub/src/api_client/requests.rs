@@ -195,17 +195,19 @@ impl ApiRequests {
             self.counts.clone(),
         );
     }
-
-    /// How many requests have been counted under `label` (0 if none).
-    pub fn get(&self, label: &ApiRequestLabel) -> u64 {
-        self.counts.get(label).map(|c| c.get()).unwrap_or_default()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    impl ApiRequests {
+        /// How many requests have been counted under `label` (0 if none).
+        fn get(&self, label: &ApiRequestLabel) -> u64 {
+            self.counts.get(label).map(|c| c.get()).unwrap_or_default()
+        }
+    }
 
     fn target(path: &str) -> (String, String, String, bool) {
         let t = request_target(path);
